@@ -1,0 +1,168 @@
+"""Sessions, branches and messages.
+
+Every message is stored once, in the branch that produced it. A branch made by a restore points at
+its parent and a fork position: its history is the parent's history below that position followed
+by its own messages, whose positions continue from the fork position. So forking and checkpointing
+never copy a message, and a branch's history is read by one recursive query (see `history`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+NAME_MAX_LENGTH = 200
+
+
+class ExternalSessionQuerySet(models.QuerySet):
+    def for_user(self, user) -> ExternalSessionQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(owner=user)
+
+    def active(self) -> ExternalSessionQuerySet:
+        return self.filter(archived_at__isnull=True)
+
+
+class ExternalSession(models.Model):
+    """A user's conversation or project: what the product calls a session."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions"
+    )
+    session_name = models.CharField(max_length=NAME_MAX_LENGTH)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ExternalSessionQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "session"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="session_owner_created")]
+
+    def __str__(self) -> str:
+        return self.session_name
+
+    @property
+    def settings(self) -> dict:
+        value = self.metadata.get("settings") if isinstance(self.metadata, dict) else None
+        return value if isinstance(value, dict) else {}
+
+
+class InternalSessionQuerySet(models.QuerySet):
+    def for_user(self, user) -> InternalSessionQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(session__owner=user)
+
+
+def new_agno_session_id() -> str:
+    return str(uuid.uuid4())
+
+
+class InternalSession(models.Model):
+    """A branch: one line of conversation inside a session."""
+
+    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="branches")
+    agno_session_id = models.CharField(max_length=64, unique=True, default=new_agno_session_id)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    # How many of the parent's history messages this branch inherits.
+    fork_position = models.PositiveIntegerField(default=0)
+    forked_from = models.ForeignKey(
+        "checkpoints.Checkpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+    )
+    # Length of this branch's whole history (inherited plus own): the next message's position.
+    message_count = models.PositiveIntegerField(default=0)
+    session_state = models.JSONField(default=dict, blank=True)
+    is_current = models.BooleanField(default=False)
+    checkpoint_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    objects = InternalSessionQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "branch"
+        verbose_name_plural = "branches"
+        ordering = ["created_at", "id"]
+        constraints = [
+            # At most one current branch per session, enforced by the database; the services
+            # create a session together with its first (current) branch and only ever move the
+            # flag inside one transaction, so there is always exactly one.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(is_current=True),
+                name="one_current_branch_per_session",
+            ),
+            models.CheckConstraint(
+                condition=Q(message_count__gte=models.F("fork_position")),
+                name="branch_count_covers_fork",
+            ),
+        ]
+        indexes = [models.Index(fields=["session", "created_at"], name="branch_session_created")]
+
+    def __str__(self) -> str:
+        return f"branch {self.pk} of session {self.session_id}"
+
+    @property
+    def own_message_count(self) -> int:
+        return self.message_count - self.fork_position
+
+
+class MessageQuerySet(models.QuerySet):
+    def for_user(self, user) -> MessageQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(branch__session__owner=user)
+
+
+class Message(models.Model):
+    """One entry of a branch's history. Written once, never updated, never copied."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SYSTEM = "system"
+        TOOL = "tool"
+
+    branch = models.ForeignKey(InternalSession, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True, default="")
+    # A tool message: which tool ran, with what arguments, what it returned, and the id of the
+    # call it answers. An assistant message: the tool calls it made, as the model protocol has them.
+    tool_name = models.CharField(max_length=200, blank=True, default="")
+    tool_args = models.JSONField(null=True, blank=True)
+    tool_result = models.TextField(blank=True, default="")
+    tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    tool_calls = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["branch", "position"], name="message_position_unique"),
+            models.CheckConstraint(
+                condition=Q(role__in=["user", "assistant", "system", "tool"]),
+                name="message_role_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position}"
