@@ -1,0 +1,263 @@
+"""Checkpoints, restores and retention.
+
+A checkpoint is one row: a position in a branch plus the session state. Restoring as a branch is
+one new branch row pointing at the checkpoint's branch and position. Neither copies a message, so
+both cost the same at 10 messages as at 10,000. A rewind deletes what comes after the checkpoint,
+which costs what there is to discard and no more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.db import connection, transaction
+from django.db.models import Count, F, OuterRef, Subquery, Value
+from django.db.models.expressions import Window
+from django.db.models.functions import Coalesce, RowNumber
+from django.utils import timezone
+
+from sessions_app.errors import (
+    BranchNotFound,
+    CheckpointNotFound,
+    InvalidInput,
+    RewindOutOfRange,
+)
+from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.services import _make_current, lock_session
+from sessions_app.validation import clean_description, clean_json_object, clean_name
+
+from .models import Checkpoint
+
+RestoreMode = Literal["branch", "rewind"]
+RESTORE_MODES = ("branch", "rewind")
+
+
+@dataclass(frozen=True)
+class DeletedCheckpoint:
+    id: int
+    name: str
+    branch_id: int
+    message_count: int
+    is_auto: bool
+
+
+@dataclass
+class RestoreResult:
+    branch: InternalSession
+    mode: str
+    deleted_checkpoints: list[DeletedCheckpoint] = field(default_factory=list)
+
+
+def default_checkpoint_name() -> str:
+    return timezone.now().strftime("checkpoint-%Y-%m-%d-%H%M%S")
+
+
+@transaction.atomic
+def checkpoint_create(
+    *,
+    branch: InternalSession,
+    name: str | None = None,
+    description: str | None = "",
+    is_auto: bool = False,
+    metadata: Any = None,
+) -> Checkpoint:
+    """Mark the branch's current position. One row; no message is read or copied."""
+    clean = clean_name(name, what="checkpoint", default=default_checkpoint_name())
+    text = clean_description(description)
+    meta = clean_json_object(metadata, what="checkpoint metadata")
+    try:
+        locked = (
+            InternalSession.objects.select_for_update()
+            .only("id", "session_id", "message_count", "session_state")
+            .get(pk=branch.pk)
+        )
+    except InternalSession.DoesNotExist:
+        raise BranchNotFound() from None
+    checkpoint = Checkpoint.objects.create(
+        branch_id=locked.pk,
+        checkpoint_name=clean,
+        description=text,
+        is_auto=bool(is_auto),
+        message_count=locked.message_count,
+        session_state=locked.session_state,
+        metadata=meta,
+    )
+    InternalSession.objects.filter(pk=locked.pk).update(checkpoint_count=F("checkpoint_count") + 1)
+    return checkpoint
+
+
+def _recount(branch_ids) -> None:
+    counts = (
+        Checkpoint.objects.filter(branch=OuterRef("pk"))
+        .order_by()
+        .values("branch")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    InternalSession.objects.filter(pk__in=list(branch_ids)).update(
+        checkpoint_count=Coalesce(Subquery(counts), Value(0))
+    )
+
+
+@transaction.atomic
+def checkpoint_delete(*, checkpoint: Checkpoint) -> None:
+    """Delete one checkpoint. Messages are untouched; branches forked from it stay."""
+    deleted, _ = Checkpoint.objects.filter(pk=checkpoint.pk).delete()
+    if not deleted:
+        raise CheckpointNotFound()
+    _recount([checkpoint.branch_id])
+
+
+def _snapshot(qs) -> list[DeletedCheckpoint]:
+    return [
+        DeletedCheckpoint(
+            id=row["id"],
+            name=row["checkpoint_name"],
+            branch_id=row["branch_id"],
+            message_count=row["message_count"],
+            is_auto=row["is_auto"],
+        )
+        for row in qs.order_by("branch_id", "message_count", "id").values(
+            "id", "checkpoint_name", "branch_id", "message_count", "is_auto"
+        )
+    ]
+
+
+def _descendants_forked_after(branch_id: int, position: int) -> list[int]:
+    """Branches that inherit any message at or after `position` of `branch_id`, with all their
+    descendants: the branches a rewind to `position` would leave without their history."""
+    q = connection.ops.quote_name
+    table = q(InternalSession._meta.db_table)
+    sql = f"""
+        WITH RECURSIVE doomed(id) AS (
+            SELECT id FROM {table} WHERE parent_id = %s AND fork_position > %s
+            UNION ALL
+            SELECT c.id FROM {table} c JOIN doomed d ON c.parent_id = d.id
+        )
+        SELECT id FROM doomed
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [branch_id, position])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _rewind_locked(
+    branch: InternalSession, position: int, session_state: dict | None
+) -> list[DeletedCheckpoint]:
+    """Cut `branch` (row locked, session locked) back to `position` messages."""
+    if not branch.fork_position <= position <= branch.message_count:
+        raise RewindOutOfRange(
+            f"Cannot rewind to message {position}: this branch holds messages "
+            f"{branch.fork_position} to {branch.message_count} of its history."
+        )
+    doomed = _descendants_forked_after(branch.pk, position)
+    later = Checkpoint.objects.filter(branch_id=branch.pk, message_count__gt=position)
+    deleted = _snapshot(later)
+    if doomed:
+        deleted += _snapshot(Checkpoint.objects.filter(branch_id__in=doomed))
+        # Children first, so the deletion never walks a deep chain of parents.
+        Message.objects.filter(branch_id__in=doomed).delete()
+        Checkpoint.objects.filter(branch_id__in=doomed).delete()
+        InternalSession.objects.filter(pk__in=doomed).delete()
+    Message.objects.filter(branch_id=branch.pk, position__gte=position).delete()
+    later.delete()
+    updates: dict[str, Any] = {"message_count": position}
+    if session_state is not None:
+        updates["session_state"] = session_state
+    InternalSession.objects.filter(pk=branch.pk).update(**updates)
+    _recount([branch.pk])
+    _make_current(branch.session_id, branch.pk)
+    branch.refresh_from_db()
+    return deleted
+
+
+@transaction.atomic
+def branch_rewind(*, branch: InternalSession, position: int) -> list[DeletedCheckpoint]:
+    """Cut a branch back to its first `position` messages (which must be its own to cut)."""
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise InvalidInput("The rewind position must be a whole number.")
+    if position < 0:
+        raise RewindOutOfRange("Cannot rewind below the start of the conversation.")
+    lock_session(branch.session_id)
+    try:
+        locked = InternalSession.objects.select_for_update().get(pk=branch.pk)
+    except InternalSession.DoesNotExist:
+        raise BranchNotFound() from None
+    deleted = _rewind_locked(locked, position, None)
+    branch.refresh_from_db()
+    return deleted
+
+
+@transaction.atomic
+def checkpoint_restore(
+    *,
+    checkpoint: Checkpoint,
+    mode: str = "branch",
+    session: ExternalSession | None = None,
+) -> RestoreResult:
+    """Restore a checkpoint.
+
+    `branch`: a new current branch whose history is the checkpoint's; nothing is lost.
+    `rewind`: the checkpoint's own branch is cut back to it; its later messages and checkpoints,
+    and the branches forked from the discarded part, are deleted and returned.
+    With `session`, a checkpoint of any other session is reported as not found.
+    """
+    if mode not in RESTORE_MODES:
+        raise InvalidInput(f"Unknown restore mode {mode!r}: use 'branch' or 'rewind'.")
+    try:
+        current = Checkpoint.objects.select_related("branch").get(pk=checkpoint.pk)
+    except Checkpoint.DoesNotExist:
+        raise CheckpointNotFound("That checkpoint no longer exists.") from None
+    session_id = current.branch.session_id
+    if session is not None and session.pk != session_id:
+        raise CheckpointNotFound()
+    lock_session(session_id)
+    # Re-read under the lock: a concurrent rewind or delete may have removed it meanwhile.
+    try:
+        current = Checkpoint.objects.select_related("branch").get(pk=checkpoint.pk)
+    except Checkpoint.DoesNotExist:
+        raise CheckpointNotFound("That checkpoint no longer exists.") from None
+    source = current.branch
+    if mode == "rewind":
+        deleted = _rewind_locked(source, current.message_count, current.session_state)
+        return RestoreResult(branch=source, mode=mode, deleted_checkpoints=deleted)
+    new = InternalSession.objects.create(
+        session_id=session_id,
+        parent_id=source.pk,
+        fork_position=current.message_count,
+        message_count=current.message_count,
+        forked_from=current,
+        session_state=current.session_state,
+        metadata={"restored_from": current.pk},
+        is_current=False,
+    )
+    _make_current(session_id, new.pk)
+    new.is_current = True
+    return RestoreResult(branch=new, mode=mode)
+
+
+@transaction.atomic
+def checkpoint_cleanup_auto(*, keep_latest: int, branch: InternalSession | None = None) -> int:
+    """Delete automatic checkpoints beyond the newest `keep_latest` of each branch (of one branch,
+    or of every branch). Manual checkpoints are never touched. Returns how many were deleted."""
+    if isinstance(keep_latest, bool) or not isinstance(keep_latest, int) or keep_latest < 0:
+        raise InvalidInput("keep_latest must be a whole number, 0 or more.")
+    qs = Checkpoint.objects.auto()
+    if branch is not None:
+        qs = qs.filter(branch=branch)
+    ranked = qs.annotate(
+        rank=Window(
+            RowNumber(),
+            partition_by=[F("branch_id")],
+            order_by=[F("created_at").desc(), F("id").desc()],
+        )
+    )
+    doomed = list(ranked.filter(rank__gt=keep_latest).values_list("id", "branch_id"))
+    if not doomed:
+        return 0
+    ids = [pk for pk, _ in doomed]
+    for start in range(0, len(ids), 500):
+        Checkpoint.objects.filter(pk__in=ids[start : start + 500]).delete()
+    _recount({branch_id for _, branch_id in doomed})
+    return len(ids)

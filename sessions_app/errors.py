@@ -1,0 +1,51 @@
+"""Domain errors. Each names what went wrong in words a user can act on; the API and the HTML
+views map them to HTTP status in one place each (by `code`)."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    code = "invalid"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(DomainError):
+    code = "not_found"
+
+
+class SessionNotFound(NotFound):
+    def __init__(self, message: str = "Session not found.") -> None:
+        super().__init__(message)
+
+
+class BranchNotFound(NotFound):
+    def __init__(self, message: str = "Branch not found.") -> None:
+        super().__init__(message)
+
+
+class CheckpointNotFound(NotFound):
+    def __init__(self, message: str = "Checkpoint not found.") -> None:
+        super().__init__(message)
+
+
+class InvalidInput(DomainError):
+    code = "invalid"
+
+
+class RewindOutOfRange(InvalidInput):
+    pass
+
+
+class Conflict(DomainError):
+    code = "conflict"
+
+
+class ImportRejected(InvalidInput):
+    """The document given to import is not a Rollback session export we can read."""
+
+
+class ImportTooLarge(ImportRejected):
+    code = "too_large"

@@ -1,0 +1,93 @@
+"""Reads of sessions, branches and messages. Every lookup of a user's object starts from the user:
+another user's object is reported exactly like a missing one."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import QuerySet
+
+from .errors import BranchNotFound, SessionNotFound
+from .models import ExternalSession, InternalSession, Message
+
+
+def _pk(value) -> int | None:
+    try:
+        pk = int(value)
+    except (TypeError, ValueError):
+        return None
+    return pk if 0 < pk < 2**63 else None
+
+
+def get_session_for_user(user, pk) -> ExternalSession:
+    key = _pk(pk)
+    if key is None:
+        raise SessionNotFound()
+    try:
+        return ExternalSession.objects.for_user(user).get(pk=key)
+    except ExternalSession.DoesNotExist:
+        raise SessionNotFound() from None
+
+
+def get_branch_for_user(user, pk) -> InternalSession:
+    key = _pk(pk)
+    if key is None:
+        raise BranchNotFound()
+    try:
+        return InternalSession.objects.for_user(user).select_related("session").get(pk=key)
+    except InternalSession.DoesNotExist:
+        raise BranchNotFound() from None
+
+
+def sessions_for_user(user) -> QuerySet[ExternalSession]:
+    return ExternalSession.objects.for_user(user).order_by("-created_at", "-id")
+
+
+def current_branch(session: ExternalSession) -> InternalSession:
+    try:
+        return InternalSession.objects.select_related("session").get(
+            session=session, is_current=True
+        )
+    except InternalSession.DoesNotExist:
+        raise BranchNotFound("This session has no current branch.") from None
+
+
+def session_branches(session: ExternalSession) -> QuerySet[InternalSession]:
+    return InternalSession.objects.filter(session=session).order_by("created_at", "id")
+
+
+def _history_sql() -> str:
+    q = connection.ops.quote_name
+    branches = q(InternalSession._meta.db_table)
+    messages = q(Message._meta.db_table)
+    # The lineage walks from the branch up through its parents. Each ancestor contributes its
+    # messages below the fork position of the branch under it (capped by the bound carried from
+    # below), so positions are distinct across the lineage and ORDER BY position is the history.
+    return f"""
+        WITH RECURSIVE lineage(id, parent_id, fork_position, upper) AS (
+            SELECT id, parent_id, fork_position, CAST(%s AS INTEGER)
+            FROM {branches} WHERE id = %s
+            UNION ALL
+            SELECT p.id, p.parent_id, p.fork_position,
+                   CASE WHEN l.fork_position < l.upper THEN l.fork_position ELSE l.upper END
+            FROM {branches} p JOIN lineage l ON p.id = l.parent_id
+        )
+        SELECT m.* FROM {messages} m JOIN lineage l ON m.branch_id = l.id
+        WHERE m.position < l.upper AND m.position >= %s
+        ORDER BY m.position
+    """
+
+
+def branch_history(
+    branch: InternalSession, *, start: int = 0, end: int | None = None
+) -> list[Message]:
+    """The branch's history from position `start` up to (not including) `end`, oldest first.
+
+    Inherited messages come from the ancestors up to each fork point; nothing is copied. One
+    query, whatever the branch's depth or length. Positions are dense (0 .. message_count - 1),
+    so a page of the history is a range of positions.
+    """
+    stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
+    start = max(0, start)
+    if start >= stop:
+        return []
+    return list(Message.objects.raw(_history_sql(), [stop, branch.pk, start]))

@@ -1,0 +1,163 @@
+"""Writes to sessions, branches and messages. Each is all-or-nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .errors import BranchNotFound, InvalidInput, RewindOutOfRange, SessionNotFound
+from .models import ExternalSession, InternalSession, Message
+from .validation import clean_json_object, clean_name
+
+DEFAULT_SESSION_NAME = "New session"
+
+
+@transaction.atomic
+def session_create(*, owner, name: str | None = None, metadata: Any = None) -> ExternalSession:
+    """A new session with its first, current, empty branch."""
+    session = ExternalSession.objects.create(
+        owner=owner,
+        session_name=clean_name(name, what="session", default=DEFAULT_SESSION_NAME),
+        metadata=clean_json_object(metadata, what="session metadata"),
+    )
+    InternalSession.objects.create(session=session, is_current=True)
+    return session
+
+
+def session_update(
+    *, session: ExternalSession, name: str | None = None, metadata: Any = None
+) -> ExternalSession:
+    fields = ["updated_at"]
+    if name is not None:
+        session.session_name = clean_name(name, what="session")
+        fields.append("session_name")
+    if metadata is not None:
+        session.metadata = clean_json_object(metadata, what="session metadata")
+        fields.append("metadata")
+    session.updated_at = timezone.now()
+    session.save(update_fields=fields)
+    return session
+
+
+def session_delete(*, session: ExternalSession) -> None:
+    """Delete a session with all its branches, messages and checkpoints."""
+    deleted, _ = ExternalSession.objects.filter(pk=session.pk).delete()
+    if not deleted:
+        raise SessionNotFound()
+
+
+def _lock_branch(branch_id: int) -> InternalSession:
+    try:
+        return InternalSession.objects.select_for_update().get(pk=branch_id)
+    except InternalSession.DoesNotExist:
+        raise BranchNotFound() from None
+
+
+@transaction.atomic
+def message_append(
+    *,
+    branch: InternalSession,
+    role: str,
+    content: str = "",
+    tool_name: str = "",
+    tool_args: Any = None,
+    tool_result: str = "",
+    tool_call_id: str = "",
+    tool_calls: Any = None,
+    metadata: dict | None = None,
+) -> Message:
+    """Append one message at the end of the branch's history."""
+    if role not in Message.Role.values:
+        raise InvalidInput(f"Unknown message role {role!r}.")
+    if not isinstance(content, str):
+        raise InvalidInput("Message content must be text.")
+    locked = _lock_branch(branch.pk)
+    message = Message.objects.create(
+        branch_id=locked.pk,
+        position=locked.message_count,
+        role=role,
+        content=content.replace("\x00", ""),
+        tool_name=tool_name or "",
+        tool_args=tool_args,
+        tool_result=tool_result or "",
+        tool_call_id=tool_call_id or "",
+        tool_calls=tool_calls,
+        metadata=clean_json_object(metadata, what="message metadata"),
+    )
+    InternalSession.objects.filter(pk=locked.pk).update(message_count=F("message_count") + 1)
+    ExternalSession.objects.filter(pk=locked.session_id).update(updated_at=timezone.now())
+    branch.message_count = locked.message_count + 1
+    return message
+
+
+def _make_current(session_id: int, branch_id: int) -> None:
+    """Move the session's current flag to `branch_id`. Call with the session row locked."""
+    InternalSession.objects.filter(session_id=session_id, is_current=True).exclude(
+        pk=branch_id
+    ).update(is_current=False)
+    InternalSession.objects.filter(pk=branch_id).update(is_current=True)
+
+
+def lock_session(session_id: int) -> ExternalSession:
+    """Serialise structural changes of one session (current branch, forks, rewinds)."""
+    try:
+        return ExternalSession.objects.select_for_update().get(pk=session_id)
+    except ExternalSession.DoesNotExist:
+        raise SessionNotFound() from None
+
+
+@transaction.atomic
+def branch_fork(
+    *,
+    branch: InternalSession,
+    position: int,
+    forked_from=None,
+    session_state: dict | None = None,
+    make_current: bool = True,
+    metadata: dict | None = None,
+) -> InternalSession:
+    """A new branch whose history is `branch`'s first `position` messages. Copies no message."""
+    lock_session(branch.session_id)
+    parent = _lock_branch(branch.pk)
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise InvalidInput("The fork position must be a whole number.")
+    if not 0 <= position <= parent.message_count:
+        raise RewindOutOfRange(
+            f"Cannot fork at message {position}: the branch has {parent.message_count} messages."
+        )
+    new = InternalSession.objects.create(
+        session_id=parent.session_id,
+        parent=parent,
+        fork_position=position,
+        message_count=position,
+        forked_from=forked_from,
+        session_state=parent.session_state if session_state is None else session_state,
+        metadata=clean_json_object(metadata, what="branch metadata"),
+        is_current=False,
+    )
+    if make_current:
+        _make_current(parent.session_id, new.pk)
+        new.is_current = True
+    return new
+
+
+@transaction.atomic
+def branch_activate(*, branch: InternalSession) -> InternalSession:
+    """Make `branch` the current branch of its session."""
+    lock_session(branch.session_id)
+    if not InternalSession.objects.filter(pk=branch.pk).exists():
+        raise BranchNotFound()
+    _make_current(branch.session_id, branch.pk)
+    branch.is_current = True
+    return branch
+
+
+def branch_set_state(*, branch: InternalSession, session_state: Any) -> InternalSession:
+    state = clean_json_object(session_state, what="session state")
+    if not InternalSession.objects.filter(pk=branch.pk).update(session_state=state):
+        raise BranchNotFound()
+    branch.session_state = state
+    return branch

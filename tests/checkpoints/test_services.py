@@ -1,0 +1,335 @@
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from checkpoints.models import Checkpoint
+from checkpoints.selectors import get_checkpoint_for_user, session_checkpoints
+from checkpoints.services import (
+    branch_rewind,
+    checkpoint_cleanup_auto,
+    checkpoint_create,
+    checkpoint_delete,
+    checkpoint_restore,
+)
+from sessions_app.errors import (
+    BranchNotFound,
+    CheckpointNotFound,
+    InvalidInput,
+    RewindOutOfRange,
+)
+from sessions_app.models import InternalSession, Message
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import branch_set_state, session_create
+from tests.conftest import contents, grow, say
+
+pytestmark = pytest.mark.django_db
+
+
+# --- create, inspect, delete -----------------------------------------------------------------
+
+
+def test_checkpoint_marks_the_position_and_state_without_copying(branch):
+    say(branch, "a", "b")
+    branch_set_state(branch=branch, session_state={"topic": "python"})
+    messages_before = Message.objects.count()
+    cp = checkpoint_create(branch=branch, name="after-intro", description="intro done")
+    assert (cp.message_count, cp.session_state, cp.is_auto) == (2, {"topic": "python"}, False)
+    assert Message.objects.count() == messages_before
+    branch.refresh_from_db()
+    assert branch.checkpoint_count == 1
+
+
+def test_checkpoint_without_a_name_is_named_by_time(branch):
+    assert checkpoint_create(branch=branch).checkpoint_name.startswith("checkpoint-")
+
+
+def test_checkpoint_name_over_200_characters_is_refused(branch):
+    with pytest.raises(InvalidInput, match="limit is 200"):
+        checkpoint_create(branch=branch, name="n" * 201)
+    assert not Checkpoint.objects.exists()
+    branch.refresh_from_db()
+    assert branch.checkpoint_count == 0
+
+
+def test_checkpoint_of_a_deleted_branch_is_refused(branch):
+    InternalSession.objects.filter(pk=branch.pk).delete()
+    with pytest.raises(BranchNotFound):
+        checkpoint_create(branch=branch, name="x")
+
+
+def test_automatic_checkpoint_keeps_its_metadata(branch):
+    say(branch, "calc", "5")
+    cp = checkpoint_create(
+        branch=branch,
+        name="after-calculate",
+        is_auto=True,
+        metadata={"trigger": "tool_call", "tool_name": "calculate", "message_count": 2},
+    )
+    assert cp.is_auto and cp.metadata["tool_name"] == "calculate"
+
+
+def test_delete_keeps_messages_and_fixes_the_count(branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="one")
+    checkpoint_create(branch=branch, name="two")
+    checkpoint_delete(checkpoint=cp)
+    branch.refresh_from_db()
+    assert branch.checkpoint_count == 1
+    assert Message.objects.count() == 2
+    with pytest.raises(CheckpointNotFound):
+        checkpoint_delete(checkpoint=cp)
+
+
+def test_another_users_checkpoint_is_not_found(branch, bob):
+    cp = checkpoint_create(branch=branch, name="mine")
+    with pytest.raises(CheckpointNotFound):
+        get_checkpoint_for_user(bob, cp.pk)
+    with pytest.raises(CheckpointNotFound):
+        get_checkpoint_for_user(bob, 999_999)
+
+
+def test_session_checkpoints_lists_every_branch_newest_first(session, branch):
+    say(branch, "a", "b")
+    first = checkpoint_create(branch=branch, name="first")
+    child = checkpoint_restore(checkpoint=first).branch
+    second = checkpoint_create(branch=child, name="second")
+    assert [c.pk for c in session_checkpoints(session)] == [second.pk, first.pk]
+    assert [c.pk for c in session_checkpoints(session, branch=branch)] == [first.pk]
+
+
+# --- restore as a branch ---------------------------------------------------------------------
+
+
+def test_restore_as_branch_keeps_the_old_branch(session, branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="two")
+    say(branch, "c", "d")
+    branch_set_state(branch=branch, session_state={"step": 2})
+    result = checkpoint_restore(checkpoint=cp)
+    new = result.branch
+    assert result.deleted_checkpoints == []
+    assert (new.parent_id, new.fork_position, new.forked_from_id) == (branch.pk, 2, cp.pk)
+    assert current_branch(session).pk == new.pk
+    assert new.session_state == {}
+    branch.refresh_from_db()
+    assert not branch.is_current
+    assert contents(branch_history(branch)) == ["a", "b", "c", "d"]
+    assert contents(branch_history(new)) == ["a", "b"]
+
+
+def test_restore_on_a_branch_made_by_a_restore(session, branch):
+    say(branch, "a", "b")
+    cp1 = checkpoint_create(branch=branch, name="cp1")
+    say(branch, "c")
+    b2 = checkpoint_restore(checkpoint=cp1).branch
+    say(b2, "x", "y")
+    cp2 = checkpoint_create(branch=b2, name="cp2")
+    say(b2, "z")
+    b3 = checkpoint_restore(checkpoint=cp2).branch
+    say(b3, "w")
+    assert contents(branch_history(b3)) == ["a", "b", "x", "y", "w"]
+    assert b3.parent_id == b2.pk
+    assert InternalSession.objects.filter(session=session).count() == 3
+
+
+def test_restore_through_a_session_refuses_another_sessions_checkpoint(alice, branch):
+    cp = checkpoint_create(branch=branch, name="here")
+    other = session_create(owner=alice, name="other")
+    with pytest.raises(CheckpointNotFound):
+        checkpoint_restore(checkpoint=cp, session=other)
+    assert InternalSession.objects.count() == 2  # the two sessions' first branches only
+
+
+def test_restoring_a_deleted_checkpoint_says_so(branch):
+    cp = checkpoint_create(branch=branch, name="gone")
+    checkpoint_delete(checkpoint=cp)
+    with pytest.raises(CheckpointNotFound, match="no longer exists"):
+        checkpoint_restore(checkpoint=cp)
+    assert InternalSession.objects.count() == 1
+
+
+def test_unknown_restore_mode_is_refused(branch):
+    cp = checkpoint_create(branch=branch, name="cp")
+    with pytest.raises(InvalidInput, match="restore mode"):
+        checkpoint_restore(checkpoint=cp, mode="sideways")
+    assert InternalSession.objects.count() == 1
+
+
+# --- rewind --------------------------------------------------------------------------------
+
+
+def test_rewind_discards_later_messages_and_checkpoints(session, branch):
+    say(branch, "a", "b")
+    branch_set_state(branch=branch, session_state={"v": 1})
+    keep_early = checkpoint_create(branch=branch, name="early")
+    say(branch, "c", "d")
+    target = checkpoint_create(branch=branch, name="target")
+    say(branch, "e", "f")
+    branch_set_state(branch=branch, session_state={"v": 3})
+    later = checkpoint_create(branch=branch, name="later")
+    result = checkpoint_restore(checkpoint=target, mode="rewind")
+    assert result.branch.pk == branch.pk
+    assert [d.id for d in result.deleted_checkpoints] == [later.pk]
+    branch.refresh_from_db()
+    assert contents(branch_history(branch)) == ["a", "b", "c", "d"]
+    assert branch.message_count == 4
+    assert branch.checkpoint_count == 2
+    assert branch.session_state == {"v": 1}
+    assert set(Checkpoint.objects.values_list("pk", flat=True)) == {keep_early.pk, target.pk}
+    assert current_branch(session).pk == branch.pk
+
+
+def test_rewind_deletes_branches_forked_from_the_discarded_part(session, branch):
+    say(branch, "a", "b")
+    target = checkpoint_create(branch=branch, name="target")
+    say(branch, "c", "d")
+    late = checkpoint_create(branch=branch, name="late")
+    doomed = checkpoint_restore(checkpoint=late).branch  # forks at 4: inherits c, d
+    say(doomed, "e")
+    doomed_cp = checkpoint_create(branch=doomed, name="on-doomed")
+    grandchild = checkpoint_restore(checkpoint=doomed_cp).branch
+    kept = checkpoint_restore(checkpoint=target).branch  # forks at 2: inherits only a, b
+    say(kept, "k")
+    result = checkpoint_restore(checkpoint=target, mode="rewind")
+    deleted = {d.id for d in result.deleted_checkpoints}
+    assert deleted == {late.pk, doomed_cp.pk}
+    remaining = set(InternalSession.objects.filter(session=session).values_list("pk", flat=True))
+    assert remaining == {branch.pk, kept.pk}
+    assert not InternalSession.objects.filter(pk__in=[doomed.pk, grandchild.pk]).exists()
+    kept.refresh_from_db()
+    assert contents(branch_history(kept)) == ["a", "b", "k"]
+    assert current_branch(session).pk == branch.pk
+
+
+def test_rewind_of_a_restored_branch_keeps_its_parent(branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    child = checkpoint_restore(checkpoint=cp).branch
+    say(child, "x")
+    at_x = checkpoint_create(branch=child, name="at-x")
+    say(child, "y", "z")
+    checkpoint_restore(checkpoint=at_x, mode="rewind")
+    child.refresh_from_db()
+    assert contents(branch_history(child)) == ["a", "b", "x"]
+    branch.refresh_from_db()
+    assert contents(branch_history(branch)) == ["a", "b"]
+
+
+def test_rewind_below_zero_or_into_inherited_history_is_refused(branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    child = checkpoint_restore(checkpoint=cp).branch
+    say(child, "x")
+    with pytest.raises(RewindOutOfRange, match="below the start"):
+        branch_rewind(branch=branch, position=-1)
+    with pytest.raises(RewindOutOfRange):
+        branch_rewind(branch=child, position=1)  # message 1 belongs to the parent
+    with pytest.raises(RewindOutOfRange):
+        branch_rewind(branch=child, position=4)
+    child.refresh_from_db()
+    assert contents(branch_history(child)) == ["a", "b", "x"]
+
+
+def test_rewind_by_position_cuts_the_branch(branch):
+    say(branch, "a", "b", "c")
+    deleted = branch_rewind(branch=branch, position=1)
+    assert deleted == []
+    branch.refresh_from_db()
+    assert contents(branch_history(branch)) == ["a"]
+
+
+# --- cost does not grow with the conversation --------------------------------------------------
+
+
+def _conversation(owner, size: int):
+    """A branch of `size` messages with one checkpoint four messages before its end."""
+    b = current_branch(session_create(owner=owner, name=f"{size} messages"))
+    grow(b, size - 4)
+    cp = checkpoint_create(branch=b, name="four-back")
+    say(b, "w", "x", "y", "z")
+    b.refresh_from_db()
+    return b, cp
+
+
+def _cost(action) -> int:
+    """Queries issued by `action`; it must write no message row."""
+    messages_before = Message.objects.count()
+    with CaptureQueriesContext(connection) as ctx:
+        action()
+    table = Message._meta.db_table
+    writes = [
+        q["sql"]
+        for q in ctx.captured_queries
+        if table in q["sql"] and q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE"))
+    ]
+    assert writes == []
+    assert Message.objects.count() <= messages_before
+    return len(ctx.captured_queries)
+
+
+def test_creating_a_checkpoint_costs_the_same_at_10_and_10000_messages(alice):
+    costs = []
+    for size in (10, 10_000):
+        b, _ = _conversation(alice, size)
+        costs.append(_cost(lambda b=b: checkpoint_create(branch=b, name="now")))
+        assert Message.objects.filter(branch=b).count() == size
+    assert costs[0] == costs[1]
+
+
+def test_restoring_as_a_branch_costs_the_same_at_10_and_10000_messages(alice):
+    costs = []
+    for size in (10, 10_000):
+        b, cp = _conversation(alice, size)
+        messages = Message.objects.count()
+        costs.append(_cost(lambda cp=cp: checkpoint_restore(checkpoint=cp)))
+        assert Message.objects.count() == messages
+        assert len(branch_history(current_branch(b.session))) == size - 4
+    assert costs[0] == costs[1]
+
+
+def test_rewinding_costs_the_same_at_10_and_10000_messages(alice):
+    costs = []
+    for size in (10, 10_000):
+        b, cp = _conversation(alice, size)
+        costs.append(_cost(lambda cp=cp: checkpoint_restore(checkpoint=cp, mode="rewind")))
+        b.refresh_from_db()
+        assert b.message_count == size - 4
+        assert Message.objects.filter(branch=b).count() == size - 4
+    assert costs[0] == costs[1]
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+def test_cleanup_keeps_the_latest_automatic_checkpoints_per_branch(session, branch):
+    say(branch, "a", "b")
+    manual = checkpoint_create(branch=branch, name="manual")
+    autos = [checkpoint_create(branch=branch, name=f"auto-{i}", is_auto=True) for i in range(5)]
+    other = checkpoint_restore(checkpoint=manual).branch
+    other_autos = [checkpoint_create(branch=other, name=f"o-{i}", is_auto=True) for i in range(3)]
+    deleted = checkpoint_cleanup_auto(keep_latest=2)
+    assert deleted == 3 + 1
+    left = set(Checkpoint.objects.values_list("pk", flat=True))
+    assert left == {manual.pk, autos[3].pk, autos[4].pk, other_autos[1].pk, other_autos[2].pk}
+    branch.refresh_from_db()
+    other.refresh_from_db()
+    assert (branch.checkpoint_count, other.checkpoint_count) == (3, 2)
+
+
+def test_cleanup_of_one_branch_leaves_the_others(branch):
+    cp = checkpoint_create(branch=branch, name="m")
+    checkpoint_create(branch=branch, name="a1", is_auto=True)
+    other = checkpoint_restore(checkpoint=cp).branch
+    checkpoint_create(branch=other, name="o1", is_auto=True)
+    assert checkpoint_cleanup_auto(keep_latest=0, branch=branch) == 1
+    assert Checkpoint.objects.filter(branch=other, is_auto=True).count() == 1
+
+
+@pytest.mark.parametrize("bad", [-1, "3", 2.5, True, None])
+def test_cleanup_refuses_a_bad_keep_count(branch, bad):
+    checkpoint_create(branch=branch, name="a", is_auto=True)
+    with pytest.raises(InvalidInput):
+        checkpoint_cleanup_auto(keep_latest=bad)
+    assert Checkpoint.objects.count() == 1

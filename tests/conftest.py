@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.db import connection
+
+from checkpoints.services import checkpoint_create
+from sessions_app.models import InternalSession, Message
+from sessions_app.services import message_append, session_create
+
+
+def pytest_collection_modifyitems(config, items):
+    """PostgreSQL-only tests run in the PostgreSQL phase of `make test`. That phase sets
+    ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead of skipping."""
+    on_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
+    if os.environ.get("ROLLBACK_REQUIRE_POSTGRES") == "1" and not on_postgres:
+        raise pytest.UsageError("ROLLBACK_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL")
+    if on_postgres:
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (runs in the PostgreSQL phase of make test)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_files(settings):
+    """Served pages use hashed static names from `collectstatic`; tests render templates without
+    running it."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password-1")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password-1")
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_superuser("admin", password="admin-password-1")
+
+
+@pytest.fixture
+def session(alice):
+    return session_create(owner=alice, name="Python basics")
+
+
+@pytest.fixture
+def branch(session):
+    return InternalSession.objects.get(session=session, is_current=True)
+
+
+def say(branch: InternalSession, *texts: str) -> None:
+    """Append alternating user/assistant messages."""
+    for i, text in enumerate(texts):
+        message_append(branch=branch, role="user" if i % 2 == 0 else "assistant", content=text)
+
+
+def grow(branch: InternalSession, n: int) -> None:
+    """Add n messages to a branch in bulk (for size tests), keeping its count right."""
+    branch.refresh_from_db()
+    start = branch.message_count
+    Message.objects.bulk_create(
+        [
+            Message(
+                branch=branch,
+                position=start + i,
+                role="user" if i % 2 == 0 else "assistant",
+                content=f"message {start + i}",
+            )
+            for i in range(n)
+        ],
+        batch_size=2000,
+    )
+    InternalSession.objects.filter(pk=branch.pk).update(message_count=start + n)
+    branch.refresh_from_db()
+
+
+def contents(messages) -> list[str]:
+    return [m.content for m in messages]
+
+
+@pytest.fixture
+def checkpoint_at():
+    def make(branch, name, **kwargs):
+        return checkpoint_create(branch=branch, name=name, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def vendor():
+    return connection.vendor
