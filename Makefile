@@ -1,0 +1,63 @@
+# make run  - set up on first use, migrate, serve on http://$(HOST):$(PORT)
+# make test - set up on first use, lint, check migrations, run the suite on SQLite, then again on
+#             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
+#             are not running)
+# make bench - the benchmarks
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/rollback
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+PYTEST_ARGS ?=
+
+.PHONY: run test test-sqlite test-postgres lint install bench worker clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	@echo "Rollback is serving on http://$(HOST):$(PORT)/"
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) rollback_site.asgi:application
+
+worker: install
+	$(VENV)/bin/celery -A rollback_site worker --loglevel INFO
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py makemigrations --check --dry-run
+
+test-sqlite: install
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS)
+
+test-postgres: install
+	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(TEST_REDIS_URL)"; then \
+		echo "== The suite on PostgreSQL and Redis"; \
+		DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$(TEST_REDIS_URL)" \
+			ROLLBACK_REQUIRE_POSTGRES=1 $(PY) -m pytest $(PYTEST_ARGS); \
+	elif [ "$$CI" = "true" ]; then \
+		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
+	else \
+		echo "WARNING: PostgreSQL/Redis not running: the PostgreSQL phase was SKIPPED."; \
+	fi
+
+test: lint
+	@echo "== The suite on SQLite"
+	$(MAKE) --no-print-directory test-sqlite
+	$(MAKE) --no-print-directory test-postgres
+
+bench: install
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest benchmarks -q -s -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) var/staticfiles .pytest_cache .ruff_cache
