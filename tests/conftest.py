@@ -14,14 +14,18 @@ def pytest_collection_modifyitems(config, items):
     """PostgreSQL-only tests run in the PostgreSQL phase of `make test`. That phase sets
     ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead of skipping."""
     on_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
-    if os.environ.get("ROLLBACK_REQUIRE_POSTGRES") == "1" and not on_postgres:
-        raise pytest.UsageError("ROLLBACK_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL")
-    if on_postgres:
-        return
-    skip = pytest.mark.skip(reason="needs PostgreSQL (runs in the PostgreSQL phase of make test)")
-    for item in items:
-        if "postgres" in item.keywords:
-            item.add_marker(skip)
+    on_redis = os.environ.get("REDIS_URL", "").startswith("redis")
+    if os.environ.get("ROLLBACK_REQUIRE_POSTGRES") == "1" and not (on_postgres and on_redis):
+        raise pytest.UsageError(
+            "ROLLBACK_REQUIRE_POSTGRES=1 needs DATABASE_URL (PostgreSQL) and REDIS_URL set"
+        )
+    for marker, present in (("postgres", on_postgres), ("redis", on_redis)):
+        if present:
+            continue
+        skip = pytest.mark.skip(reason=f"needs {marker} (runs in the second phase of make test)")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

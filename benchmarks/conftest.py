@@ -1,0 +1,1 @@
+from tests.conftest import *  # noqa: F403 - the same fixtures as the suite
