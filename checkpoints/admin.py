@@ -1,0 +1,159 @@
+"""Admin console for checkpoints. Deleting goes through `checkpoint_delete`, so the branches'
+checkpoint counts stay right; messages are never touched."""
+
+from __future__ import annotations
+
+import contextlib
+
+from django import forms
+from django.contrib import admin, messages
+from django.utils.translation import ngettext
+
+from sessions_app.admin import OwnerFilter, admin_link
+from sessions_app.errors import CheckpointNotFound, InvalidInput
+from sessions_app.validation import clean_description, clean_name
+
+from .models import Checkpoint
+from .services import checkpoint_delete
+
+
+class KindFilter(admin.SimpleListFilter):
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request, model_admin):
+        return [("manual", "manual"), ("auto", "automatic")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "manual":
+            return queryset.manual()
+        if self.value() == "auto":
+            return queryset.auto()
+        return queryset
+
+
+class CheckpointOwnerFilter(OwnerFilter):
+    owner_path = "branch__session__owner"
+
+
+class CheckpointForm(forms.ModelForm):
+    class Meta:
+        model = Checkpoint
+        fields = ["checkpoint_name", "description"]
+
+    def clean_checkpoint_name(self):
+        try:
+            return clean_name(self.cleaned_data.get("checkpoint_name"), what="checkpoint")
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from None
+
+    def clean_description(self):
+        try:
+            return clean_description(self.cleaned_data.get("description"))
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    form = CheckpointForm
+    list_display = [
+        "id",
+        "checkpoint_name",
+        "branch",
+        "session",
+        "owner",
+        "kind",
+        "message_count",
+        "created_at",
+    ]
+    list_select_related = ["branch", "branch__session", "branch__session__owner"]
+    list_filter = [KindFilter, ("created_at", admin.DateFieldListFilter), CheckpointOwnerFilter]
+    search_fields = ["checkpoint_name"]
+    actions = ["delete_checkpoints"]
+    fields = [
+        "id",
+        "checkpoint_name",
+        "description",
+        "branch_link",
+        "session_link",
+        "owner",
+        "kind",
+        "message_count",
+        "session_state",
+        "metadata",
+        "created_at",
+    ]
+    readonly_fields = [
+        "id",
+        "branch_link",
+        "session_link",
+        "owner",
+        "kind",
+        "message_count",
+        "session_state",
+        "metadata",
+        "created_at",
+    ]
+
+    def get_queryset(self, request):
+        # The change page shows the branch, session and owner: one query for all of them.
+        return super().get_queryset(request).select_related("branch__session__owner")
+
+    @admin.display(description="session", ordering="branch__session")
+    def session(self, obj):
+        return obj.branch.session
+
+    @admin.display(description="owner", ordering="branch__session__owner")
+    def owner(self, obj):
+        return obj.branch.session.owner
+
+    @admin.display(description="kind", ordering="is_auto")
+    def kind(self, obj):
+        return "automatic" if obj.is_auto else "manual"
+
+    @admin.display(description="branch")
+    def branch_link(self, obj):
+        return admin_link(obj.branch)
+
+    @admin.display(description="session")
+    def session_link(self, obj):
+        return admin_link(obj.branch.session)
+
+    def has_add_permission(self, request):
+        # A checkpoint marks a branch's position: checkpoints.services.checkpoint_create makes it.
+        return False
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        # Django's bulk delete would leave the branches' checkpoint counts stale.
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.action(description="Delete selected checkpoints", permissions=["delete"])
+    def delete_checkpoints(self, request, queryset):
+        deleted = self._delete_each(queryset)
+        self.message_user(
+            request,
+            ngettext("Deleted %(count)d checkpoint.", "Deleted %(count)d checkpoints.", deleted)
+            % {"count": deleted},
+            messages.SUCCESS,
+        )
+
+    def delete_model(self, request, obj):
+        with contextlib.suppress(CheckpointNotFound):  # Already gone: nothing left to do.
+            checkpoint_delete(checkpoint=obj)
+
+    def delete_queryset(self, request, queryset):
+        self._delete_each(queryset)
+
+    @staticmethod
+    def _delete_each(queryset) -> int:
+        deleted = 0
+        for checkpoint in queryset.select_related(None).only("pk", "branch_id"):
+            try:
+                checkpoint_delete(checkpoint=checkpoint)
+            except CheckpointNotFound:
+                continue  # Deleted meanwhile (by a rewind or another admin).
+            deleted += 1
+        return deleted

@@ -1,0 +1,429 @@
+"""Admin console for sessions, branches and messages.
+
+Built for big data: every list reads its rows in one query (related rows joined, counts either
+denormalised or annotated as correlated subqueries), a branch page shows only the last messages of
+its history, and no page loads every user or every message.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.auth import get_user_model
+from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator, capfirst
+
+from checkpoints.models import Checkpoint
+
+from .errors import InvalidInput
+from .models import ExternalSession, InternalSession, Message
+from .selectors import branch_history
+from .services import session_delete
+from .validation import clean_json_object, clean_name
+
+RECENT_MESSAGES = 50
+PREVIEW_CHARS = 80
+TABLE_CONTENT_CHARS = 500
+
+
+def admin_link(obj, text=None) -> str:
+    """An escaped link to `obj`'s change page in the admin."""
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
+
+
+def changelist_link(model, query: str, text) -> str:
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    return format_html('<a href="{}?{}">{}</a>', url, query, text)
+
+
+def count_subquery(queryset, outer_field: str) -> Coalesce:
+    """COUNT(*) of `queryset` rows whose `outer_field` is the outer row, as a correlated subquery:
+    one number per row, never a join that multiplies the outer rows."""
+    counted = (
+        queryset.filter(**{outer_field: OuterRef("pk")})
+        .order_by()
+        .values(outer_field)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def _json_object(value, what: str) -> dict:
+    try:
+        return clean_json_object(value, what=what)
+    except InvalidInput as exc:
+        raise forms.ValidationError(exc.message) from None
+
+
+def _name(value, what: str) -> str:
+    try:
+        return clean_name(value, what=what)
+    except InvalidInput as exc:
+        raise forms.ValidationError(exc.message) from None
+
+
+def _positive_int(value) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if 0 < number < 2**63 else None
+
+
+class OwnerFilter(admin.SimpleListFilter):
+    """Filter by owner without loading every user: the only choice listed is the owner chosen
+    (follow a count in the user list, or add ?owner=<user id> to the address)."""
+
+    title = "owner"
+    parameter_name = "owner"
+    owner_path = "owner"
+
+    def lookups(self, request, model_admin):
+        value = self.value()
+        if value is None:
+            return []
+        pk = _positive_int(value)
+        user = get_user_model().objects.filter(pk=pk).first() if pk else None
+        return [(value, user.get_username() if user else f"user {value}")]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        pk = _positive_int(value)
+        if pk is None:
+            raise IncorrectLookupParameters(f"Unknown owner {value!r}.")
+        return queryset.filter(**{f"{self.owner_path}_id": pk})
+
+
+class SessionOwnerFilter(OwnerFilter):
+    owner_path = "session__owner"
+
+
+def deletion_summary(request, objs, sessions):
+    """What deleting `objs` takes with it, counted in a few queries instead of loading every
+    message (Django's default lists each related row, and refuses because messages and branches
+    are read-only here). `sessions`: a queryset of the sessions deleted with `objs` (or `objs`)."""
+    objs = list(objs)
+    counts = []
+    if objs and not isinstance(objs[0], ExternalSession):
+        counts.append((type(objs[0]), len(objs)))
+    counts += [
+        (ExternalSession, sessions.count()),
+        (InternalSession, InternalSession.objects.filter(session__in=sessions).count()),
+        (Message, Message.objects.filter(branch__session__in=sessions).count()),
+        (Checkpoint, Checkpoint.objects.filter(branch__session__in=sessions).count()),
+    ]
+    model_count = {}
+    perms_needed = set()
+    for model, count in counts:
+        if not count:
+            continue
+        opts = model._meta
+        model_count[opts.verbose_name_plural] = count
+        if not request.user.has_perm(f"{opts.app_label}.delete_{opts.model_name}"):
+            perms_needed.add(opts.verbose_name)
+    deleted = [
+        format_html("{}: {}", capfirst(obj._meta.verbose_name), admin_link(obj)) for obj in objs
+    ]
+    return deleted, model_count, perms_needed, []
+
+
+class ReadOnlyInlineMixin:
+    """An inline that only shows rows: no add, no change, no delete."""
+
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = InternalSession
+    fk_name = "session"
+    verbose_name = "branch"
+    verbose_name_plural = "branches"
+    fields = [
+        "branch_link",
+        "is_current",
+        "parent",
+        "fork_position",
+        "message_count",
+        "checkpoint_count",
+        "created_at",
+    ]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("parent")
+
+    @admin.display(description="branch")
+    def branch_link(self, obj):
+        return admin_link(obj, f"branch {obj.pk}") if obj.pk else "-"
+
+
+class SessionForm(forms.ModelForm):
+    class Meta:
+        model = ExternalSession
+        fields = ["owner", "session_name", "metadata", "archived_at"]
+
+    def clean_session_name(self):
+        return _name(self.cleaned_data.get("session_name"), "session")
+
+    def clean_metadata(self):
+        return _json_object(self.cleaned_data.get("metadata"), "session metadata")
+
+
+@admin.register(ExternalSession)
+class ExternalSessionAdmin(admin.ModelAdmin):
+    form = SessionForm
+    list_display = [
+        "id",
+        "session_name",
+        "owner",
+        "created_at",
+        "updated_at",
+        "archived_at",
+        "branch_count",
+    ]
+    list_select_related = ["owner"]
+    list_filter = [OwnerFilter, ("archived_at", admin.EmptyFieldListFilter)]
+    search_fields = ["session_name"]
+    date_hierarchy = "created_at"
+    raw_id_fields = ["owner"]
+    readonly_fields = ["id", "created_at", "updated_at", "branch_count"]
+    fields = [
+        "id",
+        "owner",
+        "session_name",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "archived_at",
+        "branch_count",
+    ]
+    inlines = [BranchInline]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(branch_count=count_subquery(InternalSession.objects.all(), "session"))
+        )
+
+    @admin.display(description="branches", ordering="branch_count")
+    def branch_count(self, obj):
+        return changelist_link(InternalSession, f"session__id__exact={obj.pk}", obj.branch_count)
+
+    def has_add_permission(self, request):
+        # A session is created together with its first branch, by sessions_app.services.
+        return False
+
+    def delete_model(self, request, obj):
+        session_delete(session=obj)
+
+    def delete_queryset(self, request, queryset):
+        for session in queryset:
+            session_delete(session=session)
+
+    def get_deleted_objects(self, objs, request):
+        pks = [obj.pk for obj in objs]
+        return deletion_summary(request, objs, ExternalSession.objects.filter(pk__in=pks))
+
+
+class CheckpointInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = Checkpoint
+    fk_name = "branch"
+    fields = [
+        "checkpoint_link",
+        "kind",
+        "message_count",
+        "description",
+        "created_at",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="checkpoint")
+    def checkpoint_link(self, obj):
+        return admin_link(obj) if obj.pk else "-"
+
+    @admin.display(description="kind")
+    def kind(self, obj):
+        return "automatic" if obj.is_auto else "manual"
+
+
+class BranchForm(forms.ModelForm):
+    class Meta:
+        model = InternalSession
+        fields = ["session_state", "metadata"]
+
+    def clean_session_state(self):
+        return _json_object(self.cleaned_data.get("session_state"), "session state")
+
+    def clean_metadata(self):
+        return _json_object(self.cleaned_data.get("metadata"), "branch metadata")
+
+
+@admin.register(InternalSession)
+class InternalSessionAdmin(admin.ModelAdmin):
+    form = BranchForm
+    list_display = [
+        "id",
+        "session",
+        "owner",
+        "is_current",
+        "parent_link",
+        "fork_position",
+        "message_count",
+        "checkpoint_count",
+        "created_at",
+    ]
+    list_select_related = ["session", "session__owner"]
+    list_filter = ["is_current", SessionOwnerFilter]
+    search_fields = ["agno_session_id", "session__session_name"]
+    readonly_fields = [
+        "id",
+        "session",
+        "agno_session_id",
+        "parent",
+        "fork_position",
+        "forked_from",
+        "message_count",
+        "checkpoint_count",
+        "is_current",
+        "created_at",
+        "recent_messages",
+    ]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    "session",
+                    "agno_session_id",
+                    "is_current",
+                    "parent",
+                    "fork_position",
+                    "forked_from",
+                    "message_count",
+                    "checkpoint_count",
+                    "created_at",
+                ]
+            },
+        ),
+        ("State", {"fields": ["session_state", "metadata"]}),
+        ("Messages", {"fields": ["recent_messages"]}),
+    ]
+    inlines = [CheckpointInline]
+
+    @admin.display(description="owner", ordering="session__owner")
+    def owner(self, obj):
+        return obj.session.owner
+
+    @admin.display(description="parent", ordering="parent")
+    def parent_link(self, obj):
+        # From parent_id alone: showing the parent object would cost a query per row.
+        if obj.parent_id is None:
+            return "-"
+        url = reverse("admin:sessions_app_internalsession_change", args=[obj.parent_id])
+        return format_html('<a href="{}">branch {}</a>', url, obj.parent_id)
+
+    @admin.display(description=f"last {RECENT_MESSAGES} messages")
+    def recent_messages(self, obj):
+        if obj is None or obj.pk is None:
+            return "-"
+        start = max(0, obj.message_count - RECENT_MESSAGES)
+        messages = branch_history(obj, start=start)
+        link = changelist_link(
+            Message,
+            f"branch__id__exact={obj.pk}",
+            f"Messages written in this branch ({obj.message_count - obj.fork_position})",
+        )
+        if not messages:
+            return format_html("<p>No messages.</p><p>{}</p>", link)
+        rows = format_html_join(
+            "\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            '<td style="white-space: pre-wrap">{}</td><td>{}</td></tr>',
+            (
+                (
+                    message.position,
+                    message.role,
+                    message.tool_name or "",
+                    "this branch" if message.branch_id == obj.pk else f"branch {message.branch_id}",
+                    Truncator(message.content).chars(TABLE_CONTENT_CHARS),
+                    message.created_at,
+                )
+                for message in messages
+            ),
+        )
+        return format_html(
+            "<p>Messages {} to {} of {} in this branch's history{}. {}</p>"
+            "<table><thead><tr><th>position</th><th>role</th><th>tool</th><th>stored in</th>"
+            "<th>content</th><th>created</th></tr></thead><tbody>{}</tbody></table>",
+            start,
+            obj.message_count - 1,
+            obj.message_count,
+            f" (0 to {obj.fork_position - 1} inherited)" if obj.fork_position else "",
+            link,
+            rows,
+        )
+
+    def has_add_permission(self, request):
+        # Branches are made by the services (session create, fork, restore).
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting a branch would take its child branches along and could leave the session
+        # without a current branch; the services never do that. Delete the session instead.
+        return False
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "branch",
+        "position",
+        "role",
+        "content_preview",
+        "tool_name",
+        "created_at",
+    ]
+    list_select_related = ["branch", "branch__session"]
+    list_filter = ["role"]
+    show_full_result_count = False
+    raw_id_fields = ["branch"]
+    # branch_id rather than branch: ordering by the relation would sort by the branch's own
+    # ordering through a join; (branch_id, position) is the unique index.
+    ordering = ["branch_id", "position"]
+
+    @admin.display(description="content")
+    def content_preview(self, obj):
+        return Truncator(obj.content).chars(PREVIEW_CHARS)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
