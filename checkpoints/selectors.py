@@ -33,3 +33,31 @@ def session_checkpoints(
     if branch is not None:
         qs = qs.filter(branch=branch)
     return qs.order_by("-created_at", "-id")
+
+
+def find_session_checkpoint(session: ExternalSession, id_or_name) -> Checkpoint:
+    """A checkpoint of this session by id, or by name (the newest of that name; exact match
+    first, then ignoring case). Checkpoints of other sessions are never found."""
+    qs = Checkpoint.objects.filter(branch__session=session).select_related("branch")
+    if isinstance(id_or_name, bool):
+        raise CheckpointNotFound()
+    if isinstance(id_or_name, int) or (
+        isinstance(id_or_name, str) and id_or_name.strip().isdigit()
+    ):
+        key = _pk(id_or_name)
+        found = qs.filter(pk=key).first() if key is not None else None
+        if found is not None:
+            return found
+        if isinstance(id_or_name, int):
+            raise CheckpointNotFound(f"There is no checkpoint {id_or_name} in this session.")
+    if not isinstance(id_or_name, str) or not id_or_name.strip():
+        raise CheckpointNotFound("Give a checkpoint id or name.")
+    name = id_or_name.strip()
+    newest = ("-created_at", "-id")
+    found = (
+        qs.filter(checkpoint_name=name).order_by(*newest).first()
+        or qs.filter(checkpoint_name__iexact=name).order_by(*newest).first()
+    )
+    if found is None:
+        raise CheckpointNotFound(f"There is no checkpoint named {name!r} in this session.")
+    return found

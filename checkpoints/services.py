@@ -61,25 +61,30 @@ def checkpoint_create(
     description: str | None = "",
     is_auto: bool = False,
     metadata: Any = None,
+    at: int | None = None,
 ) -> Checkpoint:
-    """Mark the branch's current position. One row; no message is read or copied."""
+    """Mark the branch's current position (or position `at` of its own part). One row; no
+    message is read or copied."""
     clean = clean_name(name, what="checkpoint", default=default_checkpoint_name())
     text = clean_description(description)
     meta = clean_json_object(metadata, what="checkpoint metadata")
     try:
         locked = (
             InternalSession.objects.select_for_update()
-            .only("id", "session_id", "message_count", "session_state")
+            .only("id", "session_id", "fork_position", "message_count", "session_state")
             .get(pk=branch.pk)
         )
     except InternalSession.DoesNotExist:
         raise BranchNotFound() from None
+    position = locked.message_count if at is None else at
+    if not locked.fork_position <= position <= locked.message_count:
+        raise RewindOutOfRange(f"Cannot place a checkpoint at message {position} of this branch.")
     checkpoint = Checkpoint.objects.create(
         branch_id=locked.pk,
         checkpoint_name=clean,
         description=text,
         is_auto=bool(is_auto),
-        message_count=locked.message_count,
+        message_count=position,
         session_state=locked.session_state,
         metadata=meta,
     )
@@ -238,14 +243,22 @@ def checkpoint_restore(
 
 
 @transaction.atomic
-def checkpoint_cleanup_auto(*, keep_latest: int, branch: InternalSession | None = None) -> int:
+def checkpoint_cleanup_auto(
+    *,
+    keep_latest: int,
+    branch: InternalSession | None = None,
+    session: ExternalSession | None = None,
+) -> int:
     """Delete automatic checkpoints beyond the newest `keep_latest` of each branch (of one branch,
-    or of every branch). Manual checkpoints are never touched. Returns how many were deleted."""
+    of one session's branches, or of every branch). Manual checkpoints are never touched.
+    Returns how many were deleted."""
     if isinstance(keep_latest, bool) or not isinstance(keep_latest, int) or keep_latest < 0:
         raise InvalidInput("keep_latest must be a whole number, 0 or more.")
     qs = Checkpoint.objects.auto()
     if branch is not None:
         qs = qs.filter(branch=branch)
+    if session is not None:
+        qs = qs.filter(branch__session=session)
     ranked = qs.annotate(
         rank=Window(
             RowNumber(),

@@ -173,7 +173,9 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "").strip()
 AGENT_MODEL = os.environ.get("AGENT_MODEL", "").strip() or "gpt-4o-mini"
 AGENT_MAX_RETRIES = env_int("AGENT_MAX_RETRIES", 3)
 AGENT_MAX_INPUT_CHARS = env_int("AGENT_MAX_INPUT_CHARS", 32_000)
-DEMO_MODEL = not (OPENAI_API_KEY or OPENAI_BASE_URL)
+AGENT_TIMEOUT = float(os.environ.get("AGENT_TIMEOUT", "").strip() or 60)
+# Pause between the demo model's streamed words, so its replies visibly stream in.
+DEMO_MODEL_WORD_DELAY = float(os.environ.get("DEMO_MODEL_WORD_DELAY", "").strip() or 0.02)
 os.environ.setdefault("AGNO_TELEMETRY", "false")
 
 # --- Rollback limits ------------------------------------------------------------------------

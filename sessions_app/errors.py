@@ -43,6 +43,22 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class TurnNotFound(NotFound):
+    def __init__(self, message: str = "Turn not found.") -> None:
+        super().__init__(message)
+
+
+class TurnInProgress(Conflict):
+    def __init__(
+        self, message: str = "The agent is still answering in this session; wait for it to finish."
+    ) -> None:
+        super().__init__(message)
+
+
+class MessageTooLong(InvalidInput):
+    code = "too_large"
+
+
 class ImportRejected(InvalidInput):
     """The document given to import is not a Rollback session export we can read."""
 

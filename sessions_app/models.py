@@ -166,3 +166,78 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
+
+
+class TurnQuerySet(models.QuerySet):
+    def for_user(self, user) -> TurnQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(session__owner=user)
+
+    def active(self) -> TurnQuerySet:
+        return self.filter(status__in=Turn.ACTIVE)
+
+
+class Turn(models.Model):
+    """One user message and everything the agent did to answer it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="turns")
+    # The branch the turn answers on; null once a rewind has deleted that branch.
+    branch = models.ForeignKey(
+        InternalSession, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    message = models.TextField()
+    # Where the user's message sits in the branch's history.
+    user_message_position = models.PositiveIntegerField(null=True, blank=True)
+    reply = models.TextField(blank=True, default="")
+    tools_used = models.JSONField(default=list, blank=True)
+    checkpoint = models.ForeignKey(
+        "checkpoints.Checkpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    rolled_back_to = models.ForeignKey(
+        "checkpoints.Checkpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # model, usage, latency_ms, demo
+    metadata = models.JSONField(default=dict, blank=True)
+
+    objects = TurnQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            # One turn at a time per session: a second one is refused by the database too.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(status__in=["queued", "running"]),
+                name="one_active_turn_per_session",
+            ),
+        ]
+        indexes = [models.Index(fields=["session", "created_at"], name="turn_session_created")]
+
+    def __str__(self) -> str:
+        return f"turn {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE

@@ -1,0 +1,184 @@
+"""The offline demo model: deterministic, streamed word by word, able to call the tools when
+asked plainly. It answers when no OPENAI_API_KEY or OPENAI_BASE_URL is configured."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agno.metrics import MessageMetrics
+from agno.models.base import Model
+from agno.models.message import Message
+from agno.models.response import ModelResponse
+
+DEMO_MODEL_ID = "rollback-demo"
+DEMO_NOTICE = (
+    "I am Rollback's offline demo model: set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a "
+    "real model. Try “calculate (2+3)*4”, “checkpoint as start”, “list checkpoints” or "
+    "“roll back to start”."
+)
+
+_NAME = r"[\"'“”‘’]?(?P<name>[^\"'“”‘’]+?)[\"'“”‘’]?"
+_INTENTS: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "rollback_to_checkpoint_tool",
+        re.compile(
+            r"\b(?:roll ?back|rewind|restore|go back)\s+(?:to\s+)?(?:checkpoint\s+)?"
+            rf"{_NAME}\s*[.!?]*$",
+            re.I,
+        ),
+    ),
+    (
+        "create_checkpoint",
+        re.compile(
+            rf"\b(?:checkpoint|save(?: a)? checkpoint|create(?: a)? checkpoint)"
+            rf"(?:\s+(?:as|named|called))?\s+{_NAME}\s*[.!?]*$",
+            re.I,
+        ),
+    ),
+    ("list_checkpoints_tool", re.compile(r"\b(?:list|show)(?: all| my| the)? checkpoints\b", re.I)),
+    ("delete_checkpoint_tool", re.compile(r"\bdelete checkpoint\s+#?(?P<id>\d+)\b", re.I)),
+    (
+        "get_checkpoint_info_tool",
+        re.compile(
+            r"\b(?:info|details|describe)(?: (?:on|about|for|of))? checkpoint\s+#?(?P<id>\d+)\b",
+            re.I,
+        ),
+    ),
+    (
+        "cleanup_auto_checkpoints_tool",
+        re.compile(r"\bclean ?up\b.*\bcheckpoints\b(?:.*\bkeep(?:ing)?\s+(?P<keep>\d+))?", re.I),
+    ),
+    (
+        "calculate",
+        re.compile(
+            r"\b(?:calculate|compute|evaluate|what is|what's)\s+"
+            r"(?P<expr>[-+*/%().\d\s^×÷]+?)\s*[?.!]*$",
+            re.I,
+        ),
+    ),
+]
+
+
+def _available(tools: list[dict[str, Any]] | None) -> set[str]:
+    names = set()
+    for tool in tools or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and fn.get("name"):
+            names.add(fn["name"])
+    return names
+
+
+def _tool_call(name: str, arguments: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "id": f"demo_call_{n}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+def _intent(text: str, available: set[str]) -> tuple[str, dict[str, Any]] | None:
+    for tool, pattern in _INTENTS:
+        if tool not in available:
+            continue
+        match = pattern.search(text.strip())
+        if not match:
+            continue
+        groups = match.groupdict()
+        if tool == "calculate":
+            return tool, {"expression": groups["expr"].strip()}
+        if tool in ("create_checkpoint",):
+            return tool, {"name": groups["name"].strip()}
+        if tool == "rollback_to_checkpoint_tool":
+            return tool, {"checkpoint_id_or_name": groups["name"].strip()}
+        if tool in ("delete_checkpoint_tool", "get_checkpoint_info_tool"):
+            return tool, {"checkpoint_id": int(groups["id"])}
+        if tool == "cleanup_auto_checkpoints_tool":
+            return tool, {"keep_latest": int(groups["keep"]) if groups.get("keep") else 5}
+        return tool, {}
+    return None
+
+
+def _after_tool(message: Message) -> str:
+    result = message.content if isinstance(message.content, str) else str(message.content)
+    if message.tool_name == "calculate" and not result.startswith("Error"):
+        return f"The result is **{result}**."
+    return result
+
+
+@dataclass
+class DemoModel(Model):
+    id: str = DEMO_MODEL_ID
+    name: str = "Demo"
+    provider: str = "Rollback (offline demo)"
+    # Seconds between streamed words, so a reply visibly streams in.
+    word_delay: float = 0.0
+
+    def _decide(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> ModelResponse:
+        last = messages[-1] if messages else None
+        if last is not None and last.role == "tool":
+            return ModelResponse(role="assistant", content=_after_tool(last))
+        text = last.content if last is not None and isinstance(last.content, str) else ""
+        found = _intent(text, _available(tools))
+        if found is not None:
+            name, args = found
+            return ModelResponse(
+                role="assistant", content="", tool_calls=[_tool_call(name, args, len(messages))]
+            )
+        earlier = sum(1 for m in messages if m.role in ("user", "assistant")) - 1
+        quoted = text.strip().replace("\n", " ")
+        if len(quoted) > 200:
+            quoted = quoted[:200] + "…"
+        return ModelResponse(
+            role="assistant",
+            content=(
+                f"You said: “{quoted}”. This conversation had {earlier} earlier "
+                f"message{'s' if earlier != 1 else ''}. {DEMO_NOTICE}"
+            ),
+        )
+
+    def _usage(self, messages: list[Message], reply: ModelResponse) -> MessageMetrics:
+        words_in = sum(len(str(m.content or "").split()) for m in messages)
+        words_out = len(str(reply.content or "").split()) + 10 * len(reply.tool_calls or [])
+        return MessageMetrics(
+            input_tokens=words_in, output_tokens=words_out, total_tokens=words_in + words_out
+        )
+
+    def invoke(self, messages: list[Message], assistant_message: Message, **kwargs: Any):
+        reply = self._decide(messages, kwargs.get("tools"))
+        reply.response_usage = self._usage(messages, reply)
+        return reply
+
+    async def ainvoke(self, messages: list[Message], assistant_message: Message, **kwargs: Any):
+        return self.invoke(messages, assistant_message, **kwargs)
+
+    def invoke_stream(
+        self, messages: list[Message], assistant_message: Message, **kwargs: Any
+    ) -> Iterator[ModelResponse]:
+        reply = self._decide(messages, kwargs.get("tools"))
+        usage = self._usage(messages, reply)
+        if reply.tool_calls:
+            yield ModelResponse(role="assistant", tool_calls=reply.tool_calls, response_usage=usage)
+            return
+        words = re.findall(r"\S+\s*|\s+", reply.content or "")
+        for i, word in enumerate(words):
+            if self.word_delay and i:
+                time.sleep(self.word_delay)
+            yield ModelResponse(role="assistant", content=word)
+        yield ModelResponse(role="assistant", response_usage=usage)
+
+    async def ainvoke_stream(
+        self, messages: list[Message], assistant_message: Message, **kwargs: Any
+    ) -> AsyncIterator[ModelResponse]:
+        for delta in self.invoke_stream(messages, assistant_message, **kwargs):
+            yield delta
+
+    def _parse_provider_response(self, response: Any, **kwargs: Any) -> ModelResponse:
+        return response
+
+    def _parse_provider_response_delta(self, response: Any) -> ModelResponse:
+        return response

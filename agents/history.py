@@ -1,0 +1,146 @@
+"""Between our Message rows and agno's messages.
+
+The model gets exactly the branch's history: user and assistant messages, assistant tool calls and
+their tool results. A history that would break the protocol (a tool call without its result, or a
+result without its call, as an imported document might hold) is repaired on the way out so the
+model server never refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agno.models.message import Message as AgnoMessage
+
+from sessions_app.models import Message
+from sessions_app.turns import NewMessage
+
+
+def _call_ids(tool_calls: Any) -> list[str]:
+    ids = []
+    for call in tool_calls or []:
+        if isinstance(call, dict) and isinstance(call.get("id"), str):
+            ids.append(call["id"])
+    return ids
+
+
+def to_agno(messages: list[Message]) -> list[AgnoMessage]:
+    """The stored history as agno messages, none of which agno echoes back as new."""
+    out: list[AgnoMessage] = []
+    pending: set[str] = set()
+    for m in messages:
+        if m.role == Message.Role.TOOL:
+            if m.tool_call_id not in pending:
+                continue  # a result whose call is not in the history
+            pending.discard(m.tool_call_id)
+            out.append(
+                AgnoMessage(
+                    role="tool",
+                    content=m.tool_result or m.content,
+                    tool_call_id=m.tool_call_id,
+                    tool_name=m.tool_name or None,
+                    add_to_agent_memory=False,
+                )
+            )
+            continue
+        _drop_unanswered(out, pending)
+        if m.role == Message.Role.ASSISTANT and m.tool_calls:
+            calls = [c for c in m.tool_calls if isinstance(c, dict) and c.get("id")]
+            pending = set(_call_ids(calls))
+            out.append(
+                AgnoMessage(
+                    role="assistant",
+                    content=m.content or None,
+                    tool_calls=calls or None,
+                    add_to_agent_memory=False,
+                )
+            )
+            continue
+        out.append(AgnoMessage(role=m.role, content=m.content, add_to_agent_memory=False))
+    _drop_unanswered(out, pending)
+    return out
+
+
+def _drop_unanswered(out: list[AgnoMessage], pending: set[str]) -> None:
+    """Remove tool calls that got no result from the last assistant message that made them."""
+    if not pending:
+        return
+    for message in reversed(out):
+        if message.role == "assistant" and message.tool_calls:
+            message.tool_calls = [c for c in message.tool_calls if c.get("id") not in pending]
+            if not message.tool_calls:
+                message.tool_calls = None
+                if not message.content:
+                    message.content = ""
+            break
+    pending.clear()
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    try:
+        return json.dumps(content)
+    except (TypeError, ValueError):
+        return str(content)
+
+
+def _metrics(message: AgnoMessage) -> dict[str, Any]:
+    metrics = getattr(message, "metrics", None)
+    if metrics is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        value = getattr(metrics, key, None)
+        if value:
+            out[key] = value
+    duration = getattr(metrics, "duration", None)
+    if duration:
+        out["latency_ms"] = round(duration * 1000)
+    return out
+
+
+def from_agno(messages: list[AgnoMessage], *, model: str) -> list[NewMessage]:
+    """The messages a run added after the user's message, ready to store."""
+    new: list[NewMessage] = []
+    names: dict[str, str] = {}
+    seen_user = False
+    for m in messages:
+        if m.role in ("system", "developer") or m.from_history:
+            continue
+        if m.role == "user" and not seen_user:
+            seen_user = True  # the turn's own message, stored when the turn started
+            continue
+        if m.role == "assistant":
+            calls = m.tool_calls or None
+            for call in calls or []:
+                fn = call.get("function") or {}
+                if call.get("id") and fn.get("name"):
+                    names[call["id"]] = fn["name"]
+            new.append(
+                NewMessage(
+                    role="assistant",
+                    content=_text(m.content),
+                    tool_calls=calls,
+                    metadata={"model": model, **_metrics(m)},
+                )
+            )
+        elif m.role == "tool":
+            result = _text(m.content)
+            new.append(
+                NewMessage(
+                    role="tool",
+                    content=result,
+                    tool_name=m.tool_name or names.get(m.tool_call_id or "", ""),
+                    tool_args=m.tool_args,
+                    tool_result=result,
+                    tool_call_id=m.tool_call_id or "",
+                    metadata={"error": True} if m.tool_call_error else {},
+                )
+            )
+        elif m.role == "user":
+            new.append(NewMessage(role="user", content=_text(m.content)))
+    return new

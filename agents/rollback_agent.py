@@ -1,0 +1,330 @@
+"""RollbackAgent: agno's Agent with checkpoint tools, over our database.
+
+One agent works on one branch of one session. It holds no history of its own: every turn reads the
+branch's history from the database and stores what the run added (see agents.runner). Its
+checkpoint methods are also the tools the model sees, under the names of the public contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agno.agent import Agent
+from django.db import transaction
+
+from checkpoints.models import Checkpoint
+from checkpoints.selectors import find_session_checkpoint, session_checkpoints
+from checkpoints.services import (
+    checkpoint_cleanup_auto,
+    checkpoint_create,
+    checkpoint_delete,
+    checkpoint_restore,
+)
+from sessions_app.errors import DomainError
+from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import branch_activate
+
+from .calculator import calculate
+
+CHECKPOINT_TOOLS = frozenset(
+    {
+        "create_checkpoint",
+        "list_checkpoints_tool",
+        "rollback_to_checkpoint_tool",
+        "delete_checkpoint_tool",
+        "get_checkpoint_info_tool",
+        "cleanup_auto_checkpoints_tool",
+    }
+)
+ROLLBACK_KEYS = ("rollback_requested", "rollback_checkpoint_id")
+
+INSTRUCTIONS = [
+    "You are Rollback's assistant. Answer clearly; use Markdown where it helps.",
+    "The user can save checkpoints of this conversation and roll back to them. When they ask "
+    "you to checkpoint, list, inspect, delete, clean up or roll back, use the checkpoint tools.",
+    "Use the calculate tool for arithmetic instead of working it out yourself.",
+]
+
+
+def _when(cp: Checkpoint) -> str:
+    return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+class RollbackAgent(Agent):
+    """An agno Agent bound to one session and one of its branches."""
+
+    def __init__(
+        self,
+        *,
+        external_session_id: int,
+        model,
+        auto_checkpoint: bool = True,
+        internal_session_repo=None,
+        checkpoint_repo=None,
+        skip_session_creation: bool = False,
+        internal_session_id: int | None = None,
+        user=None,
+        tools: list | None = None,
+        activate_branch: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        # The repositories of seed 003 are the Django ORM here; the arguments are accepted so
+        # code written against the seed keeps working, and must be left as None.
+        if internal_session_repo is not None or checkpoint_repo is not None:
+            raise TypeError("Rollback stores sessions and checkpoints in Django; pass no repos.")
+        sessions = (
+            ExternalSession.objects.all()
+            if user is None
+            else ExternalSession.objects.for_user(user)
+        )
+        try:
+            session = sessions.get(pk=external_session_id)
+        except (ExternalSession.DoesNotExist, ValueError, TypeError):
+            raise ValueError(f"Session {external_session_id} not found.") from None
+        self.external_session: ExternalSession = session
+        self.auto_checkpoint = auto_checkpoint
+        self.internal_session: InternalSession = self._pick_branch(
+            session, internal_session_id, skip_session_creation, activate_branch
+        )
+        self.last_turn = None
+        self.last_rollback: Checkpoint | None = None
+        # Set while a turn runs: where its user message sits, so checkpoints the model asks for
+        # mark the conversation as it stood when the user asked.
+        self.turn_position: int | None = None
+        self.on_event: Callable[[dict], None] | None = None
+        self.created_checkpoints: list[Checkpoint] = []
+        kwargs.setdefault("instructions", INSTRUCTIONS)
+        kwargs.setdefault("markdown", True)
+        super().__init__(
+            model=model,
+            tools=[
+                calculate,
+                self.create_checkpoint,
+                self.list_checkpoints_tool,
+                self.rollback_to_checkpoint_tool,
+                self.delete_checkpoint_tool,
+                self.get_checkpoint_info_tool,
+                self.cleanup_auto_checkpoints_tool,
+                *(tools or []),
+            ],
+            db=None,
+            telemetry=False,
+            session_state=dict(self.internal_session.session_state or {}),
+            **kwargs,
+        )
+
+    @staticmethod
+    def _pick_branch(
+        session: ExternalSession, branch_id: int | None, skip_session_creation: bool, activate: bool
+    ) -> InternalSession:
+        if branch_id is not None:
+            try:
+                branch = InternalSession.objects.get(pk=branch_id, session=session)
+            except (InternalSession.DoesNotExist, ValueError, TypeError):
+                raise ValueError(f"Branch {branch_id} not found in this session.") from None
+            if activate and not branch.is_current:
+                branch_activate(branch=branch)
+            return branch
+        if skip_session_creation:
+            return current_branch(session)
+        # A new, empty line of conversation in this session, made current.
+        with transaction.atomic():
+            branch = InternalSession.objects.create(session=session, is_current=False)
+            return branch_activate(branch=branch)
+
+    def deep_copy(self, *, update: dict[str, Any] | None = None):  # noqa: ARG002
+        raise NotImplementedError("Build a new RollbackAgent for each turn instead of copying.")
+
+    # --- the seed's API ----------------------------------------------------------------------
+
+    def run(self, message: str, **kwargs: Any):  # type: ignore[override]
+        """Run one turn: store the user's message, answer it, store the answer, checkpoint
+        automatically after tool use, and carry out a rollback the model was asked for.
+        Returns agno's RunOutput (`.content` is the reply); the Turn is `self.last_turn`."""
+        from .runner import run_turn_with_agent
+
+        return run_turn_with_agent(self, message)
+
+    def _emit(self, event: dict) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def refresh_branch(self) -> InternalSession:
+        self.internal_session.refresh_from_db()
+        return self.internal_session
+
+    def get_conversation_history(self) -> list[dict[str, Any]]:
+        """The branch's whole history, oldest first, as dictionaries."""
+        self.refresh_branch()
+        return [
+            {
+                "role": m.role,
+                "content": m.content,
+                "tool_name": m.tool_name or None,
+                "tool_args": m.tool_args,
+                "tool_result": m.tool_result or None,
+                "created_at": m.created_at.isoformat(),
+            }
+            for m in branch_history(self.internal_session)
+        ]
+
+    def get_session_state(self) -> dict[str, Any]:
+        return dict(self.session_state or {})
+
+    def persistent_state(self) -> dict[str, Any]:
+        """The state to store on the branch: without the rollback request flags."""
+        return {k: v for k, v in (self.session_state or {}).items() if k not in ROLLBACK_KEYS}
+
+    @property
+    def requested_rollback(self) -> int | None:
+        state = self.session_state or {}
+        return state.get("rollback_checkpoint_id") if state.get("rollback_requested") else None
+
+    def clear_rollback_request(self) -> None:
+        if self.session_state:
+            for key in ROLLBACK_KEYS:
+                self.session_state.pop(key, None)
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        checkpoint_id: int,
+        external_session_id: int,
+        model,
+        checkpoint_repo=None,
+        internal_session_repo=None,
+        user=None,
+        **kwargs: Any,
+    ) -> RollbackAgent:
+        """A new agent on a new branch restored from the checkpoint (nothing is lost)."""
+        sessions = (
+            ExternalSession.objects.all()
+            if user is None
+            else ExternalSession.objects.for_user(user)
+        )
+        try:
+            session = sessions.get(pk=external_session_id)
+        except (ExternalSession.DoesNotExist, ValueError, TypeError):
+            raise ValueError(f"Session {external_session_id} not found.") from None
+        checkpoint = find_session_checkpoint(session, int(checkpoint_id))
+        restored = checkpoint_restore(checkpoint=checkpoint, session=session).branch
+        return cls(
+            external_session_id=session.pk,
+            model=model,
+            skip_session_creation=True,
+            internal_session_id=restored.pk,
+            user=user,
+            checkpoint_repo=checkpoint_repo,
+            internal_session_repo=internal_session_repo,
+            **kwargs,
+        )
+
+    # --- checkpoint tools (the names the model sees) -----------------------------------------
+
+    def create_checkpoint(self, name: str | None = None) -> str:
+        """Save a checkpoint of the conversation as it stands, so the user can come back to it.
+
+        Args:
+            name: a short name for the checkpoint, e.g. "after-variables".
+        """
+        try:
+            branch = self.refresh_branch()
+            checkpoint = checkpoint_create(
+                branch=branch,
+                name=name,
+                at=self.turn_position,
+                metadata={"trigger": "tool" if self.turn_position is not None else "manual"},
+            )
+        except DomainError as exc:
+            return f"✗ Could not create the checkpoint: {exc.message}"
+        self.created_checkpoints.append(checkpoint)
+        self._emit({"type": "checkpoint.created", "checkpoint": checkpoint.pk})
+        name = checkpoint.checkpoint_name
+        return f"✓ Checkpoint '{name}' created successfully (ID: {checkpoint.pk})"
+
+    def list_checkpoints_tool(self) -> str:
+        """List the checkpoints of this conversation, newest first."""
+        checkpoints = list(session_checkpoints(self.external_session)[:50])
+        if not checkpoints:
+            return "No checkpoints yet."
+        lines = ["Available checkpoints:"]
+        for cp in checkpoints:
+            kind = "auto" if cp.is_auto else "manual"
+            lines.append(
+                f"• ID: {cp.pk} | {cp.checkpoint_name} | Type: {kind} | Created: {_when(cp)}"
+            )
+        return "\n".join(lines)
+
+    def rollback_to_checkpoint_tool(self, checkpoint_id_or_name: int | str) -> str:
+        """Roll the conversation back to a checkpoint, by its id or its name. The rollback is
+        carried out when this reply ends; the old line of conversation is kept.
+
+        Args:
+            checkpoint_id_or_name: the checkpoint's id (a number) or its name.
+        """
+        try:
+            checkpoint = find_session_checkpoint(self.external_session, checkpoint_id_or_name)
+        except DomainError as exc:
+            return f"✗ {exc.message} Use list_checkpoints_tool to see the checkpoints."
+        if self.session_state is None:
+            self.session_state = {}
+        self.session_state["rollback_requested"] = True
+        self.session_state["rollback_checkpoint_id"] = checkpoint.pk
+        return (
+            f"✓ Rollback to checkpoint '{checkpoint.checkpoint_name}' (ID: {checkpoint.pk}) "
+            "requested. It will happen as soon as this reply ends."
+        )
+
+    def delete_checkpoint_tool(self, checkpoint_id: int) -> str:
+        """Delete one checkpoint of this conversation (its messages are kept).
+
+        Args:
+            checkpoint_id: the id of the checkpoint to delete.
+        """
+        try:
+            checkpoint = find_session_checkpoint(self.external_session, int(checkpoint_id))
+            checkpoint_delete(checkpoint=checkpoint)
+        except DomainError as exc:
+            return f"✗ {exc.message}"
+        return f"✓ Checkpoint {checkpoint.pk} deleted successfully."
+
+    def get_checkpoint_info_tool(self, checkpoint_id: int) -> str:
+        """Show the details of one checkpoint.
+
+        Args:
+            checkpoint_id: the id of the checkpoint.
+        """
+        try:
+            cp = find_session_checkpoint(self.external_session, int(checkpoint_id))
+        except DomainError as exc:
+            return f"✗ {exc.message}"
+        lines = [
+            "Checkpoint Details:",
+            f"• ID: {cp.pk}",
+            f"• Name: {cp.checkpoint_name}",
+            f"• Type: {'Automatic' if cp.is_auto else 'Manual'}",
+            f"• Created: {_when(cp)}",
+            f"• Conversation Length: {cp.message_count} messages",
+            f"• Branch: {cp.branch_id}",
+        ]
+        if cp.description:
+            lines.append(f"• Description: {cp.description}")
+        if cp.metadata.get("tool_name"):
+            lines.append(f"• After tool: {cp.metadata['tool_name']}")
+        return "\n".join(lines)
+
+    def cleanup_auto_checkpoints_tool(self, keep_latest: int = 5) -> str:
+        """Delete old automatic checkpoints, keeping the newest ones of each branch.
+
+        Args:
+            keep_latest: how many automatic checkpoints to keep per branch (default 5).
+        """
+        try:
+            removed = checkpoint_cleanup_auto(
+                keep_latest=int(keep_latest), session=self.external_session
+            )
+        except (DomainError, ValueError, TypeError) as exc:
+            return f"✗ {getattr(exc, 'message', exc)}"
+        return f"✓ Cleaned up {removed} old automatic checkpoints. Kept the latest {keep_latest}."

@@ -1,0 +1,278 @@
+"""Running one turn: the branch's history to the model, the answer back into the database.
+
+The model gets exactly the branch's stored history up to the turn's user message. Its new
+messages (assistant steps with their tool calls, tool results, the final reply) are stored in one
+transaction when the run ends, followed by the automatic checkpoint and, when the model was asked
+to roll back, the restore. A failed run stores none of its messages; the user's message, stored
+when the turn started, stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agno.agent import Agent
+from agno.models.message import Message as AgnoMessage
+from agno.run.agent import RunEvent, RunOutput
+from agno.run.base import RunStatus
+from django.db import transaction
+
+from checkpoints.services import checkpoint_create
+from sessions_app.errors import DomainError
+from sessions_app.models import Turn
+from sessions_app.selectors import branch_history
+from sessions_app.services import branch_set_state
+from sessions_app.turns import (
+    BranchMoved,
+    turn_claim,
+    turn_fail,
+    turn_finish,
+    turn_start,
+    turn_store_messages,
+)
+
+from .events import publish
+from .history import from_agno, to_agno
+from .model import build_model, is_demo, model_label
+from .rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
+
+log = logging.getLogger(__name__)
+Emit = Callable[[dict], None]
+
+
+def auto_checkpoint_enabled(session) -> bool:
+    """The session's own setting, else its owner's preference, else on."""
+    value = session.settings.get("auto_checkpoint")
+    if isinstance(value, bool):
+        return value
+    value = session.owner.preference("auto_checkpoint", True)
+    return value if isinstance(value, bool) else True
+
+
+def agent_for_turn(turn: Turn, model=None) -> RollbackAgent:
+    session = turn.session
+    return RollbackAgent(
+        external_session_id=session.pk,
+        model=model or build_model(session.settings),
+        auto_checkpoint=auto_checkpoint_enabled(session),
+        skip_session_creation=True,
+        internal_session_id=turn.branch_id,
+        activate_branch=False,
+    )
+
+
+def run_turn(turn_id: int, *, emit: Emit | None = None, model=None) -> Turn | None:
+    """Claim a queued turn and run it. None when it was not queued (a redelivered task)."""
+    if not turn_claim(turn_id=turn_id):
+        return None
+    turn = Turn.objects.select_related("session", "session__owner").get(pk=turn_id)
+    send = emit or (lambda event: publish(turn.session_id, event))
+    if turn.branch_id is None:
+        return _fail(turn, "The branch of this turn was deleted before it could run.", send)
+    try:
+        agent = agent_for_turn(turn, model)
+    except Exception as exc:  # a broken configuration must fail the turn, not leave it running
+        log.exception("could not build the agent for turn %s", turn_id)
+        return _fail(turn, f"The agent could not start: {exc}", send)
+    execute_turn(agent, turn, send)
+    turn.refresh_from_db()
+    return turn
+
+
+def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput:
+    """RollbackAgent.run: a whole turn, synchronously, on the agent's branch."""
+    turn = turn_start(
+        session=agent.external_session, message=message, branch=agent.internal_session
+    )
+    turn_claim(turn_id=turn.pk)
+    turn.refresh_from_db()
+    send = agent.on_event or (lambda event: publish(turn.session_id, event))
+    output = execute_turn(agent, turn, send)
+    turn.refresh_from_db()
+    agent.last_turn = turn
+    return output
+
+
+def _safe(emit: Emit) -> Emit:
+    def send(event: dict) -> None:
+        try:
+            emit(event)
+        except Exception:
+            log.exception("event handler failed for %s", event.get("type"))
+
+    return send
+
+
+def _fail(turn: Turn, error: str, emit: Emit, metadata: dict | None = None) -> Turn:
+    turn = turn_fail(turn=turn, error=error, metadata=metadata)
+    emit({"type": "turn.failed", "turn": turn.pk, "error": turn.error})
+    return turn
+
+
+def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit: Emit):
+    """Run the agent, relaying its events. Returns (RunOutput or None, error or None)."""
+    output: RunOutput | None = None
+    error: str | None = None
+    stream = Agent.run(
+        agent, input=messages, stream=True, stream_events=True, yield_run_output=True
+    )
+    for event in stream:
+        if isinstance(event, RunOutput):
+            output = event
+            continue
+        kind = getattr(event, "event", None)
+        if kind == RunEvent.run_content.value:
+            delta = getattr(event, "content", None)
+            if isinstance(delta, str) and delta:
+                emit({"type": "message.delta", "turn": turn.pk, "delta": delta})
+        elif kind == RunEvent.tool_call_started.value and event.tool is not None:
+            emit(
+                {
+                    "type": "tool.started",
+                    "turn": turn.pk,
+                    "tool": event.tool.tool_name,
+                    "args": event.tool.tool_args,
+                    "call_id": event.tool.tool_call_id,
+                }
+            )
+        elif kind == RunEvent.tool_call_completed.value and event.tool is not None:
+            emit(
+                {
+                    "type": "tool.finished",
+                    "turn": turn.pk,
+                    "tool": event.tool.tool_name,
+                    "call_id": event.tool.tool_call_id,
+                    "result": event.tool.result,
+                    "error": bool(event.tool.tool_call_error),
+                }
+            )
+        elif kind == RunEvent.run_error.value:
+            error = getattr(event, "content", None) or "the model call failed"
+    return output, error
+
+
+def execute_turn(agent: RollbackAgent, turn: Turn, emit: Emit) -> RunOutput | None:
+    emit = _safe(emit)
+    emit({"type": "turn.started", "turn": turn.pk, "branch": turn.branch_id})
+    branch = agent.refresh_branch()
+    history = branch_history(branch, end=turn.user_message_position)
+    messages = to_agno(history) + [AgnoMessage(role="user", content=turn.message)]
+    agent.turn_position = turn.user_message_position
+    agent.created_checkpoints = []
+    agent.clear_rollback_request()
+    previous_emit, agent.on_event = agent.on_event, emit
+    label = model_label(agent.model)
+    started = time.monotonic()
+    try:
+        output, error = _stream(agent, turn, messages, emit)
+    except Exception as exc:
+        log.exception("turn %s failed", turn.pk)
+        output, error = None, f"{type(exc).__name__}: {exc}"
+    finally:
+        agent.on_event = previous_emit
+        agent.turn_position = None
+    latency_ms = round((time.monotonic() - started) * 1000)
+    meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
+    if output is None or error or output.status == RunStatus.error:
+        reason = error or (output.content if output is not None else None) or "no answer"
+        _fail(turn, f"The model did not answer: {reason}", emit, meta)
+        return output
+    return _complete(agent, turn, output, meta, emit)
+
+
+def _usage(output: RunOutput) -> dict[str, int]:
+    metrics = output.metrics
+    if metrics is None:
+        return {}
+    usage = {
+        "input_tokens": metrics.input_tokens or 0,
+        "output_tokens": metrics.output_tokens or 0,
+        "total_tokens": metrics.total_tokens or 0,
+    }
+    return usage if any(usage.values()) else {}
+
+
+def _complete(
+    agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict, emit: Emit
+) -> RunOutput:
+    new = from_agno(output.messages or [], model=meta["model"])
+    if new and new[-1].role == "assistant":
+        new[-1].metadata.update({"latency_ms": meta["latency_ms"], **_usage(output)})
+        if meta["demo"]:
+            new[-1].metadata["demo"] = True
+    tools_used = [m.tool_name for m in new if m.role == "tool" and m.tool_name]
+    reply = output.content if isinstance(output.content, str) else str(output.content or "")
+    requested = agent.requested_rollback
+    auto = None
+    rolled_back_to = None
+    meta = {**meta, "usage": _usage(output)}
+    try:
+        with transaction.atomic():
+            branch = turn_store_messages(turn=turn, messages=new)
+            branch_set_state(branch=branch, session_state=agent.persistent_state())
+            others = [name for name in tools_used if name not in CHECKPOINT_TOOLS]
+            if others and agent.auto_checkpoint:
+                auto = checkpoint_create(
+                    branch=branch,
+                    name=f"after-{others[-1]}",
+                    is_auto=True,
+                    metadata={
+                        "trigger": "tool_call",
+                        "tool_name": others[-1],
+                        "message_count": branch.message_count,
+                        "turn": turn.pk,
+                    },
+                )
+            if requested is not None:
+                from .service import AgentService
+
+                try:
+                    if AgentService().handle_agent_response(agent, output):
+                        rolled_back_to = agent.last_rollback
+                except DomainError as exc:
+                    meta["rollback_error"] = exc.message
+            turn_finish(
+                turn=turn,
+                reply=reply,
+                tools_used=tools_used,
+                checkpoint=auto,
+                rolled_back_to=rolled_back_to,
+                metadata=meta,
+            )
+    except BranchMoved as exc:
+        _fail(turn, str(exc), emit, meta)
+        return output
+    if auto is not None:
+        emit(
+            {
+                "type": "checkpoint.created",
+                "turn": turn.pk,
+                "checkpoint": auto.pk,
+                "name": auto.checkpoint_name,
+                "is_auto": True,
+            }
+        )
+    if rolled_back_to is not None:
+        emit(
+            {
+                "type": "branch.changed",
+                "turn": turn.pk,
+                "branch": agent.internal_session.pk,
+                "checkpoint": rolled_back_to.pk,
+            }
+        )
+    emit(
+        {
+            "type": "turn.finished",
+            "turn": turn.pk,
+            "status": Turn.Status.DONE,
+            "reply": reply,
+            "tools_used": tools_used,
+            "checkpoint": auto.pk if auto else None,
+            "rolled_back_to": rolled_back_to.pk if rolled_back_to else None,
+        }
+    )
+    return output

@@ -1,0 +1,134 @@
+"""AgentService: the seed's high-level API for building, resuming and rolling back agents.
+
+With `user`, every lookup is scoped to that user (another user's session is "not found").
+Errors as in the seed: ValueError for an unknown session, None for an unknown checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from checkpoints.models import Checkpoint
+from checkpoints.selectors import find_session_checkpoint
+from checkpoints.services import checkpoint_restore
+from sessions_app.errors import CheckpointNotFound
+from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.selectors import branch_history, session_branches
+from sessions_app.services import session_update
+
+from .model import build_model
+from .rollback_agent import RollbackAgent
+from .runner import auto_checkpoint_enabled
+
+
+class AgentService:
+    def __init__(self, model_config: dict[str, Any] | None = None, *, user=None) -> None:
+        self.model_config = {"id": settings.AGENT_MODEL, "temperature": 0.7, **(model_config or {})}
+        self.user = user
+
+    def _sessions(self):
+        qs = ExternalSession.objects.select_related("owner")
+        return qs if self.user is None else qs.filter(owner=self.user)
+
+    def _session(self, external_session_id: int) -> ExternalSession:
+        try:
+            return self._sessions().get(pk=int(external_session_id))
+        except (ExternalSession.DoesNotExist, ValueError, TypeError):
+            raise ValueError(f"Session {external_session_id} not found.") from None
+
+    def _model(self, session: ExternalSession):
+        chosen = {
+            "model": self.model_config.get("id"),
+            "temperature": self.model_config.get("temperature"),
+        }
+        chosen.update({k: v for k, v in session.settings.items() if k in ("model", "temperature")})
+        return build_model(chosen)
+
+    def _agent(self, session: ExternalSession, **kwargs: Any) -> RollbackAgent:
+        kwargs.setdefault("auto_checkpoint", auto_checkpoint_enabled(session))
+        return RollbackAgent(
+            external_session_id=session.pk, model=self._model(session), user=self.user, **kwargs
+        )
+
+    def create_new_agent(
+        self, external_session_id: int, session_name: str | None = None, **agent_kwargs: Any
+    ) -> RollbackAgent:
+        """An agent on a new, empty branch of the session (made current)."""
+        session = self._session(external_session_id)
+        if session_name:
+            session_update(session=session, name=session_name)
+        return self._agent(session, **agent_kwargs)
+
+    def resume_agent(
+        self, external_session_id: int, internal_session_id: int | None = None
+    ) -> RollbackAgent | None:
+        """An agent on the session's current branch, or on the given branch (made current)."""
+        session = self._session(external_session_id)
+        if internal_session_id is None:
+            return self._agent(session, skip_session_creation=True)
+        if not InternalSession.objects.filter(pk=internal_session_id, session=session).exists():
+            return None
+        return self._agent(
+            session, skip_session_creation=True, internal_session_id=int(internal_session_id)
+        )
+
+    def rollback_to_checkpoint(
+        self, external_session_id: int, checkpoint_id: int
+    ) -> RollbackAgent | None:
+        """Restore the checkpoint as a new branch; an agent on it. None for an unknown (or
+        another session's) checkpoint."""
+        session = self._session(external_session_id)
+        try:
+            checkpoint = find_session_checkpoint(session, checkpoint_id)
+            branch = checkpoint_restore(checkpoint=checkpoint, session=session).branch
+        except CheckpointNotFound:
+            return None
+        return self._agent(session, skip_session_creation=True, internal_session_id=branch.pk)
+
+    def handle_agent_response(self, agent: RollbackAgent, response: Any) -> bool:
+        """Carry out a rollback the run asked for (once). True when one was carried out.
+        Raises CheckpointNotFound when the checkpoint vanished in the meantime."""
+        checkpoint_id = agent.requested_rollback
+        if checkpoint_id is None:
+            return False
+        agent.clear_rollback_request()
+        checkpoint = find_session_checkpoint(agent.external_session, int(checkpoint_id))
+        result = checkpoint_restore(checkpoint=checkpoint, session=agent.external_session)
+        agent.internal_session = result.branch
+        agent.session_state = dict(result.branch.session_state or {})
+        agent.last_rollback = checkpoint
+        return True
+
+    def list_internal_sessions(self, external_session_id: int) -> list[InternalSession]:
+        return list(session_branches(self._session(external_session_id)))
+
+    def list_checkpoints(self, internal_session_id: int) -> list[Checkpoint]:
+        branches = InternalSession.objects.all()
+        if self.user is not None:
+            branches = branches.filter(session__owner=self.user)
+        try:
+            branch = branches.get(pk=int(internal_session_id))
+        except (InternalSession.DoesNotExist, ValueError, TypeError):
+            raise ValueError(f"Branch {internal_session_id} not found.") from None
+        return list(branch.checkpoints.order_by("-created_at", "-id"))
+
+    def get_conversation_summary(self, agent: RollbackAgent, last: int = 10) -> str:
+        branch = agent.refresh_branch()
+        total = branch.message_count
+        shown = branch_history(branch, start=max(0, total - last))
+        lines = [f"Conversation ({total} messages):"]
+        for m in shown:
+            if m.role == "tool":
+                text = f"{m.tool_name} → {m.tool_result}"
+            elif m.tool_calls and not m.content:
+                names = [str((c.get("function") or {}).get("name")) for c in m.tool_calls]
+                text = "calls " + ", ".join(names)
+            else:
+                text = m.content
+            text = " ".join(text.split())
+            lines.append(f"[{m.role}] {text[:100]}{'…' if len(text) > 100 else ''}")
+        if total > last:
+            lines.append(f"... (last {last} messages shown)")
+        return "\n".join(lines)

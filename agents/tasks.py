@@ -1,0 +1,22 @@
+"""Celery tasks: thin adapters that load by id and call the runner or a service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from checkpoints.services import checkpoint_cleanup_auto
+
+from .runner import run_turn
+
+
+@shared_task(name="agents.run_turn", acks_late=True)
+def run_turn_task(turn_id: int) -> str:
+    turn = run_turn(turn_id)
+    return turn.status if turn is not None else "not queued"
+
+
+@shared_task(name="agents.cleanup_auto_checkpoints")
+def cleanup_auto_checkpoints_task(keep_latest: int | None = None) -> int:
+    keep = settings.ROLLBACK_AUTO_CHECKPOINTS_KEEP if keep_latest is None else keep_latest
+    return checkpoint_cleanup_auto(keep_latest=keep)
