@@ -38,6 +38,27 @@ def _plain_static_files(settings):
     }
 
 
+@pytest.fixture(scope="session")
+def _chat_server():
+    from tests.fakes.chat_server import FakeChatServer
+
+    with FakeChatServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_llm(_chat_server, settings):
+    """A real local Chat Completions server, and the app configured to use it."""
+    _chat_server.reset()
+    settings.OPENAI_BASE_URL = _chat_server.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    settings.AGENT_MODEL = "fake-model"
+    settings.AGENT_MAX_RETRIES = 2
+    settings.AGENT_TIMEOUT = 5
+    yield _chat_server
+    _chat_server.reset()
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password-1")

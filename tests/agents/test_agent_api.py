@@ -1,0 +1,193 @@
+"""The Python API of seed 003: RollbackAgent and AgentService, scoped to a user."""
+
+from __future__ import annotations
+
+import pytest
+from agno.agent import Agent
+
+from agents.demo_model import DemoModel
+from agents.rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
+from agents.service import AgentService
+from checkpoints.models import Checkpoint
+from checkpoints.services import checkpoint_create
+from sessions_app.models import InternalSession
+from sessions_app.selectors import current_branch
+from sessions_app.services import session_create
+from tests.conftest import say
+from tests.fakes.chat_server import Reply
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_demo(settings):
+    settings.DEMO_MODEL_WORD_DELAY = 0
+
+
+def test_rollback_agent_is_an_agno_agent_with_the_contract_tools(session):
+    agent = RollbackAgent(external_session_id=session.pk, model=DemoModel())
+    assert isinstance(agent, Agent)
+    names = {getattr(t, "__name__", None) for t in agent.tools}
+    assert names == CHECKPOINT_TOOLS | {"calculate"}
+
+
+def test_a_new_agent_starts_a_new_empty_current_branch(session, branch):
+    say(branch, "old", "talk")
+    agent = RollbackAgent(external_session_id=session.pk, model=DemoModel())
+    assert agent.internal_session.pk != branch.pk
+    assert current_branch(session).pk == agent.internal_session.pk
+    assert agent.get_conversation_history() == []
+
+
+def test_skip_session_creation_resumes_the_current_branch(session, branch):
+    say(branch, "old", "talk")
+    agent = RollbackAgent(
+        external_session_id=session.pk, model=DemoModel(), skip_session_creation=True
+    )
+    assert agent.internal_session.pk == branch.pk
+    assert [m["content"] for m in agent.get_conversation_history()] == ["old", "talk"]
+
+
+def test_unknown_or_foreign_session_is_a_value_error(session, bob):
+    with pytest.raises(ValueError, match="not found"):
+        RollbackAgent(external_session_id=999_999, model=DemoModel())
+    with pytest.raises(ValueError, match="not found"):
+        RollbackAgent(external_session_id=session.pk, model=DemoModel(), user=bob)
+    with pytest.raises(ValueError):
+        AgentService(user=bob).resume_agent(session.pk)
+    with pytest.raises(ValueError):
+        AgentService(user=bob).create_new_agent(session.pk)
+    with pytest.raises(ValueError):
+        AgentService(user=bob).list_internal_sessions(session.pk)
+
+
+def test_seed_repositories_are_refused_rather_than_silently_ignored(session):
+    with pytest.raises(TypeError):
+        RollbackAgent(external_session_id=session.pk, model=DemoModel(), checkpoint_repo=object())
+
+
+def test_checkpoint_methods_return_the_seed_strings(session, branch):
+    say(branch, "a", "b")
+    agent = AgentService().resume_agent(session.pk)
+    created = agent.create_checkpoint("before-complex-topic")
+    cp = Checkpoint.objects.get(checkpoint_name="before-complex-topic")
+    assert created == f"✓ Checkpoint 'before-complex-topic' created successfully (ID: {cp.pk})"
+    assert cp.message_count == 2  # outside a turn: the branch as it stands
+    listing = agent.list_checkpoints_tool()
+    assert listing.startswith("Available checkpoints:")
+    assert f"• ID: {cp.pk} | before-complex-topic | Type: manual | Created: " in listing
+    info = agent.get_checkpoint_info_tool(cp.pk)
+    assert "• Name: before-complex-topic" in info and "• Conversation Length: 2 messages" in info
+    assert agent.delete_checkpoint_tool(cp.pk) == f"✓ Checkpoint {cp.pk} deleted successfully."
+    assert agent.delete_checkpoint_tool(cp.pk).startswith("✗")
+    assert agent.list_checkpoints_tool() == "No checkpoints yet."
+
+
+def test_checkpoint_tools_never_reach_another_sessions_checkpoints(alice, session):
+    other = session_create(owner=alice, name="other")
+    foreign = checkpoint_create(branch=current_branch(other), name="theirs")
+    agent = AgentService().resume_agent(session.pk)
+    assert agent.get_checkpoint_info_tool(foreign.pk).startswith("✗")
+    assert agent.delete_checkpoint_tool(foreign.pk).startswith("✗")
+    assert agent.rollback_to_checkpoint_tool("theirs").startswith("✗")
+    assert Checkpoint.objects.filter(pk=foreign.pk).exists()
+    assert agent.requested_rollback is None
+
+
+def test_a_too_long_checkpoint_name_is_a_clear_tool_error(session):
+    agent = AgentService().resume_agent(session.pk)
+    assert "limit is 200" in agent.create_checkpoint("x" * 201)
+    assert not Checkpoint.objects.exists()
+
+
+def test_rollback_tool_records_a_request_and_handle_agent_response_carries_it_out(session, branch):
+    say(branch, "a", "b")
+    service = AgentService()
+    agent = service.resume_agent(session.pk)
+    agent.create_checkpoint("two")
+    say(branch, "c", "d")
+    answer = agent.rollback_to_checkpoint_tool("two")
+    assert answer.startswith("✓ Rollback to checkpoint 'two'")
+    assert agent.session_state["rollback_requested"] is True
+    assert service.handle_agent_response(agent, None) is True
+    assert agent.internal_session.pk == current_branch(session).pk != branch.pk
+    assert [m["content"] for m in agent.get_conversation_history()] == ["a", "b"]
+    assert "rollback_requested" not in agent.get_session_state()
+    assert service.handle_agent_response(agent, None) is False  # carried out once
+
+
+def test_cleanup_tool_keeps_the_latest_automatic_checkpoints(session, branch):
+    for i in range(4):
+        checkpoint_create(branch=branch, name=f"auto-{i}", is_auto=True)
+    agent = AgentService().resume_agent(session.pk)
+    assert agent.cleanup_auto_checkpoints_tool(keep_latest=1) == (
+        "✓ Cleaned up 3 old automatic checkpoints. Kept the latest 1."
+    )
+    assert agent.cleanup_auto_checkpoints_tool(keep_latest=-1).startswith("✗")
+
+
+def test_from_checkpoint_gives_an_agent_on_a_new_branch(session, branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    say(branch, "c")
+    agent = RollbackAgent.from_checkpoint(
+        checkpoint_id=cp.pk, external_session_id=session.pk, model=DemoModel()
+    )
+    assert agent.internal_session.parent_id == branch.pk
+    assert [m["content"] for m in agent.get_conversation_history()] == ["a", "b"]
+
+
+def test_service_rollback_to_an_unknown_or_foreign_checkpoint_is_none(alice, session):
+    other = session_create(owner=alice, name="other")
+    foreign = checkpoint_create(branch=current_branch(other), name="theirs")
+    service = AgentService(user=alice)
+    assert service.rollback_to_checkpoint(session.pk, 999_999) is None
+    assert service.rollback_to_checkpoint(session.pk, foreign.pk) is None
+    assert InternalSession.objects.filter(session=session).count() == 1
+    with pytest.raises(ValueError):
+        service.rollback_to_checkpoint(999_999, foreign.pk)
+
+
+def test_resume_a_given_branch_makes_it_current(session, branch):
+    service = AgentService()
+    newer = service.create_new_agent(session.pk, session_name="Renamed").internal_session
+    assert current_branch(session).pk == newer.pk
+    agent = service.resume_agent(session.pk, internal_session_id=branch.pk)
+    assert agent.internal_session.pk == branch.pk == current_branch(session).pk
+    assert service.resume_agent(session.pk, internal_session_id=999_999) is None
+    session.refresh_from_db()
+    assert session.session_name == "Renamed"
+
+
+def test_lists_and_summary(alice, session, branch):
+    say(branch, *[f"m{i}" for i in range(12)])
+    service = AgentService(user=alice)
+    assert [b.pk for b in service.list_internal_sessions(session.pk)] == [branch.pk]
+    checkpoint_create(branch=branch, name="x")
+    assert [c.checkpoint_name for c in service.list_checkpoints(branch.pk)] == ["x"]
+    summary = service.get_conversation_summary(service.resume_agent(session.pk))
+    assert summary.startswith("Conversation (12 messages):")
+    assert "[assistant] m11" in summary and "(last 10 messages shown)" in summary
+    assert "m1\n" not in summary
+
+
+def test_list_checkpoints_of_another_users_branch_is_a_value_error(branch, bob):
+    with pytest.raises(ValueError):
+        AgentService(user=bob).list_checkpoints(branch.pk)
+
+
+def test_run_returns_the_reply_and_records_the_turn(fake_llm, alice, session):
+    fake_llm.queue(Reply("Decorators wrap functions."))
+    agent = AgentService(user=alice).resume_agent(session.pk)
+    response = agent.run("Explain Python decorators")
+    assert response.content == "Decorators wrap functions."
+    assert agent.last_turn.status == "done"
+    assert [m["role"] for m in agent.get_conversation_history()] == ["user", "assistant"]
+
+
+def test_service_model_config_and_session_settings(fake_llm, alice):
+    s = session_create(owner=alice, name="s", metadata={"settings": {"temperature": 0.1}})
+    fake_llm.queue(Reply("ok"))
+    AgentService({"id": "configured-model"}, user=alice).resume_agent(s.pk).run("hi")
+    body = fake_llm.requests[-1]
+    assert body["model"] == "configured-model" and body["temperature"] == 0.1

@@ -1,0 +1,389 @@
+"""Turns against a real local Chat Completions server: what is stored, what the model receives,
+events, automatic checkpoints, rollbacks, retries and failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.runner import run_turn
+from agents.service import AgentService
+from agents.services import turn_submit
+from checkpoints.models import Checkpoint
+from checkpoints.services import checkpoint_create
+from sessions_app.errors import InvalidInput, MessageTooLong, TurnInProgress
+from sessions_app.models import InternalSession, Message, Turn
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import session_create, session_update
+from sessions_app.turns import turn_start
+from tests.fakes.chat_server import (
+    Drop,
+    Error,
+    Garbage,
+    Hang,
+    Reply,
+    ToolCall,
+    ToolCalls,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def ask(session, text: str, events: list | None = None) -> Turn:
+    """Start a turn and run it as a worker would."""
+    turn = turn_start(session=session, message=text)
+    sink = events if events is not None else []
+    run_turn(turn.pk, emit=sink.append)
+    turn.refresh_from_db()
+    return turn
+
+
+def sent(server, i: int = -1) -> list[tuple[str, str]]:
+    """(role, content) of the messages request i carried, without the system prompt."""
+    out = []
+    for m in server.messages(i):
+        if m["role"] == "system":
+            continue
+        content = m.get("content") or ""
+        if m.get("tool_calls"):
+            content = "calls " + ",".join(c["function"]["name"] for c in m["tool_calls"])
+        out.append((m["role"], content))
+    return out
+
+
+def history(session) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in branch_history(current_branch(session))]
+
+
+# --- plain turns -----------------------------------------------------------------------------
+
+
+def test_a_plain_turn_stores_the_reply_with_model_tokens_and_latency(fake_llm, session):
+    fake_llm.queue(Reply("Hello **there**.", prompt_tokens=12, completion_tokens=4))
+    events: list[dict] = []
+    turn = ask(session, "hi", events)
+    assert turn.status == "done" and turn.reply == "Hello **there**."
+    assert history(session) == [("user", "hi"), ("assistant", "Hello **there**.")]
+    reply = branch_history(current_branch(session))[-1]
+    assert reply.metadata["model"] == "fake-model"
+    assert reply.metadata["input_tokens"] == 12 and reply.metadata["output_tokens"] == 4
+    assert reply.metadata["latency_ms"] >= 0
+    body = fake_llm.requests[-1]
+    assert body["model"] == "fake-model" and body["stream"] is True
+    assert body["messages"][0]["role"] == "system"  # not "developer": any compatible server
+    assert sent(fake_llm) == [("user", "hi")]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "turn.started" and kinds[-1] == "turn.finished"
+    deltas = [e["delta"] for e in events if e["type"] == "message.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == "Hello **there**."
+
+
+def test_each_turn_sends_exactly_the_branch_history(fake_llm, session):
+    fake_llm.queue(Reply("one"), Reply("two"))
+    ask(session, "first")
+    ask(session, "second")
+    assert sent(fake_llm) == [("user", "first"), ("assistant", "one"), ("user", "second")]
+
+
+def test_session_settings_choose_model_and_temperature(fake_llm, session):
+    session_update(session=session, metadata={"settings": {"model": "other", "temperature": 0.2}})
+    fake_llm.queue(Reply("ok"))
+    ask(session, "hi")
+    assert fake_llm.requests[-1]["model"] == "other"
+    assert fake_llm.requests[-1]["temperature"] == 0.2
+
+
+# --- tools and automatic checkpoints -------------------------------------------------------
+
+
+def test_a_tool_turn_stores_every_step_and_checkpoints_automatically(fake_llm, session):
+    fake_llm.queue(
+        ToolCalls([ToolCall("calculate", {"expression": "6*7"}, id="call_a")]),
+        Reply("It is 42."),
+    )
+    events: list[dict] = []
+    turn = ask(session, "what is 6*7?", events)
+    assert turn.status == "done" and turn.tools_used == ["calculate"]
+    stored = branch_history(current_branch(session))
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    call, result = stored[1], stored[2]
+    assert call.tool_calls[0]["id"] == "call_a"
+    assert (result.tool_name, result.tool_args, result.tool_result) == (
+        "calculate",
+        {"expression": "6*7"},
+        "42",
+    )
+    assert result.tool_call_id == "call_a"
+    # The second request carried the call and its result, paired by id.
+    second = fake_llm.messages(-1)
+    assert second[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_a"}
+    auto = turn.checkpoint
+    assert auto is not None and auto.is_auto and auto.checkpoint_name == "after-calculate"
+    assert auto.message_count == 4
+    assert auto.metadata["trigger"] == "tool_call" and auto.metadata["tool_name"] == "calculate"
+    assert auto.metadata["message_count"] == 4
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool.started") < kinds.index("tool.finished") < kinds.index("turn.finished")
+    assert "checkpoint.created" in kinds
+
+
+def test_a_replayed_tool_exchange_is_valid_protocol(fake_llm, session):
+    fake_llm.queue(
+        ToolCalls([ToolCall("calculate", {"expression": "1+1"}, id="call_abc1")]),
+        Reply("2"),
+        Reply("ok"),
+    )
+    ask(session, "1+1?")
+    ask(session, "thanks")
+    msgs = fake_llm.messages(-1)[1:]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "assistant", "user"]
+    assert msgs[1]["tool_calls"][0]["id"] == "call_abc1" == msgs[2]["tool_call_id"]
+    assert json.loads(msgs[1]["tool_calls"][0]["function"]["arguments"]) == {"expression": "1+1"}
+
+
+def test_no_automatic_checkpoint_when_the_session_turns_it_off(fake_llm, session):
+    session_update(session=session, metadata={"settings": {"auto_checkpoint": False}})
+    fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "1+1"})]), Reply("2"))
+    turn = ask(session, "1+1?")
+    assert turn.checkpoint is None and not Checkpoint.objects.exists()
+
+
+def test_the_owners_preference_turns_automatic_checkpoints_off(fake_llm, alice, session):
+    alice.metadata = {"preferences": {"auto_checkpoint": False}}
+    alice.save()
+    fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "1+1"})]), Reply("2"))
+    assert ask(session, "1+1?").checkpoint is None
+
+
+def test_a_checkpoint_the_model_makes_marks_the_conversation_before_the_request(fake_llm, session):
+    fake_llm.queue(Reply("hi"))
+    ask(session, "hello")
+    fake_llm.queue(ToolCalls([ToolCall("create_checkpoint", {"name": "greeted"})]), Reply("Saved."))
+    turn = ask(session, "save this as greeted")
+    cp = Checkpoint.objects.get(checkpoint_name="greeted")
+    assert not cp.is_auto and cp.message_count == 2
+    assert turn.checkpoint is None  # only checkpoint tools ran: no automatic checkpoint
+    assert "created successfully (ID: " in branch_history(current_branch(session))[-2].tool_result
+
+
+# --- rollback ------------------------------------------------------------------------------
+
+
+def _two_topics(server, session):
+    server.queue(Reply("Variables hold values."))
+    ask(session, "what are variables?")
+    checkpoint_create(branch=current_branch(session), name="after-variables")
+    server.queue(Reply("Functions take arguments."))
+    ask(session, "and functions?")
+
+
+def test_rollback_asked_in_plain_words_restores_a_new_branch(fake_llm, session):
+    _two_topics(fake_llm, session)
+    old = current_branch(session)
+    fake_llm.queue(
+        ToolCalls(
+            [ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": "after-variables"})]
+        ),
+        Reply("Rolled back."),
+    )
+    events: list[dict] = []
+    turn = ask(session, "roll back to after-variables", events)
+    assert turn.status == "done"
+    assert turn.rolled_back_to.checkpoint_name == "after-variables"
+    new = current_branch(session)
+    assert new.pk != old.pk and new.parent_id == old.pk and new.fork_position == 2
+    assert any(e["type"] == "branch.changed" and e["branch"] == new.pk for e in events)
+    # The old branch keeps everything, including the rollback exchange.
+    old.refresh_from_db()
+    assert old.message_count == 8
+    fake_llm.queue(Reply("Sure."))
+    ask(session, "what next?")
+    assert sent(fake_llm) == [
+        ("user", "what are variables?"),
+        ("assistant", "Variables hold values."),
+        ("user", "what next?"),
+    ]
+
+
+def test_rollback_through_the_service_then_the_model_sees_the_restored_history(
+    fake_llm, alice, session
+):
+    _two_topics(fake_llm, session)
+    cp = Checkpoint.objects.get(checkpoint_name="after-variables")
+    agent = AgentService(user=alice).rollback_to_checkpoint(session.pk, cp.pk)
+    assert agent is not None and agent.internal_session.pk == current_branch(session).pk
+    fake_llm.queue(Reply("Back."))
+    agent.run("where were we?")
+    assert sent(fake_llm) == [
+        ("user", "what are variables?"),
+        ("assistant", "Variables hold values."),
+        ("user", "where were we?"),
+    ]
+
+
+def test_rollback_to_an_unknown_name_is_a_tool_error_and_the_turn_goes_on(fake_llm, session):
+    _two_topics(fake_llm, session)
+    fake_llm.queue(
+        ToolCalls([ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": "nope"})]),
+        lambda body: Reply(f"Tool said: {body['messages'][-1]['content']}"),
+    )
+    branches = InternalSession.objects.count()
+    turn = ask(session, "roll back to nope")
+    assert turn.status == "done" and turn.rolled_back_to is None
+    assert "no checkpoint named 'nope'" in fake_llm.messages(-1)[-1]["content"]
+    assert InternalSession.objects.count() == branches
+
+
+def test_rollback_to_another_sessions_checkpoint_is_refused(fake_llm, alice, session):
+    other = session_create(owner=alice, name="other")
+    foreign = checkpoint_create(branch=current_branch(other), name="elsewhere")
+    fake_llm.queue(
+        ToolCalls([ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": foreign.pk})]),
+        Reply("Could not."),
+    )
+    turn = ask(session, f"roll back to {foreign.pk}")
+    assert turn.status == "done" and turn.rolled_back_to is None
+    assert f"no checkpoint {foreign.pk} in this session" in fake_llm.messages(-1)[-1]["content"]
+    assert InternalSession.objects.filter(session=session).count() == 1
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"checkpoint_id": "abc"}, {}, "{not json"],
+    ids=["wrong-type", "missing", "broken-json"],
+)
+def test_a_tool_call_with_bad_arguments_gives_the_model_an_error(fake_llm, session, arguments):
+    fake_llm.queue(
+        ToolCalls([ToolCall("get_checkpoint_info_tool", arguments)]), Reply("Sorry about that.")
+    )
+    turn = ask(session, "info please")
+    assert turn.status == "done" and turn.reply == "Sorry about that."
+    tool_reply = fake_llm.messages(-1)[-1]
+    assert tool_reply["role"] == "tool"
+    assert "error" in tool_reply["content"].lower()
+
+
+# --- failures and retries ------------------------------------------------------------------
+
+
+def test_429_and_500_are_retried_then_the_turn_succeeds(fake_llm, session):
+    fake_llm.queue(Error(429), Error(503), Reply("finally"))
+    turn = ask(session, "hi")
+    assert turn.status == "done" and turn.reply == "finally"
+    assert len(fake_llm.requests) == 3
+
+
+def test_when_retries_run_out_the_turn_fails_and_keeps_the_users_message(fake_llm, session):
+    fake_llm.queue(Error(500), Error(500), Error(500), Reply("too late"))
+    events: list[dict] = []
+    turn = ask(session, "are you there?", events)
+    assert turn.status == "failed"
+    assert turn.error == (
+        "The model did not answer: the model server answered HTTP 500 (after 2 retries): "
+        "injected failure (a server error)"
+    )
+    assert len(fake_llm.requests) == 3  # the first try and AGENT_MAX_RETRIES=2 retries
+    assert history(session) == [("user", "are you there?")]
+    assert events[-1]["type"] == "turn.failed" and events[-1]["error"] == turn.error
+
+
+def test_a_timeout_fails_the_turn_readably(fake_llm, session, settings):
+    settings.AGENT_TIMEOUT = 0.3
+    settings.AGENT_MAX_RETRIES = 0
+    fake_llm.queue(Hang(3))
+    turn = ask(session, "slow?")
+    assert turn.status == "failed"
+    assert turn.error == "The model did not answer: the model server did not answer within 0.3 s"
+    assert history(session) == [("user", "slow?")]
+
+
+def test_an_authentication_error_is_not_retried_and_says_what_to_check(fake_llm, session):
+    fake_llm.queue(Error(401, "bad key"), Reply("never"))
+    turn = ask(session, "hi")
+    assert turn.status == "failed" and "HTTP 401" in turn.error
+    assert "check OPENAI_API_KEY" in turn.error
+    assert len(fake_llm.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("item", "error"),
+    [(Garbage(), "could not be read"), (Drop(), "connection to the model server")],
+    ids=["garbage", "dropped"],
+)
+def test_garbage_or_a_dropped_stream_fails_the_turn_and_loses_nothing(
+    fake_llm, session, settings, item, error
+):
+    settings.AGENT_MAX_RETRIES = 0
+    fake_llm.queue(Reply("an earlier answer"))
+    ask(session, "earlier")
+    fake_llm.queue(item)
+    turn = ask(session, "now")
+    assert turn.status == "failed" and error in turn.error
+    assert history(session) == [
+        ("user", "earlier"),
+        ("assistant", "an earlier answer"),
+        ("user", "now"),
+    ]
+
+
+def test_the_next_turn_after_a_failure_works(fake_llm, session, settings):
+    settings.AGENT_MAX_RETRIES = 0
+    fake_llm.queue(Error(500), Reply("better"))
+    assert ask(session, "one").status == "failed"
+    assert ask(session, "two").status == "done"
+    assert sent(fake_llm) == [("user", "one"), ("user", "two")]
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   \n", None, 42])
+def test_an_empty_message_is_refused_before_the_model_is_called(fake_llm, session, text):
+    with pytest.raises(InvalidInput):
+        turn_start(session=session, message=text)
+    assert fake_llm.requests == [] and not Message.objects.exists() and not Turn.objects.exists()
+
+
+def test_an_oversized_message_is_refused_before_the_model_is_called(fake_llm, session, settings):
+    settings.AGENT_MAX_INPUT_CHARS = 100
+    with pytest.raises(MessageTooLong, match="limit is 100"):
+        turn_start(session=session, message="x" * 101)
+    assert fake_llm.requests == [] and not Message.objects.exists()
+
+
+def test_a_second_turn_while_one_is_queued_is_refused(fake_llm, session):
+    turn_start(session=session, message="first")
+    with pytest.raises(TurnInProgress):
+        turn_start(session=session, message="second")
+    assert Message.objects.count() == 1
+
+
+def test_a_redelivered_task_does_not_run_the_turn_twice(fake_llm, session):
+    fake_llm.queue(Reply("once"))
+    turn = ask(session, "hi")
+    assert run_turn(turn.pk) is None
+    assert len(fake_llm.requests) == 1
+    assert len(history(session)) == 2
+
+
+def test_turn_submit_runs_the_turn_on_commit(fake_llm, session, django_capture_on_commit_callbacks):
+    fake_llm.queue(Reply("queued and done"))
+    with django_capture_on_commit_callbacks(execute=True):
+        turn = turn_submit(session=session, message="hi")
+    turn.refresh_from_db()
+    assert turn.status == "done" and turn.reply == "queued and done"
+
+
+def test_a_turn_whose_branch_was_rewound_meanwhile_is_failed_not_misplaced(fake_llm, session):
+    from checkpoints.services import branch_rewind
+
+    fake_llm.queue(Reply("hi"))
+    ask(session, "hello")
+    turn = turn_start(session=session, message="second")
+    branch_rewind(branch=current_branch(session), position=2)  # another tab cut it back
+    fake_llm.queue(Reply("lost"))
+    run_turn(turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == "failed" and "rewound" in turn.error
+    assert history(session) == [("user", "hello"), ("assistant", "hi")]
