@@ -166,6 +166,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
+# Retention: run `celery -A rollback_site beat` beside the workers to keep, every night, only the
+# newest ROLLBACK_AUTO_CHECKPOINTS_KEEP automatic checkpoints of each branch.
+CELERY_BEAT_SCHEDULE = {
+    "cleanup-auto-checkpoints": {
+        "task": "agents.cleanup_auto_checkpoints",
+        "schedule": 24 * 60 * 60,
+    }
+}
 
 # --- The agent ------------------------------------------------------------------------------
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "").strip()
