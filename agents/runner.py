@@ -30,6 +30,7 @@ from sessions_app.turns import (
     turn_claim,
     turn_fail,
     turn_finish,
+    turn_heartbeat,
     turn_start,
     turn_store_messages,
 )
@@ -112,6 +113,9 @@ def _fail(turn: Turn, error: str, emit: Emit, metadata: dict | None = None) -> T
     return turn
 
 
+HEARTBEAT_SECONDS = 5.0
+
+
 def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit: Emit):
     """Run the agent, relaying its events. Returns (RunOutput or None, error or None)."""
     output: RunOutput | None = None
@@ -119,7 +123,11 @@ def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit:
     stream = Agent.run(
         agent, input=messages, stream=True, stream_events=True, yield_run_output=True
     )
+    beat = time.monotonic()
     for event in stream:
+        if time.monotonic() - beat > HEARTBEAT_SECONDS:
+            turn_heartbeat(turn_id=turn.pk)
+            beat = time.monotonic()
         if isinstance(event, RunOutput):
             output = event
             continue

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from checkpoints.services import checkpoint_cleanup_auto
+from sessions_app.turns import turn_expire_stale
 
 from .runner import run_turn
 
@@ -20,3 +21,8 @@ def run_turn_task(turn_id: int) -> str:
 def cleanup_auto_checkpoints_task(keep_latest: int | None = None) -> int:
     keep = settings.ROLLBACK_AUTO_CHECKPOINTS_KEEP if keep_latest is None else keep_latest
     return checkpoint_cleanup_auto(keep_latest=keep)
+
+
+@shared_task(name="agents.expire_stale_turns")
+def expire_stale_turns_task() -> int:
+    return turn_expire_stale()

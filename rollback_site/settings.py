@@ -172,7 +172,8 @@ CELERY_BEAT_SCHEDULE = {
     "cleanup-auto-checkpoints": {
         "task": "agents.cleanup_auto_checkpoints",
         "schedule": 24 * 60 * 60,
-    }
+    },
+    "expire-stale-turns": {"task": "agents.expire_stale_turns", "schedule": 60},
 }
 
 # --- The agent ------------------------------------------------------------------------------
@@ -182,6 +183,12 @@ AGENT_MODEL = os.environ.get("AGENT_MODEL", "").strip() or "gpt-4o-mini"
 AGENT_MAX_RETRIES = env_int("AGENT_MAX_RETRIES", 3)
 AGENT_MAX_INPUT_CHARS = env_int("AGENT_MAX_INPUT_CHARS", 32_000)
 AGENT_TIMEOUT = float(os.environ.get("AGENT_TIMEOUT", "").strip() or 60)
+# A running turn with no heartbeat for this long is failed (its worker died); a queued turn no
+# worker has claimed for TURN_QUEUE_TIMEOUT is failed too. Either way the user's message stays.
+AGENT_TURN_STALE_SECONDS = env_int(
+    "AGENT_TURN_STALE_SECONDS", int(AGENT_TIMEOUT * (AGENT_MAX_RETRIES + 1) + 60)
+)
+TURN_QUEUE_TIMEOUT = env_int("TURN_QUEUE_TIMEOUT", 15 * 60)
 # Pause between the demo model's streamed words, so its replies visibly stream in.
 DEMO_MODEL_WORD_DELAY = float(os.environ.get("DEMO_MODEL_WORD_DELAY", "").strip() or 0.02)
 os.environ.setdefault("AGNO_TELEMETRY", "false")

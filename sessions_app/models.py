@@ -217,6 +217,9 @@ class Turn(models.Model):
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Touched by the worker while it runs the turn; a running turn whose heartbeat stops is
+    # expired (its worker died), so the session is never blocked for good.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # model, usage, latency_ms, demo
     metadata = models.JSONField(default=dict, blank=True)

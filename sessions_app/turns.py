@@ -8,10 +8,12 @@ nothing the user wrote. The agent's messages are stored together when the run en
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .errors import BranchNotFound, InvalidInput, MessageTooLong, TurnInProgress
@@ -42,6 +44,7 @@ def turn_start(
     try:
         with transaction.atomic():
             lock_session(session.pk)
+            turn_expire_stale(session=session)
             if Turn.objects.filter(session=session).active().exists():
                 raise TurnInProgress()
             if branch is None:
@@ -63,12 +66,48 @@ def turn_start(
 
 def turn_claim(*, turn_id: int) -> bool:
     """Move a queued turn to running. False when it is not queued (say, a redelivered task)."""
+    now = timezone.now()
     return (
         Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
-            status=Turn.Status.RUNNING, started_at=timezone.now()
+            status=Turn.Status.RUNNING, started_at=now, heartbeat_at=now
         )
         == 1
     )
+
+
+def turn_heartbeat(*, turn_id: int) -> None:
+    Turn.objects.filter(pk=turn_id, status=Turn.Status.RUNNING).update(heartbeat_at=timezone.now())
+
+
+WORKER_DIED = (
+    "The worker answering this turn stopped (no sign of life for {seconds} s). "
+    "Your message is kept; send it again."
+)
+NOT_PICKED_UP = (
+    "No worker picked this turn up within {seconds} s (is a Celery worker running?). "
+    "Your message is kept; send it again."
+)
+
+
+def turn_expire_stale(*, session: ExternalSession | None = None) -> int:
+    """Fail turns whose worker died, or that no worker picked up, so a session is never blocked
+    for good. Returns how many were failed."""
+    now = timezone.now()
+    stale = settings.AGENT_TURN_STALE_SECONDS
+    queued = settings.TURN_QUEUE_TIMEOUT
+    turns = Turn.objects.all() if session is None else Turn.objects.filter(session=session)
+    died = turns.filter(status=Turn.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=now - timedelta(seconds=stale))
+        | Q(heartbeat_at__isnull=True, started_at__lt=now - timedelta(seconds=stale))
+    )
+    lost = turns.filter(status=Turn.Status.QUEUED, created_at__lt=now - timedelta(seconds=queued))
+    count = died.update(
+        status=Turn.Status.FAILED, error=WORKER_DIED.format(seconds=stale), finished_at=now
+    )
+    count += lost.update(
+        status=Turn.Status.FAILED, error=NOT_PICKED_UP.format(seconds=queued), finished_at=now
+    )
+    return count
 
 
 @dataclass
@@ -93,6 +132,11 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
     if turn.branch_id is None:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
     lock_session(turn.session_id)
+    if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).exists():
+        raise BranchMoved(
+            "This turn was given up on (it took too long) before the answer arrived, "
+            "so the answer was not added."
+        )
     try:
         branch = InternalSession.objects.select_for_update().get(pk=turn.branch_id)
     except InternalSession.DoesNotExist:
@@ -135,30 +179,23 @@ def turn_finish(
     rolled_back_to=None,
     metadata: dict | None = None,
 ) -> Turn:
-    turn.status = Turn.Status.DONE
-    turn.reply = reply
-    turn.tools_used = tools_used
-    turn.checkpoint = checkpoint
-    turn.rolled_back_to = rolled_back_to
-    turn.finished_at = timezone.now()
-    turn.metadata = {**turn.metadata, **(metadata or {})}
-    turn.save(
-        update_fields=[
-            "status",
-            "reply",
-            "tools_used",
-            "checkpoint",
-            "rolled_back_to",
-            "finished_at",
-            "metadata",
-        ]
+    """Mark a running turn done (a turn expired meanwhile stays failed)."""
+    Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(
+        status=Turn.Status.DONE,
+        reply=reply,
+        tools_used=tools_used,
+        checkpoint=checkpoint,
+        rolled_back_to=rolled_back_to,
+        finished_at=timezone.now(),
+        metadata={**turn.metadata, **(metadata or {})},
     )
+    turn.refresh_from_db()
     return turn
 
 
 def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> Turn:
     """Mark the turn failed with a readable error. What was stored stays stored."""
-    Turn.objects.filter(pk=turn.pk).update(
+    Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE).update(
         status=Turn.Status.FAILED,
         error=error[:4000],
         finished_at=timezone.now(),
