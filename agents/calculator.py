@@ -37,7 +37,7 @@ def _check(value: int | float) -> int | float:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise CalculationError("the result is not a finite number")
-        if abs(value) > MAX_RESULT:
+        if abs(value) > float(MAX_RESULT):
             raise CalculationError("the result is too large (over 1e100)")
     elif abs(value) > MAX_RESULT:
         raise CalculationError("the result is too large (over 1e100)")
@@ -87,11 +87,12 @@ def _walk(node: ast.AST, depth: int = 0) -> int | float:
 def evaluate(expression: str) -> int | float:
     if not isinstance(expression, str):
         raise CalculationError("the expression must be text")
-    text = expression.strip().replace("×", "*").replace("÷", "/").replace("^", "**")
+    text = expression.strip()
     if not text:
         raise CalculationError("the expression is empty")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise CalculationError(f"the expression is longer than {MAX_EXPRESSION_LENGTH} characters")
+    text = text.replace("×", "*").replace("÷", "/").replace("^", "**")
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError):

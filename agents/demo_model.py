@@ -32,14 +32,6 @@ _INTENTS: list[tuple[str, re.Pattern[str]]] = [
             re.I,
         ),
     ),
-    (
-        "create_checkpoint",
-        re.compile(
-            rf"\b(?:checkpoint|save(?: a)? checkpoint|create(?: a)? checkpoint)"
-            rf"(?:\s+(?:as|named|called))?\s+{_NAME}\s*[.!?]*$",
-            re.I,
-        ),
-    ),
     ("list_checkpoints_tool", re.compile(r"\b(?:list|show)(?: all| my| the)? checkpoints\b", re.I)),
     ("delete_checkpoint_tool", re.compile(r"\bdelete checkpoint\s+#?(?P<id>\d+)\b", re.I)),
     (
@@ -52,6 +44,16 @@ _INTENTS: list[tuple[str, re.Pattern[str]]] = [
     (
         "cleanup_auto_checkpoints_tool",
         re.compile(r"\bclean ?up\b.*\bcheckpoints\b(?:.*\bkeep(?:ing)?\s+(?P<keep>\d+))?", re.I),
+    ),
+    (
+        # Anchored at the start, and tried after delete/info/clean-up, so "delete checkpoint 4"
+        # or "please describe checkpoint 4" never create a checkpoint named "4".
+        "create_checkpoint",
+        re.compile(
+            r"^\s*(?:please\s+)?(?:(?:save|create|make|take)(?: a)?\s+)?checkpoint"
+            rf"(?:\s+(?:as|named|called))?\s+{_NAME}\s*[.!?]*$",
+            re.I,
+        ),
     ),
     (
         "calculate",
