@@ -184,7 +184,10 @@ def execute_turn(agent: RollbackAgent, turn: Turn, emit: Emit) -> RunOutput | No
         agent.turn_position = None
     latency_ms = round((time.monotonic() - started) * 1000)
     meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
-    if output is None or error or output.status == RunStatus.error:
+    if output is not None and output.status == RunStatus.cancelled and not error:
+        _fail(turn, "The reply was interrupted before it finished; it was not kept.", emit, meta)
+        return output
+    if output is None or error or output.status != RunStatus.completed:
         reason = error or (output.content if output is not None else None) or "no answer"
         _fail(turn, f"The model did not answer: {reason}", emit, meta)
         return output

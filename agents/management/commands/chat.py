@@ -1,0 +1,252 @@
+"""`manage.py chat --user NAME [--session ID]`: talk to the agent in the terminal.
+
+A thin REPL over AgentService and the session/checkpoint services: it reads a line, runs it as a
+turn (or as a /command) and prints what happened. Ctrl-D or Ctrl-C at the prompt ends it.
+"""
+
+from __future__ import annotations
+
+from agno.run.base import RunStatus
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from agents.model import is_demo
+from agents.rollback_agent import RollbackAgent
+from agents.service import AgentService
+from checkpoints.selectors import find_session_checkpoint
+from sessions_app.errors import CheckpointNotFound, DomainError, SessionNotFound
+from sessions_app.models import Turn
+from sessions_app.selectors import get_session_for_user
+from sessions_app.services import session_create
+from sessions_app.turns import turn_fail
+
+HELP = """Commands:
+  /checkpoint NAME       save a checkpoint of the conversation as it stands
+  /list                  list the session's checkpoints
+  /rollback ID_OR_NAME   restore a checkpoint as a new branch and continue there
+  /branches              list the session's branches (* = current)
+  /history               show the current branch's conversation
+  /help                  show this help
+  /quit                  leave (or Ctrl-D; Ctrl-C stops a reply, at the prompt it leaves)
+Anything else is a message to the agent."""
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+class Command(BaseCommand):
+    help = "Chat with the agent in the terminal, in a new or an existing session of a user."
+    prompt = "you> "
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--user", required=True, help="the username to chat as")
+        parser.add_argument("--session", help="the id of one of the user's sessions")
+
+    def handle(self, *args, **options) -> None:
+        user = self._user(options["user"])
+        self.service = AgentService(user=user)
+        if options["session"] is None:
+            name = f"Chat {timezone.localtime():%Y-%m-%d %H:%M}"
+            self.session = session_create(owner=user, name=name)
+        else:
+            try:
+                self.session = get_session_for_user(user, options["session"])
+            except SessionNotFound:
+                raise CommandError(f"Session {options['session']} not found.") from None
+        self.agent = self._resume()
+        self._midline = False
+        self._tool_args: dict = {}
+        branch = self.agent.internal_session
+        self._line(
+            f"Session {self.session.pk} '{self.session.session_name}', "
+            f"branch {branch.pk} ({_count(branch.message_count, 'message')}). "
+            "Type /help for the commands."
+        )
+        if is_demo():
+            self._line(
+                "The offline demo model answers; set OPENAI_API_KEY (and OPENAI_BASE_URL for an "
+                "OpenAI-compatible server) to talk to a real model."
+            )
+        self._loop()
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                text = input(self.prompt).strip()
+                if not text:
+                    continue
+                if text.startswith("/"):
+                    if not self._command(text):
+                        return
+                else:
+                    self._send(text)
+            except (EOFError, KeyboardInterrupt):
+                self._end_line()
+                self._line("")
+                self._abandon_turns()
+                return
+            except DomainError as exc:
+                self._line(f"  [error] {exc.message}")
+
+    def _command(self, text: str) -> bool:
+        """Carry out one /command. False when the loop should end."""
+        name, _, arg = text.partition(" ")
+        name, arg = name.lower(), arg.strip()
+        if name in ("/quit", "/exit"):
+            return False
+        if name == "/checkpoint":
+            if not arg:
+                self._line("Give the checkpoint a name: /checkpoint NAME")
+            else:
+                self._line(self.agent.create_checkpoint(arg))
+        elif name == "/list":
+            self._line(self.agent.list_checkpoints_tool())
+        elif name == "/rollback":
+            self._rollback(arg)
+        elif name == "/branches":
+            self._branches()
+        elif name == "/history":
+            total = self.agent.refresh_branch().message_count
+            self._line(self.service.get_conversation_summary(self.agent, last=max(total, 1)))
+        elif name == "/help":
+            self._line(HELP)
+        else:
+            self._line(f"Unknown command {name}.")
+            self._line(HELP)
+        return True
+
+    def _rollback(self, arg: str) -> None:
+        if not arg:
+            self._line("Say which checkpoint: /rollback ID_OR_NAME (see /list)")
+            return
+        try:
+            checkpoint = find_session_checkpoint(self.session, arg)
+            agent = self._call(self.service.rollback_to_checkpoint, self.session.pk, checkpoint.pk)
+        except CheckpointNotFound as exc:
+            self._line(f"  [error] {exc.message} Use /list to see the checkpoints.")
+            return
+        if agent is None:
+            self._line("  [error] That checkpoint no longer exists. Use /list to see the others.")
+            return
+        self.agent = agent
+        self._line(f"Rolled back to checkpoint '{checkpoint.checkpoint_name}'. {self._where()}")
+
+    def _branches(self) -> None:
+        branches = self._call(self.service.list_internal_sessions, self.session.pk)
+        self._line(f"{_count(len(branches), 'branch', 'branches')} (* = current):")
+        for b in branches:
+            origin = (
+                f"from branch {b.parent_id} at message {b.fork_position}"
+                if b.parent_id is not None
+                else "root"
+            )
+            self._line(
+                f"{'*' if b.is_current else ' '} branch {b.pk} ({origin}): "
+                f"{_count(b.message_count, 'message')}, "
+                f"{_count(b.checkpoint_count, 'checkpoint')}"
+            )
+
+    # --- a turn -----------------------------------------------------------------------------
+
+    def _send(self, text: str) -> None:
+        agent = self.agent
+        agent.last_turn = None
+        self._tool_args = {}
+        self._streamed = False
+        self._started = timezone.now()
+        agent.on_event = self._on_event
+        try:
+            output = agent.run(text)
+        finally:
+            agent.on_event = None
+        turn = agent.last_turn
+        if turn is None:
+            return
+        if turn.status == Turn.Status.DONE and not self._streamed and turn.reply:
+            self._reply(turn.reply)
+        self._end_line()
+        if getattr(output, "status", None) == RunStatus.cancelled:
+            self._line("  [interrupted] The reply was cut short.")
+        if turn.status == Turn.Status.FAILED:
+            self._line(f"  [error] {turn.error}")
+        if turn.metadata.get("rollback_error"):
+            self._line(f"  [error] The rollback failed: {turn.metadata['rollback_error']}")
+        if turn.rolled_back_to_id is not None:
+            name = turn.rolled_back_to.checkpoint_name if turn.rolled_back_to else "?"
+            self.agent = self._resume()
+            self._line(f"  [rollback] Rolled back to checkpoint '{name}'. {self._where()}")
+
+    def _on_event(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "message.delta":
+            self._streamed = True
+            self._reply(str(event.get("delta") or ""))
+        elif kind == "tool.started":
+            self._tool_args[event.get("call_id")] = event.get("args") or {}
+        elif kind == "tool.finished":
+            args = self._tool_args.get(event.get("call_id")) or {}
+            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+            result = str(event.get("result") or "").replace("\n", "\n      ")
+            failed = " (failed)" if event.get("error") else ""
+            self._event_line(f"  [tool] {event.get('tool')}({shown}) -> {result}{failed}")
+        elif kind == "checkpoint.created":
+            if event.get("is_auto"):
+                self._event_line(f"  [checkpoint] {event.get('name')} (auto)")
+            else:
+                made = [c for c in self.agent.created_checkpoints if c.pk == event["checkpoint"]]
+                name = made[0].checkpoint_name if made else f"#{event.get('checkpoint')}"
+                self._event_line(f"  [checkpoint] {name}")
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _user(self, username: str):
+        try:
+            return get_user_model().objects.get_by_natural_key(username)
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"No user named {username!r}.") from None
+
+    def _call(self, method, *args):
+        """An AgentService call; its ValueError (the session is gone) ends the command."""
+        try:
+            return method(*args)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _resume(self) -> RollbackAgent:
+        return self._call(self.service.resume_agent, self.session.pk)
+
+    def _where(self) -> str:
+        branch = self.agent.internal_session
+        return f"Now on branch {branch.pk} ({_count(branch.message_count, 'message')})."
+
+    def _abandon_turns(self) -> None:
+        """Fail a turn this REPL left running (Ctrl-C mid-turn), so the session is not blocked."""
+        started = getattr(self, "_started", None)
+        if started is None:
+            return
+        for turn in Turn.objects.filter(session=self.session, created_at__gte=started).active():
+            turn_fail(turn=turn, error="Interrupted in the terminal.")
+
+    def _reply(self, text: str) -> None:
+        if not self._midline:
+            self.stdout.write("agent> ", ending="")
+        self.stdout.write(text, ending="")
+        self.stdout.flush()
+        self._midline = True
+
+    def _end_line(self) -> None:
+        if self._midline:
+            self.stdout.write("")
+            self._midline = False
+
+    def _event_line(self, text: str) -> None:
+        self._end_line()
+        self._line(text)
+
+    def _line(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()

@@ -1,0 +1,174 @@
+"""`manage.py chat`: the terminal REPL, run as a real subprocess against a fresh SQLite database
+with the offline demo model answering."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SETUP = """
+from django.contrib.auth import get_user_model
+from sessions_app.services import session_create
+User = get_user_model()
+User.objects.create_user("alice", password="alice-password-1")
+bob = User.objects.create_user("bob", password="bob-password-1")
+print("BOB_SESSION=%d" % session_create(owner=bob, name="Bob's").pk)
+"""
+
+
+def _run(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    """A migrated database with users alice and bob (bob has one session). Each chat without
+    --session starts a session of its own, so the tests do not see each other's data."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+    }
+    env.update(
+        ROLLBACK_VAR_DIR=str(tmp_path_factory.mktemp("chat-var")),
+        DEMO_MODEL_WORD_DELAY="0",
+        DJANGO_SETTINGS_MODULE="rollback_site.settings",
+    )
+    migrated = _run(env, "migrate", "-v0")
+    assert migrated.returncode == 0, migrated.stderr
+    made = _run(env, "shell", "-v0", "-c", SETUP)
+    assert made.returncode == 0, made.stderr
+    bob_session = int(made.stdout.split("BOB_SESSION=")[1].split()[0])
+
+    class Cli:
+        def chat(self, *lines: str, args: tuple[str, ...] = ("--user", "alice")):
+            stdin = "".join(f"{line}\n" for line in lines)
+            return _run(env, "chat", *args, stdin=stdin)
+
+    cli = Cli()
+    cli.bob_session = bob_session
+    return cli
+
+
+def test_conversation_with_tools_and_checkpoints(cli):
+    done = cli.chat(
+        "hello",
+        "calculate 2+3",
+        "/checkpoint",
+        "/checkpoint first",
+        "/list",
+        "/history",
+        "/quit",
+        "this is never sent",
+    )
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "offline demo model answers" in out
+    assert "Session " in out and "branch " in out
+    assert "agent> You said: “hello”. This conversation had 0 earlier messages." in out
+    assert "  [tool] calculate(expression='2+3') -> 5\n" in out
+    assert "agent> The result is **5**.\n" in out
+    assert out.count("agent> The result is **5**.") == 1  # streamed once, not repeated
+    assert "  [checkpoint] after-calculate (auto)\n" in out
+    assert "Give the checkpoint a name" in out
+    assert "✓ Checkpoint 'first' created successfully" in out
+    # /list: both checkpoints, newest first.
+    listing = out[out.index("Available checkpoints:") :]
+    assert listing.index("| first | Type: manual") < listing.index("| after-calculate | Type: auto")
+    # /history: the whole branch, tool call and result included.
+    history = out[out.index("Conversation (6 messages):") :]
+    for line in (
+        "[user] hello",
+        "[user] calculate 2+3",
+        "[assistant] calls calculate",
+        "[tool] calculate → 5",
+        "[assistant] The result is **5**.",
+    ):
+        assert line in history
+    assert "this is never sent" not in out
+
+
+def test_rollback_command_branches_and_history(cli):
+    done = cli.chat(
+        "hello",
+        "/checkpoint start",
+        "second message",
+        "/history",
+        "/rollback start",
+        "/branches",
+        "/history",
+    )
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    before, _, after = out.partition("Rolled back to checkpoint 'start'. Now on branch ")
+    assert after, out
+    assert "[user] second message" in before
+    assert after.split(" ", 1)[1].startswith("(2 messages).")
+    new_branch = int(after.split(" ", 1)[0])
+    branches = after[after.index("2 branches (* = current):") :]
+    assert f"* branch {new_branch} (from branch " in branches
+    assert " at message 2): 2 messages, 0 checkpoints" in branches
+    assert "(root): 4 messages, 1 checkpoint" in branches
+    assert branches.count("* branch") == 1
+    history = after[after.index("Conversation (2 messages):") :]
+    assert "[user] hello" in history
+    assert "second message" not in history
+
+
+def test_the_agent_rolls_back_when_asked_in_plain_words(cli):
+    done = cli.chat("hello", "/checkpoint start", "roll back to start", "/branches")
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "  [tool] rollback_to_checkpoint_tool(checkpoint_id_or_name='start') -> ✓" in out
+    assert "  [rollback] Rolled back to checkpoint 'start'. Now on branch " in out
+    branches = out[out.index("2 branches (* = current):") :]
+    assert branches.count("* branch") == 1
+    assert "(from branch " in branches
+
+
+def test_unknown_user(cli):
+    done = cli.chat("hello", args=("--user", "nobody"))
+    assert done.returncode != 0
+    assert "No user named 'nobody'." in done.stderr
+    assert "agent>" not in done.stdout
+
+
+def test_another_users_session_is_not_found(cli):
+    done = cli.chat("hello", args=("--user", "alice", "--session", str(cli.bob_session)))
+    assert done.returncode != 0
+    assert f"Session {cli.bob_session} not found." in done.stderr
+    assert "agent>" not in done.stdout
+
+
+def test_unknown_checkpoint_and_command_keep_the_loop_going(cli):
+    done = cli.chat("/rollback nope", "/bogus", "hello", "/branches", "/quit")
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "  [error] There is no checkpoint named 'nope' in this session." in out
+    assert "Unknown command /bogus." in out
+    assert "/checkpoint NAME" in out  # the help
+    assert "agent> You said: “hello”." in out
+    assert "1 branch (* = current):" in out
+
+
+def test_end_of_input_ends_cleanly(cli):
+    done = cli.chat("", "   ", "hello")
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "agent> You said: “hello”. This conversation had 0 earlier messages." in out
+    assert "[error]" not in out  # blank lines are not sent
+    assert "Traceback" not in done.stderr
