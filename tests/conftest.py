@@ -60,6 +60,15 @@ def fake_llm(_chat_server, settings):
 
 
 @pytest.fixture
+def celery_eager(monkeypatch):
+    """Run Celery tasks in process, as the embedded defaults do, even when REDIS_URL is set."""
+    from rollback_site.celery import app
+
+    monkeypatch.setattr(app.conf, "task_always_eager", True)
+    monkeypatch.setattr(app.conf, "task_eager_propagates", True)
+
+
+@pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password-1")
 
