@@ -60,12 +60,15 @@ def fake_llm(_chat_server, settings):
 
 
 @pytest.fixture
-def celery_eager(monkeypatch):
+def celery_eager():
     """Run Celery tasks in process, as the embedded defaults do, even when REDIS_URL is set."""
     from rollback_site.celery import app
 
-    monkeypatch.setattr(app.conf, "task_always_eager", True)
-    monkeypatch.setattr(app.conf, "task_eager_propagates", True)
+    keys = ("task_always_eager", "task_eager_propagates")
+    before = {key: app.conf[key] for key in keys}
+    app.conf.update(task_always_eager=True, task_eager_propagates=True)
+    yield
+    app.conf.update(before)
 
 
 @pytest.fixture
