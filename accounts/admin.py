@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
 
@@ -13,7 +13,8 @@ from sessions_app.errors import InvalidInput
 from sessions_app.models import ExternalSession, InternalSession
 from sessions_app.validation import clean_json_object
 
-from .models import User
+from .models import ApiKey, SiteSettings, User
+from .services import apikey_revoke
 
 
 class UserChangeForm(BaseUserChangeForm):
@@ -69,3 +70,44 @@ class UserAdmin(BaseUserAdmin):
     def get_deleted_objects(self, objs, request):
         pks = [obj.pk for obj in objs]
         return deletion_summary(request, objs, ExternalSession.objects.filter(owner__in=pks))
+
+
+@admin.register(SiteSettings)
+class SiteSettingsAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "signup_open")
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and not SiteSettings.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are made by their owners (the secret is shown to them only); the admin sees them and
+    can revoke them."""
+
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_select_related = ("user",)
+    search_fields = ("name", "prefix", "user__username")
+    readonly_fields = (
+        "user",
+        "name",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    actions = ("revoke",)
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke the selected API keys", permissions=["change"])
+    def revoke(self, request, queryset):
+        for key in queryset.select_related("user"):
+            apikey_revoke(user=key.user, key_id=key.pk)
+        self.message_user(request, "The selected API keys are revoked.", messages.SUCCESS)

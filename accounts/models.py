@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Lower
+
+THEMES = ("system", "light", "dark")
 
 
 class User(AbstractUser):
@@ -9,6 +14,79 @@ class User(AbstractUser):
 
     metadata = models.JSONField(default=dict, blank=True)
 
+    class Meta(AbstractUser.Meta):
+        swappable = "AUTH_USER_MODEL"
+        constraints = [
+            # "Alice" and "alice" are one person to a human: the database says so too.
+            models.UniqueConstraint(Lower("username"), name="username_unique_ignoring_case"),
+        ]
+
     def preference(self, key: str, default=None):
         prefs = self.metadata.get("preferences", {}) if isinstance(self.metadata, dict) else {}
         return prefs.get(key, default) if isinstance(prefs, dict) else default
+
+
+class SiteSettings(models.Model):
+    """Settings of the whole server: one row, pk 1, edited in the admin."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    signup_open = models.BooleanField(
+        "sign-up open",
+        default=True,
+        help_text=(
+            "Let anyone create an account on the sign-up page. The very first account can always "
+            "be created (it becomes the administrator)."
+        ),
+    )
+
+    class Meta:
+        verbose_name = "site settings"
+        verbose_name_plural = "site settings"
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="site_settings_singleton")]
+
+    def __str__(self) -> str:
+        return "Site settings"
+
+    @classmethod
+    def load(cls) -> SiteSettings:
+        return cls.objects.get_or_create(pk=1)[0]
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def for_user(self, user) -> ApiKeyQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(user=user)
+
+    def active(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    """A secret a user gives a program to act as them. Only its SHA-256 is stored: the secret is
+    shown once, when the key is made, and a lost key is revoked and replaced."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(
+        max_length=12, db_index=True, help_text="The key's first characters, to recognise it."
+    )
+    key_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 (hex) of the key.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,214 @@
+"""Writes of accounts: sign-up, preferences and API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import password_validation
+from django.contrib.auth.hashers import make_password
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .errors import (
+    ApiKeyLimitReached,
+    ApiKeyNotFound,
+    InvalidApiKeyName,
+    InvalidEmail,
+    InvalidPreference,
+    InvalidUsername,
+    SignupClosed,
+    UsernameTaken,
+    WeakPassword,
+)
+from .models import THEMES, ApiKey, SiteSettings, User
+
+API_KEY_PREFIX = "rbk_"
+API_KEY_NAME_MAX_LENGTH = 100
+API_KEYS_ACTIVE_MAX = 50
+# `last_used_at` is written at most this often per key, not on every request.
+API_KEY_LAST_USED_RESOLUTION = timedelta(minutes=1)
+# "rbk_" + secrets.token_urlsafe(32): 43 characters of the URL-safe base64 alphabet.
+_API_KEY_RE = re.compile(r"rbk_[A-Za-z0-9_-]{43}")
+
+
+# --- Sign-up ----------------------------------------------------------------------------------
+
+
+def signup_is_open() -> bool:
+    """Whether the sign-up page takes new accounts: when the admin left it open, and always
+    while there is no user at all (so a fresh install gets its administrator)."""
+    return SiteSettings.load().signup_open or not User.objects.exists()
+
+
+def _clean_username(value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidUsername("The username must be text.")
+    username = User.normalize_username(value.strip())
+    if not username:
+        raise InvalidUsername("The username cannot be empty.")
+    try:
+        User._meta.get_field("username").run_validators(username)
+    except ValidationError as exc:
+        raise InvalidUsername(" ".join(exc.messages)) from None
+    return username
+
+
+def _clean_email(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidEmail("The email address must be text.")
+    email = User.objects.normalize_email(value.strip())
+    if not email:
+        return ""
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise InvalidEmail("Enter a valid email address.") from None
+    return email
+
+
+def _validate_password(password: Any, *, user: User) -> None:
+    if not isinstance(password, str):
+        raise WeakPassword(["The password must be text."])
+    try:
+        password_validation.validate_password(password, user=user)
+    except ValidationError as exc:
+        raise WeakPassword(list(exc.messages)) from None
+
+
+def user_signup(*, username: str, password: str, email: str = "") -> User:
+    """Create an account. Refused while sign-up is closed, unless there is no user yet; the first
+    account becomes the administrator (staff and superuser).
+
+    Every sign-up locks the site settings row, then checks whether any user exists: two first
+    sign-ups at once therefore make exactly one administrator, and the case-insensitive username
+    check cannot race another sign-up. The password is hashed before taking the lock.
+    """
+    # An early answer, before any work; checked again under the lock. It also creates the
+    # settings row if missing: outside the lock, as the row must exist to be locked.
+    if not signup_is_open():
+        raise SignupClosed()
+    username = _clean_username(username)
+    email = _clean_email(email)
+    user = User(username=username, email=email)
+    _validate_password(password, user=user)
+    user.password = make_password(password)
+    try:
+        with transaction.atomic():
+            site = SiteSettings.objects.select_for_update().get(pk=1)
+            first = not User.objects.exists()
+            if not first and not site.signup_open:
+                raise SignupClosed()
+            if User.objects.filter(username__iexact=username).exists():
+                raise UsernameTaken()
+            user.is_staff = user.is_superuser = first
+            user.save(force_insert=True)
+    except IntegrityError:  # an account made at the same time outside sign-up (admin, shell)
+        raise UsernameTaken() from None
+    return user
+
+
+# --- Preferences ------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def preferences_update(*, user: User, auto_checkpoint: bool, theme: str) -> User:
+    """Store the user's preferences in `metadata["preferences"]`, keeping any other keys there
+    and elsewhere in `metadata`."""
+    if not isinstance(auto_checkpoint, bool):
+        raise InvalidPreference("Automatic checkpoints must be on or off.", field="auto_checkpoint")
+    if theme not in THEMES:
+        raise InvalidPreference(
+            f"Unknown theme {theme!r}; choose one of {', '.join(THEMES)}.", field="theme"
+        )
+    locked = User.objects.select_for_update().only("metadata").get(pk=user.pk)
+    metadata = locked.metadata if isinstance(locked.metadata, dict) else {}
+    preferences = metadata.get("preferences")
+    preferences = dict(preferences) if isinstance(preferences, dict) else {}
+    preferences.update(auto_checkpoint=auto_checkpoint, theme=theme)
+    metadata = {**metadata, "preferences": preferences}
+    User.objects.filter(pk=user.pk).update(metadata=metadata)
+    user.metadata = metadata
+    return user
+
+
+# --- API keys ---------------------------------------------------------------------------------
+
+
+def _hash_key(raw: str) -> str:
+    return hashlib.sha256(raw.encode("ascii")).hexdigest()
+
+
+def _clean_key_name(value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidApiKeyName("The key name must be text.")
+    name = value.strip()
+    if not name:
+        raise InvalidApiKeyName("Give the key a name, such as the program that will use it.")
+    if len(name) > API_KEY_NAME_MAX_LENGTH:
+        raise InvalidApiKeyName(
+            f"The key name is {len(name)} characters long; the limit is {API_KEY_NAME_MAX_LENGTH}."
+        )
+    if "\x00" in name:
+        raise InvalidApiKeyName("The key name cannot contain NUL characters.")
+    return name
+
+
+@transaction.atomic
+def apikey_create(*, user: User, name: str) -> tuple[ApiKey, str]:
+    """A new key for the user. Returns the row and the secret, which is not stored (only its
+    hash is): show it to the user now, it cannot be shown again."""
+    name = _clean_key_name(name)
+    User.objects.select_for_update().only("pk").get(pk=user.pk)  # one count-then-create at once
+    if ApiKey.objects.for_user(user).active().count() >= API_KEYS_ACTIVE_MAX:
+        raise ApiKeyLimitReached(API_KEYS_ACTIVE_MAX)
+    raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(user=user, name=name, prefix=raw[:12], key_hash=_hash_key(raw))
+    return key, raw
+
+
+def apikey_revoke(*, user: User, key_id: int) -> ApiKey:
+    """Revoke one of the user's keys (revoking a revoked key changes nothing). Another user's
+    key is reported exactly like a missing one."""
+    try:
+        pk = int(key_id)
+    except (TypeError, ValueError):
+        raise ApiKeyNotFound() from None
+    if not 0 < pk < 2**63:
+        raise ApiKeyNotFound()
+    keys = ApiKey.objects.for_user(user).filter(pk=pk)
+    keys.active().update(revoked_at=timezone.now())
+    try:
+        return keys.get()
+    except ApiKey.DoesNotExist:
+        raise ApiKeyNotFound() from None
+
+
+def apikey_authenticate(raw: str | None) -> User | None:
+    """The active user an active key belongs to, or None for anything else (including
+    malformed input). The lookup is by the key's hash, so its time does not depend on how much
+    of a guess matches a real key."""
+    if not isinstance(raw, str) or len(raw) > 64 or not _API_KEY_RE.fullmatch(raw):
+        return None
+    key = (
+        ApiKey.objects.active()
+        .filter(key_hash=_hash_key(raw), user__is_active=True)
+        .select_related("user")
+        .first()
+    )
+    if key is None:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or key.last_used_at <= now - API_KEY_LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - API_KEY_LAST_USED_RESOLUTION)
+        ).update(last_used_at=now)
+    return key.user

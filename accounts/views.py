@@ -1,0 +1,160 @@
+"""Account pages: sign-up, log in and out, password change, and the profile (preferences and API
+keys). Each view parses the form, calls a service and renders or redirects."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login as auth_login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.contrib.messages.views import SuccessMessageMixin
+from django.db.models import F
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from sessions_app.errors import InvalidInput
+from sessions_app.web import domain_errors
+
+from .errors import SignupClosed
+from .forms import ApiKeyCreateForm, LoginForm, PreferencesForm, SignupForm, add_domain_error
+from .models import ApiKey
+from .services import (
+    apikey_create,
+    apikey_revoke,
+    preferences_update,
+    signup_is_open,
+    user_signup,
+)
+
+# Keys listed on the profile: every active one (at most 50) and the latest revoked ones.
+PROFILE_KEYS_SHOWN = 100
+
+
+def _closed(request, exc: SignupClosed | None = None):
+    """The sign-up page without its form; a refused POST answers 403."""
+    text = (exc or SignupClosed()).message
+    status = 403 if request.method == "POST" else 200
+    context = {"signup_open": False, "closed_text": text}
+    return render(request, "accounts/signup.html", context, status=status)
+
+
+@never_cache
+def signup(request):
+    if request.user.is_authenticated:
+        return redirect(settings.LOGIN_REDIRECT_URL)
+    if not signup_is_open():
+        return _closed(request)
+    form = SignupForm(request.POST if request.method == "POST" else None)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            user = user_signup(
+                username=data["username"], password=data["password"], email=data["email"]
+            )
+        except SignupClosed as exc:
+            return _closed(request, exc)
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            auth_login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"Welcome, {user.get_username()}: your account is ready.")
+            return redirect(settings.LOGIN_REDIRECT_URL)
+    status = 400 if form.is_bound else 200
+    return render(
+        request, "accounts/signup.html", {"form": form, "signup_open": True}, status=status
+    )
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "accounts/login.html"
+    authentication_form = LoginForm
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(signup_open=signup_is_open(), **kwargs)
+
+
+class PasswordChangeView(SuccessMessageMixin, auth_views.PasswordChangeView):
+    template_name = "accounts/password_change.html"
+    success_url = reverse_lazy("accounts:profile")
+    success_message = "Your password is changed."
+
+
+def _profile_page(
+    request,
+    *,
+    preferences_form: PreferencesForm | None = None,
+    key_form: ApiKeyCreateForm | None = None,
+    new_key: tuple[ApiKey, str] | None = None,
+    status: int = 200,
+):
+    user = request.user
+    if preferences_form is None:
+        auto_checkpoint = user.preference("auto_checkpoint", True)
+        preferences_form = PreferencesForm(
+            initial={
+                "auto_checkpoint": auto_checkpoint is not False,
+                "theme": user.preference("theme", "system"),
+            }
+        )
+    keys = ApiKey.objects.for_user(user).order_by(
+        F("revoked_at").desc(nulls_first=True), "-created_at", "-id"
+    )[:PROFILE_KEYS_SHOWN]
+    context = {
+        "preferences_form": preferences_form,
+        "key_form": key_form or ApiKeyCreateForm(),
+        "api_keys": keys,
+        "new_key": new_key[0] if new_key else None,
+        "new_secret": new_key[1] if new_key else None,
+    }
+    return render(request, "accounts/profile.html", context, status=status)
+
+
+@login_required
+def profile(request):
+    """The profile; a POST saves the preferences."""
+    if request.method != "POST":
+        return _profile_page(request)
+    form = PreferencesForm(request.POST)
+    if form.is_valid():
+        try:
+            preferences_update(
+                user=request.user,
+                auto_checkpoint=form.cleaned_data["auto_checkpoint"],
+                theme=form.cleaned_data["theme"],
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            messages.success(request, "Preferences saved.")
+            return redirect("accounts:profile")
+    return _profile_page(request, preferences_form=form, status=400)
+
+
+@login_required
+@require_POST
+@never_cache
+def apikey_create_view(request):
+    """Create a key and answer with the profile page showing its secret, once. The secret is
+    rendered in this response only, never stored (not even in the session) nor cached."""
+    form = ApiKeyCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            new_key = apikey_create(user=request.user, name=form.cleaned_data["name"])
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            return _profile_page(request, new_key=new_key, status=201)
+    return _profile_page(request, key_form=form, status=400)
+
+
+@login_required
+@require_POST
+@domain_errors
+def apikey_revoke_view(request, key_id: int):
+    key = apikey_revoke(user=request.user, key_id=key_id)
+    messages.success(request, f"API key “{key.name}” is revoked; programs using it are refused.")
+    return redirect("accounts:profile")
