@@ -1,18 +1,88 @@
-"""Starting turns from the web, the API and scripts: store the user's message, then hand the
-run to a Celery worker once the transaction has committed."""
+"""Starting turns from the web, the API and scripts: store the user's message, then hand the run
+to a worker (agents.dispatch) once the transaction has committed. Editing a past message and
+regenerating a reply start a new branch from just before that message; the old branch is kept."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from sessions_app.models import ExternalSession, Turn
-from sessions_app.turns import turn_start
+from sessions_app.errors import InvalidInput, NotFound, TurnInProgress
+from sessions_app.models import ExternalSession, Message, Turn
+from sessions_app.services import branch_fork
+from sessions_app.turns import clean_user_message, turn_expire_stale, turn_retry, turn_start
+
+from .dispatch import enqueue_turn
+from .events import publish
+
+
+def _after_commit(turn: Turn) -> None:
+    transaction.on_commit(lambda: enqueue_turn(turn.pk))
 
 
 def turn_submit(*, session: ExternalSession, message) -> Turn:
-    from .tasks import run_turn_task
-
     with transaction.atomic():
         turn = turn_start(session=session, message=message)
-        transaction.on_commit(lambda: run_turn_task.delay(turn.pk))
+        _after_commit(turn)
     return turn
+
+
+def turn_resubmit(*, turn: Turn) -> Turn:
+    """Retry a failed turn."""
+    with transaction.atomic():
+        again = turn_retry(turn=turn)
+        _after_commit(again)
+    return again
+
+
+def _history_message(session: ExternalSession, message_id, role: str) -> Message:
+    """A message of the session's current history (the current branch or its ancestors)."""
+    from sessions_app.selectors import branch_history, current_branch
+
+    try:
+        message = Message.objects.select_related("branch").get(
+            pk=int(message_id), branch__session=session, role=role
+        )
+    except (Message.DoesNotExist, ValueError, TypeError):
+        raise NotFound("Message not found.") from None
+    branch = current_branch(session)
+    shown = branch_history(branch, start=message.position, end=message.position + 1)
+    if not shown or shown[0].pk != message.pk:
+        raise NotFound("That message is not part of the current branch.")
+    return message
+
+
+def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict) -> Turn:
+    from sessions_app.selectors import current_branch
+
+    with transaction.atomic():
+        turn_expire_stale(session=session)
+        if Turn.objects.filter(session=session).active().exists():
+            raise TurnInProgress()
+        fork = branch_fork(branch=current_branch(session), position=position, metadata=why)
+        turn = turn_start(session=session, message=text, branch=fork)
+        _after_commit(turn)
+        transaction.on_commit(
+            lambda: publish(session.pk, {"type": "branch.changed", "branch": fork.pk})
+        )
+    return turn
+
+
+def turn_edit(*, session: ExternalSession, message_id, text) -> Turn:
+    """Send an edited version of a past user message: a new branch from just before it."""
+    clean = clean_user_message(text)
+    message = _history_message(session, message_id, Message.Role.USER)
+    return _fork_and_ask(session, message.position, clean, {"edited_message": message.pk})
+
+
+def turn_regenerate(*, session: ExternalSession, message_id) -> Turn:
+    """Answer again the user message before an assistant reply: a new branch from just before
+    that user message, asked the same text."""
+    from sessions_app.selectors import branch_history, current_branch
+
+    reply = _history_message(session, message_id, Message.Role.ASSISTANT)
+    branch = current_branch(session)
+    earlier = branch_history(branch, start=max(0, reply.position - 50), end=reply.position)
+    asked = next((m for m in reversed(earlier) if m.role == Message.Role.USER), None)
+    if asked is None:
+        raise InvalidInput("There is no user message before this reply to answer again.")
+    return _fork_and_ask(session, asked.position, asked.content, {"regenerated": reply.pk})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from sessions_app.errors import CheckpointNotFound
@@ -61,3 +62,38 @@ def find_session_checkpoint(session: ExternalSession, id_or_name) -> Checkpoint:
     if found is None:
         raise CheckpointNotFound(f"There is no checkpoint named {name!r} in this session.")
     return found
+
+
+def branches_forked_after(branch_id: int, position: int) -> list[int]:
+    """Branches that inherit any message at or after `position` of `branch_id`, with all their
+    descendants: the branches a rewind to `position` would leave without their history."""
+    q = connection.ops.quote_name
+    table = q(InternalSession._meta.db_table)
+    sql = f"""
+        WITH RECURSIVE doomed(id) AS (
+            SELECT id FROM {table} WHERE parent_id = %s AND fork_position > %s
+            UNION ALL
+            SELECT c.id FROM {table} c JOIN doomed d ON c.parent_id = d.id
+        )
+        SELECT id FROM doomed
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [branch_id, position])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:
+    """What a rewind to `checkpoint` would discard: later messages of its branch, later
+    checkpoints (its branch's and those of the branches that would go), and the branches forked
+    from the discarded part (with their descendants)."""
+    branch = checkpoint.branch
+    position = checkpoint.message_count
+    doomed = branches_forked_after(branch.pk, position)
+    later = Checkpoint.objects.filter(branch=branch, message_count__gt=position).count()
+    if doomed:
+        later += Checkpoint.objects.filter(branch_id__in=doomed).count()
+    return {
+        "messages": max(0, branch.message_count - position),
+        "checkpoints": later,
+        "branches": len(doomed),
+    }

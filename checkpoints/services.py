@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, F, OuterRef, Subquery, Value
 from django.db.models.expressions import Window
 from django.db.models.functions import Coalesce, RowNumber
@@ -28,6 +28,7 @@ from sessions_app.services import _make_current, lock_session
 from sessions_app.validation import clean_description, clean_json_object, clean_name
 
 from .models import Checkpoint
+from .selectors import branches_forked_after
 
 RestoreMode = Literal["branch", "rewind"]
 RESTORE_MODES = ("branch", "rewind")
@@ -129,24 +130,6 @@ def _snapshot(qs) -> list[DeletedCheckpoint]:
     ]
 
 
-def _descendants_forked_after(branch_id: int, position: int) -> list[int]:
-    """Branches that inherit any message at or after `position` of `branch_id`, with all their
-    descendants: the branches a rewind to `position` would leave without their history."""
-    q = connection.ops.quote_name
-    table = q(InternalSession._meta.db_table)
-    sql = f"""
-        WITH RECURSIVE doomed(id) AS (
-            SELECT id FROM {table} WHERE parent_id = %s AND fork_position > %s
-            UNION ALL
-            SELECT c.id FROM {table} c JOIN doomed d ON c.parent_id = d.id
-        )
-        SELECT id FROM doomed
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [branch_id, position])
-        return [row[0] for row in cursor.fetchall()]
-
-
 def _rewind_locked(
     branch: InternalSession, position: int, session_state: dict | None
 ) -> list[DeletedCheckpoint]:
@@ -156,7 +139,7 @@ def _rewind_locked(
             f"Cannot rewind to message {position}: this branch holds messages "
             f"{branch.fork_position} to {branch.message_count} of its history."
         )
-    doomed = _descendants_forked_after(branch.pk, position)
+    doomed = branches_forked_after(branch.pk, position)
     later = Checkpoint.objects.filter(branch_id=branch.pk, message_count__gt=position)
     deleted = _snapshot(later)
     if doomed:

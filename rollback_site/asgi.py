@@ -1,5 +1,5 @@
 """ASGI entry point, `rollback_site.asgi:application`: HTTP through Django, WebSockets through
-Channels (the chat and the event stream add their routes here)."""
+Channels (the chat page's socket and the integration event stream)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-websocket_urlpatterns: list = []
+from sessions_app.routing import websocket_urlpatterns  # noqa: E402
+from sessions_app.ws_security import OriginCheck  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

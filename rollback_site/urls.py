@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 admin.site.site_header = "Rollback console"
@@ -10,5 +10,7 @@ admin.site.index_title = "Users, sessions, branches and checkpoints"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("accounts/", include("accounts.urls")),
+    path("chat/", include("sessions_app.urls")),
+    path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),
 ]

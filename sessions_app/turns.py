@@ -64,6 +64,30 @@ def turn_start(
         raise TurnInProgress() from None
 
 
+def turn_retry(*, turn: Turn) -> Turn:
+    """Try a failed turn again. When its message is still the last of its branch, a new turn
+    answers that same message (it is not stored twice); otherwise the message is sent again on
+    the current branch."""
+    if turn.status != Turn.Status.FAILED:
+        raise InvalidInput("Only a failed turn can be retried.")
+    with transaction.atomic():
+        lock_session(turn.session_id)
+        turn_expire_stale(session=turn.session)
+        if Turn.objects.filter(session_id=turn.session_id).active().exists():
+            raise TurnInProgress()
+        branch = InternalSession.objects.filter(pk=turn.branch_id, is_current=True).first()
+        position = turn.user_message_position
+        if branch is None or position is None or branch.message_count != position + 1:
+            return turn_start(session=turn.session, message=turn.message)
+        return Turn.objects.create(
+            session_id=turn.session_id,
+            branch=branch,
+            message=turn.message,
+            user_message_position=position,
+            metadata={"retry_of": turn.pk},
+        )
+
+
 def turn_claim(*, turn_id: int) -> bool:
     """Move a queued turn to running. False when it is not queued (say, a redelivered task)."""
     now = timezone.now()

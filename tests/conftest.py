@@ -72,6 +72,12 @@ def celery_eager():
 
 
 @pytest.fixture
+def inline_turns(settings, celery_eager):
+    """Run a submitted turn in the calling thread when its transaction commits."""
+    settings.ROLLBACK_RUN_TURNS_INLINE = True
+
+
+@pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password-1")
 

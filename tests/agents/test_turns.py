@@ -368,7 +368,7 @@ def test_a_redelivered_task_does_not_run_the_turn_twice(fake_llm, session):
 
 
 def test_turn_submit_runs_the_turn_on_commit(
-    fake_llm, session, celery_eager, django_capture_on_commit_callbacks
+    fake_llm, session, inline_turns, django_capture_on_commit_callbacks
 ):
     fake_llm.queue(Reply("queued and done"))
     with django_capture_on_commit_callbacks(execute=True):

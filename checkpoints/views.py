@@ -1,0 +1,79 @@
+"""The checkpoint panel (HTML, htmx): save, details, delete, restore."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agents.events import publish
+from sessions_app import pages
+from sessions_app.selectors import current_branch, get_session_for_user
+from sessions_app.views import refresh
+from sessions_app.web import domain_errors
+
+from .selectors import get_checkpoint_for_user, rewind_preview
+from .services import checkpoint_create, checkpoint_delete, checkpoint_restore
+
+
+def _panel(request, session):
+    return render(request, "checkpoints/_panel.html", pages.panel(session))
+
+
+@login_required
+@require_POST
+@domain_errors
+def save(request, pk):
+    session = get_session_for_user(request.user, pk)
+    checkpoint = checkpoint_create(
+        branch=current_branch(session),
+        name=request.POST.get("name") or None,
+        description=request.POST.get("description", ""),
+        metadata={"trigger": "manual"},
+    )
+    publish(session.pk, {"type": "checkpoint.created", "checkpoint": checkpoint.pk})
+    return _panel(request, session)
+
+
+@login_required
+@require_GET
+@domain_errors
+def detail(request, cp_id):
+    checkpoint = get_checkpoint_for_user(request.user, cp_id)
+    return render(request, "checkpoints/_detail.html", {"cp": checkpoint})
+
+
+@login_required
+@require_POST
+@domain_errors
+def delete(request, cp_id):
+    checkpoint = get_checkpoint_for_user(request.user, cp_id)
+    session = checkpoint.branch.session
+    checkpoint_delete(checkpoint=checkpoint)
+    publish(session.pk, {"type": "checkpoint.deleted", "checkpoint": cp_id})
+    return _panel(request, session)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@domain_errors
+def restore(request, cp_id):
+    """GET: the confirmation dialog; POST: restore as a new branch (default) or rewind."""
+    checkpoint = get_checkpoint_for_user(request.user, cp_id)
+    session = checkpoint.branch.session
+    if request.method == "GET":
+        context = {"cp": checkpoint, "preview": rewind_preview(checkpoint)}
+        return render(request, "checkpoints/_restore_dialog.html", context)
+    result = checkpoint_restore(
+        checkpoint=checkpoint, mode=request.POST.get("mode", "branch"), session=session
+    )
+    publish(
+        session.pk,
+        {
+            "type": "branch.changed",
+            "branch": result.branch.pk,
+            "checkpoint": checkpoint.pk,
+            "deleted_checkpoints": [d.id for d in result.deleted_checkpoints],
+        },
+    )
+    return refresh(request, session)

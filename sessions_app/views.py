@@ -1,0 +1,233 @@
+"""The chat pages (HTML, htmx). Thin: parse, call a service, render a page or a partial."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+
+from agents.events import publish
+from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
+
+from . import pages
+from .errors import ImportRejected, TurnNotFound
+from .models import Message, Turn
+from .selectors import get_branch_for_user, get_session_for_user, sessions_for_user
+from .services import branch_activate, session_create, session_delete, session_update
+from .transfer import session_export, session_import
+from .web import domain_errors
+
+SIDEBAR_SESSIONS = 200
+
+
+def _sidebar(request, current=None, query: str = "") -> dict:
+    sessions = sessions_for_user(request.user)
+    if query:
+        sessions = sessions.filter(session_name__icontains=query)
+    return {
+        "sessions": sessions[:SIDEBAR_SESSIONS],
+        "current": current,
+        "current_id": current.pk if current is not None else None,
+        "query": query,
+    }
+
+
+def refresh(request, session) -> HttpResponse:
+    """Everything that depends on the current branch, as out-of-band swaps."""
+    context = {**pages.conversation(session), **pages.panel(session)}
+    return HttpResponse(render_to_string("sessions_app/_refresh.html", context, request))
+
+
+def composer(request, session) -> HttpResponse:
+    context = pages.conversation(session)
+    return render(request, "sessions_app/_composer.html", context)
+
+
+@login_required
+@require_GET
+def home(request):
+    latest = sessions_for_user(request.user).order_by("-updated_at", "-id").first()
+    if latest is not None:
+        return redirect("chat:session", pk=latest.pk)
+    return render(request, "sessions_app/home.html", _sidebar(request))
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_new(request):
+    session = session_create(owner=request.user, name=request.POST.get("name") or None)
+    return redirect("chat:session", pk=session.pk)
+
+
+@login_required
+@require_GET
+@domain_errors
+def session_page(request, pk):
+    session = get_session_for_user(request.user, pk)
+    context = {
+        **_sidebar(request, current=session),
+        **pages.conversation(session),
+        **pages.panel(session),
+        "max_input": settings.AGENT_MAX_INPUT_CHARS,
+    }
+    return render(request, "sessions_app/chat.html", context)
+
+
+@login_required
+@require_GET
+def session_list(request):
+    query = (request.GET.get("q") or "").strip()[:200]
+    current = request.GET.get("current")
+    context = _sidebar(request, query=query)
+    context["current_id"] = int(current) if current and current.isdigit() else None
+    return render(request, "sessions_app/_session_list.html", context)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_rename(request, pk):
+    session = get_session_for_user(request.user, pk)
+    session_update(session=session, name=request.POST.get("name", ""))
+    context = {**_sidebar(request, current=session), "session": session}
+    return render(request, "sessions_app/_rename_done.html", context)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_remove(request, pk):
+    session = get_session_for_user(request.user, pk)
+    session_delete(session=session)
+    messages.success(request, f"Deleted “{session.session_name}”.")
+    response = HttpResponse(status=204)
+    response["HX-Redirect"] = "/chat/"
+    return response
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_page(request, pk):
+    """The page of messages before position `before` (the "load earlier" button)."""
+    session = get_session_for_user(request.user, pk)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        before = None
+    context = pages.conversation(session, before=before)
+    return render(request, "sessions_app/_earlier.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_refresh(request, pk):
+    return refresh(request, get_session_for_user(request.user, pk))
+
+
+@login_required
+@require_POST
+@domain_errors
+def send(request, pk):
+    session = get_session_for_user(request.user, pk)
+    turn_submit(session=session, message=request.POST.get("message", ""))
+    return composer(request, session)
+
+
+def _turn(request, session, turn_id) -> Turn:
+    try:
+        return Turn.objects.for_user(request.user).get(pk=int(turn_id), session=session)
+    except (Turn.DoesNotExist, ValueError):
+        raise TurnNotFound() from None
+
+
+@login_required
+@require_POST
+@domain_errors
+def retry(request, pk, turn_id):
+    session = get_session_for_user(request.user, pk)
+    turn_resubmit(turn=_turn(request, session, turn_id))
+    return composer(request, session)
+
+
+@login_required
+@require_GET
+@domain_errors
+def edit_form(request, pk, message_id):
+    session = get_session_for_user(request.user, pk)
+    message = (
+        Message.objects.for_user(request.user)
+        .filter(pk=message_id, branch__session=session, role=Message.Role.USER)
+        .first()
+    )
+    if message is None:
+        return HttpResponse(status=404)
+    return render(request, "sessions_app/_edit_form.html", {"session": session, "m": message})
+
+
+@login_required
+@require_POST
+@domain_errors
+def edit(request, pk, message_id):
+    session = get_session_for_user(request.user, pk)
+    turn_edit(session=session, message_id=message_id, text=request.POST.get("message", ""))
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def regenerate(request, pk, message_id):
+    session = get_session_for_user(request.user, pk)
+    turn_regenerate(session=session, message_id=message_id)
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def activate(request, pk, branch_id):
+    session = get_session_for_user(request.user, pk)
+    branch = get_branch_for_user(request.user, branch_id)
+    if branch.session_id != session.pk:
+        return HttpResponse(status=404)
+    branch_activate(branch=branch)
+    publish(session.pk, {"type": "branch.changed", "branch": branch.pk})
+    return refresh(request, session)
+
+
+@login_required
+@require_GET
+@domain_errors
+def export(request, pk):
+    session = get_session_for_user(request.user, pk)
+    body = json.dumps(session_export(session=session), ensure_ascii=False, indent=1)
+    response = HttpResponse(body, content_type="application/json")
+    slug = "".join(c if c.isalnum() else "-" for c in session.session_name)[:60] or "session"
+    response["Content-Disposition"] = f'attachment; filename="rollback-{slug}-{session.pk}.json"'
+    return response
+
+
+@login_required
+@require_POST
+def import_session(request):
+    upload = request.FILES.get("document")
+    if upload is None:
+        messages.error(request, "Choose an exported session file (.json) to import.")
+        return redirect("chat:home")
+    raw = upload.read(settings.ROLLBACK_IMPORT_MAX_BYTES + 1)
+    try:
+        session = session_import(owner=request.user, raw=raw)
+    except ImportRejected as exc:
+        messages.error(request, f"Import failed: {exc.message}")
+        return redirect("chat:home")
+    messages.success(request, f"Imported “{session.session_name}”.")
+    return redirect("chat:session", pk=session.pk)

@@ -1,0 +1,71 @@
+// Rollback's few behaviours that are not htmx: the composer keys, dialogs, and scrolling.
+(function () {
+  "use strict";
+
+  // Error answers (4xx) carry a notice to show; 5xx are real failures.
+  if (window.htmx) {
+    htmx.config.responseHandling = [
+      { code: "204", swap: false },
+      { code: "[23]..", swap: true },
+      { code: "[4]..", swap: true, error: false },
+      { code: "...", swap: false, error: true },
+    ];
+  }
+
+  function scrollToEnd() {
+    var box = document.getElementById("messages");
+    if (box) box.scrollTop = box.scrollHeight;
+  }
+
+  // Enter sends, Shift+Enter is a new line; an empty message cannot be sent.
+  document.addEventListener("keydown", function (event) {
+    var box = event.target;
+    if (!box.matches || !box.matches("[data-testid=message-input]")) return;
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      if (box.value.trim() && !box.disabled) box.form.requestSubmit();
+    }
+  });
+  document.addEventListener("input", function (event) {
+    var box = event.target;
+    if (!box.matches || !box.matches("[data-testid=message-input]")) return;
+    var send = box.form && box.form.querySelector("[data-testid=send]");
+    if (send) send.disabled = box.disabled || !box.value.trim();
+    box.style.height = "auto";
+    box.style.height = Math.min(box.scrollHeight, 192) + "px";
+  });
+  document.addEventListener("submit", function (event) {
+    var box = event.target.querySelector && event.target.querySelector("[data-testid=message-input]");
+    if (box && !box.value.trim()) event.preventDefault();
+  }, true);
+
+  // <dialog> elements arriving from the server open themselves; [data-close] closes them.
+  function openDialogs(root) {
+    (root.querySelectorAll ? root.querySelectorAll("dialog[data-autopen]") : []).forEach(function (d) {
+      if (!d.open && d.showModal) d.showModal();
+    });
+  }
+  document.addEventListener("click", function (event) {
+    var closer = event.target.closest && event.target.closest("[data-close]");
+    if (closer) {
+      var dialog = closer.closest("dialog");
+      if (dialog) { dialog.close(); dialog.remove(); }
+    }
+  });
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    openDialogs(event.target);
+    if (event.target.closest && event.target.closest("#messages")) scrollToEnd();
+    var box = document.querySelector("[data-testid=message-input]");
+    if (box && !box.disabled && event.target.id === "composer") box.focus();
+  });
+  // A refused action inside a dialog (say, a checkpoint deleted in another tab) closes the dialog
+  // so the notice it brought is visible.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var status = event.detail.xhr && event.detail.xhr.status;
+    var dialog = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("dialog");
+    if (dialog && status >= 400) { dialog.close(); dialog.remove(); }
+  });
+  document.addEventListener("htmx:wsAfterMessage", scrollToEnd);
+  document.addEventListener("DOMContentLoaded", function () { scrollToEnd(); openDialogs(document); });
+})();
