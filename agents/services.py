@@ -19,10 +19,26 @@ def _after_commit(turn: Turn) -> None:
     transaction.on_commit(lambda: enqueue_turn(turn.pk))
 
 
-def turn_submit(*, session: ExternalSession, message) -> Turn:
-    with transaction.atomic():
-        turn = turn_start(session=session, message=message)
-        _after_commit(turn)
+def turn_submit(*, session: ExternalSession, message, idempotency_key: str = "") -> Turn:
+    """Start a turn. With an idempotency key already used in this session, the turn it started is
+    returned instead and nothing new happens."""
+    if idempotency_key:
+        earlier = Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
+        if earlier is not None:
+            return earlier
+    try:
+        with transaction.atomic():
+            turn = turn_start(session=session, message=message, idempotency_key=idempotency_key)
+            _after_commit(turn)
+    except TurnInProgress:
+        earlier = (
+            Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
+            if idempotency_key
+            else None
+        )
+        if earlier is None:
+            raise
+        return earlier
     return turn
 
 

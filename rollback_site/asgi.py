@@ -14,11 +14,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.ws_security import OriginCheck  # noqa: E402
+from sessions_app.ws_security import BearerAuth, OriginCheck  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginCheck(AuthMiddlewareStack(BearerAuth(URLRouter(websocket_urlpatterns)))),
     }
 )

@@ -64,6 +64,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "accounts",
     "sessions_app",
     "checkpoints",
@@ -199,6 +202,43 @@ os.environ.setdefault("AGNO_TELEMETRY", "false")
 # --- Rollback limits ------------------------------------------------------------------------
 ROLLBACK_IMPORT_MAX_BYTES = env_int("ROLLBACK_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
 ROLLBACK_AUTO_CHECKPOINTS_KEEP = env_int("ROLLBACK_AUTO_CHECKPOINTS_KEEP", 20)
+
+# --- The REST API (/api/v1/) ------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.BearerKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "sessions_app.api_support.Pagination",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "sessions_app.api_support.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "sessions_app.api_schema.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": os.environ.get("API_THROTTLE_USER", "").strip() or "1200/min",
+        "anon": os.environ.get("API_THROTTLE_ANON", "").strip() or "60/min",
+    },
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Rollback API",
+    "DESCRIPTION": "Sessions, branches, messages, turns and checkpoints. See /api/v1/docs/.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+# How long POST /turns/ with "wait": true waits for the answer before answering 202.
+API_TURN_WAIT_SECONDS = float(os.environ.get("API_TURN_WAIT_SECONDS", "").strip() or 120)
+# An import document arrives as the request body.
+DATA_UPLOAD_MAX_MEMORY_SIZE = ROLLBACK_IMPORT_MAX_BYTES + 1024 * 1024
 
 # --- The rest -------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

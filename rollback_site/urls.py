@@ -11,6 +11,7 @@ admin.site.index_title = "Users, sessions, branches and checkpoints"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
+    path("api/v1/", include("rollback_site.api_urls")),
     path("chat/", include("sessions_app.urls")),
     path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),
 ]

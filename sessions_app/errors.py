@@ -3,6 +3,15 @@ views map them to HTTP status in one place each (by `code`)."""
 
 from __future__ import annotations
 
+# How the HTTP layers (the pages and the API) answer each kind of domain error.
+HTTP_STATUS = {
+    "not_found": 404,
+    "invalid": 400,
+    "forbidden": 403,
+    "conflict": 409,
+    "too_large": 413,
+}
+
 
 class DomainError(Exception):
     code = "invalid"

@@ -223,6 +223,8 @@ class Turn(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # model, usage, latency_ms, demo
     metadata = models.JSONField(default=dict, blank=True)
+    # An API client's Idempotency-Key: a retried POST gets this turn back instead of a new one.
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
 
     objects = TurnQuerySet.as_manager()
 
@@ -234,6 +236,11 @@ class Turn(models.Model):
                 fields=["session"],
                 condition=Q(status__in=["queued", "running"]),
                 name="one_active_turn_per_session",
+            ),
+            models.UniqueConstraint(
+                fields=["session", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="turn_idempotency_key_unique",
             ),
         ]
         indexes = [models.Index(fields=["session", "created_at"], name="turn_session_created")]

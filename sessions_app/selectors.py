@@ -4,7 +4,8 @@ another user's object is reported exactly like a missing one."""
 from __future__ import annotations
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from .errors import BranchNotFound, SessionNotFound
 from .models import ExternalSession, InternalSession, Message
@@ -40,6 +41,21 @@ def get_branch_for_user(user, pk) -> InternalSession:
 
 def sessions_for_user(user) -> QuerySet[ExternalSession]:
     return ExternalSession.objects.for_user(user).order_by("-created_at", "-id")
+
+
+def with_branch_summary(sessions: QuerySet[ExternalSession]) -> QuerySet[ExternalSession]:
+    """Each session with `branch_count` and `current_branch_id`, in the same query."""
+    branches = InternalSession.objects.filter(session=OuterRef("pk")).order_by()
+    return sessions.annotate(
+        branch_count=Coalesce(
+            Subquery(
+                branches.values("session").annotate(n=Count("pk")).values("n"),
+                output_field=IntegerField(),
+            ),
+            Value(0),
+        ),
+        current_branch_id=Subquery(branches.filter(is_current=True).values("pk")[:1]),
+    )
 
 
 def current_branch(session: ExternalSession) -> InternalSession:

@@ -36,7 +36,11 @@ def clean_user_message(message: Any) -> str:
 
 
 def turn_start(
-    *, session: ExternalSession, message: Any, branch: InternalSession | None = None
+    *,
+    session: ExternalSession,
+    message: Any,
+    branch: InternalSession | None = None,
+    idempotency_key: str = "",
 ) -> Turn:
     """Queue a turn on the session's current branch (or on `branch`) and store the user's
     message. Empty or oversized messages are refused before anything is written."""
@@ -58,6 +62,7 @@ def turn_start(
                 message=text,
                 user_message_position=stored.position,
                 metadata={"user_message_id": stored.pk},
+                idempotency_key=idempotency_key,
             )
     except IntegrityError:
         # Two requests raced past the check; the partial unique index stopped the second.

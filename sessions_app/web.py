@@ -15,15 +15,7 @@ from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from .errors import DomainError
-
-STATUS = {
-    "not_found": 404,
-    "invalid": 400,
-    "forbidden": 403,
-    "conflict": 409,
-    "too_large": 413,
-}
+from .errors import HTTP_STATUS, DomainError
 
 
 def notice(request, text: str, *, status: int = 200, kind: str = "error") -> HttpResponse:
@@ -40,7 +32,7 @@ def domain_errors(view):
         try:
             return view(request, *args, **kwargs)
         except DomainError as exc:
-            status = STATUS.get(exc.code, 400)
+            status = HTTP_STATUS.get(exc.code, 400)
             if request.htmx:
                 return notice(request, exc.message, status=status)
             if status == 404:

@@ -19,3 +19,29 @@ class OriginCheck:
         if any(name == b"origin" for name, _ in scope.get("headers", [])):
             return await self.validated(scope, receive, send)
         return await self.app(scope, receive, send)
+
+
+class BearerAuth:
+    """`Authorization: Bearer <key>` on the handshake authenticates as the key's user (for
+    integrations); a present but invalid key leaves the connection anonymous, so it is refused."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        from channels.db import database_sync_to_async
+        from django.contrib.auth.models import AnonymousUser
+
+        from accounts.authentication import bearer_key
+        from accounts.services import apikey_authenticate
+
+        header = next((v for k, v in scope.get("headers", []) if k == b"authorization"), None)
+        if header is not None:
+            try:
+                raw = bearer_key(header)
+            except ValueError:
+                raw = ""
+            if raw is not None:
+                user = await database_sync_to_async(apikey_authenticate)(raw) if raw else None
+                scope = {**scope, "user": user or AnonymousUser()}
+        return await self.app(scope, receive, send)

@@ -29,6 +29,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Tests do not share throttle counts or anything else through the cache."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _plain_static_files(settings):
     """Served pages use hashed static names from `collectstatic`; tests render templates without
     running it."""

@@ -1,0 +1,130 @@
+"""REST API for checkpoints and restores (/api/v1/)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.events import publish
+from sessions_app.api import BRANCH_PARAM, _branch_param
+from sessions_app.api_schema import paginated
+from sessions_app.api_support import Pagination, StrictSerializer, TextField
+from sessions_app.selectors import current_branch, get_session_for_user
+from sessions_app.serializers import BranchOut
+
+from .selectors import get_checkpoint_for_user, session_checkpoints
+from .services import RESTORE_MODES, checkpoint_create, checkpoint_delete, checkpoint_restore
+
+
+class CheckpointOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(source="checkpoint_name")
+    description = serializers.CharField()
+    is_auto = serializers.BooleanField()
+    branch = serializers.IntegerField(source="branch_id")
+    message_count = serializers.IntegerField()
+    session_state = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+    metadata = serializers.JSONField()
+
+
+class CheckpointIn(StrictSerializer):
+    name = TextField(required=False, allow_blank=True, trim_whitespace=False)
+    description = TextField(required=False, allow_blank=True, trim_whitespace=False)
+
+
+class RestoreIn(StrictSerializer):
+    mode = serializers.ChoiceField(choices=RESTORE_MODES, required=False, default="branch")
+
+
+RestoreOut = inline_serializer(
+    "RestoreResult",
+    {
+        "branch": BranchOut(),
+        "deleted_checkpoints": serializers.ListField(child=serializers.IntegerField()),
+    },
+)
+
+
+class SessionCheckpoints(APIView):
+    @extend_schema(
+        parameters=[BRANCH_PARAM],
+        responses=paginated(CheckpointOut, "Checkpoint"),
+        summary="Checkpoints of every branch (or of one), newest first",
+    )
+    def get(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        branch = _branch_param(request, session) if request.query_params.get("branch") else None
+        paginator = Pagination()
+        qs = session_checkpoints(session, branch=branch)
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(CheckpointOut(page, many=True).data)
+
+    @extend_schema(
+        request=CheckpointIn,
+        responses={201: CheckpointOut},
+        summary="A manual checkpoint of the current branch",
+    )
+    def post(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        data = CheckpointIn.validated(request.data)
+        checkpoint = checkpoint_create(
+            branch=current_branch(session),
+            name=data.get("name") or None,
+            description=data.get("description", ""),
+            metadata={"trigger": "api"},
+        )
+        transaction.on_commit(
+            lambda: publish(
+                session.pk,
+                {
+                    "type": "checkpoint.created",
+                    "checkpoint": checkpoint.pk,
+                    "name": checkpoint.checkpoint_name,
+                    "is_auto": False,
+                },
+            )
+        )
+        return Response(CheckpointOut(checkpoint).data, status=status.HTTP_201_CREATED)
+
+
+class CheckpointDetail(APIView):
+    @extend_schema(responses=CheckpointOut)
+    def get(self, request, pk):
+        return Response(CheckpointOut(get_checkpoint_for_user(request.user, pk)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, pk):
+        checkpoint_delete(checkpoint=get_checkpoint_for_user(request.user, pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CheckpointRestore(APIView):
+    @extend_schema(
+        request=RestoreIn,
+        responses=RestoreOut,
+        parameters=[OpenApiParameter("pk", int, OpenApiParameter.PATH)],
+        summary="Restore: as a new current branch (default) or by rewinding its branch",
+    )
+    def post(self, request, pk):
+        checkpoint = get_checkpoint_for_user(request.user, pk)
+        data = RestoreIn.validated(request.data)
+        session = checkpoint.branch.session
+        result = checkpoint_restore(checkpoint=checkpoint, mode=data["mode"], session=session)
+        deleted = [d.id for d in result.deleted_checkpoints]
+        transaction.on_commit(
+            lambda: publish(
+                session.pk,
+                {
+                    "type": "branch.changed",
+                    "branch": result.branch.pk,
+                    "checkpoint": checkpoint.pk,
+                    "deleted_checkpoints": deleted,
+                },
+            )
+        )
+        result.branch.refresh_from_db()
+        return Response({"branch": BranchOut(result.branch).data, "deleted_checkpoints": deleted})

@@ -1,0 +1,60 @@
+"""The REST API, /api/v1/ (see ../shared/api-contract.md)."""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+from accounts import api as accounts_api
+from checkpoints import api as checkpoints_api
+from sessions_app import api as sessions_api
+
+app_name = "api"
+
+
+@csrf_exempt
+def not_found(request, *args, **kwargs):
+    """Any other address under /api/v1/ (an id that is not a number, say): JSON, like the rest."""
+    return JsonResponse({"detail": "Not found."}, status=404)
+
+
+urlpatterns = [
+    path("sessions/", sessions_api.SessionList.as_view(), name="sessions"),
+    path("sessions/import/", sessions_api.SessionImport.as_view(), name="session-import"),
+    path("sessions/<int:pk>/", sessions_api.SessionDetail.as_view(), name="session"),
+    path("sessions/<int:pk>/messages/", sessions_api.SessionMessages.as_view(), name="messages"),
+    path("sessions/<int:pk>/turns/", sessions_api.SessionTurns.as_view(), name="turns"),
+    path("sessions/<int:pk>/branches/", sessions_api.SessionBranches.as_view(), name="branches"),
+    path(
+        "sessions/<int:pk>/checkpoints/",
+        checkpoints_api.SessionCheckpoints.as_view(),
+        name="checkpoints",
+    ),
+    path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
+    path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
+    path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
+    path("checkpoints/<int:pk>/", checkpoints_api.CheckpointDetail.as_view(), name="checkpoint"),
+    path(
+        "checkpoints/<int:pk>/restore/",
+        checkpoints_api.CheckpointRestore.as_view(),
+        name="restore",
+    ),
+    path("keys/", accounts_api.KeyList.as_view(), name="keys"),
+    path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        name="schema",
+    ),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(
+            url_name="api:schema", permission_classes=[AllowAny], authentication_classes=[]
+        ),
+        name="docs",
+    ),
+    re_path(r"", not_found),
+]

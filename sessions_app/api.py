@@ -1,0 +1,225 @@
+"""REST API for sessions, messages, turns and branches (/api/v1/). Thin: validate, call a
+service, serialise. Another user's object is a 404, as a missing one."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.services import turn_submit
+
+from .api_schema import paginated
+from .api_support import Pagination
+from .errors import ImportTooLarge, InvalidInput, TurnNotFound
+from .models import InternalSession, Turn
+from .selectors import (
+    branch_history,
+    current_branch,
+    get_branch_for_user,
+    get_session_for_user,
+    session_branches,
+    sessions_for_user,
+    with_branch_summary,
+)
+from .serializers import (
+    BranchOut,
+    MessageOut,
+    SessionCreateIn,
+    SessionIn,
+    SessionOut,
+    TurnIn,
+    TurnOut,
+)
+from .services import branch_activate, session_create, session_delete, session_update
+from .transfer import session_export, session_import
+
+
+def _session_out(user, pk) -> dict:
+    session = with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
+    return SessionOut(session).data
+
+
+def _branch_param(request, session) -> InternalSession:
+    """?branch=<id> names one of the session's branches; without it, the current one."""
+    raw = request.query_params.get("branch")
+    if raw in (None, ""):
+        return current_branch(session)
+    branch = get_branch_for_user(request.user, raw)
+    if branch.session_id != session.pk:
+        raise InvalidInput(f"Branch {raw} is not a branch of this session.")
+    return branch
+
+
+BRANCH_PARAM = OpenApiParameter(
+    "branch", int, description="a branch of this session (default: the current one)"
+)
+
+
+class SessionList(APIView):
+    @extend_schema(
+        operation_id="sessions_list",
+        responses=paginated(SessionOut, "Session"),
+        summary="Your sessions, newest first",
+    )
+    def get(self, request):
+        qs = with_branch_summary(sessions_for_user(request.user)).order_by("-created_at", "-id")
+        paginator = Pagination()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(SessionOut(page, many=True).data)
+
+    @extend_schema(request=SessionCreateIn, responses={201: SessionOut}, summary="New session")
+    def post(self, request):
+        data = SessionCreateIn.validated(request.data)
+        session = session_create(
+            owner=request.user, name=data["name"], metadata=data.get("metadata")
+        )
+        return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(APIView):
+    @extend_schema(responses=SessionOut)
+    def get(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        return Response(_session_out(request.user, session.pk))
+
+    @extend_schema(request=SessionIn, responses=SessionOut)
+    def patch(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        data = SessionIn.validated(request.data)
+        if "name" in data or "metadata" in data:
+            session_update(session=session, name=data.get("name"), metadata=data.get("metadata"))
+        return Response(_session_out(request.user, session.pk))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, pk):
+        session_delete(session=get_session_for_user(request.user, pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionMessages(APIView):
+    @extend_schema(
+        parameters=[BRANCH_PARAM],
+        responses=paginated(MessageOut, "Message"),
+        summary="The history of the current (or given) branch, oldest first",
+    )
+    def get(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        branch = _branch_param(request, session)
+        paginator = Pagination()
+        # Positions are dense, so a page of history is a range of positions: no COUNT(*).
+        paginator.limit = paginator.get_limit(request)
+        paginator.offset = paginator.get_offset(request)
+        paginator.count = branch.message_count
+        paginator.request = request
+        rows = branch_history(
+            branch, start=paginator.offset, end=paginator.offset + paginator.limit
+        )
+        return paginator.get_paginated_response(MessageOut(rows, many=True).data)
+
+
+class SessionTurns(APIView):
+    @extend_schema(
+        request=TurnIn,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="a retried POST with the same key returns the first turn",
+            )
+        ],
+        responses={201: TurnOut, 202: TurnOut},
+        summary="Send a message: 202 with the queued turn, or 201 once finished with wait",
+    )
+    def post(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        data = TurnIn.validated(request.data)
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 200:
+            raise InvalidInput("The Idempotency-Key header is longer than 200 characters.")
+        turn = turn_submit(session=session, message=data["message"], idempotency_key=key)
+        if data.get("wait"):
+            turn = _wait_for(turn)
+        finished = turn.status in (Turn.Status.DONE, Turn.Status.FAILED)
+        code = (
+            status.HTTP_201_CREATED if data.get("wait") and finished else status.HTTP_202_ACCEPTED
+        )
+        return Response(TurnOut(turn).data, status=code)
+
+
+def _wait_for(turn: Turn) -> Turn:
+    """Poll until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running)."""
+    deadline = time.monotonic() + settings.API_TURN_WAIT_SECONDS
+    delay = 0.05
+    while True:
+        turn.refresh_from_db()
+        if not turn.is_active or time.monotonic() >= deadline:
+            return turn
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+class TurnDetail(APIView):
+    @extend_schema(responses=TurnOut)
+    def get(self, request, pk):
+        try:
+            turn = Turn.objects.for_user(request.user).get(pk=int(pk))
+        except (Turn.DoesNotExist, ValueError, OverflowError):
+            raise TurnNotFound() from None
+        return Response(TurnOut(turn).data)
+
+
+class SessionBranches(APIView):
+    @extend_schema(
+        responses=paginated(BranchOut, "Branch"), summary="The session's branches, oldest first"
+    )
+    def get(self, request, pk):
+        session = get_session_for_user(request.user, pk)
+        paginator = Pagination()
+        page = paginator.paginate_queryset(session_branches(session), request, view=self)
+        return paginator.get_paginated_response(BranchOut(page, many=True).data)
+
+
+class BranchActivate(APIView):
+    @extend_schema(request=None, responses=BranchOut, summary="Make a branch current")
+    def post(self, request, pk):
+        from agents.events import publish
+
+        branch = get_branch_for_user(request.user, pk)
+        branch_activate(branch=branch)
+        transaction.on_commit(
+            lambda: publish(branch.session_id, {"type": "branch.changed", "branch": branch.pk})
+        )
+        branch.refresh_from_db()
+        return Response(BranchOut(branch).data)
+
+
+class SessionExport(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The whole session as one document")
+    def get(self, request, pk):
+        return Response(session_export(session=get_session_for_user(request.user, pk)))
+
+
+class SessionImport(APIView):
+    @extend_schema(
+        request=inline_serializer("ImportDocument", {"format": serializers.CharField()}),
+        responses={201: SessionOut},
+        summary="Import an exported session as a new session of yours",
+    )
+    def post(self, request):
+        limit = settings.ROLLBACK_IMPORT_MAX_BYTES
+        try:
+            length = int(request.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        if length > limit:
+            raise ImportTooLarge(f"The document is {length} bytes; the limit is {limit} bytes.")
+        session = session_import(owner=request.user, raw=request.body)
+        return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)
