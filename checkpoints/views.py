@@ -76,4 +76,7 @@ def restore(request, cp_id):
             "deleted_checkpoints": [d.id for d in result.deleted_checkpoints],
         },
     )
-    return refresh(request, session)
+    response = refresh(request, session)
+    # Close this tab's dialog; other tabs get the change over their socket, dialogs untouched.
+    response.content += b'<div id="dialogs" hx-swap-oob="true"></div>'
+    return response

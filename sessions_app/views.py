@@ -21,6 +21,7 @@ from .models import Message, Turn
 from .selectors import get_branch_for_user, get_session_for_user, sessions_for_user
 from .services import branch_activate, session_create, session_delete, session_update
 from .transfer import session_export, session_import
+from .turns import turn_expire_stale
 from .web import domain_errors
 
 SIDEBAR_SESSIONS = 200
@@ -71,6 +72,7 @@ def session_new(request):
 @domain_errors
 def session_page(request, pk):
     session = get_session_for_user(request.user, pk)
+    turn_expire_stale(session=session)  # a turn whose worker died must not block the page
     context = {
         **_sidebar(request, current=session),
         **pages.conversation(session),
@@ -130,7 +132,9 @@ def conversation_page(request, pk):
 @require_GET
 @domain_errors
 def conversation_refresh(request, pk):
-    return refresh(request, get_session_for_user(request.user, pk))
+    session = get_session_for_user(request.user, pk)
+    turn_expire_stale(session=session)
+    return refresh(request, session)
 
 
 @login_required

@@ -1,0 +1,446 @@
+"""End-to-end tests: the app served by daphne in a subprocess, driven by a real Chromium.
+
+The app talks to a FakeChatServer (a real local Chat Completions server) and keeps its data in a
+fresh SQLite file. The plain tests run in the SQLite phase of `make test` (no REDIS_URL); in the
+Redis phase only the tests also marked `redis` run (they start their own Redis-backed stack).
+
+When a test fails, a screenshot of each of its pages goes to test-artifacts/e2e/ and the last
+lines of the served processes' logs are added to the failure report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.chat_server import FakeChatServer
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ARTIFACTS = ROOT / "test-artifacts" / "e2e"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 10_000
+TURN_TIMEOUT_MS = 20_000
+PASSWORD = "e2e-Long-passw0rd-42"
+
+# Counts the chat page's open WebSockets (htmx's ws extension fires these events).
+WS_TRACKER = """
+window.__e2eWsOpen = 0;
+document.addEventListener("htmx:wsOpen", function () { window.__e2eWsOpen += 1; });
+document.addEventListener("htmx:wsClose", function () { window.__e2eWsOpen -= 1; });
+"""
+
+FINISHED_ASSISTANT = "#messages [data-testid=message][data-role=assistant]:not([data-streaming])"
+USER_MESSAGE = "#messages [data-testid=message][data-role=user]"
+
+
+def pytest_collection_modifyitems(config, items):
+    """In the Redis phase the plain end-to-end tests are skipped: they ran in the SQLite phase."""
+    if not os.environ.get("REDIS_URL", "").startswith("redis"):
+        return
+    skip = pytest.mark.skip(reason="plain end-to-end tests run in the SQLite phase of make test")
+    for item in items:
+        if HERE in Path(item.path).parents and "redis" not in item.keywords:
+            item.add_marker(skip)
+
+
+# --- Processes ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def app_env(var_dir: Path, model_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a served process: a fresh SQLite file, the fake model server, no
+    PostgreSQL, no Redis (unless `extra` adds REDIS_URL)."""
+    dropped = {"DATABASE_URL", "REDIS_URL", "ROLLBACK_REQUIRE_POSTGRES", "DJANGO_DEBUG"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("OPENAI_")}
+    env.update(
+        {
+            "ROLLBACK_VAR_DIR": str(var_dir),
+            "OPENAI_BASE_URL": model_url,
+            "OPENAI_API_KEY": "test",
+            "AGENT_MODEL": "fake-model",
+            "AGENT_MAX_RETRIES": "0",
+            "AGENT_TIMEOUT": "20",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the process serving {url} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status < 500:
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+class Services:
+    """Processes started for the tests, each logging (stdout and stderr) to its own file."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.base_url = ""
+        self._files: list = []
+
+    def manage(self, env: dict[str, str], *args: str) -> None:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
+
+    def prepare(self, env: dict[str, str]) -> None:
+        self.manage(env, "migrate", "--noinput")
+        self.manage(env, "collectstatic", "--noinput", "-v0")
+
+    def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        path = self.log_dir / f"{name}.log"
+        log = path.open("ab")
+        self._files.append(log)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        self.logs[name] = path
+        return proc
+
+    def start_daphne(self, env: dict[str, str], name: str = "daphne") -> str:
+        port = free_port()
+        cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        proc = self.start(name, [*cmd, "rollback_site.asgi:application"], env)
+        self.base_url = f"http://127.0.0.1:{port}"
+        wait_until_answers(f"{self.base_url}/accounts/login/", proc)
+        return self.base_url
+
+    def kill(self, name: str) -> None:
+        """SIGKILL, as when a machine dies: no cleanup."""
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+
+    def stop(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.stop(name)
+        for log in self._files:
+            log.close()
+
+    def tail(self, lines: int = 60) -> list[tuple[str, str]]:
+        out = []
+        for name, path in self.logs.items():
+            try:
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            out.append((f"{name} log (last {lines} lines, {path})", "\n".join(text)))
+        return out
+
+
+@pytest.fixture(scope="package")
+def model_server() -> Iterator[FakeChatServer]:
+    with FakeChatServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(model_server: FakeChatServer) -> Iterator[FakeChatServer]:
+    """The fake model server, with no queued answers and no recorded requests."""
+    model_server.reset()
+    yield model_server
+    model_server.reset()
+
+
+@pytest.fixture(scope="package")
+def app(model_server, tmp_path_factory) -> Iterator[Services]:
+    """The app served by daphne: turns run on its in-process thread pool, events go over the
+    in-memory channel layer."""
+    services = Services(tmp_path_factory.mktemp("e2e-logs"))
+    env = app_env(tmp_path_factory.mktemp("e2e-var"), model_server.base_url)
+    try:
+        services.prepare(env)
+        services.start_daphne(env)
+        yield services
+    finally:
+        services.stop_all()
+
+
+# --- The browser -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="package")
+def browser():
+    """Debian's Chromium, never a downloaded one. Package scope: Playwright's sync API keeps an
+    event loop running in this thread, which Django's ORM refuses in the tests after these."""
+    if not os.access(CHROMIUM, os.X_OK):
+        reason = f"{CHROMIUM} is missing: install Debian's package (apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    playwright = sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
+
+
+class Contexts:
+    """Browser contexts (separate cookie jars: separate users) opened by one test."""
+
+    def __init__(self, browser) -> None:
+        self.browser = browser
+        self.opened: list = []
+
+    def new(self):
+        context = self.browser.new_context(viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(TIMEOUT_MS)
+        context.add_init_script(WS_TRACKER)
+        self.opened.append(context)
+        return context
+
+    def pages(self) -> list:
+        return [page for context in self.opened for page in context.pages]
+
+    def close(self) -> None:
+        for context in self.opened:
+            with contextlib.suppress(Exception):  # already closed
+                context.close()
+
+
+@pytest.fixture
+def contexts(browser) -> Iterator[Contexts]:
+    opened = Contexts(browser)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def page(contexts: Contexts, app: Services):
+    """A page in a new browser context (no cookies: nobody signed in)."""
+    return contexts.new().new_page()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    expected = hasattr(report, "wasxfail")
+    if report.failed and not expected and report.when in ("setup", "call"):
+        funcargs = getattr(item, "funcargs", {})
+        for value in funcargs.values():
+            if isinstance(value, Contexts):
+                for shot in _screenshots(item.name, value):
+                    report.sections.append(("screenshot", str(shot)))
+        for value in funcargs.values():
+            if isinstance(value, Services):
+                report.sections.extend(value.tail())
+    return report
+
+
+def _screenshots(test_name: str, opened: Contexts) -> list[Path]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", test_name)
+    saved = []
+    for n, page in enumerate(opened.pages(), start=1):
+        path = ARTIFACTS / (f"{name}.png" if n == 1 else f"{name}-{n}.png")
+        try:
+            page.screenshot(path=str(path), full_page=True, timeout=5000)
+        except Exception:  # noqa: BLE001 - a closed or crashed page has no screenshot
+            continue
+        saved.append(path)
+    return saved
+
+
+# --- What a user does --------------------------------------------------------------------------
+
+
+def sign_up(page, base_url: str, prefix: str = "user") -> str:
+    """Create a fresh account through the sign-up page; it lands signed in on the chat."""
+    username = f"{prefix}{uuid.uuid4().hex[:10]}"
+    page.goto(f"{base_url}/accounts/signup/")
+    page.get_by_test_id("username").fill(username)
+    page.get_by_test_id("password").fill(PASSWORD)
+    page.get_by_test_id("password2").fill(PASSWORD)
+    with page.expect_navigation():
+        page.get_by_test_id("submit").click()
+    page.wait_for_url(re.compile(r"/chat/(\d+/)?$"))
+    return username
+
+
+def wait_ws_open(page) -> None:
+    """The chat page's WebSocket is open (events sent before that would be missed)."""
+    page.wait_for_function("window.__e2eWsOpen > 0")
+
+
+def session_id(page) -> int:
+    found = re.search(r"/chat/(\d+)/$", page.url)
+    assert found, f"not on a session page: {page.url}"
+    return int(found.group(1))
+
+
+def new_session(page) -> int:
+    """Click "New session"; returns the new session's id once its page is live."""
+    with page.expect_navigation():
+        page.get_by_test_id("new-session").first.click()
+    page.wait_for_url(re.compile(r"/chat/\d+/$"))
+    wait_ws_open(page)
+    return session_id(page)
+
+
+def counts(page) -> dict[str, int]:
+    return page.evaluate(
+        """([assistants, users]) => ({
+            assistants: document.querySelectorAll(assistants).length,
+            users: document.querySelectorAll(users).length,
+        })""",
+        [FINISHED_ASSISTANT, USER_MESSAGE],
+    )
+
+
+def send_message(page, text: str) -> dict[str, int]:
+    """Type a message and press Enter. Returns the message counts from just before."""
+    box = page.get_by_test_id("message-input")
+    box.wait_for()
+    page.wait_for_function(
+        "() => { const b = document.querySelector('[data-testid=message-input]');"
+        " return b && !b.disabled; }"
+    )
+    before = counts(page)
+    box.fill(text)
+    with page.expect_response(
+        lambda r: r.request.method == "POST" and r.url.endswith("/send/")
+    ) as answer:
+        box.press("Enter")
+    assert answer.value.status == 200, f"sending was refused: {answer.value.status}"
+    return before
+
+
+def wait_turn_done(page, before: dict[str, int], timeout: float = TURN_TIMEOUT_MS) -> None:
+    """The turn started after `before` has ended: its user message is shown, a new reply (or the
+    turn's error) is shown, no bubble is streaming and the composer takes input again."""
+    page.wait_for_function(
+        """([before, assistants, users]) => {
+            const box = document.querySelector("[data-testid=message-input]");
+            if (!box || box.disabled) return false;
+            if (document.querySelector("[data-streaming=true]")) return false;
+            if (document.querySelectorAll(users).length <= before.users) return false;
+            return document.querySelectorAll(assistants).length > before.assistants
+                || !!document.querySelector("#messages [data-testid=turn-error]");
+        }""",
+        arg=[before, FINISHED_ASSISTANT, USER_MESSAGE],
+        timeout=timeout,
+    )
+
+
+def chat(page, text: str) -> None:
+    """Send a message and wait for the whole turn."""
+    wait_turn_done(page, send_message(page, text))
+
+
+def message_texts(page, role: str | None = None) -> list[str]:
+    selector = "#messages [data-testid=message]:not([data-streaming])"
+    if role:
+        selector += f"[data-role={role}]"
+    return [text.strip() for text in page.locator(f"{selector} .body").all_inner_texts()]
+
+
+def last_reply(page) -> str:
+    return page.locator(f"{FINISHED_ASSISTANT} .body").last.inner_text().strip()
+
+
+def save_checkpoint(page, name: str) -> None:
+    page.get_by_test_id("checkpoint-name").fill(name)
+    with page.expect_response(lambda r: "/checkpoints/" in r.url and r.request.method == "POST"):
+        page.get_by_test_id("save-checkpoint").click()
+    checkpoint(page, name).wait_for()
+
+
+def checkpoint(page, name: str):
+    """The checkpoint named `name` in the side panel."""
+    return page.get_by_test_id("checkpoint").filter(
+        has=page.locator(".name", has_text=re.compile(rf"^{re.escape(name)}$"))
+    )
+
+
+def open_restore(page, name: str):
+    """Open the restore dialog of checkpoint `name`; returns the dialog."""
+    checkpoint(page, name).get_by_test_id("restore").click()
+    dialog = page.get_by_test_id("restore-dialog")
+    dialog.wait_for(state="visible")
+    return dialog
+
+
+def current_branch_id(page) -> str:
+    return page.get_by_test_id("current-branch").get_attribute("data-branch-id")
+
+
+def conversation(messages: list[dict]) -> list[tuple[str, str]]:
+    """(role, content) of the user and assistant messages of a model request."""
+    return [
+        (m["role"], m.get("content") or "")
+        for m in messages
+        if m.get("role") in ("user", "assistant")
+    ]
