@@ -48,6 +48,17 @@ INSTRUCTIONS = [
 ]
 
 
+def load_session(external_session_id, *, user=None) -> ExternalSession:
+    """The session (one of `user`'s, when given); ValueError when there is none, as in seed 003."""
+    sessions = ExternalSession.objects.select_related("owner")
+    if user is not None:
+        sessions = sessions.filter(owner=user)
+    try:
+        return sessions.get(pk=int(external_session_id))
+    except (ExternalSession.DoesNotExist, ValueError, TypeError, OverflowError):
+        raise ValueError(f"Session {external_session_id} not found.") from None
+
+
 def _when(cp: Checkpoint) -> str:
     return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
 
@@ -74,15 +85,7 @@ class RollbackAgent(Agent):
         # code written against the seed keeps working, and must be left as None.
         if internal_session_repo is not None or checkpoint_repo is not None:
             raise TypeError("Rollback stores sessions and checkpoints in Django; pass no repos.")
-        sessions = (
-            ExternalSession.objects.all()
-            if user is None
-            else ExternalSession.objects.for_user(user)
-        )
-        try:
-            session = sessions.get(pk=external_session_id)
-        except (ExternalSession.DoesNotExist, ValueError, TypeError):
-            raise ValueError(f"Session {external_session_id} not found.") from None
+        session = load_session(external_session_id, user=user)
         self.external_session: ExternalSession = session
         self.auto_checkpoint = auto_checkpoint
         self.internal_session: InternalSession = self._pick_branch(
@@ -199,15 +202,7 @@ class RollbackAgent(Agent):
         **kwargs: Any,
     ) -> RollbackAgent:
         """A new agent on a new branch restored from the checkpoint (nothing is lost)."""
-        sessions = (
-            ExternalSession.objects.all()
-            if user is None
-            else ExternalSession.objects.for_user(user)
-        )
-        try:
-            session = sessions.get(pk=external_session_id)
-        except (ExternalSession.DoesNotExist, ValueError, TypeError):
-            raise ValueError(f"Session {external_session_id} not found.") from None
+        session = load_session(external_session_id, user=user)
         checkpoint = find_session_checkpoint(session, int(checkpoint_id))
         restored = checkpoint_restore(checkpoint=checkpoint, session=session).branch
         return cls(

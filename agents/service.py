@@ -19,7 +19,7 @@ from sessions_app.selectors import branch_history, session_branches
 from sessions_app.services import session_update
 
 from .model import build_model
-from .rollback_agent import RollbackAgent
+from .rollback_agent import RollbackAgent, load_session
 from .runner import auto_checkpoint_enabled
 
 
@@ -28,15 +28,8 @@ class AgentService:
         self.model_config = {"id": settings.AGENT_MODEL, "temperature": 0.7, **(model_config or {})}
         self.user = user
 
-    def _sessions(self):
-        qs = ExternalSession.objects.select_related("owner")
-        return qs if self.user is None else qs.filter(owner=self.user)
-
     def _session(self, external_session_id: int) -> ExternalSession:
-        try:
-            return self._sessions().get(pk=int(external_session_id))
-        except (ExternalSession.DoesNotExist, ValueError, TypeError):
-            raise ValueError(f"Session {external_session_id} not found.") from None
+        return load_session(external_session_id, user=self.user)
 
     def _model(self, session: ExternalSession):
         chosen = {
