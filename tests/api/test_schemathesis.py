@@ -25,7 +25,22 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", get_wsgi_
 
 
 @pytest.fixture
-def auth(django_user_model):
+def keep_test_connection():
+    """The WSGI app closes "old" database connections around each request; on PostgreSQL that
+    would close the connection holding the test's transaction. Django's test client turns this
+    off during a request; so do we, for Schemathesis' direct calls."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def auth(django_user_model, keep_test_connection):
     user, _ = django_user_model.objects.get_or_create(username="fuzz")
     session = session_create(owner=user, name="fuzzed")
     branch = current_branch(session)
