@@ -444,3 +444,25 @@ def conversation(messages: list[dict]) -> list[tuple[str, str]]:
         for m in messages
         if m.get("role") in ("user", "assistant")
     ]
+
+
+# Records, every 20 ms, the text of the bubble being streamed.
+RECORD_STREAM = """() => {
+    window.__streamed = [];
+    window.__recorder = setInterval(() => {
+        const body = document.querySelector("[data-streaming=true] .body");
+        if (body) window.__streamed.push(body.textContent);
+    }, 20);
+}"""
+
+
+def record_stream(page) -> None:
+    page.evaluate(RECORD_STREAM)
+
+
+def assert_seen_streaming(page, final: str) -> None:
+    """The reply was seen part-way (a proper prefix of its final text) before it was complete."""
+    seen = page.evaluate("() => { clearInterval(window.__recorder); return window.__streamed; }")
+    partial = [text for text in seen if text.strip() and text.strip() != final]
+    assert partial, f"the reply was never seen part-way: {seen!r}"
+    assert all(final.startswith(text) for text in partial), seen

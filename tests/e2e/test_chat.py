@@ -11,6 +11,7 @@ from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
 
 from .conftest import (
     FINISHED_ASSISTANT,
+    assert_seen_streaming,
     chat,
     checkpoint,
     conversation,
@@ -19,6 +20,7 @@ from .conftest import (
     message_texts,
     new_session,
     open_restore,
+    record_stream,
     save_checkpoint,
     send_message,
     sign_up,
@@ -27,15 +29,6 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.e2e
-
-# Records, every 20 ms, the text of the bubble being streamed.
-RECORD_STREAM = """() => {
-    window.__streamed = [];
-    window.__recorder = setInterval(() => {
-        const body = document.querySelector("[data-streaming=true] .body");
-        if (body) window.__streamed.push(body.textContent);
-    }, 20);
-}"""
 
 
 def start(page, app) -> int:
@@ -49,7 +42,7 @@ def test_a_reply_streams_word_by_word(page, app, llm):
     new_session(page)
     final = "Streaming works one word at a time here"
     llm.queue(Reply(final, delay=0.15))
-    page.evaluate(RECORD_STREAM)
+    record_stream(page)
 
     before = send_message(page, "hello")
     bubble = page.locator("[data-streaming=true]")
@@ -58,10 +51,7 @@ def test_a_reply_streams_word_by_word(page, app, llm):
     expect(bubble).to_have_attribute("data-role", "assistant")
     wait_turn_done(page, before)
 
-    seen = page.evaluate("() => { clearInterval(window.__recorder); return window.__streamed; }")
-    partial = [text for text in seen if text.strip() and text.strip() != final]
-    assert partial, f"the reply was never seen part-way: {seen!r}"
-    assert all(final.startswith(text) for text in partial), seen
+    assert_seen_streaming(page, final)
     assert message_texts(page) == ["hello", final]
     expect(page.get_by_test_id("demo-label")).to_have_count(0)
     assert conversation(llm.messages(-1)) == [("user", "hello")]

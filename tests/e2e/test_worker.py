@@ -20,11 +20,13 @@ from tests.fakes.chat_server import Reply
 from .conftest import (
     Services,
     app_env,
+    assert_seen_streaming,
     chat,
     conversation,
     last_reply,
     message_texts,
     new_session,
+    record_stream,
     send_message,
     sign_up,
     wait_turn_done,
@@ -86,15 +88,6 @@ def stack(model_server, tmp_path_factory) -> Iterator[tuple[Stack, dict[str, str
         client.close()
 
 
-RECORD_STREAM = """() => {
-    window.__streamed = [];
-    window.__recorder = setInterval(() => {
-        const body = document.querySelector("[data-streaming=true] .body");
-        if (body) window.__streamed.push(body.textContent);
-    }, 20);
-}"""
-
-
 def test_a_turn_streams_through_redis_and_a_celery_worker(stack, contexts, llm):
     services, _ = stack
     page = contexts.new().new_page()
@@ -102,16 +95,13 @@ def test_a_turn_streams_through_redis_and_a_celery_worker(stack, contexts, llm):
     new_session(page)
     final = "The worker streams this reply over Redis"
     llm.queue(Reply(final, delay=0.15))
-    page.evaluate(RECORD_STREAM)
+    record_stream(page)
 
     before = send_message(page, "hello worker")
     expect(page.locator("[data-streaming=true]")).to_be_visible()
     wait_turn_done(page, before)
 
-    seen = page.evaluate("() => { clearInterval(window.__recorder); return window.__streamed; }")
-    partial = [text for text in seen if text.strip() and text.strip() != final]
-    assert partial, f"the reply was never seen part-way: {seen!r}"
-    assert all(final.startswith(text) for text in partial), seen
+    assert_seen_streaming(page, final)
     assert message_texts(page) == ["hello worker", final]
     assert "Task agents.run_turn" in services.logs["worker1"].read_text()
 
