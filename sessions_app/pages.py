@@ -22,6 +22,15 @@ class BranchNode:
     children: list[BranchNode] = field(default_factory=list)
 
 
+def branch_label(branch: InternalSession) -> str:
+    """What the page calls a branch: "main" for the first line, then "branch 2", "branch 3"...
+    numbered in the order they were made within the session (as in the tree)."""
+    if branch.parent_id is None:
+        return "main"
+    earlier = InternalSession.objects.filter(session_id=branch.session_id, pk__lte=branch.pk)
+    return f"branch {earlier.count()}"
+
+
 def conversation(session: ExternalSession, *, before: int | None = None) -> dict:
     """The current branch's last messages (or the page before position `before`), the running
     turn, and the last turn's failure when it can be retried."""
@@ -40,6 +49,7 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
     return {
         "session": session,
         "branch": branch,
+        "branch_label": branch_label(branch),
         "history": shown,
         "earlier": start if start > 0 else None,
         "active_turn": active if before is None else None,
@@ -49,7 +59,7 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
 
 
 def branch_tree(session: ExternalSession) -> list[BranchNode]:
-    branches = list(session_branches(session).select_related("forked_from"))
+    branches = list(session_branches(session).select_related("forked_from").order_by("pk"))
     nodes = {}
     for number, b in enumerate(branches, start=1):
         nodes[b.pk] = BranchNode(

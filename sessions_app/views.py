@@ -97,8 +97,14 @@ def session_list(request):
 @domain_errors
 def session_rename(request, pk):
     session = get_session_for_user(request.user, pk)
-    session_update(session=session, name=request.POST.get("name", ""))
-    context = {**_sidebar(request, current=session), "session": session}
+    # The sidebar asks with hx-prompt, which sends the answer in the HX-Prompt header.
+    name = request.POST.get("name") or (request.htmx.prompt if request.htmx else None) or ""
+    session_update(session=session, name=name)
+    current = request.GET.get("current", "")
+    context = _sidebar(request)
+    context["current_id"] = int(current) if current.isdigit() else None
+    if context["current_id"] == session.pk:  # its page is the one open: update its header too
+        context.update(pages.conversation(session), shown_here=True)
     return render(request, "sessions_app/_rename_done.html", context)
 
 

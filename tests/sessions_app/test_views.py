@@ -183,6 +183,23 @@ def test_rename_and_a_too_long_name(as_alice, session):
     assert session.session_name == "Renamed"
 
 
+def test_rename_from_the_sidebar_prompt_updates_the_open_page_header(as_alice, alice, session):
+    url = reverse("chat:rename", args=[session.pk]) + f"?current={session.pk}"
+    response = as_alice.post(url, HTTP_HX_PROMPT="From the prompt", **HX)
+    body = response.content.decode()
+    assert response.status_code == 200 and "From the prompt" in body
+    assert 'id="conv-header" hx-swap-oob="true"' in body and 'data-testid="current-branch"' in body
+    session.refresh_from_db()
+    assert session.session_name == "From the prompt"
+
+
+def test_renaming_another_session_leaves_the_open_pages_header_alone(as_alice, alice, session):
+    other = session_create(owner=alice, name="Other")
+    url = reverse("chat:rename", args=[other.pk]) + f"?current={session.pk}"
+    body = as_alice.post(url, HTTP_HX_PROMPT="Other renamed", **HX).content.decode()
+    assert "Other renamed" in body and "conv-header" not in body
+
+
 def test_search_filters_the_sidebar(as_alice, alice):
     session_create(owner=alice, name="Python basics")
     session_create(owner=alice, name="Trip to Rome")
