@@ -298,3 +298,21 @@ def test_another_users_session_is_not_found(page, app, contexts, llm):
     response = stranger.goto(url)
     assert response is not None and response.status == 404
     expect(stranger.locator("body")).not_to_contain_text("private")
+
+
+def test_rename_and_delete_a_session_from_the_sidebar(page, app):
+    start(page, app)
+    page.get_by_test_id("new-session").click()
+    page.wait_for_load_state()
+    active = page.locator("[data-testid=session].active")
+    page.once("dialog", lambda dialog: dialog.accept("Renamed in the browser"))
+    active.hover()
+    active.get_by_test_id("rename-session").click()
+    expect(page.get_by_test_id("session-title")).to_have_text("Renamed in the browser")
+    expect(active).to_contain_text("Renamed in the browser")
+    expect(page.get_by_test_id("current-branch")).to_contain_text("main")
+    page.once("dialog", lambda dialog: dialog.accept())
+    active.get_by_test_id("delete-session").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("Deleted “Renamed in the browser”")
+    expect(page.locator("[data-testid=session]")).to_have_count(1)
+    expect(page.get_by_test_id("session-title")).not_to_have_text("Renamed in the browser")
