@@ -17,13 +17,14 @@ from agents.services import turn_submit
 
 from .api_schema import paginated
 from .api_support import Pagination
-from .errors import ImportTooLarge, InvalidInput, TurnNotFound
+from .errors import ImportTooLarge, InvalidInput
 from .models import InternalSession, Turn
 from .selectors import (
     branch_history,
     current_branch,
     get_branch_for_user,
     get_session_for_user,
+    get_turn_for_user,
     session_branches,
     sessions_for_user,
     with_branch_summary,
@@ -169,11 +170,7 @@ def _wait_for(turn: Turn) -> Turn:
 class TurnDetail(APIView):
     @extend_schema(responses=TurnOut)
     def get(self, request, pk):
-        try:
-            turn = Turn.objects.for_user(request.user).get(pk=int(pk))
-        except (Turn.DoesNotExist, ValueError, OverflowError):
-            raise TurnNotFound() from None
-        return Response(TurnOut(turn).data)
+        return Response(TurnOut(get_turn_for_user(request.user, pk)).data)
 
 
 class SessionBranches(APIView):

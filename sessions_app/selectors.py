@@ -7,8 +7,8 @@ from django.db import connection
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from .errors import BranchNotFound, SessionNotFound
-from .models import ExternalSession, InternalSession, Message
+from .errors import BranchNotFound, SessionNotFound, TurnNotFound
+from .models import ExternalSession, InternalSession, Message, Turn
 
 
 def _pk(value) -> int | None:
@@ -37,6 +37,20 @@ def get_branch_for_user(user, pk) -> InternalSession:
         return InternalSession.objects.for_user(user).select_related("session").get(pk=key)
     except InternalSession.DoesNotExist:
         raise BranchNotFound() from None
+
+
+def get_turn_for_user(user, pk, *, session: ExternalSession | None = None) -> Turn:
+    """One of the user's turns (of `session`, when given)."""
+    key = _pk(pk)
+    if key is None:
+        raise TurnNotFound()
+    turns = Turn.objects.for_user(user)
+    if session is not None:
+        turns = turns.filter(session=session)
+    try:
+        return turns.get(pk=key)
+    except Turn.DoesNotExist:
+        raise TurnNotFound() from None
 
 
 def sessions_for_user(user) -> QuerySet[ExternalSession]:

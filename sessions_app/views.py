@@ -16,9 +16,14 @@ from agents.events import publish
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 
 from . import pages
-from .errors import ImportRejected, TurnNotFound
-from .models import Message, Turn
-from .selectors import get_branch_for_user, get_session_for_user, sessions_for_user
+from .errors import ImportRejected
+from .models import Message
+from .selectors import (
+    get_branch_for_user,
+    get_session_for_user,
+    get_turn_for_user,
+    sessions_for_user,
+)
 from .services import branch_activate, session_create, session_delete, session_update
 from .transfer import session_export, session_import
 from .turns import turn_expire_stale
@@ -152,19 +157,12 @@ def send(request, pk):
     return composer(request, session)
 
 
-def _turn(request, session, turn_id) -> Turn:
-    try:
-        return Turn.objects.for_user(request.user).get(pk=int(turn_id), session=session)
-    except (Turn.DoesNotExist, ValueError):
-        raise TurnNotFound() from None
-
-
 @login_required
 @require_POST
 @domain_errors
 def retry(request, pk, turn_id):
     session = get_session_for_user(request.user, pk)
-    turn_resubmit(turn=_turn(request, session, turn_id))
+    turn_resubmit(turn=get_turn_for_user(request.user, turn_id, session=session))
     return composer(request, session)
 
 
