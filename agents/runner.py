@@ -10,6 +10,7 @@ when the turn started, stays.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,8 @@ from agno.agent import Agent
 from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunEvent, RunOutput
 from agno.run.base import RunStatus
-from django.db import transaction
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
 
 from checkpoints.services import checkpoint_create
 from sessions_app.errors import DomainError
@@ -27,6 +29,7 @@ from sessions_app.selectors import branch_history
 from sessions_app.services import branch_set_state
 from sessions_app.turns import (
     BranchMoved,
+    TurnTakenOver,
     turn_claim,
     turn_fail,
     turn_finish,
@@ -39,6 +42,7 @@ from .events import publish
 from .history import from_agno, to_agno
 from .model import build_model, is_demo, model_label
 from .rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
+from .services import turns_recover
 
 log = logging.getLogger(__name__)
 Emit = Callable[[dict], None]
@@ -66,30 +70,38 @@ def agent_for_turn(turn: Turn, model=None) -> RollbackAgent:
 
 
 def run_turn(turn_id: int, *, emit: Emit | None = None, model=None) -> Turn | None:
-    """Claim a queued turn and run it. None when it was not queued (a redelivered task)."""
-    if not turn_claim(turn_id=turn_id):
+    """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
+    another worker took over, a deleted session): the reason is logged and nothing is stored."""
+    turn = turn_claim(turn_id=turn_id)
+    if turn is None:
+        state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+        log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")
         return None
-    turn = Turn.objects.select_related("session", "session__owner").get(pk=turn_id)
-    send = emit or (lambda event: publish(turn.session_id, event))
+    send = _safe(emit or (lambda event: publish(turn.session_id, event)))
     if turn.branch_id is None:
-        return _fail(turn, "The branch of this turn was deleted before it could run.", send)
+        _fail(turn, "The branch of this turn was deleted before it could run.", send)
+        return turn
     try:
         agent = agent_for_turn(turn, model)
     except Exception as exc:  # a broken configuration must fail the turn, not leave it running
         log.exception("could not build the agent for turn %s", turn_id)
-        return _fail(turn, f"The agent could not start: {exc}", send)
+        _fail(turn, f"The agent could not start: {exc}", send)
+        return turn
     execute_turn(agent, turn, send)
     turn.refresh_from_db()
     return turn
 
 
-def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput:
+def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
     """RollbackAgent.run: a whole turn, synchronously, on the agent's branch."""
-    turn = turn_start(
+    turns_recover(session=agent.external_session)
+    queued = turn_start(
         session=agent.external_session, message=message, branch=agent.internal_session
     )
-    turn_claim(turn_id=turn.pk)
-    turn.refresh_from_db()
+    turn = turn_claim(turn_id=queued.pk)
+    if turn is None:  # taken by a worker in the meantime (cannot happen unless it was enqueued)
+        agent.last_turn = Turn.objects.get(pk=queued.pk)
+        return None
     send = agent.on_event or (lambda event: publish(turn.session_id, event))
     output = execute_turn(agent, turn, send)
     turn.refresh_from_db()
@@ -107,27 +119,92 @@ def _safe(emit: Emit) -> Emit:
     return send
 
 
-def _fail(turn: Turn, error: str, emit: Emit, metadata: dict | None = None) -> Turn:
-    turn = turn_fail(turn=turn, error=error, metadata=metadata)
-    emit({"type": "turn.failed", "turn": turn.pk, "error": turn.error})
-    return turn
+def _fail(turn: Turn, error: str, emit: Emit, metadata: dict | None = None) -> None:
+    """Fail the turn and say so, unless it is no longer this worker's (then it says nothing:
+    whoever holds the turn now reports it)."""
+    try:
+        failed = turn_fail(turn=turn, error=error, metadata=metadata)
+    except Exception:
+        # The database itself is failing: the heartbeat stops with this run, and the recovery
+        # job takes the turn over or fails it once the database answers again.
+        log.exception("turn %s: could not record its failure (%s)", turn.pk, error)
+        return
+    if failed:
+        emit({"type": "turn.failed", "turn": turn.pk, "error": turn.error})
+    else:
+        log.info(
+            "turn %s is no longer this worker's (%s); its failure is not recorded",
+            turn.pk,
+            turn.status,
+        )
 
 
-HEARTBEAT_SECONDS = 5.0
+class Heartbeat:
+    """Touches the turn's heartbeat every TURN_HEARTBEAT_SECONDS on a thread of its own, so a
+    slow model (minutes between tokens) never looks like a dead worker, and notes when the turn
+    stopped being this worker's (`lost`), so the run stops early.
+
+    A turn run inside the caller's open transaction (the Python API called from a transaction,
+    the tests) cannot be seen by another connection: there the run beats inline instead."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._inline = transaction.get_connection().in_atomic_block
+        self._last = time.monotonic()
+
+    def __enter__(self) -> Heartbeat:
+        if not self._inline:
+            self._thread = threading.Thread(
+                target=self._run, name=f"turn-{self.turn.pk}-heartbeat", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _beat(self) -> None:
+        if not turn_heartbeat(turn=self.turn):
+            self.lost = True
+
+    def _run(self) -> None:
+        interval = settings.TURN_HEARTBEAT_SECONDS
+        try:
+            while not self.lost and not self._stop.wait(interval):
+                try:
+                    self._beat()
+                except Exception:  # the database is away for a moment: try again next beat
+                    log.warning("turn %s: heartbeat failed", self.turn.pk, exc_info=True)
+                finally:
+                    close_old_connections()
+        finally:
+            connection.close()
+
+    def tick(self) -> None:
+        """Called by the run on each model event: beats when running inline."""
+        if self._inline and time.monotonic() - self._last > settings.TURN_HEARTBEAT_SECONDS:
+            self._beat()
+            self._last = time.monotonic()
 
 
-def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit: Emit):
-    """Run the agent, relaying its events. Returns (RunOutput or None, error or None)."""
+def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit: Emit, beat):
+    """Run the agent, relaying its events. Returns (RunOutput or None, error or None); stops
+    early, with neither, when the turn was taken from this worker."""
     output: RunOutput | None = None
     error: str | None = None
     stream = Agent.run(
         agent, input=messages, stream=True, stream_events=True, yield_run_output=True
     )
-    beat = time.monotonic()
     for event in stream:
-        if time.monotonic() - beat > HEARTBEAT_SECONDS:
-            turn_heartbeat(turn_id=turn.pk)
-            beat = time.monotonic()
+        beat.tick()
+        if beat.lost:
+            stream.close()
+            return None, None
         if isinstance(event, RunOutput):
             output = event
             continue
@@ -163,8 +240,27 @@ def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit:
 
 
 def execute_turn(agent: RollbackAgent, turn: Turn, emit: Emit) -> RunOutput | None:
+    """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
+    (the model, the tools, storing the answer), the turn does not stay running."""
     emit = _safe(emit)
-    emit({"type": "turn.started", "turn": turn.pk, "branch": turn.branch_id})
+    with Heartbeat(turn) as beat:
+        try:
+            return _execute(agent, turn, emit, beat)
+        except Exception as exc:
+            log.exception("turn %s failed", turn.pk)
+            _fail(turn, f"The turn failed: {type(exc).__name__}: {exc}", emit)
+            return None
+
+
+def _execute(agent: RollbackAgent, turn: Turn, emit: Emit, beat: Heartbeat) -> RunOutput | None:
+    emit(
+        {
+            "type": "turn.started",
+            "turn": turn.pk,
+            "branch": turn.branch_id,
+            "attempt": turn.attempts,
+        }
+    )
     branch = agent.refresh_branch()
     history = branch_history(branch, end=turn.user_message_position)
     messages = to_agno(history) + [AgnoMessage(role="user", content=turn.message)]
@@ -175,13 +271,16 @@ def execute_turn(agent: RollbackAgent, turn: Turn, emit: Emit) -> RunOutput | No
     label = model_label(agent.model)
     started = time.monotonic()
     try:
-        output, error = _stream(agent, turn, messages, emit)
+        output, error = _stream(agent, turn, messages, emit, beat)
     except Exception as exc:
         log.exception("turn %s failed", turn.pk)
         output, error = None, f"{type(exc).__name__}: {exc}"
     finally:
         agent.on_event = previous_emit
         agent.turn_position = None
+    if beat.lost:
+        log.info("turn %s was taken from this worker mid-run; its answer is dropped", turn.pk)
+        return None
     latency_ms = round((time.monotonic() - started) * 1000)
     meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
     if output is not None and output.status == RunStatus.cancelled and not error:
@@ -191,7 +290,12 @@ def execute_turn(agent: RollbackAgent, turn: Turn, emit: Emit) -> RunOutput | No
         reason = error or (output.content if output is not None else None) or "no answer"
         _fail(turn, f"The model did not answer: {reason}", emit, meta)
         return output
-    return _complete(agent, turn, output, meta, emit)
+    try:
+        return _complete(agent, turn, output, meta, emit)
+    except Exception as exc:
+        log.exception("turn %s: the answer could not be stored", turn.pk)
+        _fail(turn, f"The answer could not be stored: {type(exc).__name__}: {exc}", emit, meta)
+        return output
 
 
 def _usage(output: RunOutput) -> dict[str, int]:
@@ -245,14 +349,18 @@ def _complete(
                         rolled_back_to = agent.last_rollback
                 except DomainError as exc:
                     meta["rollback_error"] = exc.message
-            turn_finish(
+            if not turn_finish(
                 turn=turn,
                 reply=reply,
                 tools_used=tools_used,
                 checkpoint=auto,
                 rolled_back_to=rolled_back_to,
                 metadata=meta,
-            )
+            ):
+                raise TurnTakenOver("This turn ended elsewhere before its answer was stored.")
+    except TurnTakenOver as exc:
+        log.info("turn %s: %s", turn.pk, exc)
+        return output
     except BranchMoved as exc:
         _fail(turn, str(exc), emit, meta)
         return output

@@ -4,24 +4,52 @@ regenerating a reply start a new branch from just before that message; the old b
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 
 from sessions_app.errors import InvalidInput, NotFound, TurnInProgress
 from sessions_app.models import ExternalSession, Message, Turn
 from sessions_app.services import branch_fork
-from sessions_app.turns import clean_user_message, turn_expire_stale, turn_retry, turn_start
+from sessions_app.turns import (
+    Recovery,
+    clean_user_message,
+    turn_recover_stale,
+    turn_retry,
+    turn_start,
+)
 
 from .dispatch import enqueue_turn
 from .events import publish
+
+log = logging.getLogger(__name__)
 
 
 def _after_commit(turn: Turn) -> None:
     transaction.on_commit(lambda: enqueue_turn(turn.pk))
 
 
+def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
+    """Hand turns whose worker died to a worker again, and fail those out of attempts or never
+    picked up; say so on the sessions' event streams (a failed turn sends `turn.failed`, a turn
+    run again sends `turn.started` with its new attempt when a worker claims it)."""
+    done = turn_recover_stale(session_id=session.pk if session is not None else None)
+    for turn in done.requeued:
+        log.warning(
+            "turn %s: its worker stopped; queued again (attempt %s done)", turn.pk, turn.attempts
+        )
+        transaction.on_commit(lambda pk=turn.pk: enqueue_turn(pk))
+    for turn in done.failed:
+        log.warning("turn %s failed: %s", turn.pk, turn.error)
+        event = {"type": "turn.failed", "turn": turn.pk, "error": turn.error}
+        transaction.on_commit(lambda sid=turn.session_id, e=event: publish(sid, e))
+    return done
+
+
 def turn_submit(*, session: ExternalSession, message, idempotency_key: str = "") -> Turn:
     """Start a turn. With an idempotency key already used in this session, the turn it started is
     returned instead and nothing new happens."""
+    turns_recover(session=session)
     if idempotency_key:
         earlier = Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
         if earlier is not None:
@@ -44,6 +72,7 @@ def turn_submit(*, session: ExternalSession, message, idempotency_key: str = "")
 
 def turn_resubmit(*, turn: Turn) -> Turn:
     """Retry a failed turn."""
+    turns_recover(session=turn.session)
     with transaction.atomic():
         again = turn_retry(turn=turn)
         _after_commit(again)
@@ -70,8 +99,8 @@ def _history_message(session: ExternalSession, message_id, role: str) -> Message
 def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict) -> Turn:
     from sessions_app.selectors import current_branch
 
+    turns_recover(session=session)
     with transaction.atomic():
-        turn_expire_stale(session=session)
         if Turn.objects.filter(session=session).active().exists():
             raise TurnInProgress()
         fork = branch_fork(branch=current_branch(session), position=position, metadata=why)

@@ -6,9 +6,9 @@ from celery import shared_task
 from django.conf import settings
 
 from checkpoints.services import checkpoint_cleanup_auto
-from sessions_app.turns import turn_expire_stale
 
 from .runner import run_turn
+from .services import turns_recover
 
 
 @shared_task(name="agents.run_turn", acks_late=True)
@@ -23,6 +23,9 @@ def cleanup_auto_checkpoints_task(keep_latest: int | None = None) -> int:
     return checkpoint_cleanup_auto(keep_latest=keep)
 
 
-@shared_task(name="agents.expire_stale_turns")
-def expire_stale_turns_task() -> int:
-    return turn_expire_stale()
+@shared_task(name="agents.recover_turns", ignore_result=True)
+def recover_turns_task() -> dict[str, int]:
+    """The periodic job (beat, every TURN_RECOVERY_SECONDS): turns whose worker died are run
+    again by another worker, or failed once their attempts are used up."""
+    done = turns_recover()
+    return {"requeued": len(done.requeued), "failed": len(done.failed)}

@@ -69,6 +69,7 @@ def checkpoint_create(
     clean = clean_name(name, what="checkpoint", default=default_checkpoint_name())
     text = clean_description(description)
     meta = clean_json_object(metadata, what="checkpoint metadata")
+    lock_session(branch.session_id)
     try:
         locked = (
             InternalSession.objects.select_for_update()
@@ -109,6 +110,12 @@ def _recount(branch_ids) -> None:
 @transaction.atomic
 def checkpoint_delete(*, checkpoint: Checkpoint) -> None:
     """Delete one checkpoint. Messages are untouched; branches forked from it stay."""
+    session_id = (
+        Checkpoint.objects.filter(pk=checkpoint.pk).values_list("branch__session_id", flat=True)
+    ).first()
+    if session_id is None:
+        raise CheckpointNotFound()
+    lock_session(session_id)
     deleted, _ = Checkpoint.objects.filter(pk=checkpoint.pk).delete()
     if not deleted:
         raise CheckpointNotFound()
@@ -201,9 +208,14 @@ def checkpoint_restore(
     if session is not None and session.pk != session_id:
         raise CheckpointNotFound()
     lock_session(session_id)
-    # Re-read under the lock: a concurrent rewind or delete may have removed it meanwhile.
+    # Re-read under the lock: a concurrent rewind or delete may have removed it meanwhile. Its
+    # row stays locked, so the retention job cannot delete it under the new branch either.
     try:
-        current = Checkpoint.objects.select_related("branch").get(pk=checkpoint.pk)
+        current = (
+            Checkpoint.objects.select_for_update(of=("self",))
+            .select_related("branch")
+            .get(pk=checkpoint.pk)
+        )
     except Checkpoint.DoesNotExist:
         raise CheckpointNotFound("That checkpoint no longer exists.") from None
     source = current.branch

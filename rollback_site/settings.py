@@ -121,12 +121,26 @@ SQLITE_OPTIONS = {
 }
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+# PostgreSQL: each process keeps a bounded pool of connections (psycopg's pool, Django 5.1+).
+# Under ASGI every request runs on a thread of its own, so persistent per-thread connections
+# (CONN_MAX_AGE) pile up with the threads; with the pool a request borrows a connection and gives
+# it back when it ends, and a burst waits up to DATABASE_POOL_TIMEOUT seconds for a free one
+# instead of opening more. A process never holds more than DATABASE_POOL_SIZE connections.
+DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 10)
+DATABASE_POOL_TIMEOUT = float(os.environ.get("DATABASE_POOL_TIMEOUT", "").strip() or 30)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-        DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
     else:
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1,
+            "max_size": max(1, DATABASE_POOL_SIZE),
+            "timeout": DATABASE_POOL_TIMEOUT,
+            # Idle connections above min_size are closed after 5 minutes.
+            "max_idle": 300,
+        }
+        # A connection is checked before it is lent (a restarted server, a dropped socket).
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -142,11 +156,26 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: channel layer, Celery broker, cache ----------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+# The channel layer waits for a socket's next event with a blocking Redis read of
+# channels_redis's `brpop_timeout` (5 s). The Redis client's own read timeout must be longer, or
+# an idle socket dies with "Timeout reading from ..." (redis-py 8 made 5 s its default): so it is
+# set here, whatever the client's default. Keepalive notices a dead Redis on an idle connection.
+REDIS_SOCKET_TIMEOUT = float(os.environ.get("REDIS_SOCKET_TIMEOUT", "").strip() or 30)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": REDIS_SOCKET_TIMEOUT,
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        "health_check_interval": 15,
+                    }
+                ]
+            },
         }
     }
     CACHES = {
@@ -179,7 +208,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.cleanup_auto_checkpoints",
         "schedule": 24 * 60 * 60,
     },
-    "expire-stale-turns": {"task": "agents.expire_stale_turns", "schedule": 60},
+    # Take over or fail turns whose worker died (see TURN_HEARTBEAT_SECONDS below). A run that
+    # no worker picked up in time is dropped, not stacked behind the next one.
+    "recover-turns": {
+        "task": "agents.recover_turns",
+        "schedule": float(os.environ.get("TURN_RECOVERY_SECONDS", "").strip() or 5),
+        "options": {"expires": 30},
+    },
 }
 
 # --- The agent ------------------------------------------------------------------------------
@@ -189,11 +224,15 @@ AGENT_MODEL = os.environ.get("AGENT_MODEL", "").strip() or "gpt-4o-mini"
 AGENT_MAX_RETRIES = env_int("AGENT_MAX_RETRIES", 3)
 AGENT_MAX_INPUT_CHARS = env_int("AGENT_MAX_INPUT_CHARS", 32_000)
 AGENT_TIMEOUT = float(os.environ.get("AGENT_TIMEOUT", "").strip() or 60)
-# A running turn with no heartbeat for this long is failed (its worker died); a queued turn no
-# worker has claimed for TURN_QUEUE_TIMEOUT is failed too. Either way the user's message stays.
-AGENT_TURN_STALE_SECONDS = env_int(
-    "AGENT_TURN_STALE_SECONDS", int(AGENT_TIMEOUT * (AGENT_MAX_RETRIES + 1) + 60)
-)
+# A worker running a turn touches its heartbeat every TURN_HEARTBEAT_SECONDS, on a thread of its
+# own, however slow the model. A running turn with no heartbeat for AGENT_TURN_STALE_SECONDS lost
+# its worker: the recovery job (every TURN_RECOVERY_SECONDS) queues it again for another worker,
+# up to AGENT_TURN_ATTEMPTS claims in all, then fails it. A queued turn no worker has claimed for
+# TURN_QUEUE_TIMEOUT is failed too. Either way the user's message stays.
+TURN_HEARTBEAT_SECONDS = float(os.environ.get("TURN_HEARTBEAT_SECONDS", "").strip() or 3)
+AGENT_TURN_STALE_SECONDS = env_int("AGENT_TURN_STALE_SECONDS", 15)
+AGENT_TURN_ATTEMPTS = max(1, env_int("AGENT_TURN_ATTEMPTS", 2))
+TURN_RECOVERY_SECONDS = float(os.environ.get("TURN_RECOVERY_SECONDS", "").strip() or 5)
 TURN_QUEUE_TIMEOUT = env_int("TURN_QUEUE_TIMEOUT", 15 * 60)
 # Pause between the demo model's streamed words, so its replies visibly stream in.
 DEMO_MODEL_WORD_DELAY = float(os.environ.get("DEMO_MODEL_WORD_DELAY", "").strip() or 0.02)

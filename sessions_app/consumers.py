@@ -12,6 +12,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from agents.dispatch import start_in_process_recovery
 from agents.events import group_name, remember_server_loop
 
 from . import pages
@@ -41,6 +42,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=4404)
             return
         remember_server_loop()
+        start_in_process_recovery()
         self.group = group_name(self.session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

@@ -217,9 +217,13 @@ class Turn(models.Model):
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
-    # Touched by the worker while it runs the turn; a running turn whose heartbeat stops is
-    # expired (its worker died), so the session is never blocked for good.
+    # Touched by the worker while it runs the turn (and set when a turn is queued again): a
+    # running turn whose heartbeat stops is taken over by another worker, or failed once its
+    # attempts are used up, so a session is never blocked for good.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # How many times a worker has claimed the turn. It is also the worker's fencing token: only
+    # the worker holding the current attempt may store the answer or finish the turn.
+    attempts = models.PositiveSmallIntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
     # model, usage, latency_ms, demo
     metadata = models.JSONField(default=dict, blank=True)

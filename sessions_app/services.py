@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from .errors import BranchNotFound, InvalidInput, RewindOutOfRange, SessionNotFound
 from .models import ExternalSession, InternalSession, Message
-from .validation import clean_json_object, clean_name
+from .validation import clean_json_object, clean_name, storable_text
 
 DEFAULT_SESSION_NAME = "New session"
 
@@ -69,17 +69,19 @@ def message_append(
     tool_calls: Any = None,
     metadata: dict | None = None,
 ) -> Message:
-    """Append one message at the end of the branch's history."""
+    """Append one message at the end of the branch's history (under the session's lock, like
+    every structural change of a branch)."""
     if role not in Message.Role.values:
         raise InvalidInput(f"Unknown message role {role!r}.")
     if not isinstance(content, str):
         raise InvalidInput("Message content must be text.")
+    lock_session(branch.session_id)
     locked = _lock_branch(branch.pk)
     message = Message.objects.create(
         branch_id=locked.pk,
         position=locked.message_count,
         role=role,
-        content=content.replace("\x00", ""),
+        content=storable_text(content),
         tool_name=tool_name or "",
         tool_args=tool_args,
         tool_result=tool_result or "",
@@ -102,7 +104,10 @@ def _make_current(session_id: int, branch_id: int) -> None:
 
 
 def lock_session(session_id: int) -> ExternalSession:
-    """Serialise structural changes of one session (current branch, forks, rewinds)."""
+    """Serialise structural changes of one session. Every write that moves where a branch ends
+    or which branch is current (append, checkpoint create and delete, fork, restore, rewind,
+    activate, storing a turn's answer) takes this lock first, then the branch's row, so no
+    interleaving can leave a checkpoint past the end of its branch."""
     try:
         return ExternalSession.objects.select_for_update().get(pk=session_id)
     except ExternalSession.DoesNotExist:

@@ -2,7 +2,12 @@
 
 `turn_start` stores the user's message before the model is ever called, so a failed turn loses
 nothing the user wrote. The agent's messages are stored together when the run ends
-(`turn_complete`); a run that fails stores none of them (`turn_fail`).
+(`turn_store_messages`); a run that fails stores none of them (`turn_fail`).
+
+A worker claims a queued turn (`turn_claim`), which counts an attempt; the attempt number is its
+fencing token: heartbeats, storing the answer and finishing all check it, so a worker that was
+given up on can never store an answer after the turn was handed to another one
+(`turn_recover_stale`). One reply is stored, once.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from django.utils import timezone
 from .errors import BranchNotFound, InvalidInput, MessageTooLong, TurnInProgress
 from .models import ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append
+from .validation import storable_json, storable_text
 
 
 def clean_user_message(message: Any) -> str:
     if not isinstance(message, str):
         raise InvalidInput("The message must be text.")
-    message = message.replace("\x00", "")
+    message = storable_text(message)
     if not message.strip():
         raise InvalidInput("The message is empty.")
     limit = settings.AGENT_MAX_INPUT_CHARS
@@ -48,7 +54,6 @@ def turn_start(
     try:
         with transaction.atomic():
             lock_session(session.pk)
-            turn_expire_stale(session=session)
             if Turn.objects.filter(session=session).active().exists():
                 raise TurnInProgress()
             if branch is None:
@@ -77,7 +82,6 @@ def turn_retry(*, turn: Turn) -> Turn:
         raise InvalidInput("Only a failed turn can be retried.")
     with transaction.atomic():
         lock_session(turn.session_id)
-        turn_expire_stale(session=turn.session)
         if Turn.objects.filter(session_id=turn.session_id).active().exists():
             raise TurnInProgress()
         branch = InternalSession.objects.filter(pk=turn.branch_id, is_current=True).first()
@@ -93,24 +97,41 @@ def turn_retry(*, turn: Turn) -> Turn:
         )
 
 
-def turn_claim(*, turn_id: int) -> bool:
-    """Move a queued turn to running. False when it is not queued (say, a redelivered task)."""
+def turn_claim(*, turn_id: int) -> Turn | None:
+    """Move a queued turn to running and return it, its `attempts` counting this claim (the
+    claimer's fencing token). None when it is not queued: a redelivered task, a turn another
+    worker took, a finished turn, a deleted session."""
     now = timezone.now()
-    return (
-        Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
-            status=Turn.Status.RUNNING, started_at=now, heartbeat_at=now
+    with transaction.atomic():
+        turn = (
+            Turn.objects.select_for_update(of=("self",))
+            .select_related("session", "session__owner")
+            .filter(pk=turn_id, status=Turn.Status.QUEUED)
+            .first()
         )
-        == 1
-    )
+        if turn is None:
+            return None
+        turn.status = Turn.Status.RUNNING
+        turn.attempts += 1
+        turn.started_at = turn.heartbeat_at = now
+        turn.save(update_fields=["status", "attempts", "started_at", "heartbeat_at"])
+    return turn
 
 
-def turn_heartbeat(*, turn_id: int) -> None:
-    Turn.objects.filter(pk=turn_id, status=Turn.Status.RUNNING).update(heartbeat_at=timezone.now())
+def _owned(turn: Turn):
+    """The turn's row while the caller still holds the attempt it claimed."""
+    return Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts)
+
+
+def turn_heartbeat(*, turn: Turn) -> bool:
+    """Say the worker of this attempt is alive. False when the turn is no longer its own (taken
+    over, finished, failed or deleted): the worker should stop."""
+    return _owned(turn).update(heartbeat_at=timezone.now()) == 1
 
 
 WORKER_DIED = (
-    "The worker answering this turn stopped (no sign of life for {seconds} s). "
-    "Your message is kept; send it again."
+    "The worker answering this turn stopped ({attempts}, each time no sign of life for "
+    "{seconds} s). Your message is kept; send it again."
 )
 NOT_PICKED_UP = (
     "No worker picked this turn up within {seconds} s (is a Celery worker running?). "
@@ -118,25 +139,60 @@ NOT_PICKED_UP = (
 )
 
 
-def turn_expire_stale(*, session: ExternalSession | None = None) -> int:
-    """Fail turns whose worker died, or that no worker picked up, so a session is never blocked
-    for good. Returns how many were failed."""
+@dataclass
+class Recovery:
+    """What `turn_recover_stale` did: turns queued again for another worker, and turns failed."""
+
+    requeued: list[Turn] = field(default_factory=list)
+    failed: list[Turn] = field(default_factory=list)
+
+
+def _silent_since(cutoff):
+    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+
+
+def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
+    """Turns whose worker died go back to the queue, to be run again from their user message
+    (a turn that used up AGENT_TURN_ATTEMPTS is failed instead); turns no worker picked up in
+    TURN_QUEUE_TIMEOUT are failed. Each change is one conditional update, so a heartbeat that
+    arrives meanwhile, or another recovery running at the same time, wins cleanly."""
     now = timezone.now()
     stale = settings.AGENT_TURN_STALE_SECONDS
+    cutoff = now - timedelta(seconds=stale)
+    turns = Turn.objects.all() if session_id is None else Turn.objects.filter(session_id=session_id)
+    done = Recovery()
+    dead = turns.filter(_silent_since(cutoff), status=Turn.Status.RUNNING)
+    for turn in dead.only("id", "session_id", "attempts", "metadata"):
+        still_dead = Turn.objects.filter(
+            _silent_since(cutoff), pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
+        )
+        if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
+            taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
+            if still_dead.update(status=Turn.Status.QUEUED, heartbeat_at=now, metadata=taken):
+                done.requeued.append(turn)
+            continue
+        tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
+        error = WORKER_DIED.format(attempts=tries, seconds=stale)
+        if still_dead.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+            turn.error = error
+            done.failed.append(turn)
     queued = settings.TURN_QUEUE_TIMEOUT
-    turns = Turn.objects.all() if session is None else Turn.objects.filter(session=session)
-    died = turns.filter(status=Turn.Status.RUNNING).filter(
-        Q(heartbeat_at__lt=now - timedelta(seconds=stale))
-        | Q(heartbeat_at__isnull=True, started_at__lt=now - timedelta(seconds=stale))
+    qcut = now - timedelta(seconds=queued)
+    lost = turns.filter(
+        Q(heartbeat_at__lt=qcut) | Q(heartbeat_at__isnull=True, created_at__lt=qcut),
+        status=Turn.Status.QUEUED,
     )
-    lost = turns.filter(status=Turn.Status.QUEUED, created_at__lt=now - timedelta(seconds=queued))
-    count = died.update(
-        status=Turn.Status.FAILED, error=WORKER_DIED.format(seconds=stale), finished_at=now
-    )
-    count += lost.update(
-        status=Turn.Status.FAILED, error=NOT_PICKED_UP.format(seconds=queued), finished_at=now
-    )
-    return count
+    error = NOT_PICKED_UP.format(seconds=queued)
+    for turn in lost.only("id", "session_id", "heartbeat_at", "created_at"):
+        waiting = Turn.objects.filter(
+            Q(heartbeat_at__lt=qcut) | Q(heartbeat_at__isnull=True, created_at__lt=qcut),
+            pk=turn.pk,
+            status=Turn.Status.QUEUED,
+        )
+        if waiting.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+            turn.error = error
+            done.failed.append(turn)
+    return done
 
 
 @dataclass
@@ -155,16 +211,21 @@ class BranchMoved(Exception):
     """The turn's branch no longer ends with the turn's user message."""
 
 
+class TurnTakenOver(BranchMoved):
+    """This worker's attempt is no longer the turn's: it was taken over, or ended meanwhile."""
+
+
 @transaction.atomic
 def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSession:
-    """Append the agent's messages after the turn's user message, in one transaction."""
+    """Append the agent's messages after the turn's user message, in one transaction. Only the
+    worker holding the turn's current attempt may; text the database cannot store is cleaned."""
     if turn.branch_id is None:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
     lock_session(turn.session_id)
-    if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).exists():
-        raise BranchMoved(
-            "This turn was given up on (it took too long) before the answer arrived, "
-            "so the answer was not added."
+    if not _owned(turn).select_for_update().exists():
+        raise TurnTakenOver(
+            "This turn was given up on or handed to another worker before this answer "
+            "arrived, so the answer was not added."
         )
     try:
         branch = InternalSession.objects.select_for_update().get(pk=turn.branch_id)
@@ -182,13 +243,13 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
                 branch=branch,
                 position=start + i,
                 role=m.role,
-                content=(m.content or "").replace("\x00", ""),
-                tool_name=m.tool_name or "",
-                tool_args=m.tool_args,
-                tool_result=(m.tool_result or "").replace("\x00", ""),
-                tool_call_id=m.tool_call_id or "",
-                tool_calls=m.tool_calls,
-                metadata=m.metadata,
+                content=storable_text(m.content or ""),
+                tool_name=storable_text(m.tool_name or "")[:200],
+                tool_args=storable_json(m.tool_args),
+                tool_result=storable_text(m.tool_result or ""),
+                tool_call_id=storable_text(m.tool_call_id or "")[:200],
+                tool_calls=storable_json(m.tool_calls),
+                metadata=storable_json(m.metadata),
             )
             for i, m in enumerate(messages)
         ]
@@ -207,28 +268,32 @@ def turn_finish(
     checkpoint=None,
     rolled_back_to=None,
     metadata: dict | None = None,
-) -> Turn:
-    """Mark a running turn done (a turn expired meanwhile stays failed)."""
-    Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(
+) -> bool:
+    """Mark the caller's running attempt of the turn done. False when the turn is no longer the
+    caller's (taken over, or failed meanwhile): then nothing changes."""
+    done = _owned(turn).update(
         status=Turn.Status.DONE,
-        reply=reply,
-        tools_used=tools_used,
+        reply=storable_text(reply),
+        tools_used=storable_json(tools_used),
         checkpoint=checkpoint,
         rolled_back_to=rolled_back_to,
         finished_at=timezone.now(),
-        metadata={**turn.metadata, **(metadata or {})},
+        metadata=storable_json({**turn.metadata, **(metadata or {})}),
     )
-    turn.refresh_from_db()
-    return turn
+    if done:  # otherwise `turn` keeps the caller's attempt: it is the caller's token
+        turn.refresh_from_db()
+    return done == 1
 
 
-def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> Turn:
-    """Mark the turn failed with a readable error. What was stored stays stored."""
-    Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE).update(
+def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> bool:
+    """Fail the turn with a readable error, if it is still queued or running in the attempt the
+    caller holds (`turn.attempts`). What was stored stays stored. False when nothing changed."""
+    failed = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE, attempts=turn.attempts).update(
         status=Turn.Status.FAILED,
-        error=error[:4000],
+        error=storable_text(error)[:4000],
         finished_at=timezone.now(),
-        metadata={**turn.metadata, **(metadata or {})},
+        metadata=storable_json({**turn.metadata, **(metadata or {})}),
     )
-    turn.refresh_from_db()
-    return turn
+    if failed:
+        turn.refresh_from_db()
+    return failed == 1

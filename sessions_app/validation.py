@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .errors import InvalidInput
@@ -47,4 +48,31 @@ def clean_json_object(value: Any, *, what: str) -> dict:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput(f"The {what} must be a JSON object.")
+    return value
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable_char(match: re.Match[str]) -> str:
+    return "" if match.group() == "\x00" else "\ufffd"
+
+
+def storable_text(value: str) -> str:
+    """`value` without what no database can store as text: NUL is dropped (PostgreSQL refuses it
+    in text and JSON), a lone surrogate (not encodable as UTF-8) becomes U+FFFD."""
+    return _UNSTORABLE.sub(_storable_char, value) if _UNSTORABLE.search(value) else value
+
+
+def storable_json(value: Any) -> Any:
+    """A JSON value with `storable_text` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {
+            (storable_text(k) if isinstance(k, str) else k): storable_json(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [storable_json(v) for v in value]
     return value

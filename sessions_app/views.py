@@ -26,7 +26,6 @@ from .selectors import (
 )
 from .services import branch_activate, session_create, session_delete, session_update
 from .transfer import session_export, session_import
-from .turns import turn_expire_stale
 from .web import domain_errors
 
 SIDEBAR_SESSIONS = 200
@@ -77,7 +76,6 @@ def session_new(request):
 @domain_errors
 def session_page(request, pk):
     session = get_session_for_user(request.user, pk)
-    turn_expire_stale(session=session)  # a turn whose worker died must not block the page
     context = {
         **_sidebar(request, current=session),
         **pages.conversation(session),
@@ -144,7 +142,6 @@ def conversation_page(request, pk):
 @domain_errors
 def conversation_refresh(request, pk):
     session = get_session_for_user(request.user, pk)
-    turn_expire_stale(session=session)
     return refresh(request, session)
 
 

@@ -39,6 +39,13 @@ def _fresh_cache():
 
 
 @pytest.fixture(autouse=True)
+def _no_background_recovery(settings):
+    """The recovery job of the embedded mode runs on a thread of the served process; in the
+    test process the tests call it themselves."""
+    settings.ROLLBACK_IN_PROCESS_RECOVERY = False
+
+
+@pytest.fixture(autouse=True)
 def _plain_static_files(settings):
     """Served pages use hashed static names from `collectstatic`; tests render templates without
     running it."""
