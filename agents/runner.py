@@ -10,6 +10,8 @@ when the turn started, stays.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -72,7 +74,7 @@ def agent_for_turn(turn: Turn, model=None) -> RollbackAgent:
 def run_turn(turn_id: int, *, emit: Emit | None = None, model=None) -> Turn | None:
     """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
     another worker took over, a deleted session): the reason is logged and nothing is stored."""
-    turn = turn_claim(turn_id=turn_id)
+    turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
     if turn is None:
         state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
         log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")

@@ -133,7 +133,7 @@ if DATABASE_URL:
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
     else:
-        DATABASES["default"]["OPTIONS"]["pool"] = {
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
             "max_size": max(1, DATABASE_POOL_SIZE),
             "timeout": DATABASE_POOL_TIMEOUT,

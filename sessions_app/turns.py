@@ -97,10 +97,11 @@ def turn_retry(*, turn: Turn) -> Turn:
         )
 
 
-def turn_claim(*, turn_id: int) -> Turn | None:
+def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     """Move a queued turn to running and return it, its `attempts` counting this claim (the
-    claimer's fencing token). None when it is not queued: a redelivered task, a turn another
-    worker took, a finished turn, a deleted session."""
+    claimer's fencing token) and `metadata.worker` naming the claimer (host:pid). None when it is
+    not queued: a redelivered task, a turn another worker took, a finished turn, a deleted
+    session."""
     now = timezone.now()
     with transaction.atomic():
         turn = (
@@ -114,7 +115,9 @@ def turn_claim(*, turn_id: int) -> Turn | None:
         turn.status = Turn.Status.RUNNING
         turn.attempts += 1
         turn.started_at = turn.heartbeat_at = now
-        turn.save(update_fields=["status", "attempts", "started_at", "heartbeat_at"])
+        if worker:
+            turn.metadata = {**turn.metadata, "worker": worker}
+        turn.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "metadata"])
     return turn
 
 

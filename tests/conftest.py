@@ -39,6 +39,13 @@ def _fresh_cache():
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Test users' passwords need no protection: a fast hasher keeps each of the hundreds of
+    users the suite makes from costing a PBKDF2 run."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _no_background_recovery(settings):
     """The recovery job of the embedded mode runs on a thread of the served process; in the
     test process the tests call it themselves."""

@@ -389,3 +389,48 @@ def test_a_turn_whose_branch_was_rewound_meanwhile_is_failed_not_misplaced(fake_
     turn.refresh_from_db()
     assert turn.status == "failed" and "rewound" in turn.error
     assert history(session) == [("user", "hello"), ("assistant", "hi")]
+
+
+# --- what the database cannot store, and turns that cannot run --------------------------------
+
+NUL_ARGS = '{"expression": "1+1\\u0000"}'  # a JSON string holding a NUL character
+
+
+def test_a_nul_in_tool_arguments_content_and_results_is_stored_cleaned(fake_llm, session):
+    fake_llm.queue(
+        ToolCalls([ToolCall("calculate", NUL_ARGS, id="call_nul\u0000")]),
+        Reply("two\u0000 and done"),
+    )
+    events: list[dict] = []
+    turn = ask(session, "add\u0000 these", events)
+    assert turn.status == "done", turn.error
+    assert turn.reply == "two and done"
+    stored = branch_history(current_branch(session))
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[0].content == "add these"
+    assert "\x00" not in json.dumps([m.tool_calls for m in stored])
+    tool = stored[2]
+    assert tool.tool_args == {"expression": "1+1"} and "\x00" not in tool.tool_result
+    assert [e["type"] for e in events][-1] == "turn.finished"
+    # The session is not blocked: the next turn runs and sends the cleaned history.
+    fake_llm.queue(Reply("next"))
+    assert ask(session, "again").status == "done"
+
+
+def test_a_turn_for_a_deleted_session_does_nothing_and_says_why(fake_llm, session, caplog):
+    turn = turn_start(session=session, message="gone soon")
+    session.delete()
+    with caplog.at_level("INFO", logger="agents.runner"):
+        assert run_turn(turn.pk) is None
+    assert "it is gone" in caplog.text
+    assert fake_llm.requests == []
+
+
+def test_a_redelivered_task_of_a_finished_turn_stores_nothing_twice(fake_llm, session, caplog):
+    fake_llm.queue(Reply("once"))
+    turn = ask(session, "hello")
+    with caplog.at_level("INFO", logger="agents.runner"):
+        assert run_turn(turn.pk) is None
+    assert "it is done" in caplog.text
+    assert history(session) == [("user", "hello"), ("assistant", "once")]
+    assert len(fake_llm.requests) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from checkpoints.services import checkpoint_create, checkpoint_restore
+from checkpoints.models import Checkpoint
+from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
+from sessions_app.errors import NotFound
 from sessions_app.models import InternalSession, Message
+from sessions_app.selectors import branch_history
 from sessions_app.services import branch_activate, message_append, session_create
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +80,95 @@ def test_concurrent_restores_and_activations_keep_exactly_one_current_branch(ali
     assert _run_threads(work, 6) == []
     assert InternalSession.objects.filter(session=session, is_current=True).count() == 1
     assert InternalSession.objects.filter(session=session).count() == 1 + 3 * 5
+
+
+def assert_branches_consistent(session) -> None:
+    """Every checkpoint lies within its branch; every branch's own messages have dense positions
+    from its fork point to its end; exactly one branch is current."""
+    branches = list(InternalSession.objects.filter(session=session))
+    assert sum(b.is_current for b in branches) == 1
+    for b in branches:
+        own = list(
+            Message.objects.filter(branch=b).order_by("position").values_list("position", flat=True)
+        )
+        assert own == list(range(b.fork_position, b.message_count)), f"gap in branch {b.pk}"
+        if b.parent_id is not None:
+            parent = next(p for p in branches if p.pk == b.parent_id)
+            assert b.fork_position <= parent.message_count, f"branch {b.pk} forks past its parent"
+        for cp in Checkpoint.objects.filter(branch=b):
+            assert b.fork_position <= cp.message_count <= b.message_count, (
+                f"checkpoint {cp.pk} at {cp.message_count} outside branch {b.pk} "
+                f"({b.fork_position}..{b.message_count})"
+            )
+        assert b.checkpoint_count == Checkpoint.objects.filter(branch=b).count()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_checkpoint_create_racing_a_rewind_never_leaves_a_checkpoint_past_the_end(alice):
+    for round_ in range(25):
+        session = session_create(owner=alice, name=f"race {round_}")
+        root = InternalSession.objects.get(session=session)
+        for i in range(6):
+            message_append(branch=root, role="user" if i % 2 == 0 else "assistant", content=str(i))
+        early = checkpoint_create(branch=root, name="early", at=2)
+
+        def work(i: int, root=root, early=early) -> None:
+            if i == 0:
+                checkpoint_restore(checkpoint=early, mode="rewind")
+            else:
+                checkpoint_create(branch=root, name=f"late-{i}")
+
+        assert _run_threads(work, 3) == []
+        assert_branches_consistent(session)
+        # Restoring whatever survived makes a branch without gaps.
+        for cp in Checkpoint.objects.filter(branch__session=session):
+            restored = checkpoint_restore(checkpoint=cp).branch
+            assert len(branch_history(restored)) == cp.message_count
+        assert_branches_consistent(session)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_twenty_threads_of_mixed_structural_changes_keep_every_branch_whole(alice):
+    session = session_create(owner=alice, name="storm")
+    root = InternalSession.objects.get(session=session)
+    for i in range(4):
+        message_append(branch=root, role="user", content=f"seed {i}")
+    checkpoint_create(branch=root, name="seed")
+    refused: list[str] = []
+
+    def pick(model, **filters):
+        return model.objects.filter(**filters).order_by("?").first()
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        for _ in range(12):
+            op = rng.choice(["append", "checkpoint", "branch", "rewind", "activate", "delete"])
+            try:
+                if op == "append":
+                    branch = pick(InternalSession, session=session)
+                    message_append(branch=branch, role="user", content=f"{i}")
+                elif op == "checkpoint":
+                    branch = pick(InternalSession, session=session)
+                    checkpoint_create(branch=branch, name=f"t{i}")
+                elif op in ("branch", "rewind"):
+                    cp = pick(Checkpoint, branch__session=session)
+                    if cp is not None:
+                        checkpoint_restore(checkpoint=cp, mode=op)
+                elif op == "activate":
+                    branch_activate(branch=pick(InternalSession, session=session))
+                else:
+                    cp = pick(Checkpoint, branch__session=session)
+                    if cp is not None:
+                        checkpoint_delete(checkpoint=cp)
+            except NotFound as exc:  # deleted by another thread meanwhile: a clean 404
+                refused.append(exc.message)
+
+    assert _run_threads(work, 20) == []
+    assert_branches_consistent(session)
+    for branch in InternalSession.objects.filter(session=session):
+        assert len(branch_history(branch)) == branch.message_count
 
 
 SQLITE_SCRIPT = r"""

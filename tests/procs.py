@@ -1,0 +1,139 @@
+"""Processes of the app (daphne, Celery workers, beat, manage.py) started by the tests that need
+the served app: the end-to-end tests and the deployment tests. Each process logs to a file of its
+own, shown when a test fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def app_env(var_dir: Path, model_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a served process: a fresh SQLite file, the fake model server, no
+    PostgreSQL, no Redis (unless `extra` adds REDIS_URL)."""
+    dropped = {"DATABASE_URL", "REDIS_URL", "ROLLBACK_REQUIRE_POSTGRES", "DJANGO_DEBUG"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("OPENAI_")}
+    env.update(
+        {
+            "ROLLBACK_VAR_DIR": str(var_dir),
+            "OPENAI_BASE_URL": model_url,
+            "OPENAI_API_KEY": "test",
+            "AGENT_MODEL": "fake-model",
+            "AGENT_MAX_RETRIES": "0",
+            "AGENT_TIMEOUT": "20",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the process serving {url} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status < 500:
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+class Services:
+    """Processes started for the tests, each logging (stdout and stderr) to its own file."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.base_url = ""
+        self._files: list = []
+
+    def manage(self, env: dict[str, str], *args: str) -> None:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
+
+    def prepare(self, env: dict[str, str]) -> None:
+        self.manage(env, "migrate", "--noinput")
+        self.manage(env, "collectstatic", "--noinput", "-v0")
+
+    def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        path = self.log_dir / f"{name}.log"
+        log = path.open("ab")
+        self._files.append(log)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        self.logs[name] = path
+        return proc
+
+    def start_daphne(self, env: dict[str, str], name: str = "daphne") -> str:
+        port = free_port()
+        cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        proc = self.start(name, [*cmd, "rollback_site.asgi:application"], env)
+        self.base_url = f"http://127.0.0.1:{port}"
+        wait_until_answers(f"{self.base_url}/accounts/login/", proc)
+        return self.base_url
+
+    def kill(self, name: str) -> None:
+        """SIGKILL, as when a machine dies: no cleanup."""
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+
+    def stop(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.stop(name)
+        for log in self._files:
+            log.close()
+
+    def tail(self, lines: int = 60) -> list[tuple[str, str]]:
+        out = []
+        for name, path in self.logs.items():
+            try:
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            out.append((f"{name} log (last {lines} lines, {path})", "\n".join(text)))
+        return out
