@@ -72,7 +72,8 @@ class Services:
         self.base_url = ""
         self._files: list = []
 
-    def manage(self, env: dict[str, str], *args: str) -> None:
+    def manage(self, env: dict[str, str], *args: str) -> str:
+        """Run a management command to its end; its standard output."""
         result = subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=ROOT,
@@ -83,6 +84,7 @@ class Services:
         )
         if result.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
+        return result.stdout
 
     def prepare(self, env: dict[str, str]) -> None:
         self.manage(env, "migrate", "--noinput")

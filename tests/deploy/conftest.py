@@ -26,7 +26,7 @@ import pytest
 import redis
 
 from tests.fakes.chat_server import FakeChatServer
-from tests.procs import ROOT, Services, app_env
+from tests.procs import Services, app_env
 
 
 def _with_path(url: str, path: str) -> str:
@@ -99,19 +99,6 @@ class Stack(Services):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not log {text!r} within {timeout} s")
-
-    def manage(self, env: dict[str, str], *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr[-4000:]}")
-        return done.stdout
 
     def api_key(self, username: str) -> str:
         """A user (made here) and a new API key of theirs."""
