@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
@@ -50,7 +51,7 @@ def _recover_forever() -> None:
     from .services import turns_recover
 
     while True:
-        threading.Event().wait(settings.TURN_RECOVERY_SECONDS)
+        time.sleep(settings.TURN_RECOVERY_SECONDS)
         close_old_connections()
         try:
             turns_recover()

@@ -63,7 +63,8 @@ def _plain_static_files(settings):
 
 
 @pytest.fixture(scope="session")
-def _chat_server():
+def model_server():
+    """A real local Chat Completions server (tests/fakes/chat_server.py), for the whole run."""
     from tests.fakes.chat_server import FakeChatServer
 
     with FakeChatServer() as server:
@@ -71,16 +72,22 @@ def _chat_server():
 
 
 @pytest.fixture
-def fake_llm(_chat_server, settings):
-    """A real local Chat Completions server, and the app configured to use it."""
-    _chat_server.reset()
-    settings.OPENAI_BASE_URL = _chat_server.base_url
+def llm(model_server):
+    """The model server, with no queued answers and no recorded requests."""
+    model_server.reset()
+    yield model_server
+    model_server.reset()
+
+
+@pytest.fixture
+def fake_llm(llm, settings):
+    """The model server, and the app in this process configured to use it."""
+    settings.OPENAI_BASE_URL = llm.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.AGENT_MODEL = "fake-model"
     settings.AGENT_MAX_RETRIES = 2
     settings.AGENT_TIMEOUT = 5
-    yield _chat_server
-    _chat_server.reset()
+    return llm
 
 
 @pytest.fixture

@@ -28,11 +28,10 @@ print(session.pk, turn.pk)
 
 
 @pytest.fixture
-def served(_chat_server, tmp_path):
-    _chat_server.reset()
+def served(llm, tmp_path):
     env = app_env(
         tmp_path / "var",
-        _chat_server.base_url,
+        llm.base_url,
         AGENT_TURN_STALE_SECONDS="2",
         TURN_RECOVERY_SECONDS="1",
     )
@@ -42,7 +41,6 @@ def served(_chat_server, tmp_path):
         yield services, env
     finally:
         services.stop_all()
-        _chat_server.reset()
 
 
 def test_a_restarted_web_process_takes_over_the_turn_its_predecessor_left_running(served):

@@ -25,7 +25,6 @@ import psycopg
 import pytest
 import redis
 
-from tests.fakes.chat_server import FakeChatServer
 from tests.procs import Services, app_env
 
 
@@ -121,19 +120,6 @@ def deploy_env(var_dir: Path, model_url: str, database_url: str, **extra: str) -
     )
     env.update(extra)
     return env
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[FakeChatServer]:
-    with FakeChatServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm(model_server: FakeChatServer) -> Iterator[FakeChatServer]:
-    model_server.reset()
-    yield model_server
-    model_server.reset()
 
 
 @pytest.fixture(scope="module")

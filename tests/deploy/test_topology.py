@@ -86,6 +86,12 @@ def kill_when_streaming(events: list[dict], turn_id: int, pid: int, timeout: flo
     raise AssertionError(f"no delta of turn {turn_id} arrived: {events}")
 
 
+def stop_workers(stack: Stack) -> None:
+    for name in [n for n in stack.procs if n not in ("web1", "web2", "beat")]:
+        stack.stop(name)
+        stack.procs.pop(name)
+
+
 def worker_name(stack: Stack, pid: int) -> str:
     return next(n for n, p in stack.procs.items() if p.pid == pid and p.poll() is None)
 
@@ -156,9 +162,7 @@ def test_a_turn_posted_to_one_web_process_streams_to_the_other_and_survives_its_
 def test_a_killed_pool_child_is_replaced_and_its_turn_taken_over(stack, clients, llm, database):
     listener, poster = clients
     # Only a prefork worker is left to take turns, so the turn runs in its pool child.
-    for name in [n for n in stack.procs if n.startswith("worker")]:
-        stack.stop(name)
-        stack.procs.pop(name)
+    stop_workers(stack)
     stack.worker("prefork", pool="prefork")
     session = poster.post("/sessions/", {"name": "child"})
     llm.queue(Reply(CUT, delay=0.3), Reply(FINAL, delay=0.05))
@@ -183,9 +187,7 @@ def test_a_killed_pool_child_is_replaced_and_its_turn_taken_over(stack, clients,
 
 def test_a_turn_whose_attempts_are_used_up_fails_with_its_event(stack, clients, llm, database):
     listener, poster = clients
-    for name in [n for n in stack.procs if n.startswith(("worker", "prefork"))]:
-        stack.stop(name)
-        stack.procs.pop(name)
+    stop_workers(stack)
     stack.worker("doomed1")
     session = poster.post("/sessions/", {"name": "unlucky"})
     llm.queue(Reply(CUT, delay=0.3), Reply(CUT, delay=0.3))

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.chat_server import FakeChatServer
 from tests.procs import Services, app_env, free_port, wait_until_answers  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,20 +60,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 # --- Processes ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="package")
-def model_server() -> Iterator[FakeChatServer]:
-    with FakeChatServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm(model_server: FakeChatServer) -> Iterator[FakeChatServer]:
-    """The fake model server, with no queued answers and no recorded requests."""
-    model_server.reset()
-    yield model_server
-    model_server.reset()
 
 
 @pytest.fixture(scope="package")
