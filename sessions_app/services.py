@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from .errors import BranchNotFound, InvalidInput, RewindOutOfRange, SessionNotFound
 from .models import ExternalSession, InternalSession, Message
-from .validation import clean_json_object, clean_name, storable_text
+from .validation import clean_json_object, clean_name, storable_json, storable_text
 
 DEFAULT_SESSION_NAME = "New session"
 
@@ -161,7 +161,7 @@ def branch_activate(*, branch: InternalSession) -> InternalSession:
 
 
 def branch_set_state(*, branch: InternalSession, session_state: Any) -> InternalSession:
-    state = clean_json_object(session_state, what="session state")
+    state = storable_json(clean_json_object(session_state, what="session state"))
     if not InternalSession.objects.filter(pk=branch.pk).update(session_state=state):
         raise BranchNotFound()
     branch.session_state = state
