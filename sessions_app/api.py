@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -156,13 +156,17 @@ class SessionTurns(APIView):
 
 
 def _wait_for(turn: Turn) -> Turn:
-    """Poll until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running)."""
+    """Poll until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
+    Between polls the database connection goes back to the pool, so requests that wait never
+    starve the others of connections."""
     deadline = time.monotonic() + settings.API_TURN_WAIT_SECONDS
     delay = 0.05
     while True:
         turn.refresh_from_db()
         if not turn.is_active or time.monotonic() >= deadline:
             return turn
+        if not connection.in_atomic_block:
+            connection.close()
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
 
