@@ -150,10 +150,6 @@ class RollbackAgent(Agent):
 
         return run_turn_with_agent(self, message)
 
-    def _emit(self, event: dict) -> None:
-        if self.on_event is not None:
-            self.on_event(event)
-
     def refresh_branch(self) -> InternalSession:
         self.internal_session.refresh_from_db()
         return self.internal_session
@@ -235,7 +231,6 @@ class RollbackAgent(Agent):
         except DomainError as exc:
             return f"✗ Could not create the checkpoint: {exc.message}"
         self.created_checkpoints.append(checkpoint)
-        self._emit({"type": "checkpoint.created", "checkpoint": checkpoint.pk})
         name = checkpoint.checkpoint_name
         return f"✓ Checkpoint '{name}' created successfully (ID: {checkpoint.pk})"
 

@@ -14,7 +14,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from agno.agent import Agent
@@ -25,6 +24,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
 from checkpoints.services import checkpoint_create
+from core import events
 from sessions_app.errors import DomainError
 from sessions_app.models import Turn
 from sessions_app.selectors import branch_history
@@ -40,14 +40,12 @@ from sessions_app.turns import (
     turn_store_messages,
 )
 
-from .events import publish
 from .history import from_agno, to_agno
 from .model import build_model, is_demo, model_label
 from .rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
 from .services import turns_recover
 
 log = logging.getLogger(__name__)
-Emit = Callable[[dict], None]
 
 
 def auto_checkpoint_enabled(session) -> bool:
@@ -71,7 +69,7 @@ def agent_for_turn(turn: Turn, model=None) -> RollbackAgent:
     )
 
 
-def run_turn(turn_id: int, *, emit: Emit | None = None, model=None) -> Turn | None:
+def run_turn(turn_id: int, *, model=None) -> Turn | None:
     """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
     another worker took over, a deleted session): the reason is logged and nothing is stored."""
     turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
@@ -79,51 +77,45 @@ def run_turn(turn_id: int, *, emit: Emit | None = None, model=None) -> Turn | No
         state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
         log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")
         return None
-    send = _safe(emit or (lambda event: publish(turn.session_id, event)))
     if turn.branch_id is None:
-        _fail(turn, "The branch of this turn was deleted before it could run.", send)
+        _fail(turn, "The branch of this turn was deleted before it could run.")
         return turn
     try:
         agent = agent_for_turn(turn, model)
     except Exception as exc:  # a broken configuration must fail the turn, not leave it running
         log.exception("could not build the agent for turn %s", turn_id)
-        _fail(turn, f"The agent could not start: {exc}", send)
+        _fail(turn, f"The agent could not start: {exc}")
         return turn
-    execute_turn(agent, turn, send)
+    execute_turn(agent, turn)
     turn.refresh_from_db()
     return turn
 
 
 def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
     """RollbackAgent.run: a whole turn, synchronously, on the agent's branch."""
-    turns_recover(session=agent.external_session)
-    queued = turn_start(
-        session=agent.external_session, message=message, branch=agent.internal_session
-    )
-    turn = turn_claim(turn_id=queued.pk)
-    if turn is None:  # taken by a worker in the meantime (cannot happen unless it was enqueued)
-        agent.last_turn = Turn.objects.get(pk=queued.pk)
-        return None
-    send = agent.on_event or (lambda event: publish(turn.session_id, event))
-    output = execute_turn(agent, turn, send)
-    turn.refresh_from_db()
-    agent.last_turn = turn
-    return output
+    session_id = agent.external_session.pk
+    stop = events.listen(session_id, agent.on_event) if agent.on_event else None
+    try:
+        turns_recover(session=agent.external_session)
+        queued = turn_start(
+            session=agent.external_session, message=message, branch=agent.internal_session
+        )
+        turn = turn_claim(turn_id=queued.pk)
+        if turn is None:  # taken by a worker meanwhile (cannot happen unless it was enqueued)
+            agent.last_turn = Turn.objects.get(pk=queued.pk)
+            return None
+        output = execute_turn(agent, turn)
+        turn.refresh_from_db()
+        agent.last_turn = turn
+        return output
+    finally:
+        if stop is not None:
+            stop()
 
 
-def _safe(emit: Emit) -> Emit:
-    def send(event: dict) -> None:
-        try:
-            emit(event)
-        except Exception:
-            log.exception("event handler failed for %s", event.get("type"))
-
-    return send
-
-
-def _fail(turn: Turn, error: str, emit: Emit, metadata: dict | None = None) -> None:
-    """Fail the turn and say so, unless it is no longer this worker's (then it says nothing:
-    whoever holds the turn now reports it)."""
+def _fail(turn: Turn, error: str, metadata: dict | None = None) -> None:
+    """Fail the turn (`turn_fail` says so with `turn.failed`), unless it is no longer this
+    worker's: then whoever holds the turn now reports it."""
     try:
         failed = turn_fail(turn=turn, error=error, metadata=metadata)
     except Exception:
@@ -131,9 +123,7 @@ def _fail(turn: Turn, error: str, emit: Emit, metadata: dict | None = None) -> N
         # job takes the turn over or fails it once the database answers again.
         log.exception("turn %s: could not record its failure (%s)", turn.pk, error)
         return
-    if failed:
-        emit({"type": "turn.failed", "turn": turn.pk, "error": turn.error})
-    else:
+    if not failed:
         log.info(
             "turn %s is no longer this worker's (%s); its failure is not recorded",
             turn.pk,
@@ -194,7 +184,7 @@ class Heartbeat:
             self._last = time.monotonic()
 
 
-def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit: Emit, beat):
+def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], beat: Heartbeat):
     """Run the agent, relaying its events. Returns (RunOutput or None, error or None); stops
     early, with neither, when the turn was taken from this worker."""
     output: RunOutput | None = None
@@ -214,71 +204,56 @@ def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], emit:
         if kind == RunEvent.run_content.value:
             delta = getattr(event, "content", None)
             if isinstance(delta, str) and delta:
-                emit({"type": "message.delta", "turn": turn.pk, "delta": delta})
+                events.message_delta(session=turn.session_id, turn=turn.pk, delta=delta)
         elif kind == RunEvent.tool_call_started.value and event.tool is not None:
-            emit(
-                {
-                    "type": "tool.started",
-                    "turn": turn.pk,
-                    "tool": event.tool.tool_name,
-                    "args": event.tool.tool_args,
-                    "call_id": event.tool.tool_call_id,
-                }
+            events.tool_started(
+                session=turn.session_id,
+                turn=turn.pk,
+                tool=event.tool.tool_name,
+                args=event.tool.tool_args,
+                call_id=event.tool.tool_call_id,
             )
         elif kind == RunEvent.tool_call_completed.value and event.tool is not None:
-            emit(
-                {
-                    "type": "tool.finished",
-                    "turn": turn.pk,
-                    "tool": event.tool.tool_name,
-                    "call_id": event.tool.tool_call_id,
-                    "result": event.tool.result,
-                    "error": bool(event.tool.tool_call_error),
-                }
+            events.tool_finished(
+                session=turn.session_id,
+                turn=turn.pk,
+                tool=event.tool.tool_name,
+                call_id=event.tool.tool_call_id,
+                result=event.tool.result,
+                error=bool(event.tool.tool_call_error),
             )
         elif kind == RunEvent.run_error.value:
             error = getattr(event, "content", None) or "the model call failed"
     return output, error
 
 
-def execute_turn(agent: RollbackAgent, turn: Turn, emit: Emit) -> RunOutput | None:
+def execute_turn(agent: RollbackAgent, turn: Turn) -> RunOutput | None:
     """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
     (the model, the tools, storing the answer), the turn does not stay running."""
-    emit = _safe(emit)
     with Heartbeat(turn) as beat:
         try:
-            return _execute(agent, turn, emit, beat)
+            return _execute(agent, turn, beat)
         except Exception as exc:
             log.exception("turn %s failed", turn.pk)
-            _fail(turn, f"The turn failed: {type(exc).__name__}: {exc}", emit)
+            _fail(turn, f"The turn failed: {type(exc).__name__}: {exc}")
             return None
 
 
-def _execute(agent: RollbackAgent, turn: Turn, emit: Emit, beat: Heartbeat) -> RunOutput | None:
-    emit(
-        {
-            "type": "turn.started",
-            "turn": turn.pk,
-            "branch": turn.branch_id,
-            "attempt": turn.attempts,
-        }
-    )
+def _execute(agent: RollbackAgent, turn: Turn, beat: Heartbeat) -> RunOutput | None:
     branch = agent.refresh_branch()
     history = branch_history(branch, end=turn.user_message_position)
     messages = to_agno(history) + [AgnoMessage(role="user", content=turn.message)]
     agent.turn_position = turn.user_message_position
     agent.created_checkpoints = []
     agent.clear_rollback_request()
-    previous_emit, agent.on_event = agent.on_event, emit
     label = model_label(agent.model)
     started = time.monotonic()
     try:
-        output, error = _stream(agent, turn, messages, emit, beat)
+        output, error = _stream(agent, turn, messages, beat)
     except Exception as exc:
         log.exception("turn %s failed", turn.pk)
         output, error = None, f"{type(exc).__name__}: {exc}"
     finally:
-        agent.on_event = previous_emit
         agent.turn_position = None
     if beat.lost:
         log.info("turn %s was taken from this worker mid-run; its answer is dropped", turn.pk)
@@ -286,17 +261,17 @@ def _execute(agent: RollbackAgent, turn: Turn, emit: Emit, beat: Heartbeat) -> R
     latency_ms = round((time.monotonic() - started) * 1000)
     meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
     if output is not None and output.status == RunStatus.cancelled and not error:
-        _fail(turn, "The reply was interrupted before it finished; it was not kept.", emit, meta)
+        _fail(turn, "The reply was interrupted before it finished; it was not kept.", meta)
         return output
     if output is None or error or output.status != RunStatus.completed:
         reason = error or (output.content if output is not None else None) or "no answer"
-        _fail(turn, f"The model did not answer: {reason}", emit, meta)
+        _fail(turn, f"The model did not answer: {reason}", meta)
         return output
     try:
-        return _complete(agent, turn, output, meta, emit)
+        return _complete(agent, turn, output, meta)
     except Exception as exc:
         log.exception("turn %s: the answer could not be stored", turn.pk)
-        _fail(turn, f"The answer could not be stored: {type(exc).__name__}: {exc}", emit, meta)
+        _fail(turn, f"The answer could not be stored: {type(exc).__name__}: {exc}", meta)
         return output
 
 
@@ -312,9 +287,10 @@ def _usage(output: RunOutput) -> dict[str, int]:
     return usage if any(usage.values()) else {}
 
 
-def _complete(
-    agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict, emit: Emit
-) -> RunOutput:
+def _complete(agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict) -> RunOutput:
+    """Store the run's messages, take the automatic checkpoint, carry out a rollback the model
+    asked for and finish the turn, in one transaction; the services announce each change once it
+    commits (checkpoint.created, branch.changed, turn.finished)."""
     new = from_agno(output.messages or [], model=meta["model"])
     if new and new[-1].role == "assistant":
         new[-1].metadata.update({"latency_ms": meta["latency_ms"], **_usage(output)})
@@ -364,36 +340,6 @@ def _complete(
         log.info("turn %s: %s", turn.pk, exc)
         return output
     except BranchMoved as exc:
-        _fail(turn, str(exc), emit, meta)
+        _fail(turn, str(exc), meta)
         return output
-    if auto is not None:
-        emit(
-            {
-                "type": "checkpoint.created",
-                "turn": turn.pk,
-                "checkpoint": auto.pk,
-                "name": auto.checkpoint_name,
-                "is_auto": True,
-            }
-        )
-    if rolled_back_to is not None:
-        emit(
-            {
-                "type": "branch.changed",
-                "turn": turn.pk,
-                "branch": agent.internal_session.pk,
-                "checkpoint": rolled_back_to.pk,
-            }
-        )
-    emit(
-        {
-            "type": "turn.finished",
-            "turn": turn.pk,
-            "status": Turn.Status.DONE,
-            "reply": reply,
-            "tools_used": tools_used,
-            "checkpoint": auto.pk if auto else None,
-            "rolled_back_to": rolled_back_to.pk if rolled_back_to else None,
-        }
-    )
     return output

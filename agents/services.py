@@ -20,7 +20,6 @@ from sessions_app.turns import (
 )
 
 from .dispatch import enqueue_turn
-from .events import publish
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +30,8 @@ def _after_commit(turn: Turn) -> None:
 
 def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
     """Hand turns whose worker died to a worker again, and fail those out of attempts or never
-    picked up; say so on the sessions' event streams (a failed turn sends `turn.failed`, a turn
-    run again sends `turn.started` with its new attempt when a worker claims it)."""
+    picked up (the turn services announce both: `turn.failed`, and `turn.started` with the new
+    attempt when a worker claims the turn)."""
     done = turn_recover_stale(session_id=session.pk if session is not None else None)
     for turn in done.requeued:
         log.warning(
@@ -41,8 +40,6 @@ def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
         transaction.on_commit(lambda pk=turn.pk: enqueue_turn(pk))
     for turn in done.failed:
         log.warning("turn %s failed: %s", turn.pk, turn.error)
-        event = {"type": "turn.failed", "turn": turn.pk, "error": turn.error}
-        transaction.on_commit(lambda sid=turn.session_id, e=event: publish(sid, e))
     return done
 
 
@@ -106,9 +103,6 @@ def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict)
         fork = branch_fork(branch=current_branch(session), position=position, metadata=why)
         turn = turn_start(session=session, message=text, branch=fork)
         _after_commit(turn)
-        transaction.on_commit(
-            lambda: publish(session.pk, {"type": "branch.changed", "branch": fork.pk})
-        )
     return turn
 
 

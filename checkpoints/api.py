@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.events import publish
 from sessions_app.api import BRANCH_PARAM, _branch_param
 from sessions_app.api_schema import paginated
 from sessions_app.api_support import Pagination, StrictSerializer, TextField
@@ -77,17 +75,6 @@ class SessionCheckpoints(APIView):
             description=data.get("description", ""),
             metadata={"trigger": "api"},
         )
-        transaction.on_commit(
-            lambda: publish(
-                session.pk,
-                {
-                    "type": "checkpoint.created",
-                    "checkpoint": checkpoint.pk,
-                    "name": checkpoint.checkpoint_name,
-                    "is_auto": False,
-                },
-            )
-        )
         return Response(CheckpointOut(checkpoint).data, status=status.HTTP_201_CREATED)
 
 
@@ -115,16 +102,5 @@ class CheckpointRestore(APIView):
         session = checkpoint.branch.session
         result = checkpoint_restore(checkpoint=checkpoint, mode=data["mode"], session=session)
         deleted = [d.id for d in result.deleted_checkpoints]
-        transaction.on_commit(
-            lambda: publish(
-                session.pk,
-                {
-                    "type": "branch.changed",
-                    "branch": result.branch.pk,
-                    "checkpoint": checkpoint.pk,
-                    "deleted_checkpoints": deleted,
-                },
-            )
-        )
         result.branch.refresh_from_db()
         return Response({"branch": BranchOut(result.branch).data, "deleted_checkpoints": deleted})

@@ -17,6 +17,7 @@ from django.db.models.expressions import Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
+from core import events
 from sessions_app.errors import (
     BranchNotFound,
     CheckpointNotFound,
@@ -91,6 +92,14 @@ def checkpoint_create(
         metadata=meta,
     )
     InternalSession.objects.filter(pk=locked.pk).update(checkpoint_count=F("checkpoint_count") + 1)
+    events.checkpoint_created(
+        session=locked.session_id,
+        checkpoint=checkpoint.pk,
+        branch=locked.pk,
+        name=checkpoint.checkpoint_name,
+        is_auto=checkpoint.is_auto,
+        message_count=checkpoint.message_count,
+    )
     return checkpoint
 
 
@@ -120,6 +129,7 @@ def checkpoint_delete(*, checkpoint: Checkpoint) -> None:
     if not deleted:
         raise CheckpointNotFound()
     _recount([checkpoint.branch_id])
+    events.checkpoints_deleted(session=session_id, checkpoints=[checkpoint.pk])
 
 
 def _snapshot(qs) -> list[DeletedCheckpoint]:
@@ -167,6 +177,20 @@ def _rewind_locked(
     return deleted
 
 
+def _announce(
+    branch: InternalSession, checkpoint_id: int | None, deleted: list[DeletedCheckpoint]
+) -> None:
+    """The events of a restore or a rewind: the branch now current, and what it deleted."""
+    gone = [d.id for d in deleted]
+    events.branch_changed(
+        session=branch.session_id,
+        branch=branch.pk,
+        checkpoint=checkpoint_id,
+        deleted_checkpoints=gone,
+    )
+    events.checkpoints_deleted(session=branch.session_id, checkpoints=gone)
+
+
 @transaction.atomic
 def branch_rewind(*, branch: InternalSession, position: int) -> list[DeletedCheckpoint]:
     """Cut a branch back to its first `position` messages (which must be its own to cut)."""
@@ -181,6 +205,7 @@ def branch_rewind(*, branch: InternalSession, position: int) -> list[DeletedChec
         raise BranchNotFound() from None
     deleted = _rewind_locked(locked, position, None)
     branch.refresh_from_db()
+    _announce(branch, None, deleted)
     return deleted
 
 
@@ -221,6 +246,7 @@ def checkpoint_restore(
     source = current.branch
     if mode == "rewind":
         deleted = _rewind_locked(source, current.message_count, current.session_state)
+        _announce(source, current.pk, deleted)
         return RestoreResult(branch=source, mode=mode, deleted_checkpoints=deleted)
     new = InternalSession.objects.create(
         session_id=session_id,
@@ -234,6 +260,7 @@ def checkpoint_restore(
     )
     _make_current(session_id, new.pk)
     new.is_current = True
+    _announce(new, current.pk, [])
     return RestoreResult(branch=new, mode=mode)
 
 
@@ -261,11 +288,18 @@ def checkpoint_cleanup_auto(
             order_by=[F("created_at").desc(), F("id").desc()],
         )
     )
-    doomed = list(ranked.filter(rank__gt=keep_latest).values_list("id", "branch_id"))
+    doomed = list(
+        ranked.filter(rank__gt=keep_latest).values_list("id", "branch_id", "branch__session_id")
+    )
     if not doomed:
         return 0
-    ids = [pk for pk, _ in doomed]
+    ids = [pk for pk, _, _ in doomed]
     for start in range(0, len(ids), 500):
         Checkpoint.objects.filter(pk__in=ids[start : start + 500]).delete()
-    _recount({branch_id for _, branch_id in doomed})
+    _recount({branch_id for _, branch_id, _ in doomed})
+    by_session: dict[int, list[int]] = {}
+    for pk, _, session_id in doomed:
+        by_session.setdefault(session_id, []).append(pk)
+    for session_id, gone in by_session.items():
+        events.checkpoints_deleted(session=session_id, checkpoints=gone)
     return len(ids)

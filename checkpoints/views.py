@@ -6,7 +6,6 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agents.events import publish
 from sessions_app import pages
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.views import refresh
@@ -25,13 +24,12 @@ def _panel(request, session):
 @domain_errors
 def save(request, pk):
     session = get_session_for_user(request.user, pk)
-    checkpoint = checkpoint_create(
+    checkpoint_create(
         branch=current_branch(session),
         name=request.POST.get("name") or None,
         description=request.POST.get("description", ""),
         metadata={"trigger": "manual"},
     )
-    publish(session.pk, {"type": "checkpoint.created", "checkpoint": checkpoint.pk})
     return _panel(request, session)
 
 
@@ -50,7 +48,6 @@ def delete(request, cp_id):
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session
     checkpoint_delete(checkpoint=checkpoint)
-    publish(session.pk, {"type": "checkpoint.deleted", "checkpoint": cp_id})
     return _panel(request, session)
 
 
@@ -64,17 +61,8 @@ def restore(request, cp_id):
     if request.method == "GET":
         context = {"cp": checkpoint, "preview": rewind_preview(checkpoint)}
         return render(request, "checkpoints/_restore_dialog.html", context)
-    result = checkpoint_restore(
+    checkpoint_restore(
         checkpoint=checkpoint, mode=request.POST.get("mode", "branch"), session=session
-    )
-    publish(
-        session.pk,
-        {
-            "type": "branch.changed",
-            "branch": result.branch.pk,
-            "checkpoint": checkpoint.pk,
-            "deleted_checkpoints": [d.id for d in result.deleted_checkpoints],
-        },
     )
     response = refresh(request, session)
     # Close this tab's dialog; other tabs get the change over their socket, dialogs untouched.

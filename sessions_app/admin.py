@@ -22,7 +22,7 @@ from checkpoints.models import Checkpoint
 from .errors import InvalidInput
 from .models import ExternalSession, InternalSession, Message
 from .selectors import branch_history
-from .services import session_delete
+from .services import session_delete, session_update
 from .validation import clean_json_object, clean_name
 
 RECENT_MESSAGES = 50
@@ -234,6 +234,19 @@ class ExternalSessionAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         # A session is created together with its first branch, by sessions_app.services.
         return False
+
+    def get_readonly_fields(self, request, obj=None):
+        # A session stays with its owner: its turns, keys and history are theirs.
+        return [*self.readonly_fields, "owner"] if obj is not None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        # Through the service, so open tabs and integrations hear of it (session.changed).
+        session_update(
+            session=obj,
+            name=obj.session_name,
+            metadata=obj.metadata,
+            archived=obj.archived_at is not None,
+        )
 
     def delete_model(self, request, obj):
         session_delete(session=obj)

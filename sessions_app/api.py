@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -191,13 +191,8 @@ class SessionBranches(APIView):
 class BranchActivate(APIView):
     @extend_schema(request=None, responses=BranchOut, summary="Make a branch current")
     def post(self, request, pk):
-        from agents.events import publish
-
         branch = get_branch_for_user(request.user, pk)
         branch_activate(branch=branch)
-        transaction.on_commit(
-            lambda: publish(branch.session_id, {"type": "branch.changed", "branch": branch.pk})
-        )
         branch.refresh_from_db()
         return Response(BranchOut(branch).data)
 

@@ -13,7 +13,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from agents.dispatch import start_in_process_recovery
-from agents.events import group_name, remember_server_loop
+from core.events import group_name, remember_server_loop
 
 from . import pages
 from .errors import DomainError

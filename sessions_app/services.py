@@ -8,6 +8,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core import events
+
 from .errors import BranchNotFound, InvalidInput, RewindOutOfRange, SessionNotFound
 from .models import ExternalSession, InternalSession, Message
 from .validation import clean_json_object, clean_name, storable_json, storable_text
@@ -28,9 +30,21 @@ def session_create(*, owner, name: str | None = None, metadata: Any = None) -> E
 
 
 def session_update(
-    *, session: ExternalSession, name: str | None = None, metadata: Any = None
+    *,
+    session: ExternalSession,
+    name: str | None = None,
+    metadata: Any = None,
+    archived: bool | None = None,
 ) -> ExternalSession:
+    """Rename a session, replace its metadata, archive it or bring it back (`archived`); every
+    change is announced (`session.changed`)."""
     fields = ["updated_at"]
+    if archived is not None:
+        if not archived:
+            session.archived_at = None
+        elif session.archived_at is None:
+            session.archived_at = timezone.now()
+        fields.append("archived_at")
     if name is not None:
         session.session_name = clean_name(name, what="session")
         fields.append("session_name")
@@ -39,6 +53,12 @@ def session_update(
         fields.append("metadata")
     session.updated_at = timezone.now()
     session.save(update_fields=fields)
+    events.session_changed(
+        session=session.pk,
+        name=session.session_name,
+        archived=session.archived_at is not None,
+        metadata=session.metadata,
+    )
     return session
 
 
@@ -146,6 +166,7 @@ def branch_fork(
     if make_current:
         _make_current(parent.session_id, new.pk)
         new.is_current = True
+        events.branch_changed(session=parent.session_id, branch=new.pk)
     return new
 
 
@@ -157,6 +178,7 @@ def branch_activate(*, branch: InternalSession) -> InternalSession:
         raise BranchNotFound()
     _make_current(branch.session_id, branch.pk)
     branch.is_current = True
+    events.branch_changed(session=branch.session_id, branch=branch.pk)
     return branch
 
 

@@ -21,6 +21,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import events
+
 from .errors import BranchNotFound, InvalidInput, MessageTooLong, TurnInProgress
 from .models import ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append
@@ -118,6 +120,9 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
         if worker:
             turn.metadata = {**turn.metadata, "worker": worker}
         turn.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "metadata"])
+        events.turn_started(
+            session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
+        )
     return turn
 
 
@@ -179,6 +184,7 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
         if still_dead.update(status=Turn.Status.FAILED, error=error, finished_at=now):
             turn.error = error
             done.failed.append(turn)
+            events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
     queued = settings.TURN_QUEUE_TIMEOUT
     qcut = now - timedelta(seconds=queued)
     lost = turns.filter(
@@ -195,6 +201,7 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
         if waiting.update(status=Turn.Status.FAILED, error=error, finished_at=now):
             turn.error = error
             done.failed.append(turn)
+            events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
     return done
 
 
@@ -285,6 +292,14 @@ def turn_finish(
     )
     if done:  # otherwise `turn` keeps the caller's attempt: it is the caller's token
         turn.refresh_from_db()
+        events.turn_finished(
+            session=turn.session_id,
+            turn=turn.pk,
+            reply=turn.reply,
+            tools_used=list(turn.tools_used),
+            checkpoint=turn.checkpoint_id,
+            rolled_back_to=turn.rolled_back_to_id,
+        )
     return done == 1
 
 
@@ -299,4 +314,5 @@ def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> bool:
     )
     if failed:
         turn.refresh_from_db()
+        events.turn_failed(session=turn.session_id, turn=turn.pk, error=turn.error)
     return failed == 1

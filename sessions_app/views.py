@@ -12,7 +12,6 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from agents.events import publish
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 
 from . import pages
@@ -205,7 +204,6 @@ def activate(request, pk, branch_id):
     if branch.session_id != session.pk:
         return HttpResponse(status=404)
     branch_activate(branch=branch)
-    publish(session.pk, {"type": "branch.changed", "branch": branch.pk})
     return refresh(request, session)
 
 

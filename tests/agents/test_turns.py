@@ -12,6 +12,7 @@ from agents.service import AgentService
 from agents.services import turn_submit
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
+from core.events import listen
 from sessions_app.errors import InvalidInput, MessageTooLong, TurnInProgress
 from sessions_app.models import InternalSession, Message, Turn
 from sessions_app.selectors import branch_history, current_branch
@@ -27,14 +28,18 @@ from tests.fakes.chat_server import (
     ToolCalls,
 )
 
-pytestmark = pytest.mark.django_db
+# Real commits, as in a worker: events sent after a commit arrive in the order they happen.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def ask(session, text: str, events: list | None = None) -> Turn:
-    """Start a turn and run it as a worker would."""
+    """Start a turn and run it as a worker would, collecting the session's events."""
     turn = turn_start(session=session, message=text)
-    sink = events if events is not None else []
-    run_turn(turn.pk, emit=sink.append)
+    stop = listen(session.pk, (events if events is not None else []).append)
+    try:
+        run_turn(turn.pk)
+    finally:
+        stop()
     turn.refresh_from_db()
     return turn
 

@@ -12,7 +12,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from agents.events import publish
+from core import events
 from rollback_site.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,11 +70,9 @@ def test_the_event_stream_relays_the_contract_events_as_json(client, alice, sess
         path = f"/ws/v1/sessions/{session.pk}/"
         communicator, ok = await _connect(path, headers)
         assert ok
-        await database_sync_to_async(publish)(
-            session.pk, {"type": "message.delta", "turn": 7, "delta": "Hel"}
-        )
+        await database_sync_to_async(events.message_delta)(session=session.pk, turn=7, delta="Hel")
         frame = json.loads(await communicator.receive_from(timeout=5))
-        assert frame == {"type": "message.delta", "turn": 7, "delta": "Hel"}
+        assert frame == {"type": "message.delta", "session": session.pk, "turn": 7, "delta": "Hel"}
         await communicator.disconnect()
 
     async_to_sync(run)()
@@ -86,13 +84,13 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
     async def run():
         communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
         assert ok
-        await database_sync_to_async(publish)(
-            session.pk, {"type": "message.delta", "turn": 3, "delta": "<b>x</b>"}
+        await database_sync_to_async(events.message_delta)(
+            session=session.pk, turn=3, delta="<b>x</b>"
         )
         frame = await communicator.receive_from(timeout=5)
         assert 'id="turn-3-body" hx-swap-oob="beforeend"' in frame
         assert "&lt;b&gt;x&lt;/b&gt;" in frame and "<b>" not in frame
-        await database_sync_to_async(publish)(session.pk, {"type": "turn.finished", "turn": 3})
+        await database_sync_to_async(events.turn_failed)(session=session.pk, turn=3, error="x")
         frame = await communicator.receive_from(timeout=5)
         assert 'id="messages"' in frame and 'id="composer"' in frame and 'id="side-panel"' in frame
         await communicator.disconnect()
@@ -109,8 +107,8 @@ def test_bob_hears_nothing_of_alices_session(client, alice, bob, session):
     async def run():
         communicator, ok = await _connect(f"/ws/v1/sessions/{bobs.pk}/", headers)
         assert ok
-        await database_sync_to_async(publish)(
-            session.pk, {"type": "message.delta", "turn": 1, "delta": "secret"}
+        await database_sync_to_async(events.message_delta)(
+            session=session.pk, turn=1, delta="secret"
         )
         assert await communicator.receive_nothing(timeout=0.5)
         await communicator.disconnect()

@@ -1,0 +1,237 @@
+"""The events of a session, as `/ws/v1/sessions/{id}/` streams them (../shared/api-contract.md).
+
+One function per event type, one payload shape each. The services call them, never the adapters:
+a change made through a page, the API, an agent tool, the admin, a command or a job sends the
+same events, once. Events about a change in the database are sent after its transaction commits
+(`transaction.on_commit`), so a rolled-back change sends nothing; the stream of a running reply
+(`message.delta`, `tool.started`, `tool.finished`) is sent as it happens.
+
+Every event names its `session`. The module knows no model: it takes ids and values, so every
+app can use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+Event = dict[str, Any]
+
+# Local listeners (the terminal chat, the Python API's `on_event`) hear the events of the session
+# they watch in this process, besides the channel layer.
+_listeners: dict[int, list[Callable[[Event], None]]] = {}
+
+# The in-memory channel layer lives on the web server's event loop. A turn running on a thread of
+# the same process publishes onto that loop (the consumers note it when they connect); with Redis
+# any thread or process can publish directly.
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def remember_server_loop() -> None:
+    """Called from async code (a consumer's connect) on the server's loop."""
+    global _server_loop
+    _server_loop = asyncio.get_running_loop()
+
+
+def _on_server_loop(layer: Any, group: str, message: dict) -> bool:
+    loop = _server_loop
+    if not isinstance(layer, InMemoryChannelLayer) or loop is None or loop.is_closed():
+        return False
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        return False
+    asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(timeout=5)
+    return True
+
+
+def group_name(session_id: int) -> str:
+    return f"rollback.session.{session_id}"
+
+
+def listen(session_id: int, listener: Callable[[Event], None]) -> Callable[[], None]:
+    """Call `listener` with each event of the session sent from this process; returns a
+    function that stops it."""
+    _listeners.setdefault(session_id, []).append(listener)
+
+    def stop() -> None:
+        listeners = _listeners.get(session_id, [])
+        if listener in listeners:
+            listeners.remove(listener)
+        if not listeners:
+            _listeners.pop(session_id, None)
+
+    return stop
+
+
+def _send(event: Event) -> None:
+    """Send one event to everyone watching its session. Never fails the caller: the database
+    has the truth, and a lost event must not lose the change."""
+    session_id = event["session"]
+    for listener in list(_listeners.get(session_id, ())):
+        try:
+            listener(event)
+        except Exception:
+            log.exception("a listener failed on %s", event["type"])
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    group, message = group_name(session_id), {"type": "rollback.event", "event": event}
+    try:
+        if not _on_server_loop(layer, group, message):
+            async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        log.warning("could not publish %s for session %s", event["type"], session_id)
+
+
+def _after_commit(event: Event) -> None:
+    transaction.on_commit(lambda: _send(event))
+
+
+# --- turns -------------------------------------------------------------------------------------
+
+
+def turn_started(*, session: int, turn: int, branch: int | None, attempt: int) -> None:
+    """A worker began answering (`attempt` 2 and more: another worker took the turn over)."""
+    _after_commit(
+        {
+            "type": "turn.started",
+            "session": session,
+            "turn": turn,
+            "branch": branch,
+            "attempt": attempt,
+        }
+    )
+
+
+def message_delta(*, session: int, turn: int, delta: str) -> None:
+    _send({"type": "message.delta", "session": session, "turn": turn, "delta": delta})
+
+
+def tool_started(*, session: int, turn: int, tool: str, args: Any, call_id: str | None) -> None:
+    _send(
+        {
+            "type": "tool.started",
+            "session": session,
+            "turn": turn,
+            "tool": tool,
+            "args": args,
+            "call_id": call_id,
+        }
+    )
+
+
+def tool_finished(
+    *, session: int, turn: int, tool: str, call_id: str | None, result: Any, error: bool
+) -> None:
+    _send(
+        {
+            "type": "tool.finished",
+            "session": session,
+            "turn": turn,
+            "tool": tool,
+            "call_id": call_id,
+            "result": result,
+            "error": error,
+        }
+    )
+
+
+def turn_finished(
+    *,
+    session: int,
+    turn: int,
+    reply: str,
+    tools_used: list[str],
+    checkpoint: int | None,
+    rolled_back_to: int | None,
+) -> None:
+    _after_commit(
+        {
+            "type": "turn.finished",
+            "session": session,
+            "turn": turn,
+            "status": "done",
+            "reply": reply,
+            "tools_used": tools_used,
+            "checkpoint": checkpoint,
+            "rolled_back_to": rolled_back_to,
+        }
+    )
+
+
+def turn_failed(*, session: int, turn: int, error: str) -> None:
+    _after_commit({"type": "turn.failed", "session": session, "turn": turn, "error": error})
+
+
+def turn_cancelled(*, session: int, turn: int) -> None:
+    _after_commit({"type": "turn.cancelled", "session": session, "turn": turn})
+
+
+# --- checkpoints, branches, sessions ------------------------------------------------------------
+
+
+def checkpoint_created(
+    *, session: int, checkpoint: int, branch: int, name: str, is_auto: bool, message_count: int
+) -> None:
+    _after_commit(
+        {
+            "type": "checkpoint.created",
+            "session": session,
+            "checkpoint": checkpoint,
+            "branch": branch,
+            "name": name,
+            "is_auto": is_auto,
+            "message_count": message_count,
+        }
+    )
+
+
+def checkpoints_deleted(*, session: int, checkpoints: Iterable[int]) -> None:
+    """`checkpoint.deleted`, once per change, listing every checkpoint it deleted."""
+    ids = sorted(checkpoints)
+    if ids:
+        _after_commit({"type": "checkpoint.deleted", "session": session, "checkpoints": ids})
+
+
+def branch_changed(
+    *,
+    session: int,
+    branch: int,
+    checkpoint: int | None = None,
+    deleted_checkpoints: Iterable[int] = (),
+) -> None:
+    """The session's current branch changed (switched, restored, rewound, forked by an edit or a
+    regeneration, or by a rollback the agent made). `checkpoint`: the one restored, if any."""
+    _after_commit(
+        {
+            "type": "branch.changed",
+            "session": session,
+            "branch": branch,
+            "checkpoint": checkpoint,
+            "deleted_checkpoints": sorted(deleted_checkpoints),
+        }
+    )
+
+
+def session_changed(*, session: int, name: str, archived: bool, metadata: dict) -> None:
+    """Renamed, archived or restored, or its metadata changed."""
+    _after_commit(
+        {
+            "type": "session.changed",
+            "session": session,
+            "name": name,
+            "archived": archived,
+            "metadata": metadata,
+        }
+    )
