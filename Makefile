@@ -1,5 +1,5 @@
 # make run  - set up on first use, migrate, serve on http://$(HOST):$(PORT)
-# make test - set up on first use, lint, check migrations, run the suite on SQLite, then again on
+# make test - set up on first use, lint (ruff, mypy), check migrations, run the suite on SQLite, then again on
 #             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
 #             are not running)
 # make bench - the benchmarks
@@ -35,6 +35,7 @@ worker: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m mypy
 	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py makemigrations --check --dry-run
 
 test-sqlite: install

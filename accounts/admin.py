@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from checkpoints.models import Checkpoint
 from sessions_app.admin import changelist_link, count_subquery, deletion_summary
@@ -16,12 +21,23 @@ from sessions_app.validation import clean_json_object
 from .models import ApiKey, SiteSettings, User
 from .services import apikey_revoke
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _UserCounts(TypedDict):
+    """What `UserAdmin.get_queryset` annotates on each user."""
+
+    session_count: int
+    branch_count: int
+    checkpoint_count: int
+
 
 class UserChangeForm(BaseUserChangeForm):
     class Meta(BaseUserChangeForm.Meta):
         model = User
 
-    def clean_metadata(self):
+    def clean_metadata(self) -> dict[str, Any]:
         try:
             return clean_json_object(self.cleaned_data.get("metadata"), what="user metadata")
         except InvalidInput as exc:
@@ -31,7 +47,8 @@ class UserChangeForm(BaseUserChangeForm):
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
     form = UserChangeForm
-    fieldsets = (*BaseUserAdmin.fieldsets, ("Metadata", {"fields": ("metadata",)}))
+    # The stubs allow None for `fieldsets`; Django's UserAdmin always sets it.
+    fieldsets = (*(BaseUserAdmin.fieldsets or ()), ("Metadata", {"fields": ("metadata",)}))
     list_display = (
         "username",
         "email",
@@ -42,7 +59,7 @@ class UserAdmin(BaseUserAdmin):
         "checkpoint_count",
     )
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
         # One correlated subquery per count: joining the three tables and counting distinct ids
         # would multiply the rows (sessions x branches x checkpoints) before counting.
         return (
@@ -56,18 +73,20 @@ class UserAdmin(BaseUserAdmin):
         )
 
     @admin.display(description="sessions", ordering="session_count")
-    def session_count(self, obj):
+    def session_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
         return changelist_link(ExternalSession, f"owner={obj.pk}", obj.session_count)
 
     @admin.display(description="branches", ordering="branch_count")
-    def branch_count(self, obj):
+    def branch_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
         return changelist_link(InternalSession, f"owner={obj.pk}", obj.branch_count)
 
     @admin.display(description="checkpoints", ordering="checkpoint_count")
-    def checkpoint_count(self, obj):
+    def checkpoint_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
         return changelist_link(Checkpoint, f"owner={obj.pk}", obj.checkpoint_count)
 
-    def get_deleted_objects(self, objs, request):
+    def get_deleted_objects(
+        self, objs: Sequence[User] | QuerySet[User], request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         pks = [obj.pk for obj in objs]
         return deletion_summary(request, objs, ExternalSession.objects.filter(owner__in=pks))
 
@@ -76,10 +95,10 @@ class UserAdmin(BaseUserAdmin):
 class SiteSettingsAdmin(admin.ModelAdmin):
     list_display = ("__str__", "signup_open")
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not SiteSettings.objects.exists()
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: SiteSettings | None = None) -> bool:
         return False
 
 
@@ -103,11 +122,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
     )
     actions = ("revoke",)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     @admin.action(description="Revoke the selected API keys", permissions=["change"])
-    def revoke(self, request, queryset):
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset.select_related("user"):
             apikey_revoke(user=key.user, key_id=key.pk)
         self.message_user(request, "The selected API keys are revoked.", messages.SUCCESS)

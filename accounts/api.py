@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app.api_schema import paginated
 from sessions_app.api_support import Pagination, StrictSerializer, TextField
 
-from .models import ApiKey
+from .models import ApiKey, User
 from .services import apikey_create, apikey_revoke
 
 
@@ -36,22 +37,26 @@ class KeyList(APIView):
     @extend_schema(
         responses=paginated(KeyOut, "Key"), summary="Your API keys (never their secrets)"
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         qs = ApiKey.objects.for_user(request.user).order_by("-created_at", "-id")
         paginator = Pagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(KeyOut(page, many=True).data)
 
     @extend_schema(request=KeyIn, responses={201: NewKeyOut}, summary="A new API key")
-    def post(self, request):
+    def post(self, request: Request) -> Response:
+        user = request.user
+        assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
         data = KeyIn.validated(request.data)
-        key, secret = apikey_create(user=request.user, name=data["name"])
+        key, secret = apikey_create(user=user, name=data["name"])
         body = {**KeyOut(key).data, "key": secret}
         return Response(body, status=status.HTTP_201_CREATED)
 
 
 class KeyDetail(APIView):
     @extend_schema(responses={204: None}, summary="Revoke an API key")
-    def delete(self, request, pk):
-        apikey_revoke(user=request.user, key_id=pk)
+    def delete(self, request: Request, pk: int) -> Response:
+        user = request.user
+        assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+        apikey_revoke(user=user, key_id=pk)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
 from .services import apikey_authenticate
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
+    from rest_framework.request import Request
+
+    from .models import User
 
 
 def bearer_key(header: bytes) -> str | None:
@@ -24,7 +32,7 @@ def bearer_key(header: bytes) -> str | None:
 
 
 class BearerKeyAuthentication(BaseAuthentication):
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[User, None] | None:
         try:
             raw = bearer_key(get_authorization_header(request))
         except ValueError as exc:
@@ -36,7 +44,7 @@ class BearerKeyAuthentication(BaseAuthentication):
             raise AuthenticationFailed("Invalid or revoked API key.")
         return (user, None)
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
 
 
@@ -44,7 +52,7 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
     target_class = "accounts.authentication.BearerKeyAuthentication"
     name = "bearerKey"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {
             "type": "http",
             "scheme": "bearer",

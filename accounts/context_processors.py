@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.http import HttpRequest
+
 from agents.model import is_demo
 
 
-def site(request) -> dict:
+def site(request: HttpRequest) -> dict[str, Any]:
     """What every page shows: whether the offline demo model answers, and the user's theme."""
     user = getattr(request, "user", None)
     theme = "system"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
@@ -23,7 +25,7 @@ def add_domain_error(form: forms.Form, exc: Exception) -> None:
 
 
 class LoginForm(AuthenticationForm):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _testid(self.fields["username"], "username")
         _testid(self.fields["password"], "password")
@@ -49,16 +51,17 @@ class SignupForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name in ("username", "password", "password2"):
             _testid(self.fields[name], name)
 
-    def clean(self):
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
-        password, password2 = cleaned.get("password"), cleaned.get("password2")
-        if password and password2 and password != password2:
-            self.add_error("password2", "The two passwords differ.")
+        if cleaned is not None:  # Form.clean returns cleaned_data; only overrides return None.
+            password, password2 = cleaned.get("password"), cleaned.get("password2")
+            if password and password2 and password != password2:
+                self.add_error("password2", "The two passwords differ.")
         return cleaned
 
 
@@ -68,7 +71,7 @@ class PreferencesForm(forms.Form):
     )
     theme = forms.ChoiceField(choices=[(theme, THEME_LABELS[theme]) for theme in THEMES])
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # app.css makes every input full width; a checkbox sits beside its label instead.
         _testid(self.fields["auto_checkpoint"], "auto-checkpoint", style="width: auto")
@@ -81,6 +84,6 @@ class ApiKeyCreateForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "e.g. my laptop script"}),
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _testid(self.fields["name"], "api-key-name")

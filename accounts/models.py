@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
 
 THEMES = ("system", "light", "dark")
 
@@ -21,7 +26,7 @@ class User(AbstractUser):
             models.UniqueConstraint(Lower("username"), name="username_unique_ignoring_case"),
         ]
 
-    def preference(self, key: str, default=None):
+    def preference(self, key: str, default: Any = None) -> Any:
         prefs = self.metadata.get("preferences", {}) if isinstance(self.metadata, dict) else {}
         return prefs.get(key, default) if isinstance(prefs, dict) else default
 
@@ -52,8 +57,8 @@ class SiteSettings(models.Model):
         return cls.objects.get_or_create(pk=1)[0]
 
 
-class ApiKeyQuerySet(models.QuerySet):
-    def for_user(self, user) -> ApiKeyQuerySet:
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    def for_user(self, user: User | AnonymousUser) -> ApiKeyQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(user=user)

@@ -3,6 +3,8 @@ keys). Each view parses the form, calls a service and renders or redirects."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
@@ -10,6 +12,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.messages.views import SuccessMessageMixin
 from django.db.models import F
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.cache import never_cache
@@ -20,7 +23,7 @@ from sessions_app.web import domain_errors
 
 from .errors import SignupClosed
 from .forms import ApiKeyCreateForm, LoginForm, PreferencesForm, SignupForm, add_domain_error
-from .models import ApiKey
+from .models import ApiKey, User
 from .services import (
     apikey_create,
     apikey_revoke,
@@ -33,7 +36,14 @@ from .services import (
 PROFILE_KEYS_SHOWN = 100
 
 
-def _closed(request, exc: SignupClosed | None = None):
+def _user(request: HttpRequest) -> User:
+    """The user of a request to a @login_required view."""
+    user = request.user
+    assert isinstance(user, User)  # login_required lets only users in
+    return user
+
+
+def _closed(request: HttpRequest, exc: SignupClosed | None = None) -> HttpResponse:
     """The sign-up page without its form; a refused POST answers 403."""
     text = (exc or SignupClosed()).message
     status = 403 if request.method == "POST" else 200
@@ -42,7 +52,7 @@ def _closed(request, exc: SignupClosed | None = None):
 
 
 @never_cache
-def signup(request):
+def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect(settings.LOGIN_REDIRECT_URL)
     if not signup_is_open():
@@ -73,7 +83,7 @@ class LoginView(auth_views.LoginView):
     authentication_form = LoginForm
     redirect_authenticated_user = True
 
-    def get_context_data(self, **kwargs):
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         return super().get_context_data(signup_open=signup_is_open(), **kwargs)
 
 
@@ -84,14 +94,14 @@ class PasswordChangeView(SuccessMessageMixin, auth_views.PasswordChangeView):
 
 
 def _profile_page(
-    request,
+    request: HttpRequest,
     *,
     preferences_form: PreferencesForm | None = None,
     key_form: ApiKeyCreateForm | None = None,
     new_key: tuple[ApiKey, str] | None = None,
     status: int = 200,
-):
-    user = request.user
+) -> HttpResponse:
+    user = _user(request)
     if preferences_form is None:
         auto_checkpoint = user.preference("auto_checkpoint", True)
         preferences_form = PreferencesForm(
@@ -114,7 +124,7 @@ def _profile_page(
 
 
 @login_required
-def profile(request):
+def profile(request: HttpRequest) -> HttpResponse:
     """The profile; a POST saves the preferences."""
     if request.method != "POST":
         return _profile_page(request)
@@ -122,7 +132,7 @@ def profile(request):
     if form.is_valid():
         try:
             preferences_update(
-                user=request.user,
+                user=_user(request),
                 auto_checkpoint=form.cleaned_data["auto_checkpoint"],
                 theme=form.cleaned_data["theme"],
             )
@@ -137,13 +147,13 @@ def profile(request):
 @login_required
 @require_POST
 @never_cache
-def apikey_create_view(request):
+def apikey_create_view(request: HttpRequest) -> HttpResponse:
     """Create a key and answer with the profile page showing its secret, once. The secret is
     rendered in this response only, never stored (not even in the session) nor cached."""
     form = ApiKeyCreateForm(request.POST)
     if form.is_valid():
         try:
-            new_key = apikey_create(user=request.user, name=form.cleaned_data["name"])
+            new_key = apikey_create(user=_user(request), name=form.cleaned_data["name"])
         except InvalidInput as exc:
             add_domain_error(form, exc)
         else:
@@ -154,7 +164,7 @@ def apikey_create_view(request):
 @login_required
 @require_POST
 @domain_errors
-def apikey_revoke_view(request, key_id: int):
-    key = apikey_revoke(user=request.user, key_id=key_id)
+def apikey_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = apikey_revoke(user=_user(request), key_id=key_id)
     messages.success(request, f"API key “{key.name}” is revoked; programs using it are refused.")
     return redirect("accounts:profile")

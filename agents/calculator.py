@@ -10,13 +10,15 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable
+from typing import Any
 
 MAX_EXPRESSION_LENGTH = 200
 MAX_EXPONENT = 1000
 MAX_RESULT = 10**100
 MAX_DEPTH = 200
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -25,7 +27,10 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
 ALLOWED = "numbers, + - * / // % ** and parentheses"
 
 
@@ -48,8 +53,12 @@ def _power(base: int | float, exponent: int | float) -> int | float:
     if abs(exponent) > MAX_EXPONENT:
         raise CalculationError(f"exponents are limited to {MAX_EXPONENT}")
     # Refuse before computing: the result would have about bits * exponent bits (2**340 > 1e100).
-    big_int_power = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
-    if big_int_power and (abs(base).bit_length() - 1) * exponent > 340:
+    if (
+        isinstance(base, int)
+        and isinstance(exponent, int)
+        and exponent > 0
+        and (abs(base).bit_length() - 1) * exponent > 340
+    ):
         raise CalculationError("the result is too large (over 1e100)")
     if base == 0 and exponent < 0:
         raise CalculationError("zero cannot be raised to a negative power")

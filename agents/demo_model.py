@@ -150,12 +150,16 @@ class DemoModel(Model):
             input_tokens=words_in, output_tokens=words_out, total_tokens=words_in + words_out
         )
 
-    def invoke(self, messages: list[Message], assistant_message: Message, **kwargs: Any):
+    def invoke(
+        self, messages: list[Message], assistant_message: Message, **kwargs: Any
+    ) -> ModelResponse:
         reply = self._decide(messages, kwargs.get("tools"))
         reply.response_usage = self._usage(messages, reply)
         return reply
 
-    async def ainvoke(self, messages: list[Message], assistant_message: Message, **kwargs: Any):
+    async def ainvoke(
+        self, messages: list[Message], assistant_message: Message, **kwargs: Any
+    ) -> ModelResponse:
         return self.invoke(messages, assistant_message, **kwargs)
 
     def invoke_stream(

@@ -12,12 +12,15 @@ retries stay off so that there is exactly one retry policy.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 from agno.exceptions import ModelProviderError
+from agno.models.base import Model
 from agno.models.openai.like import OpenAILike
+from agno.models.response import ModelResponse
 from django.conf import settings
 
 from .demo_model import DEMO_MODEL_ID, DemoModel
@@ -59,25 +62,25 @@ def explain(exc: ModelProviderError, model: ChatModel) -> ModelProviderError:
 class ChatModel(OpenAILike):
     """agno's OpenAI-compatible chat model, with errors that say what went wrong."""
 
-    def invoke(self, *args: Any, **kwargs: Any):
+    def invoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
         try:
             return super().invoke(*args, **kwargs)
         except ModelProviderError as exc:
             raise explain(exc, self) from exc
 
-    async def ainvoke(self, *args: Any, **kwargs: Any):
+    async def ainvoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
         try:
             return await super().ainvoke(*args, **kwargs)
         except ModelProviderError as exc:
             raise explain(exc, self) from exc
 
-    def invoke_stream(self, *args: Any, **kwargs: Any):
+    def invoke_stream(self, *args: Any, **kwargs: Any) -> Iterator[ModelResponse]:
         try:
             yield from super().invoke_stream(*args, **kwargs)
         except ModelProviderError as exc:
             raise explain(exc, self) from exc
 
-    async def ainvoke_stream(self, *args: Any, **kwargs: Any):
+    async def ainvoke_stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ModelResponse]:
         try:
             async for delta in super().ainvoke_stream(*args, **kwargs):
                 yield delta
@@ -108,7 +111,7 @@ def model_settings(session_settings: dict | None = None) -> dict[str, Any]:
     return {"id": model_id.strip()[:200], "temperature": _temperature(chosen.get("temperature"))}
 
 
-def build_model(session_settings: dict | None = None):
+def build_model(session_settings: dict | None = None) -> Model:
     """A fresh agno model for one turn."""
     if is_demo():
         return DemoModel(word_delay=settings.DEMO_MODEL_WORD_DELAY)
@@ -125,5 +128,5 @@ def build_model(session_settings: dict | None = None):
     )
 
 
-def model_label(model) -> str:
+def model_label(model: Model | None) -> str:
     return DEMO_MODEL_ID if isinstance(model, DemoModel) else str(getattr(model, "id", "model"))

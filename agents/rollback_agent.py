@@ -8,10 +8,11 @@ checkpoint methods are also the tools the model sees, under the names of the pub
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agno.agent import Agent
-from django.db import transaction
+from agno.models.base import Model
+from agno.run.agent import RunOutput
 
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import find_session_checkpoint, session_checkpoints
@@ -22,11 +23,14 @@ from checkpoints.services import (
     checkpoint_restore,
 )
 from sessions_app.errors import DomainError
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.services import branch_activate
+from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 CHECKPOINT_TOOLS = frozenset(
     {
@@ -48,8 +52,10 @@ INSTRUCTIONS = [
 ]
 
 
-def load_session(external_session_id, *, user=None) -> ExternalSession:
-    """The session (one of `user`'s, when given); ValueError when there is none, as in seed 003."""
+def load_session(external_session_id: int | str, *, user: User | None) -> ExternalSession:
+    """One of `user`'s sessions; ValueError when there is none, as in seed 003. There is no
+    default: server-side code that may open anyone's session (seed 003's API used without a
+    user, as in a Django shell) says so with `user=None`."""
     sessions = ExternalSession.objects.select_related("owner")
     if user is not None:
         sessions = sessions.filter(owner=user)
@@ -70,14 +76,14 @@ class RollbackAgent(Agent):
         self,
         *,
         external_session_id: int,
-        model,
+        model: Model | None,
         auto_checkpoint: bool = True,
-        internal_session_repo=None,
-        checkpoint_repo=None,
+        internal_session_repo: object = None,
+        checkpoint_repo: object = None,
         skip_session_creation: bool = False,
         internal_session_id: int | None = None,
-        user=None,
-        tools: list | None = None,
+        user: User | None = None,
+        tools: list[Any] | None = None,
         activate_branch: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -91,7 +97,7 @@ class RollbackAgent(Agent):
         self.internal_session: InternalSession = self._pick_branch(
             session, internal_session_id, skip_session_creation, activate_branch
         )
-        self.last_turn = None
+        self.last_turn: Turn | None = None
         self.last_rollback: Checkpoint | None = None
         # Set while a turn runs: where its user message sits, so checkpoints the model asks for
         # mark the conversation as it stood when the user asked.
@@ -132,17 +138,14 @@ class RollbackAgent(Agent):
             return branch
         if skip_session_creation:
             return current_branch(session)
-        # A new, empty line of conversation in this session, made current.
-        with transaction.atomic():
-            branch = InternalSession.objects.create(session=session, is_current=False)
-            return branch_activate(branch=branch)
+        return branch_create(session=session)
 
-    def deep_copy(self, *, update: dict[str, Any] | None = None):  # noqa: ARG002
+    def deep_copy(self, *, update: dict[str, Any] | None = None) -> RollbackAgent:  # noqa: ARG002
         raise NotImplementedError("Build a new RollbackAgent for each turn instead of copying.")
 
     # --- the seed's API ----------------------------------------------------------------------
 
-    def run(self, message: str, **kwargs: Any):  # type: ignore[override]
+    def run(self, message: str, **kwargs: Any) -> RunOutput | None:  # type: ignore[override]
         """Run one turn: store the user's message, answer it, store the answer, checkpoint
         automatically after tool use, and carry out a rollback the model was asked for.
         Returns agno's RunOutput (`.content` is the reply); the Turn is `self.last_turn`."""
@@ -169,7 +172,8 @@ class RollbackAgent(Agent):
             for m in branch_history(self.internal_session)
         ]
 
-    def get_session_state(self) -> dict[str, Any]:
+    def get_session_state(self, session_id: str | None = None) -> dict[str, Any]:
+        """The branch's state (seed 003); `session_id` is agno's and has no use here."""
         return dict(self.session_state or {})
 
     def persistent_state(self) -> dict[str, Any]:
@@ -191,10 +195,10 @@ class RollbackAgent(Agent):
         cls,
         checkpoint_id: int,
         external_session_id: int,
-        model,
-        checkpoint_repo=None,
-        internal_session_repo=None,
-        user=None,
+        model: Model | None,
+        checkpoint_repo: object = None,
+        internal_session_repo: object = None,
+        user: User | None = None,
         **kwargs: Any,
     ) -> RollbackAgent:
         """A new agent on a new branch restored from the checkpoint (nothing is lost)."""

@@ -17,8 +17,15 @@ import time
 from typing import Any
 
 from agno.agent import Agent
+from agno.models.base import Model
 from agno.models.message import Message as AgnoMessage
-from agno.run.agent import RunEvent, RunOutput
+from agno.run.agent import (
+    RunContentEvent,
+    RunErrorEvent,
+    RunOutput,
+    ToolCallCompletedEvent,
+    ToolCallStartedEvent,
+)
 from agno.run.base import RunStatus
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -26,7 +33,7 @@ from django.db import close_old_connections, connection, transaction
 from checkpoints.services import checkpoint_create
 from core import events
 from sessions_app.errors import DomainError
-from sessions_app.models import Turn
+from sessions_app.models import ExternalSession, Turn
 from sessions_app.selectors import branch_history
 from sessions_app.services import branch_set_state
 from sessions_app.turns import (
@@ -48,7 +55,7 @@ from .services import turns_recover
 log = logging.getLogger(__name__)
 
 
-def auto_checkpoint_enabled(session) -> bool:
+def auto_checkpoint_enabled(session: ExternalSession) -> bool:
     """The session's own setting, else its owner's preference, else on."""
     value = session.settings.get("auto_checkpoint")
     if isinstance(value, bool):
@@ -57,10 +64,11 @@ def auto_checkpoint_enabled(session) -> bool:
     return value if isinstance(value, bool) else True
 
 
-def agent_for_turn(turn: Turn, model=None) -> RollbackAgent:
+def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
     session = turn.session
     return RollbackAgent(
         external_session_id=session.pk,
+        user=session.owner,
         model=model or build_model(session.settings),
         auto_checkpoint=auto_checkpoint_enabled(session),
         skip_session_creation=True,
@@ -69,7 +77,7 @@ def agent_for_turn(turn: Turn, model=None) -> RollbackAgent:
     )
 
 
-def run_turn(turn_id: int, *, model=None) -> Turn | None:
+def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:
     """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
     another worker took over, a deleted session): the reason is logged and nothing is stored."""
     turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
@@ -155,7 +163,7 @@ class Heartbeat:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
@@ -184,46 +192,49 @@ class Heartbeat:
             self._last = time.monotonic()
 
 
-def _stream(agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], beat: Heartbeat):
-    """Run the agent, relaying its events. Returns (RunOutput or None, error or None); stops
+def _stream(
+    agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], beat: Heartbeat
+) -> tuple[RunOutput | None, str | None]:
+    """Run the agent, relaying its stream. Returns (RunOutput or None, error or None); stops
     early, with neither, when the turn was taken from this worker."""
     output: RunOutput | None = None
     error: str | None = None
     stream = Agent.run(
         agent, input=messages, stream=True, stream_events=True, yield_run_output=True
     )
-    for event in stream:
-        beat.tick()
-        if beat.lost:
-            stream.close()
-            return None, None
-        if isinstance(event, RunOutput):
-            output = event
-            continue
-        kind = getattr(event, "event", None)
-        if kind == RunEvent.run_content.value:
-            delta = getattr(event, "content", None)
-            if isinstance(delta, str) and delta:
-                events.message_delta(session=turn.session_id, turn=turn.pk, delta=delta)
-        elif kind == RunEvent.tool_call_started.value and event.tool is not None:
-            events.tool_started(
-                session=turn.session_id,
-                turn=turn.pk,
-                tool=event.tool.tool_name,
-                args=event.tool.tool_args,
-                call_id=event.tool.tool_call_id,
-            )
-        elif kind == RunEvent.tool_call_completed.value and event.tool is not None:
-            events.tool_finished(
-                session=turn.session_id,
-                turn=turn.pk,
-                tool=event.tool.tool_name,
-                call_id=event.tool.tool_call_id,
-                result=event.tool.result,
-                error=bool(event.tool.tool_call_error),
-            )
-        elif kind == RunEvent.run_error.value:
-            error = getattr(event, "content", None) or "the model call failed"
+    try:
+        for event in stream:
+            beat.tick()
+            if beat.lost:
+                return None, None
+            if isinstance(event, RunOutput):
+                output = event
+            elif isinstance(event, RunContentEvent):
+                if isinstance(event.content, str) and event.content:
+                    events.message_delta(session=turn.session_id, turn=turn.pk, delta=event.content)
+            elif isinstance(event, ToolCallStartedEvent) and event.tool is not None:
+                events.tool_started(
+                    session=turn.session_id,
+                    turn=turn.pk,
+                    tool=event.tool.tool_name or "",
+                    args=event.tool.tool_args,
+                    call_id=event.tool.tool_call_id,
+                )
+            elif isinstance(event, ToolCallCompletedEvent) and event.tool is not None:
+                events.tool_finished(
+                    session=turn.session_id,
+                    turn=turn.pk,
+                    tool=event.tool.tool_name or "",
+                    call_id=event.tool.tool_call_id,
+                    result=event.tool.result,
+                    error=bool(event.tool.tool_call_error),
+                )
+            elif isinstance(event, RunErrorEvent):
+                error = event.content or "the model call failed"
+    finally:
+        close = getattr(stream, "close", None)  # a generator: ends agno's run and its request
+        if close is not None:
+            close()
     return output, error
 
 

@@ -6,8 +6,9 @@ Errors as in the seed: ValueError for an unknown session, None for an unknown ch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agno.models.base import Model
 from django.conf import settings
 
 from checkpoints.models import Checkpoint
@@ -22,16 +23,21 @@ from .model import build_model
 from .rollback_agent import RollbackAgent, load_session
 from .runner import auto_checkpoint_enabled
 
+if TYPE_CHECKING:
+    from accounts.models import User
+
 
 class AgentService:
-    def __init__(self, model_config: dict[str, Any] | None = None, *, user=None) -> None:
+    def __init__(
+        self, model_config: dict[str, Any] | None = None, *, user: User | None = None
+    ) -> None:
         self.model_config = {"id": settings.AGENT_MODEL, "temperature": 0.7, **(model_config or {})}
         self.user = user
 
     def _session(self, external_session_id: int) -> ExternalSession:
         return load_session(external_session_id, user=self.user)
 
-    def _model(self, session: ExternalSession):
+    def _model(self, session: ExternalSession) -> Model:
         chosen = {
             "model": self.model_config.get("id"),
             "temperature": self.model_config.get("temperature"),

@@ -5,6 +5,8 @@ regenerating a reply start a new branch from just before that message; the old b
 from __future__ import annotations
 
 import logging
+from functools import partial
+from typing import Any
 
 from django.db import transaction
 
@@ -37,13 +39,13 @@ def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
         log.warning(
             "turn %s: its worker stopped; queued again (attempt %s done)", turn.pk, turn.attempts
         )
-        transaction.on_commit(lambda pk=turn.pk: enqueue_turn(pk))
+        transaction.on_commit(partial(enqueue_turn, turn.pk))
     for turn in done.failed:
         log.warning("turn %s failed: %s", turn.pk, turn.error)
     return done
 
 
-def turn_submit(*, session: ExternalSession, message, idempotency_key: str = "") -> Turn:
+def turn_submit(*, session: ExternalSession, message: Any, idempotency_key: str = "") -> Turn:
     """Start a turn. With an idempotency key already used in this session, the turn it started is
     returned instead and nothing new happens."""
     turns_recover(session=session)
@@ -76,7 +78,7 @@ def turn_resubmit(*, turn: Turn) -> Turn:
     return again
 
 
-def _history_message(session: ExternalSession, message_id, role: str) -> Message:
+def _history_message(session: ExternalSession, message_id: int | str, role: str) -> Message:
     """A message of the session's current history (the current branch or its ancestors)."""
     from sessions_app.selectors import branch_history, current_branch
 
@@ -106,14 +108,14 @@ def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict)
     return turn
 
 
-def turn_edit(*, session: ExternalSession, message_id, text) -> Turn:
+def turn_edit(*, session: ExternalSession, message_id: int | str, text: Any) -> Turn:
     """Send an edited version of a past user message: a new branch from just before it."""
     clean = clean_user_message(text)
     message = _history_message(session, message_id, Message.Role.USER)
     return _fork_and_ask(session, message.position, clean, {"edited_message": message.pk})
 
 
-def turn_regenerate(*, session: ExternalSession, message_id) -> Turn:
+def turn_regenerate(*, session: ExternalSession, message_id: int | str) -> Turn:
     """Answer again the user message before an assistant reply: a new branch from just before
     that user message, asked the same text."""
     from sessions_app.selectors import branch_history, current_branch

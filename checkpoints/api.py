@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -53,7 +54,7 @@ class SessionCheckpoints(APIView):
         responses=paginated(CheckpointOut, "Checkpoint"),
         summary="Checkpoints of every branch (or of one), newest first",
     )
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         branch = _branch_param(request, session) if request.query_params.get("branch") else None
         paginator = Pagination()
@@ -66,7 +67,7 @@ class SessionCheckpoints(APIView):
         responses={201: CheckpointOut},
         summary="A manual checkpoint of the current branch",
     )
-    def post(self, request, pk):
+    def post(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         data = CheckpointIn.validated(request.data)
         checkpoint = checkpoint_create(
@@ -80,11 +81,11 @@ class SessionCheckpoints(APIView):
 
 class CheckpointDetail(APIView):
     @extend_schema(responses=CheckpointOut)
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         return Response(CheckpointOut(get_checkpoint_for_user(request.user, pk)).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request, pk):
+    def delete(self, request: Request, pk: int) -> Response:
         checkpoint_delete(checkpoint=get_checkpoint_for_user(request.user, pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -96,7 +97,7 @@ class CheckpointRestore(APIView):
         parameters=[OpenApiParameter("pk", int, OpenApiParameter.PATH)],
         summary="Restore: as a new current branch (default) or by rewinding its branch",
     )
-    def post(self, request, pk):
+    def post(self, request: Request, pk: int) -> Response:
         checkpoint = get_checkpoint_for_user(request.user, pk)
         data = RestoreIn.validated(request.data)
         session = checkpoint.branch.session

@@ -6,14 +6,21 @@ taken, and the history itself is read from the branch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 from django.utils import timezone
 
 from sessions_app.models import NAME_MAX_LENGTH, InternalSession
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
 
-class CheckpointQuerySet(models.QuerySet):
-    def for_user(self, user) -> CheckpointQuerySet:
+    from accounts.models import User
+
+
+class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
+    def for_user(self, user: User | AnonymousUser) -> CheckpointQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(branch__session__owner=user)

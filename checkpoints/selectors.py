@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import connection
 from django.db.models import QuerySet
 
@@ -11,8 +13,13 @@ from sessions_app.selectors import _pk
 
 from .models import Checkpoint
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
 
-def get_checkpoint_for_user(user, pk) -> Checkpoint:
+    from accounts.models import User
+
+
+def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkpoint:
     key = _pk(pk)
     if key is None:
         raise CheckpointNotFound()
@@ -36,7 +43,7 @@ def session_checkpoints(
     return qs.order_by("-created_at", "-id")
 
 
-def find_session_checkpoint(session: ExternalSession, id_or_name) -> Checkpoint:
+def find_session_checkpoint(session: ExternalSession, id_or_name: object) -> Checkpoint:
     """A checkpoint of this session by id, or by name (the newest of that name; exact match
     first, then ignoring case). Checkpoints of other sessions are never found."""
     qs = Checkpoint.objects.filter(branch__session=session).select_related("branch")

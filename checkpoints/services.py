@@ -8,11 +8,12 @@ which costs what there is to discard and no more.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Count, F, OuterRef, Subquery, Value
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value
 from django.db.models.expressions import Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
@@ -25,7 +26,7 @@ from sessions_app.errors import (
     RewindOutOfRange,
 )
 from sessions_app.models import ExternalSession, InternalSession, Message
-from sessions_app.services import _make_current, lock_session
+from sessions_app.services import branch_fork, branch_make_current, lock_session
 from sessions_app.validation import clean_description, clean_json_object, clean_name
 
 from .models import Checkpoint
@@ -103,7 +104,7 @@ def checkpoint_create(
     return checkpoint
 
 
-def _recount(branch_ids) -> None:
+def _recount(branch_ids: Iterable[int]) -> None:
     counts = (
         Checkpoint.objects.filter(branch=OuterRef("pk"))
         .order_by()
@@ -132,7 +133,7 @@ def checkpoint_delete(*, checkpoint: Checkpoint) -> None:
     events.checkpoints_deleted(session=session_id, checkpoints=[checkpoint.pk])
 
 
-def _snapshot(qs) -> list[DeletedCheckpoint]:
+def _snapshot(qs: QuerySet[Checkpoint]) -> list[DeletedCheckpoint]:
     return [
         DeletedCheckpoint(
             id=row["id"],
@@ -172,7 +173,7 @@ def _rewind_locked(
         updates["session_state"] = session_state
     InternalSession.objects.filter(pk=branch.pk).update(**updates)
     _recount([branch.pk])
-    _make_current(branch.session_id, branch.pk)
+    branch_make_current(branch.session_id, branch.pk)
     branch.refresh_from_db()
     return deleted
 
@@ -248,19 +249,13 @@ def checkpoint_restore(
         deleted = _rewind_locked(source, current.message_count, current.session_state)
         _announce(source, current.pk, deleted)
         return RestoreResult(branch=source, mode=mode, deleted_checkpoints=deleted)
-    new = InternalSession.objects.create(
-        session_id=session_id,
-        parent_id=source.pk,
-        fork_position=current.message_count,
-        message_count=current.message_count,
+    new = branch_fork(
+        branch=source,
+        position=current.message_count,
         forked_from=current,
         session_state=current.session_state,
         metadata={"restored_from": current.pk},
-        is_current=False,
     )
-    _make_current(session_id, new.pk)
-    new.is_current = True
-    _announce(new, current.pk, [])
     return RestoreResult(branch=new, mode=mode)
 
 

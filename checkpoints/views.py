@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from sessions_app import pages
+from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.views import refresh
 from sessions_app.web import domain_errors
@@ -15,14 +17,14 @@ from .selectors import get_checkpoint_for_user, rewind_preview
 from .services import checkpoint_create, checkpoint_delete, checkpoint_restore
 
 
-def _panel(request, session):
+def _panel(request: HttpRequest, session: ExternalSession) -> HttpResponse:
     return render(request, "checkpoints/_panel.html", pages.panel(session))
 
 
 @login_required
 @require_POST
 @domain_errors
-def save(request, pk):
+def save(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     checkpoint_create(
         branch=current_branch(session),
@@ -36,7 +38,7 @@ def save(request, pk):
 @login_required
 @require_GET
 @domain_errors
-def detail(request, cp_id):
+def detail(request: HttpRequest, cp_id: int) -> HttpResponse:
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     return render(request, "checkpoints/_detail.html", {"cp": checkpoint})
 
@@ -44,7 +46,7 @@ def detail(request, cp_id):
 @login_required
 @require_POST
 @domain_errors
-def delete(request, cp_id):
+def delete(request: HttpRequest, cp_id: int) -> HttpResponse:
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session
     checkpoint_delete(checkpoint=checkpoint)
@@ -54,7 +56,7 @@ def delete(request, cp_id):
 @login_required
 @require_http_methods(["GET", "POST"])
 @domain_errors
-def restore(request, cp_id):
+def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
     """GET: the confirmation dialog; POST: restore as a new branch (default) or rewind."""
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -16,7 +16,7 @@ app_name = "api"
 
 
 @csrf_exempt
-def not_found(request, *args, **kwargs):
+def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
     """Any other address under /api/v1/ (an id that is not a number, say): JSON, like the rest."""
     return JsonResponse({"detail": "Not found."}, status=404)
 

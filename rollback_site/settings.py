@@ -147,7 +147,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "rollback.sqlite3",
+            "NAME": str(VAR_DIR / "rollback.sqlite3"),  # as a str, like the DATABASE_URL branch
             "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }

@@ -7,12 +7,16 @@ its history, and no page loads every user or every message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_user_model
-from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
+from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator, capfirst
@@ -25,25 +29,30 @@ from .selectors import branch_history
 from .services import session_delete, session_update
 from .validation import clean_json_object, clean_name
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from accounts.models import User
+
 RECENT_MESSAGES = 50
 PREVIEW_CHARS = 80
 TABLE_CONTENT_CHARS = 500
 
 
-def admin_link(obj, text=None) -> str:
+def admin_link(obj: Model, text: str | None = None) -> str:
     """An escaped link to `obj`'s change page in the admin."""
     opts = obj._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
     return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
 
 
-def changelist_link(model, query: str, text) -> str:
+def changelist_link(model: type[Model], query: str, text: object) -> str:
     opts = model._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
     return format_html('<a href="{}?{}">{}</a>', url, query, text)
 
 
-def count_subquery(queryset, outer_field: str) -> Coalesce:
+def count_subquery(queryset: QuerySet[Model], outer_field: str) -> Coalesce:
     """COUNT(*) of `queryset` rows whose `outer_field` is the outer row, as a correlated subquery:
     one number per row, never a join that multiplies the outer rows."""
     counted = (
@@ -56,21 +65,21 @@ def count_subquery(queryset, outer_field: str) -> Coalesce:
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
-def _json_object(value, what: str) -> dict:
+def _json_object(value: Any, what: str) -> dict[str, Any]:
     try:
         return clean_json_object(value, what=what)
     except InvalidInput as exc:
         raise forms.ValidationError(exc.message) from None
 
 
-def _name(value, what: str) -> str:
+def _name(value: Any, what: str) -> str:
     try:
         return clean_name(value, what=what)
     except InvalidInput as exc:
         raise forms.ValidationError(exc.message) from None
 
 
-def _positive_int(value) -> int | None:
+def _positive_int(value: Any) -> int | None:
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -86,7 +95,9 @@ class OwnerFilter(admin.SimpleListFilter):
     parameter_name = "owner"
     owner_path = "owner"
 
-    def lookups(self, request, model_admin):
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         value = self.value()
         if value is None:
             return []
@@ -94,7 +105,7 @@ class OwnerFilter(admin.SimpleListFilter):
         user = get_user_model().objects.filter(pk=pk).first() if pk else None
         return [(value, user.get_username() if user else f"user {value}")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Model]) -> QuerySet[Model]:
         value = self.value()
         if value is None:
             return queryset
@@ -108,12 +119,16 @@ class SessionOwnerFilter(OwnerFilter):
     owner_path = "session__owner"
 
 
-def deletion_summary(request, objs, sessions):
+def deletion_summary(
+    request: HttpRequest,
+    objs: Sequence[Model] | QuerySet[Model],
+    sessions: QuerySet[ExternalSession],
+) -> tuple[list[str], dict[str, int], set[str], list[str]]:
     """What deleting `objs` takes with it, counted in a few queries instead of loading every
     message (Django's default lists each related row, and refuses because messages and branches
     are read-only here). `sessions`: a queryset of the sessions deleted with `objs` (or `objs`)."""
     objs = list(objs)
-    counts = []
+    counts: list[tuple[type[Model], int]] = []
     if objs and not isinstance(objs[0], ExternalSession):
         counts.append((type(objs[0]), len(objs)))
     counts += [
@@ -122,16 +137,16 @@ def deletion_summary(request, objs, sessions):
         (Message, Message.objects.filter(branch__session__in=sessions).count()),
         (Checkpoint, Checkpoint.objects.filter(branch__session__in=sessions).count()),
     ]
-    model_count = {}
-    perms_needed = set()
+    model_count: dict[str, int] = {}
+    perms_needed: set[str] = set()
     for model, count in counts:
         if not count:
             continue
         opts = model._meta
-        model_count[opts.verbose_name_plural] = count
+        model_count[str(opts.verbose_name_plural)] = count
         if not request.user.has_perm(f"{opts.app_label}.delete_{opts.model_name}"):
-            perms_needed.add(opts.verbose_name)
-    deleted = [
+            perms_needed.add(str(opts.verbose_name))
+    deleted: list[str] = [
         format_html("{}: {}", capfirst(obj._meta.verbose_name), admin_link(obj)) for obj in objs
     ]
     return deleted, model_count, perms_needed, []
@@ -140,17 +155,17 @@ def deletion_summary(request, objs, sessions):
 class ReadOnlyInlineMixin:
     """An inline that only shows rows: no add, no change, no delete."""
 
-    extra = 0
-    max_num = 0
-    can_delete = False
+    extra: int = 0
+    max_num: int | None = 0
+    can_delete: bool = False
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -159,7 +174,7 @@ class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
     fk_name = "session"
     verbose_name = "branch"
     verbose_name_plural = "branches"
-    fields = [
+    fields = readonly_fields = (
         "branch_link",
         "is_current",
         "parent",
@@ -167,15 +182,20 @@ class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
         "message_count",
         "checkpoint_count",
         "created_at",
-    ]
-    readonly_fields = fields
+    )
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[InternalSession]:
         return super().get_queryset(request).select_related("parent")
 
     @admin.display(description="branch")
-    def branch_link(self, obj):
+    def branch_link(self, obj: InternalSession) -> str:
         return admin_link(obj, f"branch {obj.pk}") if obj.pk else "-"
+
+
+class _BranchCount(TypedDict):
+    """What `ExternalSessionAdmin.get_queryset` annotates on each session."""
+
+    branch_count: int
 
 
 class SessionForm(forms.ModelForm):
@@ -183,10 +203,10 @@ class SessionForm(forms.ModelForm):
         model = ExternalSession
         fields = ["owner", "session_name", "metadata", "archived_at"]
 
-    def clean_session_name(self):
+    def clean_session_name(self) -> str:
         return _name(self.cleaned_data.get("session_name"), "session")
 
-    def clean_metadata(self):
+    def clean_metadata(self) -> dict[str, Any]:
         return _json_object(self.cleaned_data.get("metadata"), "session metadata")
 
 
@@ -220,7 +240,7 @@ class ExternalSessionAdmin(admin.ModelAdmin):
     ]
     inlines = [BranchInline]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExternalSession]:
         return (
             super()
             .get_queryset(request)
@@ -228,18 +248,22 @@ class ExternalSessionAdmin(admin.ModelAdmin):
         )
 
     @admin.display(description="branches", ordering="branch_count")
-    def branch_count(self, obj):
+    def branch_count(self, obj: WithAnnotations[ExternalSession, _BranchCount]) -> str:
         return changelist_link(InternalSession, f"session__id__exact={obj.pk}", obj.branch_count)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         # A session is created together with its first branch, by sessions_app.services.
         return False
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: ExternalSession | None = None
+    ) -> list[str] | tuple[str, ...]:
         # A session stays with its owner: its turns, keys and history are theirs.
         return [*self.readonly_fields, "owner"] if obj is not None else self.readonly_fields
 
-    def save_model(self, request, obj, form, change):
+    def save_model(
+        self, request: HttpRequest, obj: ExternalSession, form: SessionForm, change: bool
+    ) -> None:
         # Through the service, so open tabs and integrations hear of it (session.changed).
         session_update(
             session=obj,
@@ -248,14 +272,18 @@ class ExternalSessionAdmin(admin.ModelAdmin):
             archived=obj.archived_at is not None,
         )
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: ExternalSession) -> None:
         session_delete(session=obj)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ExternalSession]) -> None:
         for session in queryset:
             session_delete(session=session)
 
-    def get_deleted_objects(self, objs, request):
+    def get_deleted_objects(
+        self,
+        objs: Sequence[ExternalSession] | QuerySet[ExternalSession],
+        request: HttpRequest,
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         pks = [obj.pk for obj in objs]
         return deletion_summary(request, objs, ExternalSession.objects.filter(pk__in=pks))
 
@@ -263,21 +291,20 @@ class ExternalSessionAdmin(admin.ModelAdmin):
 class CheckpointInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = Checkpoint
     fk_name = "branch"
-    fields = [
+    fields = readonly_fields = (
         "checkpoint_link",
         "kind",
         "message_count",
         "description",
         "created_at",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description="checkpoint")
-    def checkpoint_link(self, obj):
+    def checkpoint_link(self, obj: Checkpoint) -> str:
         return admin_link(obj) if obj.pk else "-"
 
     @admin.display(description="kind")
-    def kind(self, obj):
+    def kind(self, obj: Checkpoint) -> str:
         return "automatic" if obj.is_auto else "manual"
 
 
@@ -286,10 +313,10 @@ class BranchForm(forms.ModelForm):
         model = InternalSession
         fields = ["session_state", "metadata"]
 
-    def clean_session_state(self):
+    def clean_session_state(self) -> dict[str, Any]:
         return _json_object(self.cleaned_data.get("session_state"), "session state")
 
-    def clean_metadata(self):
+    def clean_metadata(self) -> dict[str, Any]:
         return _json_object(self.cleaned_data.get("metadata"), "branch metadata")
 
 
@@ -347,11 +374,11 @@ class InternalSessionAdmin(admin.ModelAdmin):
     inlines = [CheckpointInline]
 
     @admin.display(description="owner", ordering="session__owner")
-    def owner(self, obj):
+    def owner(self, obj: InternalSession) -> User:
         return obj.session.owner
 
     @admin.display(description="parent", ordering="parent")
-    def parent_link(self, obj):
+    def parent_link(self, obj: InternalSession) -> str:
         # From parent_id alone: showing the parent object would cost a query per row.
         if obj.parent_id is None:
             return "-"
@@ -359,7 +386,7 @@ class InternalSessionAdmin(admin.ModelAdmin):
         return format_html('<a href="{}">branch {}</a>', url, obj.parent_id)
 
     @admin.display(description=f"last {RECENT_MESSAGES} messages")
-    def recent_messages(self, obj):
+    def recent_messages(self, obj: InternalSession | None) -> str:
         if obj is None or obj.pk is None:
             return "-"
         start = max(0, obj.message_count - RECENT_MESSAGES)
@@ -399,11 +426,13 @@ class InternalSessionAdmin(admin.ModelAdmin):
             rows,
         )
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         # Branches are made by the services (session create, fork, restore).
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(
+        self, request: HttpRequest, obj: InternalSession | None = None
+    ) -> bool:
         # Deleting a branch would take its child branches along and could leave the session
         # without a current branch; the services never do that. Delete the session instead.
         return False
@@ -429,14 +458,14 @@ class MessageAdmin(admin.ModelAdmin):
     ordering = ["branch_id", "position"]
 
     @admin.display(description="content")
-    def content_preview(self, obj):
+    def content_preview(self, obj: Message) -> str:
         return Truncator(obj.content).chars(PREVIEW_CHARS)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
         return False

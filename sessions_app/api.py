@@ -4,21 +4,24 @@ service, serialise. Another user's object is a 404, as a missing one."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.models import User
 from agents.services import turn_submit
 
 from .api_schema import paginated
 from .api_support import Pagination
 from .errors import ImportTooLarge, InvalidInput
-from .models import InternalSession, Turn
+from .models import ExternalSession, InternalSession, Turn
 from .selectors import (
     branch_history,
     current_branch,
@@ -41,13 +44,23 @@ from .serializers import (
 from .services import branch_activate, session_create, session_delete, session_update
 from .transfer import session_export, session_import
 
+if TYPE_CHECKING:
+    from .models import AnyUser
 
-def _session_out(user, pk) -> dict:
+
+def _user(request: Request) -> User:
+    """The user of an API request."""
+    user = request.user
+    assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+    return user
+
+
+def _session_out(user: AnyUser, pk: int) -> dict[str, Any]:
     session = with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
     return SessionOut(session).data
 
 
-def _branch_param(request, session) -> InternalSession:
+def _branch_param(request: Request, session: ExternalSession) -> InternalSession:
     """?branch=<id> names one of the session's branches; without it, the current one."""
     raw = request.query_params.get("branch")
     if raw in (None, ""):
@@ -69,29 +82,29 @@ class SessionList(APIView):
         responses=paginated(SessionOut, "Session"),
         summary="Your sessions, newest first",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         qs = with_branch_summary(sessions_for_user(request.user)).order_by("-created_at", "-id")
         paginator = Pagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(SessionOut(page, many=True).data)
 
     @extend_schema(request=SessionCreateIn, responses={201: SessionOut}, summary="New session")
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = SessionCreateIn.validated(request.data)
         session = session_create(
-            owner=request.user, name=data["name"], metadata=data.get("metadata")
+            owner=_user(request), name=data["name"], metadata=data.get("metadata")
         )
         return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)
 
 
 class SessionDetail(APIView):
     @extend_schema(responses=SessionOut)
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         return Response(_session_out(request.user, session.pk))
 
     @extend_schema(request=SessionIn, responses=SessionOut)
-    def patch(self, request, pk):
+    def patch(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         data = SessionIn.validated(request.data)
         if "name" in data or "metadata" in data:
@@ -99,7 +112,7 @@ class SessionDetail(APIView):
         return Response(_session_out(request.user, session.pk))
 
     @extend_schema(responses={204: None})
-    def delete(self, request, pk):
+    def delete(self, request: Request, pk: int) -> Response:
         session_delete(session=get_session_for_user(request.user, pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -110,18 +123,18 @@ class SessionMessages(APIView):
         responses=paginated(MessageOut, "Message"),
         summary="The history of the current (or given) branch, oldest first",
     )
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         branch = _branch_param(request, session)
         paginator = Pagination()
         # Positions are dense, so a page of history is a range of positions: no COUNT(*).
-        paginator.limit = paginator.get_limit(request)
-        paginator.offset = paginator.get_offset(request)
+        limit = paginator.get_limit(request)
+        assert limit is not None  # Pagination has a default_limit
+        paginator.limit = limit
+        paginator.offset = offset = paginator.get_offset(request)
         paginator.count = branch.message_count
         paginator.request = request
-        rows = branch_history(
-            branch, start=paginator.offset, end=paginator.offset + paginator.limit
-        )
+        rows = branch_history(branch, start=offset, end=offset + limit)
         return paginator.get_paginated_response(MessageOut(rows, many=True).data)
 
 
@@ -139,7 +152,7 @@ class SessionTurns(APIView):
         responses={201: TurnOut, 202: TurnOut},
         summary="Send a message: 202 with the queued turn, or 201 once finished with wait",
     )
-    def post(self, request, pk):
+    def post(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         data = TurnIn.validated(request.data)
         key = request.headers.get("Idempotency-Key", "").strip()
@@ -173,7 +186,7 @@ def _wait_for(turn: Turn) -> Turn:
 
 class TurnDetail(APIView):
     @extend_schema(responses=TurnOut)
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         return Response(TurnOut(get_turn_for_user(request.user, pk)).data)
 
 
@@ -181,7 +194,7 @@ class SessionBranches(APIView):
     @extend_schema(
         responses=paginated(BranchOut, "Branch"), summary="The session's branches, oldest first"
     )
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         paginator = Pagination()
         page = paginator.paginate_queryset(session_branches(session), request, view=self)
@@ -190,7 +203,7 @@ class SessionBranches(APIView):
 
 class BranchActivate(APIView):
     @extend_schema(request=None, responses=BranchOut, summary="Make a branch current")
-    def post(self, request, pk):
+    def post(self, request: Request, pk: int) -> Response:
         branch = get_branch_for_user(request.user, pk)
         branch_activate(branch=branch)
         branch.refresh_from_db()
@@ -199,7 +212,7 @@ class BranchActivate(APIView):
 
 class SessionExport(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="The whole session as one document")
-    def get(self, request, pk):
+    def get(self, request: Request, pk: int) -> Response:
         return Response(session_export(session=get_session_for_user(request.user, pk)))
 
 
@@ -209,7 +222,7 @@ class SessionImport(APIView):
         responses={201: SessionOut},
         summary="Import an exported session as a new session of yours",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         limit = settings.ROLLBACK_IMPORT_MAX_BYTES
         try:
             length = int(request.headers.get("Content-Length") or 0)
@@ -217,5 +230,5 @@ class SessionImport(APIView):
             length = 0
         if length > limit:
             raise ImportTooLarge(f"The document is {length} bytes; the limit is {limit} bytes.")
-        session = session_import(owner=request.user, raw=request.body)
+        session = session_import(owner=_user(request), raw=request.body)
         return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)

@@ -3,9 +3,14 @@ the paginated list shape."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
+
+if TYPE_CHECKING:
+    from drf_spectacular.utils import Direction
 
 
 class ErrorOut(serializers.Serializer):
@@ -23,7 +28,9 @@ ERRORS = {
 }
 
 
-def paginated(serializer_class, name: str):
+def paginated(
+    serializer_class: type[serializers.BaseSerializer[Any]], name: str
+) -> serializers.Serializer[Any]:
     return inline_serializer(
         name=f"Paginated{name}List",
         fields={
@@ -38,7 +45,7 @@ def paginated(serializer_class, name: str):
 class AutoSchema(SpectacularAutoSchema):
     """drf-spectacular's schema, with the contract's error answers on every operation."""
 
-    def _get_response_bodies(self, direction="response"):
+    def _get_response_bodies(self, direction: Direction = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction == "response":
             for code, text in ERRORS.items():

@@ -33,7 +33,7 @@ def _flatten(errors: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}: {errors}" if prefix else str(errors)]
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Domain errors by their code; DRF's own errors as one readable `detail` string (with the
     field-by-field `errors` too, for validation)."""
     if isinstance(exc, DomainError):
@@ -59,12 +59,12 @@ class StrictSerializer(serializers.Serializer):
     """Input that names only known fields, as a JSON object."""
 
     @classmethod
-    def validated(cls, data) -> dict:
+    def validated(cls, data: Any) -> dict[str, Any]:
         serializer = cls(data=data)
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> dict[str, Any]:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
@@ -75,21 +75,21 @@ class StrictSerializer(serializers.Serializer):
 class TextField(serializers.CharField):
     """A string, and only a string (DRF's CharField would take 5 as "5")."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> bool:
         if not isinstance(data, bool):
             self.fail("invalid", input=data)
         return data
 
 
 class JSONObjectField(serializers.JSONField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> dict[str, Any] | list[dict[str, Any]]:
         if not isinstance(data, dict):
             raise ValidationError("Must be a JSON object.")
         return super().to_internal_value(data)

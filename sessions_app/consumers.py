@@ -10,13 +10,13 @@ import logging
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
-from django.utils.html import escape
 
 from agents.dispatch import start_in_process_recovery
 from core.events import group_name, remember_server_loop
 
 from . import pages
 from .errors import DomainError
+from .models import ExternalSession
 from .selectors import get_session_for_user
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive(self, text_data=None, bytes_data=None) -> None:
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Clients only listen; what they send is ignored."""
 
 
@@ -76,25 +76,18 @@ class ChatConsumer(SessionConsumer):
             await self.send(text_data=html)
 
 
-def render_event(session, event: dict) -> str:
+def render_event(session: ExternalSession, event: dict) -> str:
+    """The page's fragments for one event, rendered from the page's own partials."""
     kind = event.get("type")
-    turn = event.get("turn")
     if kind == "message.delta":
-        return (
-            f'<div id="turn-{int(turn)}-body" hx-swap-oob="beforeend">'
-            f"{escape(event.get('delta') or '')}</div>"
-        )
+        context = {"turn": int(event["turn"]), "delta": event.get("delta") or ""}
+        return render_to_string("sessions_app/_stream_delta.html", context)
     if kind == "tool.started":
-        tool = escape(event.get("tool") or "")
-        return (
-            f'<div id="turn-{int(turn)}-tools" hx-swap-oob="beforeend">'
-            f'<div class="muted" data-testid="tool-running">running {tool}…</div></div>'
-        )
+        context = {"turn": int(event["turn"]), "tool": event.get("tool") or ""}
+        return render_to_string("sessions_app/_stream_tool.html", context)
     if kind in ("checkpoint.created", "checkpoint.deleted"):
         session.refresh_from_db()
-        context = pages.panel(session)
-        inner = render_to_string("checkpoints/_panel.html", context)
-        return f'<aside class="sidepanel" id="side-panel" hx-swap-oob="true">{inner}</aside>'
+        return render_to_string("checkpoints/_panel_oob.html", pages.panel(session))
     if kind in ("turn.started", "turn.finished", "turn.failed", "branch.changed"):
         session.refresh_from_db()
         context = {**pages.conversation(session), **pages.panel(session)}

@@ -9,17 +9,27 @@ never copy a message, and a branch's history is read by one recursive query (see
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
+
+    # Whoever a request is from: a signed-in user or the anonymous one.
+    AnyUser: TypeAlias = AbstractBaseUser | AnonymousUser
+
 NAME_MAX_LENGTH = 200
 
 
-class ExternalSessionQuerySet(models.QuerySet):
-    def for_user(self, user) -> ExternalSessionQuerySet:
+class ExternalSessionQuerySet(models.QuerySet["ExternalSession"]):
+    def for_user(self, user: AnyUser) -> ExternalSessionQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(owner=user)
@@ -56,8 +66,8 @@ class ExternalSession(models.Model):
         return value if isinstance(value, dict) else {}
 
 
-class InternalSessionQuerySet(models.QuerySet):
-    def for_user(self, user) -> InternalSessionQuerySet:
+class InternalSessionQuerySet(models.QuerySet["InternalSession"]):
+    def for_user(self, user: AnyUser) -> InternalSessionQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(session__owner=user)
@@ -122,8 +132,8 @@ class InternalSession(models.Model):
         return self.message_count - self.fork_position
 
 
-class MessageQuerySet(models.QuerySet):
-    def for_user(self, user) -> MessageQuerySet:
+class MessageQuerySet(models.QuerySet["Message"]):
+    def for_user(self, user: AnyUser) -> MessageQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(branch__session__owner=user)
@@ -168,8 +178,8 @@ class Message(models.Model):
         return f"{self.role} #{self.position}"
 
 
-class TurnQuerySet(models.QuerySet):
-    def for_user(self, user) -> TurnQuerySet:
+class TurnQuerySet(models.QuerySet["Turn"]):
+    def for_user(self, user: AnyUser) -> TurnQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(session__owner=user)

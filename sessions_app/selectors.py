@@ -3,6 +3,8 @@ another user's object is reported exactly like a missing one."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.db import connection
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -10,8 +12,12 @@ from django.db.models.functions import Coalesce
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
 from .models import ExternalSession, InternalSession, Message, Turn
 
+if TYPE_CHECKING:
+    from .models import AnyUser
 
-def _pk(value) -> int | None:
+
+def _pk(value: Any) -> int | None:
+    # Untrusted input of any type (a URL part, a query parameter, JSON): int() decides.
     try:
         pk = int(value)
     except (TypeError, ValueError):
@@ -19,7 +25,7 @@ def _pk(value) -> int | None:
     return pk if 0 < pk < 2**63 else None
 
 
-def get_session_for_user(user, pk) -> ExternalSession:
+def get_session_for_user(user: AnyUser, pk: object) -> ExternalSession:
     key = _pk(pk)
     if key is None:
         raise SessionNotFound()
@@ -29,7 +35,7 @@ def get_session_for_user(user, pk) -> ExternalSession:
         raise SessionNotFound() from None
 
 
-def get_branch_for_user(user, pk) -> InternalSession:
+def get_branch_for_user(user: AnyUser, pk: object) -> InternalSession:
     key = _pk(pk)
     if key is None:
         raise BranchNotFound()
@@ -39,7 +45,7 @@ def get_branch_for_user(user, pk) -> InternalSession:
         raise BranchNotFound() from None
 
 
-def get_turn_for_user(user, pk, *, session: ExternalSession | None = None) -> Turn:
+def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | None = None) -> Turn:
     """One of the user's turns (of `session`, when given)."""
     key = _pk(pk)
     if key is None:
@@ -53,7 +59,7 @@ def get_turn_for_user(user, pk, *, session: ExternalSession | None = None) -> Tu
         raise TurnNotFound() from None
 
 
-def sessions_for_user(user) -> QuerySet[ExternalSession]:
+def sessions_for_user(user: AnyUser) -> QuerySet[ExternalSession]:
     return ExternalSession.objects.for_user(user).order_by("-created_at", "-id")
 
 

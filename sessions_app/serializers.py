@@ -29,7 +29,11 @@ class SessionCreateIn(SessionIn):
 class BranchOut(serializers.Serializer):
     id = serializers.IntegerField()
     session = serializers.IntegerField(source="session_id")
-    parent = serializers.IntegerField(source="parent_id", allow_null=True)
+    # DRF's metaclass takes declared fields out of the class, so this does not replace
+    # Field.parent at run time; the stubs cannot know that.
+    parent = serializers.IntegerField(  # type: ignore[assignment]
+        source="parent_id", allow_null=True
+    )
     forked_from = serializers.IntegerField(source="forked_from_id", allow_null=True)
     fork_position = serializers.IntegerField()
     is_current = serializers.BooleanField()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import F
@@ -12,13 +12,20 @@ from core import events
 
 from .errors import BranchNotFound, InvalidInput, RewindOutOfRange, SessionNotFound
 from .models import ExternalSession, InternalSession, Message
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from checkpoints.models import Checkpoint
+
 from .validation import clean_json_object, clean_name, storable_json, storable_text
 
 DEFAULT_SESSION_NAME = "New session"
 
 
 @transaction.atomic
-def session_create(*, owner, name: str | None = None, metadata: Any = None) -> ExternalSession:
+def session_create(
+    *, owner: User, name: str | None = None, metadata: Any = None
+) -> ExternalSession:
     """A new session with its first, current, empty branch."""
     session = ExternalSession.objects.create(
         owner=owner,
@@ -115,7 +122,7 @@ def message_append(
     return message
 
 
-def _make_current(session_id: int, branch_id: int) -> None:
+def branch_make_current(session_id: int, branch_id: int) -> None:
     """Move the session's current flag to `branch_id`. Call with the session row locked."""
     InternalSession.objects.filter(session_id=session_id, is_current=True).exclude(
         pk=branch_id
@@ -139,12 +146,14 @@ def branch_fork(
     *,
     branch: InternalSession,
     position: int,
-    forked_from=None,
+    forked_from: Checkpoint | None = None,
     session_state: dict | None = None,
     make_current: bool = True,
     metadata: dict | None = None,
 ) -> InternalSession:
-    """A new branch whose history is `branch`'s first `position` messages. Copies no message."""
+    """A new branch whose history is `branch`'s first `position` messages. Copies no message.
+    The one way a branch is made: restoring a checkpoint (`forked_from`), editing or
+    regenerating a message, and a rollback the agent asks for all come here."""
     lock_session(branch.session_id)
     parent = _lock_branch(branch.pk)
     if isinstance(position, bool) or not isinstance(position, int):
@@ -164,10 +173,25 @@ def branch_fork(
         is_current=False,
     )
     if make_current:
-        _make_current(parent.session_id, new.pk)
+        branch_make_current(parent.session_id, new.pk)
         new.is_current = True
-        events.branch_changed(session=parent.session_id, branch=new.pk)
+        events.branch_changed(
+            session=parent.session_id,
+            branch=new.pk,
+            checkpoint=forked_from.pk if forked_from is not None else None,
+        )
     return new
+
+
+@transaction.atomic
+def branch_create(*, session: ExternalSession) -> InternalSession:
+    """A new, empty line of conversation in the session (no parent), made current."""
+    lock_session(session.pk)
+    branch = InternalSession.objects.create(session=session, is_current=False)
+    branch_make_current(session.pk, branch.pk)
+    branch.is_current = True
+    events.branch_changed(session=session.pk, branch=branch.pk)
+    return branch
 
 
 @transaction.atomic
@@ -176,7 +200,7 @@ def branch_activate(*, branch: InternalSession) -> InternalSession:
     lock_session(branch.session_id)
     if not InternalSession.objects.filter(pk=branch.pk).exists():
         raise BranchNotFound()
-    _make_current(branch.session_id, branch.pk)
+    branch_make_current(branch.session_id, branch.pk)
     branch.is_current = True
     events.branch_changed(session=branch.session_id, branch=branch.pk)
     return branch

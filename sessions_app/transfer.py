@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.db import DataError, IntegrityError, transaction
@@ -21,6 +21,9 @@ from checkpoints.models import Checkpoint
 from .errors import ImportRejected, ImportTooLarge, InvalidInput
 from .models import NAME_MAX_LENGTH, ExternalSession, InternalSession, Message
 from .validation import clean_description, clean_name
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 EXPORT_FORMAT = "rollback.session"
 EXPORT_VERSION = 1
@@ -273,7 +276,7 @@ def _when(value: datetime | None) -> datetime:
     return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
-def session_import(*, owner, raw: bytes | str) -> ExternalSession:
+def session_import(*, owner: User, raw: bytes | str) -> ExternalSession:
     """Import a document made by `session_export` as a new session of `owner`.
 
     The whole document is checked first; a malformed, oversized or wrong-version document raises
@@ -289,7 +292,7 @@ def session_import(*, owner, raw: bytes | str) -> ExternalSession:
 
 
 @transaction.atomic
-def _write(owner, doc: ExportDoc) -> ExternalSession:
+def _write(owner: User, doc: ExportDoc) -> ExternalSession:
     session = ExternalSession.objects.create(
         owner=owner,
         session_name=doc.session.name.strip(),

@@ -13,12 +13,12 @@ given up on can never store an answer after the turn was handed to another one
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core import events
@@ -27,6 +27,9 @@ from .errors import BranchNotFound, InvalidInput, MessageTooLong, TurnInProgress
 from .models import ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append
 from .validation import storable_json, storable_text
+
+if TYPE_CHECKING:
+    from checkpoints.models import Checkpoint
 
 
 def clean_user_message(message: Any) -> str:
@@ -86,7 +89,11 @@ def turn_retry(*, turn: Turn) -> Turn:
         lock_session(turn.session_id)
         if Turn.objects.filter(session_id=turn.session_id).active().exists():
             raise TurnInProgress()
-        branch = InternalSession.objects.filter(pk=turn.branch_id, is_current=True).first()
+        branch = (
+            InternalSession.objects.filter(pk=turn.branch_id, is_current=True).first()
+            if turn.branch_id is not None
+            else None
+        )
         position = turn.user_message_position
         if branch is None or position is None or branch.message_count != position + 1:
             return turn_start(session=turn.session, message=turn.message)
@@ -126,7 +133,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     return turn
 
 
-def _owned(turn: Turn):
+def _owned(turn: Turn) -> QuerySet[Turn]:
     """The turn's row while the caller still holds the attempt it claimed."""
     return Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts)
 
@@ -155,7 +162,7 @@ class Recovery:
     failed: list[Turn] = field(default_factory=list)
 
 
-def _silent_since(cutoff):
+def _silent_since(cutoff: datetime) -> Q:
     return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
 
 
@@ -275,8 +282,8 @@ def turn_finish(
     turn: Turn,
     reply: str,
     tools_used: list[str],
-    checkpoint=None,
-    rolled_back_to=None,
+    checkpoint: Checkpoint | None = None,
+    rolled_back_to: Checkpoint | None = None,
     metadata: dict | None = None,
 ) -> bool:
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 
 from . import pages
 from .errors import ImportRejected
-from .models import Message
+from .models import ExternalSession, Message
 from .selectors import (
     get_branch_for_user,
     get_session_for_user,
@@ -25,12 +27,21 @@ from .selectors import (
 )
 from .services import branch_activate, session_create, session_delete, session_update
 from .transfer import session_export, session_import
-from .web import domain_errors
+from .web import HtmxHttpRequest, domain_errors
 
 SIDEBAR_SESSIONS = 200
 
 
-def _sidebar(request, current=None, query: str = "") -> dict:
+def _user(request: HttpRequest) -> User:
+    """The user of a request to a @login_required view."""
+    user = request.user
+    assert isinstance(user, User)  # login_required lets only users in
+    return user
+
+
+def _sidebar(
+    request: HttpRequest, current: ExternalSession | None = None, query: str = ""
+) -> dict[str, Any]:
     sessions = sessions_for_user(request.user)
     if query:
         sessions = sessions.filter(session_name__icontains=query)
@@ -42,20 +53,20 @@ def _sidebar(request, current=None, query: str = "") -> dict:
     }
 
 
-def refresh(request, session) -> HttpResponse:
+def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
     """Everything that depends on the current branch, as out-of-band swaps."""
     context = {**pages.conversation(session), **pages.panel(session)}
     return HttpResponse(render_to_string("sessions_app/_refresh.html", context, request))
 
 
-def composer(request, session) -> HttpResponse:
+def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
     context = pages.conversation(session)
     return render(request, "sessions_app/_composer.html", context)
 
 
 @login_required
 @require_GET
-def home(request):
+def home(request: HtmxHttpRequest) -> HttpResponse:
     latest = sessions_for_user(request.user).order_by("-updated_at", "-id").first()
     if latest is not None:
         return redirect("chat:session", pk=latest.pk)
@@ -65,15 +76,15 @@ def home(request):
 @login_required
 @require_POST
 @domain_errors
-def session_new(request):
-    session = session_create(owner=request.user, name=request.POST.get("name") or None)
+def session_new(request: HtmxHttpRequest) -> HttpResponse:
+    session = session_create(owner=_user(request), name=request.POST.get("name") or None)
     return redirect("chat:session", pk=session.pk)
 
 
 @login_required
 @require_GET
 @domain_errors
-def session_page(request, pk):
+def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     context = {
         **_sidebar(request, current=session),
@@ -86,7 +97,7 @@ def session_page(request, pk):
 
 @login_required
 @require_GET
-def session_list(request):
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
     query = (request.GET.get("q") or "").strip()[:200]
     current = request.GET.get("current")
     context = _sidebar(request, query=query)
@@ -97,7 +108,7 @@ def session_list(request):
 @login_required
 @require_POST
 @domain_errors
-def session_rename(request, pk):
+def session_rename(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     # The sidebar asks with hx-prompt, which sends the answer in the HX-Prompt header.
     name = request.POST.get("name") or (request.htmx.prompt if request.htmx else None) or ""
@@ -113,7 +124,7 @@ def session_rename(request, pk):
 @login_required
 @require_POST
 @domain_errors
-def session_remove(request, pk):
+def session_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     session_delete(session=session)
     messages.success(request, f"Deleted “{session.session_name}”.")
@@ -125,9 +136,10 @@ def session_remove(request, pk):
 @login_required
 @require_GET
 @domain_errors
-def conversation_page(request, pk):
+def conversation_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The page of messages before position `before` (the "load earlier" button)."""
     session = get_session_for_user(request.user, pk)
+    before: int | None
     try:
         before = int(request.GET.get("before", ""))
     except ValueError:
@@ -139,7 +151,7 @@ def conversation_page(request, pk):
 @login_required
 @require_GET
 @domain_errors
-def conversation_refresh(request, pk):
+def conversation_refresh(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     return refresh(request, session)
 
@@ -147,7 +159,7 @@ def conversation_refresh(request, pk):
 @login_required
 @require_POST
 @domain_errors
-def send(request, pk):
+def send(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     turn_submit(session=session, message=request.POST.get("message", ""))
     return composer(request, session)
@@ -156,7 +168,7 @@ def send(request, pk):
 @login_required
 @require_POST
 @domain_errors
-def retry(request, pk, turn_id):
+def retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     turn_resubmit(turn=get_turn_for_user(request.user, turn_id, session=session))
     return composer(request, session)
@@ -165,7 +177,7 @@ def retry(request, pk, turn_id):
 @login_required
 @require_GET
 @domain_errors
-def edit_form(request, pk, message_id):
+def edit_form(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     message = (
         Message.objects.for_user(request.user)
@@ -180,7 +192,7 @@ def edit_form(request, pk, message_id):
 @login_required
 @require_POST
 @domain_errors
-def edit(request, pk, message_id):
+def edit(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     turn_edit(session=session, message_id=message_id, text=request.POST.get("message", ""))
     return refresh(request, session)
@@ -189,7 +201,7 @@ def edit(request, pk, message_id):
 @login_required
 @require_POST
 @domain_errors
-def regenerate(request, pk, message_id):
+def regenerate(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     turn_regenerate(session=session, message_id=message_id)
     return refresh(request, session)
@@ -198,7 +210,7 @@ def regenerate(request, pk, message_id):
 @login_required
 @require_POST
 @domain_errors
-def activate(request, pk, branch_id):
+def activate(request: HtmxHttpRequest, pk: int, branch_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     branch = get_branch_for_user(request.user, branch_id)
     if branch.session_id != session.pk:
@@ -210,7 +222,7 @@ def activate(request, pk, branch_id):
 @login_required
 @require_GET
 @domain_errors
-def export(request, pk):
+def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     body = json.dumps(session_export(session=session), ensure_ascii=False, indent=1)
     response = HttpResponse(body, content_type="application/json")
@@ -221,14 +233,14 @@ def export(request, pk):
 
 @login_required
 @require_POST
-def import_session(request):
+def import_session(request: HtmxHttpRequest) -> HttpResponse:
     upload = request.FILES.get("document")
     if upload is None:
         messages.error(request, "Choose an exported session file (.json) to import.")
         return redirect("chat:home")
     raw = upload.read(settings.ROLLBACK_IMPORT_MAX_BYTES + 1)
     try:
-        session = session_import(owner=request.user, raw=raw)
+        session = session_import(owner=_user(request), raw=raw)
     except ImportRejected as exc:
         messages.error(request, f"Import failed: {exc.message}")
         return redirect("chat:home")

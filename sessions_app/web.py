@@ -8,17 +8,32 @@ message on the page it came from.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Concatenate, ParamSpec
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from .errors import HTTP_STATUS, DomainError
 
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
 
-def notice(request, text: str, *, status: int = 200, kind: str = "error") -> HttpResponse:
+P = ParamSpec("P")
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through django-htmx's middleware (in MIDDLEWARE for every page)."""
+
+    htmx: HtmxDetails
+
+
+def notice(
+    request: HttpRequest, text: str, *, status: int = 200, kind: str = "error"
+) -> HttpResponse:
     html = render_to_string("sessions_app/_notice.html", {"text": text, "kind": kind}, request)
     response = HttpResponse(html, status=status)
     response["HX-Retarget"] = "#notices"
@@ -26,9 +41,11 @@ def notice(request, text: str, *, status: int = 200, kind: str = "error") -> Htt
     return response
 
 
-def domain_errors(view):
+def domain_errors(
+    view: Callable[Concatenate[HtmxHttpRequest, P], HttpResponse],
+) -> Callable[Concatenate[HtmxHttpRequest, P], HttpResponse]:
     @functools.wraps(view)
-    def wrapper(request, *args, **kwargs):
+    def wrapper(request: HtmxHttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
         except DomainError as exc:

@@ -7,15 +7,29 @@ ALLOWED_HOSTS. Scripts and services send no Origin; they authenticate otherwise.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from channels.security.websocket import AllowedHostsOriginValidator
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from typing import Any, TypeAlias
+
+    from asgiref.typing import ASGIReceiveCallable, ASGISendCallable
+
+    # Channels hands the scope on as a plain dict and adds keys of its own (user, url_route...).
+    Scope: TypeAlias = dict[str, Any]
+    App: TypeAlias = Callable[[Scope, ASGIReceiveCallable, ASGISendCallable], Awaitable[None]]
 
 
 class OriginCheck:
-    def __init__(self, app) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
         self.validated = AllowedHostsOriginValidator(app)
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
         if any(name == b"origin" for name, _ in scope.get("headers", [])):
             return await self.validated(scope, receive, send)
         return await self.app(scope, receive, send)
@@ -25,10 +39,12 @@ class BearerAuth:
     """`Authorization: Bearer <key>` on the handshake authenticates as the key's user (for
     integrations); a present but invalid key leaves the connection anonymous, so it is refused."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
         from channels.db import database_sync_to_async
         from django.contrib.auth.models import AnonymousUser
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django import template
+from django.utils.safestring import SafeString
 
 from sessions_app.rendering import render_markdown
 
@@ -10,12 +12,12 @@ register = template.Library()
 
 
 @register.filter
-def markdown(text: str):
+def markdown(text: str) -> SafeString:
     return render_markdown(text)
 
 
 @register.filter
-def pretty_json(value) -> str:
+def pretty_json(value: Any) -> str:
     if value in (None, ""):
         return ""
     if isinstance(value, str):
@@ -27,8 +29,8 @@ def pretty_json(value) -> str:
 
 
 @register.filter
-def call_names(tool_calls) -> str:
-    names = []
+def call_names(tool_calls: Any) -> str:
+    names: list[str] = []
     for call in tool_calls or []:
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict) and fn.get("name"):

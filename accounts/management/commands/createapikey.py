@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import apikey_create
 from sessions_app.errors import DomainError
@@ -12,11 +14,11 @@ from sessions_app.errors import DomainError
 class Command(BaseCommand):
     help = "Create an API key for a user and print it (it is shown only this once)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="command line", help="what the key is for")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
         try:
             user = User.objects.get_by_natural_key(options["username"])

@@ -6,11 +6,14 @@ turn (or as a /command) and prints what happened. Ctrl-D or Ctrl-C at the prompt
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from agno.run.base import RunStatus
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from accounts.models import User
 from agents.model import is_demo
 from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService
@@ -20,6 +23,8 @@ from sessions_app.models import Turn
 from sessions_app.selectors import get_session_for_user
 from sessions_app.services import session_create
 from sessions_app.turns import turn_fail
+
+T = TypeVar("T")
 
 HELP = """Commands:
   /checkpoint NAME       save a checkpoint of the conversation as it stands
@@ -40,11 +45,11 @@ class Command(BaseCommand):
     help = "Chat with the agent in the terminal, in a new or an existing session of a user."
     prompt = "you> "
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", required=True, help="the username to chat as")
         parser.add_argument("--session", help="the id of one of the user's sessions")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         user = self._user(options["user"])
         self.service = AgentService(user=user)
         if options["session"] is None:
@@ -203,13 +208,13 @@ class Command(BaseCommand):
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _user(self, username: str):
+    def _user(self, username: str) -> User:
         try:
-            return get_user_model().objects.get_by_natural_key(username)
-        except get_user_model().DoesNotExist:
+            return User.objects.get_by_natural_key(username)
+        except User.DoesNotExist:
             raise CommandError(f"No user named {username!r}.") from None
 
-    def _call(self, method, *args):
+    def _call(self, method: Callable[..., T], *args: Any) -> T:
         """An AgentService call; its ValueError (the session is gone) ends the command."""
         try:
             return method(*args)
@@ -217,7 +222,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
 
     def _resume(self) -> RollbackAgent:
-        return self._call(self.service.resume_agent, self.session.pk)
+        agent = self._call(self.service.resume_agent, self.session.pk)
+        if agent is None:  # only with a branch id, which this command never passes
+            raise CommandError("The session has no current branch.")
+        return agent
 
     def _where(self) -> str:
         branch = self.agent.internal_session
