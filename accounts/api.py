@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app.api_schema import paginated
-from sessions_app.api_support import Pagination, StrictSerializer, TextField
+from sessions_app.api_support import StrictSerializer, TextField, paginate
 
 from .models import ApiKey, User
 from .services import apikey_create, apikey_revoke
@@ -39,9 +39,7 @@ class KeyList(APIView):
     )
     def get(self, request: Request) -> Response:
         qs = ApiKey.objects.for_user(request.user).order_by("-created_at", "-id")
-        paginator = Pagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(KeyOut(page, many=True).data)
+        return paginate(self, qs, KeyOut)
 
     @extend_schema(request=KeyIn, responses={201: NewKeyOut}, summary="A new API key")
     def post(self, request: Request) -> Response:

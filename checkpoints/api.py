@@ -8,9 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions_app.api import BRANCH_PARAM, _branch_param
+from sessions_app.api import BRANCH_PARAM, branch_param
 from sessions_app.api_schema import paginated
-from sessions_app.api_support import Pagination, StrictSerializer, TextField
+from sessions_app.api_support import StrictSerializer, TextField, paginate
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.serializers import BranchOut
 
@@ -56,11 +56,8 @@ class SessionCheckpoints(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
-        branch = _branch_param(request, session) if request.query_params.get("branch") else None
-        paginator = Pagination()
-        qs = session_checkpoints(session, branch=branch)
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(CheckpointOut(page, many=True).data)
+        branch = branch_param(request, session) if request.query_params.get("branch") else None
+        return paginate(self, session_checkpoints(session, branch=branch), CheckpointOut)
 
     @extend_schema(
         request=CheckpointIn,

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from sessions_app.errors import CheckpointNotFound
 from sessions_app.models import ExternalSession, InternalSession
-from sessions_app.selectors import _pk
+from sessions_app.selectors import parse_pk
 
 from .models import Checkpoint
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkpoint:
-    key = _pk(pk)
+    key = parse_pk(pk)
     if key is None:
         raise CheckpointNotFound()
     try:
@@ -52,7 +52,7 @@ def find_session_checkpoint(session: ExternalSession, id_or_name: object) -> Che
     if isinstance(id_or_name, int) or (
         isinstance(id_or_name, str) and id_or_name.strip().isdigit()
     ):
-        key = _pk(id_or_name)
+        key = parse_pk(id_or_name)
         found = qs.filter(pk=key).first() if key is not None else None
         if found is not None:
             return found

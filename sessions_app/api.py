@@ -19,7 +19,7 @@ from accounts.models import User
 from agents.services import turn_submit
 
 from .api_schema import paginated
-from .api_support import Pagination
+from .api_support import Pagination, paginate
 from .errors import ImportTooLarge, InvalidInput
 from .models import ExternalSession, InternalSession, Turn
 from .selectors import (
@@ -60,7 +60,7 @@ def _session_out(user: AnyUser, pk: int) -> dict[str, Any]:
     return SessionOut(session).data
 
 
-def _branch_param(request: Request, session: ExternalSession) -> InternalSession:
+def branch_param(request: Request, session: ExternalSession) -> InternalSession:
     """?branch=<id> names one of the session's branches; without it, the current one."""
     raw = request.query_params.get("branch")
     if raw in (None, ""):
@@ -84,9 +84,7 @@ class SessionList(APIView):
     )
     def get(self, request: Request) -> Response:
         qs = with_branch_summary(sessions_for_user(request.user)).order_by("-created_at", "-id")
-        paginator = Pagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(SessionOut(page, many=True).data)
+        return paginate(self, qs, SessionOut)
 
     @extend_schema(request=SessionCreateIn, responses={201: SessionOut}, summary="New session")
     def post(self, request: Request) -> Response:
@@ -125,7 +123,7 @@ class SessionMessages(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
-        branch = _branch_param(request, session)
+        branch = branch_param(request, session)
         paginator = Pagination()
         # Positions are dense, so a page of history is a range of positions: no COUNT(*).
         limit = paginator.get_limit(request)
@@ -196,9 +194,7 @@ class SessionBranches(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
-        paginator = Pagination()
-        page = paginator.paginate_queryset(session_branches(session), request, view=self)
-        return paginator.get_paginated_response(BranchOut(page, many=True).data)
+        return paginate(self, session_branches(session), BranchOut)
 
 
 class BranchActivate(APIView):

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
 from django.http import Http404
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from .errors import HTTP_STATUS, DomainError
@@ -19,6 +22,13 @@ from .errors import HTTP_STATUS, DomainError
 class Pagination(LimitOffsetPagination):
     default_limit = 50
     max_limit = 1000
+
+
+def paginate(view: APIView, queryset: QuerySet[Any], serializer: type[BaseSerializer]) -> Response:
+    """A list answer through DRF's paginator: the contract's count, next, previous, results."""
+    paginator = Pagination()
+    page = paginator.paginate_queryset(queryset, view.request, view=view)
+    return paginator.get_paginated_response(serializer(page, many=True).data)
 
 
 def _flatten(errors: Any, prefix: str = "") -> list[str]:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .models import AnyUser
 
 
-def _pk(value: Any) -> int | None:
+def parse_pk(value: Any) -> int | None:
     # Untrusted input of any type (a URL part, a query parameter, JSON): int() decides.
     try:
         pk = int(value)
@@ -26,7 +26,7 @@ def _pk(value: Any) -> int | None:
 
 
 def get_session_for_user(user: AnyUser, pk: object) -> ExternalSession:
-    key = _pk(pk)
+    key = parse_pk(pk)
     if key is None:
         raise SessionNotFound()
     try:
@@ -36,7 +36,7 @@ def get_session_for_user(user: AnyUser, pk: object) -> ExternalSession:
 
 
 def get_branch_for_user(user: AnyUser, pk: object) -> InternalSession:
-    key = _pk(pk)
+    key = parse_pk(pk)
     if key is None:
         raise BranchNotFound()
     try:
@@ -47,7 +47,7 @@ def get_branch_for_user(user: AnyUser, pk: object) -> InternalSession:
 
 def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | None = None) -> Turn:
     """One of the user's turns (of `session`, when given)."""
-    key = _pk(pk)
+    key = parse_pk(pk)
     if key is None:
         raise TurnNotFound()
     turns = Turn.objects.for_user(user)
