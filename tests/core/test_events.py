@@ -94,13 +94,6 @@ def api(alice):
 
 
 @pytest.fixture
-def admin_page(admin_user):
-    client = Client()
-    client.force_login(admin_user)
-    return client
-
-
-@pytest.fixture
 def talked(branch):
     say(branch, "hello", "hi there", "more", "sure")
     branch.refresh_from_db()
@@ -169,14 +162,14 @@ def mark(talked):
 
 
 def test_deleting_a_checkpoint_is_announced_once_whichever_way(
-    page, api, admin_page, session, talked
+    page, api, admin_client, session, talked
 ):
     agent = RollbackAgent(external_session_id=session.pk, model=None, skip_session_creation=True)
     ways = {
         "page": lambda cp: page.post(reverse("chat:checkpoint_delete", args=[cp.pk]), **HX),
         "api": lambda cp: api.delete(f"/api/v1/checkpoints/{cp.pk}/"),
         "agent tool": lambda cp: agent.delete_checkpoint_tool(cp.pk),
-        "admin": lambda cp: admin_page.post(
+        "admin": lambda cp: admin_client.post(
             reverse("admin:checkpoints_checkpoint_changelist"),
             {"action": "delete_checkpoints", "_selected_action": [cp.pk]},
         ),
@@ -285,7 +278,7 @@ def test_a_rollback_the_agent_makes_is_announced_once(fake_llm, session, talked,
 
 
 def test_renaming_is_announced_once_on_the_page_through_the_api_and_in_the_admin(
-    page, api, admin_page, session
+    page, api, admin_client, session
 ):
     page_rename = lambda: page.post(  # noqa: E731
         reverse("chat:rename", args=[session.pk]), {"name": "From the page"}, **HX
@@ -293,7 +286,7 @@ def test_renaming_is_announced_once_on_the_page_through_the_api_and_in_the_admin
     api_rename = lambda: api.patch(  # noqa: E731
         f"/api/v1/sessions/{session.pk}/", {"name": "From the API"}, format="json"
     )
-    admin_rename = lambda: admin_page.post(  # noqa: E731
+    admin_rename = lambda: admin_client.post(  # noqa: E731
         reverse("admin:sessions_app_externalsession_change", args=[session.pk]),
         {
             "session_name": "From the admin",
