@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ Event = dict[str, Any]
 # Local listeners (the terminal chat, the Python API's `on_event`) hear the events of the session
 # they watch in this process, besides the channel layer.
 _listeners: dict[int, list[Callable[[Event], None]]] = {}
+_listeners_lock = threading.Lock()  # turns on other threads send while listeners come and go
 
 # The in-memory channel layer lives on the web server's event loop. A turn running on a thread of
 # the same process publishes onto that loop (the consumers note it when they connect); with Redis
@@ -62,14 +64,16 @@ def group_name(session_id: int) -> str:
 def listen(session_id: int, listener: Callable[[Event], None]) -> Callable[[], None]:
     """Call `listener` with each event of the session sent from this process; returns a
     function that stops it."""
-    _listeners.setdefault(session_id, []).append(listener)
+    with _listeners_lock:
+        _listeners.setdefault(session_id, []).append(listener)
 
     def stop() -> None:
-        listeners = _listeners.get(session_id, [])
-        if listener in listeners:
-            listeners.remove(listener)
-        if not listeners:
-            _listeners.pop(session_id, None)
+        with _listeners_lock:
+            listeners = _listeners.get(session_id, [])
+            if listener in listeners:
+                listeners.remove(listener)
+            if not listeners:
+                _listeners.pop(session_id, None)
 
     return stop
 
@@ -78,7 +82,9 @@ def _send(event: Event) -> None:
     """Send one event to everyone watching its session. Never fails the caller: the database
     has the truth, and a lost event must not lose the change."""
     session_id = event["session"]
-    for listener in list(_listeners.get(session_id, ())):
+    with _listeners_lock:
+        listening = list(_listeners.get(session_id, ()))
+    for listener in listening:
         try:
             listener(event)
         except Exception:

@@ -201,21 +201,6 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
-# Retention: run `celery -A rollback_site beat` beside the workers to keep, every night, only the
-# newest ROLLBACK_AUTO_CHECKPOINTS_KEEP automatic checkpoints of each branch.
-CELERY_BEAT_SCHEDULE = {
-    "cleanup-auto-checkpoints": {
-        "task": "agents.cleanup_auto_checkpoints",
-        "schedule": 24 * 60 * 60,
-    },
-    # Take over or fail turns whose worker died (see TURN_HEARTBEAT_SECONDS below). A run that
-    # no worker picked up in time is dropped, not stacked behind the next one.
-    "recover-turns": {
-        "task": "agents.recover_turns",
-        "schedule": float(os.environ.get("TURN_RECOVERY_SECONDS", "").strip() or 5),
-        "options": {"expires": 30},
-    },
-}
 
 # --- The agent ------------------------------------------------------------------------------
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "").strip()
@@ -234,6 +219,23 @@ AGENT_TURN_STALE_SECONDS = env_int("AGENT_TURN_STALE_SECONDS", 15)
 AGENT_TURN_ATTEMPTS = max(1, env_int("AGENT_TURN_ATTEMPTS", 2))
 TURN_RECOVERY_SECONDS = float(os.environ.get("TURN_RECOVERY_SECONDS", "").strip() or 5)
 TURN_QUEUE_TIMEOUT = env_int("TURN_QUEUE_TIMEOUT", 15 * 60)
+
+# Retention: run `celery -A rollback_site beat` beside the workers to keep, every night, only the
+# newest ROLLBACK_AUTO_CHECKPOINTS_KEEP automatic checkpoints of each branch.
+CELERY_BEAT_SCHEDULE = {
+    "cleanup-auto-checkpoints": {
+        "task": "agents.cleanup_auto_checkpoints",
+        "schedule": 24 * 60 * 60,
+    },
+    # Take over or fail turns whose worker died (see TURN_HEARTBEAT_SECONDS above). A run that
+    # no worker picked up in time is dropped, not stacked behind the next one.
+    "recover-turns": {
+        "task": "agents.recover_turns",
+        "schedule": TURN_RECOVERY_SECONDS,
+        "options": {"expires": 30},
+    },
+}
+
 # Pause between the demo model's streamed words, so its replies visibly stream in.
 DEMO_MODEL_WORD_DELAY = float(os.environ.get("DEMO_MODEL_WORD_DELAY", "").strip() or 0.02)
 os.environ.setdefault("AGNO_TELEMETRY", "false")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.cache import cache
+
+from tests.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,12 +44,6 @@ def test_redis_backs_the_cache_and_the_channel_layer():
     assert async_to_sync(layer.receive)(channel) == {"type": "ping", "n": 2}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_served_app_gives_the_admin_with_its_static_files(tmp_path):
     """What `make run` does: migrate, collect static files, serve with daphne (DEBUG off)."""
     env = {
@@ -60,7 +55,7 @@ def test_the_served_app_gives_the_admin_with_its_static_files(tmp_path):
     py = sys.executable
     for cmd in (["migrate", "--noinput"], ["collectstatic", "--noinput", "-v0"]):
         subprocess.run([py, "manage.py", *cmd], cwd=ROOT, env=env, check=True, timeout=120)
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "rollback_site.asgi:application"],
         cwd=ROOT,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Services, app_env, free_port, wait_until_answers  # noqa: F401
+from tests.procs import Services, app_env  # noqa: F401 (used by the test modules)
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
