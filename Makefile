@@ -1,5 +1,6 @@
 # make run  - set up on first use, migrate, serve on http://$(HOST):$(PORT)
-# make test - set up on first use, lint (ruff, mypy), check migrations, run the suite on SQLite, then again on
+# make test - set up on first use, lint (ruff, mypy, import contracts, Django's deployment
+#             checks), check migrations, run the suite on SQLite, then again on
 #             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
 #             are not running)
 # make bench - the benchmarks
@@ -12,6 +13,11 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/rollback
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
+# `make lint` runs Django's deployment checklist on production settings (DJANGO_DEBUG=0), with a
+# key made for this check only.
+DEPLOY_CHECK_ENV := DJANGO_DEBUG=0 DJANGO_ALLOWED_HOSTS=rollback.example \
+	DJANGO_SECRET_KEY=deploy-check-only-not-a-secret-7Hq2Vx9LmR4tWz8KpN3cYb6FjD5sGa \
+	DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS=1 DJANGO_SECURE_HSTS_PRELOAD=1
 
 .PHONY: run test test-sqlite test-postgres lint install bench worker clean
 
@@ -27,7 +33,7 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	@echo "Rollback is serving on http://$(HOST):$(PORT)/"
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) rollback_site.asgi:application
+	$(PY) -m rollback_site.serve -b $(HOST) -p $(PORT)
 
 worker: install
 	$(VENV)/bin/celery -A rollback_site worker --loglevel INFO
@@ -36,7 +42,9 @@ lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py makemigrations --check --dry-run
+	env -u DATABASE_URL -u REDIS_URL $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
 test-sqlite: install
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS)

@@ -6,7 +6,7 @@ API and the HTML views map them to HTTP status in one place each (by `code`).
 
 from __future__ import annotations
 
-from sessions_app.errors import DomainError, InvalidInput, NotFound
+from core.errors import DomainError, InvalidInput, NotFound
 
 
 class SignupClosed(DomainError):
@@ -17,6 +17,37 @@ class SignupClosed(DomainError):
         message: str = "Sign-up is closed on this server; ask an administrator for an account.",
     ) -> None:
         super().__init__(message)
+
+
+def _minutes(seconds: int) -> str:
+    minutes = max(1, -(-seconds // 60))
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+class TooManyAttempts(DomainError):
+    """A limit of attempts is reached; `retry_after` is how many seconds until it lifts."""
+
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LoginLocked(TooManyAttempts):
+    def __init__(self, *, retry_after: int) -> None:
+        super().__init__(
+            f"Too many failed sign-in attempts; try again in {_minutes(retry_after)}.",
+            retry_after=retry_after,
+        )
+
+
+class SignupLimited(TooManyAttempts):
+    def __init__(self, *, retry_after: int) -> None:
+        super().__init__(
+            f"Too many sign-ups from your network; try again in {_minutes(retry_after)}.",
+            retry_after=retry_after,
+        )
 
 
 class InvalidUsername(InvalidInput):

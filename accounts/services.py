@@ -16,6 +16,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import events
+
 from .errors import (
     ApiKeyLimitReached,
     ApiKeyNotFound,
@@ -27,6 +29,8 @@ from .errors import (
     UsernameTaken,
     WeakPassword,
 )
+from .limits import signup_attempt_start
+from .lookalikes import mixes_scripts, scripts_of, skeleton
 from .models import THEMES, ApiKey, SiteSettings, User
 
 API_KEY_PREFIX = "rbk_"
@@ -57,7 +61,19 @@ def _clean_username(value: Any) -> str:
         User._meta.get_field("username").run_validators(username)
     except ValidationError as exc:
         raise InvalidUsername(" ".join(exc.messages)) from None
+    if mixes_scripts(username):
+        raise InvalidUsername(
+            f"Use letters of one script in a username: this one mixes {scripts_of(username)}."
+        )
     return username
+
+
+def _looks_like_an_existing_username(username: str) -> bool:
+    """Whether an account's username has the same look (TR39 skeleton) as `username`. Every
+    username is compared, so accounts made in the admin or the shell count too."""
+    wanted = skeleton(username)
+    existing = User.objects.values_list("username", flat=True).iterator(chunk_size=2000)
+    return any(skeleton(name) == wanted for name in existing)
 
 
 def _clean_email(value: Any) -> str:
@@ -84,13 +100,19 @@ def _validate_password(password: Any, *, user: User) -> None:
         raise WeakPassword(list(exc.messages)) from None
 
 
-def user_signup(*, username: str, password: str, email: str = "") -> User:
+def user_signup(
+    *, username: str, password: str, email: str = "", client_ip: str | None = None
+) -> User:
     """Create an account. Refused while sign-up is closed, unless there is no user yet; the first
     account becomes the administrator (staff and superuser).
 
+    A username must use the letters of one script and must not look like an existing one (see
+    accounts.lookalikes). A sign-up from `client_ip` counts against its network's hourly limit
+    (SignupLimited) once its input is valid, before the password is hashed.
+
     Every sign-up locks the site settings row, then checks whether any user exists: two first
-    sign-ups at once therefore make exactly one administrator, and the case-insensitive username
-    check cannot race another sign-up. The password is hashed before taking the lock.
+    sign-ups at once therefore make exactly one administrator, and the username checks cannot
+    race another sign-up. The password is hashed before taking the lock.
     """
     # An early answer, before any work; checked again under the lock. It also creates the
     # settings row if missing: outside the lock, as the row must exist to be locked.
@@ -100,6 +122,7 @@ def user_signup(*, username: str, password: str, email: str = "") -> User:
     email = _clean_email(email)
     user = User(username=username, email=email)
     _validate_password(password, user=user)
+    signup_attempt_start(client_ip=client_ip)
     user.password = make_password(password)
     try:
         with transaction.atomic():
@@ -109,10 +132,25 @@ def user_signup(*, username: str, password: str, email: str = "") -> User:
                 raise SignupClosed()
             if User.objects.filter(username__iexact=username).exists():
                 raise UsernameTaken()
+            if _looks_like_an_existing_username(username):
+                raise UsernameTaken("That username looks like an existing one; choose another.")
             user.is_staff = user.is_superuser = first
             user.save(force_insert=True)
     except IntegrityError:  # an account made at the same time outside sign-up (admin, shell)
         raise UsernameTaken() from None
+    return user
+
+
+# --- Deactivation ----------------------------------------------------------------------------
+
+
+def user_deactivate(*, user: User) -> User:
+    """Turn the account off: it can no longer sign in or use its API keys, and its open
+    sockets close at once, in every web process, when the change commits. Nothing is deleted
+    (an administrator can turn it on again)."""
+    User.objects.filter(pk=user.pk).update(is_active=False)
+    user.is_active = False
+    events.sockets_close_user(user=user.pk)
     return user
 
 
@@ -187,15 +225,38 @@ def apikey_revoke(*, user: User, key_id: int) -> ApiKey:
     keys = ApiKey.objects.for_user(user).filter(pk=pk)
     keys.active().update(revoked_at=timezone.now())
     try:
-        return keys.get()
+        key = keys.get()
     except ApiKey.DoesNotExist:
         raise ApiKeyNotFound() from None
+    events.sockets_close_apikey(key=key.pk)
+    return key
+
+
+def bearer_key(header: bytes) -> str | None:
+    """The key of a `Bearer <key>` header; None when the header is another scheme or absent.
+    Raises ValueError for a Bearer header that is malformed."""
+    parts = header.split()
+    if not parts or parts[0].lower() != b"bearer":
+        return None
+    if len(parts) != 2:
+        raise ValueError("Give the API key as 'Authorization: Bearer <key>'.")
+    try:
+        return parts[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise ValueError("That is not an API key.") from None
 
 
 def apikey_authenticate(raw: str | None) -> User | None:
     """The active user an active key belongs to, or None for anything else (including
-    malformed input). The lookup is by the key's hash, so its time does not depend on how much
-    of a guess matches a real key."""
+    malformed input)."""
+    key = apikey_verify(raw)
+    return key.user if key is not None else None
+
+
+def apikey_verify(raw: str | None) -> ApiKey | None:
+    """The active key of an active user (with its `user`) that `raw` is, or None for anything
+    else (including malformed input). The lookup is by the key's hash, so its time does not
+    depend on how much of a guess matches a real key."""
     if not isinstance(raw, str) or len(raw) > 64 or not _API_KEY_RE.fullmatch(raw):
         return None
     key = (
@@ -211,4 +272,4 @@ def apikey_authenticate(raw: str | None) -> User | None:
         ApiKey.objects.filter(pk=key.pk).filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - API_KEY_LAST_USED_RESOLUTION)
         ).update(last_used_at=now)
-    return key.user
+    return key

@@ -15,7 +15,8 @@ from agno.models.base import Model
 from agno.models.message import Message
 from agno.models.response import ModelResponse
 
-DEMO_MODEL_ID = "rollback-demo"
+from core.model_choice import DEMO_MODEL_ID
+
 DEMO_NOTICE = (
     "I am Rollback's offline demo model: set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a "
     "real model. Try “calculate (2+3)*4”, “checkpoint as start”, “list checkpoints” or "

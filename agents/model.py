@@ -4,6 +4,9 @@ With OPENAI_API_KEY or OPENAI_BASE_URL set, agno's OpenAI-compatible chat model 
 server over the Chat Completions API (role `system` for the instructions, which OpenAI and every
 compatible server accept). Otherwise the offline demo model answers.
 
+Each request carries max_tokens (AGENT_MAX_OUTPUT_TOKENS), and a streamed response is cut at
+AGENT_MAX_REPLY_CHARS characters whatever the server sends (turns always stream).
+
 Retries: the openai client retries 408, 409, 429, 5xx, connection errors and timeouts with
 exponential backoff (honouring Retry-After) up to AGENT_MAX_RETRIES times; agno's own model
 retries stay off so that there is exactly one retry policy.
@@ -23,7 +26,9 @@ from agno.models.openai.like import OpenAILike
 from agno.models.response import ModelResponse
 from django.conf import settings
 
-from .demo_model import DEMO_MODEL_ID, DemoModel
+from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature, is_demo
+
+from .demo_model import DemoModel
 
 _HINTS = {
     401: "check OPENAI_API_KEY",
@@ -58,9 +63,60 @@ def explain(exc: ModelProviderError, model: ChatModel) -> ModelProviderError:
     )
 
 
+def _side_chars(delta: ModelResponse) -> int:
+    """The characters of a streamed delta besides its text: tool-call arguments and reasoning."""
+    count = len(delta.reasoning_content or "")
+    for call in delta.tool_calls or []:
+        function = (
+            call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+        )
+        arguments = (
+            function.get("arguments")
+            if isinstance(function, dict)
+            else getattr(function, "arguments", None)
+        )
+        count += len(arguments) if isinstance(arguments, str) else 0
+    return count
+
+
+class _ReplyBound:
+    """Counts one streamed response against the model's `max_reply_chars`."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.used = 0
+
+    def take(self, delta: ModelResponse) -> bool:
+        """Count `delta`, cutting its text to what is left; True when the stream must stop
+        after it. Tool-call arguments or reasoning past the limit fail the response."""
+        limit = self.model.max_reply_chars
+        self.used += _side_chars(delta)
+        if self.used > limit:
+            raise ModelProviderError(
+                message=f"the model's answer passed the limit of {limit} characters "
+                "(AGENT_MAX_REPLY_CHARS) before its text; it was stopped",
+                model_name=self.model.name,
+                model_id=self.model.id,
+            )
+        if not isinstance(delta.content, str):
+            return False
+        if self.used + len(delta.content) > limit:
+            delta.content = delta.content[: limit - self.used]
+            self.model.cut_off = "chars"
+            return True
+        self.used += len(delta.content)
+        return False
+
+
 @dataclass
 class ChatModel(OpenAILike):
-    """agno's OpenAI-compatible chat model, with errors that say what went wrong."""
+    """agno's OpenAI-compatible chat model, with errors that say what went wrong and streamed
+    responses of at most `max_reply_chars` characters: a longer one is cut there and its
+    request closed. `cut_off` says whether the last streamed response was cut short, by this
+    bound ("chars") or by the server's own limit, max_tokens ("tokens")."""
+
+    max_reply_chars: int = 200_000
+    cut_off: str | None = None
 
     def invoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
         try:
@@ -75,47 +131,80 @@ class ChatModel(OpenAILike):
             raise explain(exc, self) from exc
 
     def invoke_stream(self, *args: Any, **kwargs: Any) -> Iterator[ModelResponse]:
+        self.cut_off = None
+        bound = _ReplyBound(self)
+        stream = super().invoke_stream(*args, **kwargs)
         try:
-            yield from super().invoke_stream(*args, **kwargs)
+            for delta in stream:
+                stop = bound.take(delta)
+                yield delta
+                if stop:
+                    return
         except ModelProviderError as exc:
             raise explain(exc, self) from exc
+        finally:
+            close = getattr(stream, "close", None)  # a generator: ends the request to the server
+            if close is not None:
+                close()
 
     async def ainvoke_stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ModelResponse]:
+        self.cut_off = None
+        bound = _ReplyBound(self)
+        stream = super().ainvoke_stream(*args, **kwargs)
         try:
-            async for delta in super().ainvoke_stream(*args, **kwargs):
+            async for delta in stream:
+                stop = bound.take(delta)
                 yield delta
+                if stop:
+                    return
         except ModelProviderError as exc:
             raise explain(exc, self) from exc
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _parse_provider_response_delta(self, response_delta: Any) -> ModelResponse:
+        if any(choice.finish_reason == "length" for choice in response_delta.choices or []):
+            self.cut_off = self.cut_off or "tokens"
+        return super()._parse_provider_response_delta(response_delta)
 
 
-def is_demo() -> bool:
-    return not (settings.OPENAI_API_KEY or settings.OPENAI_BASE_URL)
+def reply_cut_off(model: Model | None) -> bool:
+    """Whether the model's last streamed response was cut short by a length limit."""
+    return isinstance(model, ChatModel) and model.cut_off is not None
 
 
-def _temperature(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return min(max(number, 0.0), 2.0)
-
-
-def model_settings(session_settings: dict | None = None) -> dict[str, Any]:
-    """The model id and temperature for a session: its own settings, else the defaults."""
+def model_settings(
+    session_settings: dict | None = None,
+    *,
+    default_id: str | None = None,
+    default_temperature: float | None = None,
+) -> dict[str, Any]:
+    """The model id and temperature for a session: its own settings, else the defaults (the
+    caller's, else AGENT_MODEL and the server's temperature). A model or temperature the session
+    may not use raises InvalidInput (core.model_choice), so it is never called."""
     chosen = session_settings or {}
-    model_id = chosen.get("model")
-    if not isinstance(model_id, str) or not model_id.strip():
-        model_id = settings.AGENT_MODEL
-    return {"id": model_id.strip()[:200], "temperature": _temperature(chosen.get("temperature"))}
+    temperature = chosen_temperature(chosen)
+    return {
+        "id": chosen_model(chosen) or default_id or settings.AGENT_MODEL,
+        "temperature": default_temperature if temperature is None else temperature,
+    }
 
 
-def build_model(session_settings: dict | None = None) -> Model:
-    """A fresh agno model for one turn."""
+def build_model(
+    session_settings: dict | None = None,
+    *,
+    default_id: str | None = None,
+    default_temperature: float | None = None,
+) -> Model:
+    """A fresh agno model for one turn; InvalidInput when the session's settings ask for a
+    model or temperature it may not use."""
+    chosen = model_settings(
+        session_settings, default_id=default_id, default_temperature=default_temperature
+    )
     if is_demo():
         return DemoModel(word_delay=settings.DEMO_MODEL_WORD_DELAY)
-    chosen = model_settings(session_settings)
     return ChatModel(
         id=chosen["id"],
         name="OpenAI-compatible",
@@ -125,6 +214,10 @@ def build_model(session_settings: dict | None = None) -> Model:
         max_retries=settings.AGENT_MAX_RETRIES,
         timeout=settings.AGENT_TIMEOUT,
         retries=0,
+        max_tokens=settings.AGENT_MAX_OUTPUT_TOKENS
+        if settings.AGENT_MAX_OUTPUT_TOKENS > 0
+        else None,
+        max_reply_chars=settings.AGENT_MAX_REPLY_CHARS,
     )
 
 

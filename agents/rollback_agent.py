@@ -22,12 +22,13 @@ from checkpoints.services import (
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.errors import DomainError
+from core.errors import DomainError
 from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
+from .runner import run_turn_with_agent
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -52,6 +53,15 @@ INSTRUCTIONS = [
 ]
 
 
+def auto_checkpoint_enabled(session: ExternalSession) -> bool:
+    """The session's own setting, else its owner's preference, else on."""
+    value = session.settings.get("auto_checkpoint")
+    if isinstance(value, bool):
+        return value
+    value = session.owner.preference("auto_checkpoint", True)
+    return value if isinstance(value, bool) else True
+
+
 def load_session(external_session_id: int | str, *, user: User | None) -> ExternalSession:
     """One of `user`'s sessions; ValueError when there is none, as in seed 003. There is no
     default: server-side code that may open anyone's session (seed 003's API used without a
@@ -71,6 +81,9 @@ def _when(cp: Checkpoint) -> str:
 
 class RollbackAgent(Agent):
     """An agno Agent bound to one session and one of its branches."""
+
+    # The tools that work on checkpoints themselves: using them takes no automatic checkpoint.
+    checkpoint_tools = CHECKPOINT_TOOLS
 
     def __init__(
         self,
@@ -149,8 +162,6 @@ class RollbackAgent(Agent):
         """Run one turn: store the user's message, answer it, store the answer, checkpoint
         automatically after tool use, and carry out a rollback the model was asked for.
         Returns agno's RunOutput (`.content` is the reply); the Turn is `self.last_turn`."""
-        from .runner import run_turn_with_agent
-
         return run_turn_with_agent(self, message)
 
     def refresh_branch(self) -> InternalSession:
@@ -189,6 +200,21 @@ class RollbackAgent(Agent):
         if self.session_state:
             for key in ROLLBACK_KEYS:
                 self.session_state.pop(key, None)
+
+    def carry_out_rollback(self) -> bool:
+        """Restore the checkpoint the model asked to roll back to (once), as a new current branch
+        this agent moves to. True when one was carried out; CheckpointNotFound when it vanished
+        in the meantime."""
+        checkpoint_id = self.requested_rollback
+        if checkpoint_id is None:
+            return False
+        self.clear_rollback_request()
+        checkpoint = find_session_checkpoint(self.external_session, int(checkpoint_id))
+        result = checkpoint_restore(checkpoint=checkpoint, session=self.external_session)
+        self.internal_session = result.branch
+        self.session_state = dict(result.branch.session_state or {})
+        self.last_rollback = checkpoint
+        return True
 
     @classmethod
     def from_checkpoint(

@@ -9,15 +9,14 @@ when the turn started, stays.
 
 from __future__ import annotations
 
+import gc
 import logging
-import os
-import socket
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from agno.agent import Agent
-from agno.models.base import Model
 from agno.models.message import Message as AgnoMessage
 from agno.run.agent import (
     RunContentEvent,
@@ -32,71 +31,33 @@ from django.db import close_old_connections, connection, transaction
 
 from checkpoints.services import checkpoint_create
 from core import events
-from sessions_app.errors import DomainError
-from sessions_app.models import ExternalSession, Turn
+from core.errors import DomainError, InvalidInput
+from sessions_app.models import Turn
+from sessions_app.partial import PartialReply
 from sessions_app.selectors import branch_history
 from sessions_app.services import branch_set_state
 from sessions_app.turns import (
+    CUT_NOTE,
     BranchMoved,
     TurnTakenOver,
+    cut_off,
     turn_claim,
     turn_fail,
     turn_finish,
     turn_heartbeat,
+    turn_keep_stopped,
     turn_start,
     turn_store_messages,
 )
 
 from .history import from_agno, to_agno
-from .model import build_model, is_demo, model_label
-from .rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
+from .model import is_demo, model_label, reply_cut_off
 from .services import turns_recover
 
+if TYPE_CHECKING:
+    from .rollback_agent import RollbackAgent
+
 log = logging.getLogger(__name__)
-
-
-def auto_checkpoint_enabled(session: ExternalSession) -> bool:
-    """The session's own setting, else its owner's preference, else on."""
-    value = session.settings.get("auto_checkpoint")
-    if isinstance(value, bool):
-        return value
-    value = session.owner.preference("auto_checkpoint", True)
-    return value if isinstance(value, bool) else True
-
-
-def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
-    session = turn.session
-    return RollbackAgent(
-        external_session_id=session.pk,
-        user=session.owner,
-        model=model or build_model(session.settings),
-        auto_checkpoint=auto_checkpoint_enabled(session),
-        skip_session_creation=True,
-        internal_session_id=turn.branch_id,
-        activate_branch=False,
-    )
-
-
-def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:
-    """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
-    another worker took over, a deleted session): the reason is logged and nothing is stored."""
-    turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
-    if turn is None:
-        state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
-        log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")
-        return None
-    if turn.branch_id is None:
-        _fail(turn, "The branch of this turn was deleted before it could run.")
-        return turn
-    try:
-        agent = agent_for_turn(turn, model)
-    except Exception as exc:  # a broken configuration must fail the turn, not leave it running
-        log.exception("could not build the agent for turn %s", turn_id)
-        _fail(turn, f"The agent could not start: {exc}")
-        return turn
-    execute_turn(agent, turn)
-    turn.refresh_from_db()
-    return turn
 
 
 def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
@@ -121,7 +82,7 @@ def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
             stop()
 
 
-def _fail(turn: Turn, error: str, metadata: dict | None = None) -> None:
+def fail_turn(turn: Turn, error: str, metadata: dict | None = None) -> None:
     """Fail the turn (`turn_fail` says so with `turn.failed`), unless it is no longer this
     worker's: then whoever holds the turn now reports it."""
     try:
@@ -142,7 +103,9 @@ def _fail(turn: Turn, error: str, metadata: dict | None = None) -> None:
 class Heartbeat:
     """Touches the turn's heartbeat every TURN_HEARTBEAT_SECONDS on a thread of its own, so a
     slow model (minutes between tokens) never looks like a dead worker, and notes when the turn
-    stopped being this worker's (`lost`), so the run stops early.
+    stopped being this worker's (`lost`), so the run stops early. Between beats it looks every
+    TURN_STOP_POLL_SECONDS whether the turn was cancelled (`cancelled`, which also makes it
+    `lost`): the run then closes the model's stream.
 
     A turn run inside the caller's open transaction (the Python API called from a transaction,
     the tests) cannot be seen by another connection: there the run beats inline instead."""
@@ -150,6 +113,7 @@ class Heartbeat:
     def __init__(self, turn: Turn) -> None:
         self.turn = turn
         self.lost = False
+        self.cancelled = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._inline = transaction.get_connection().in_atomic_block
@@ -170,14 +134,26 @@ class Heartbeat:
 
     def _beat(self) -> None:
         if not turn_heartbeat(turn=self.turn):
+            self.check_cancelled()
             self.lost = True
+
+    def check_cancelled(self) -> None:
+        """Note whether the turn was cancelled (then it is no longer this worker's either)."""
+        # exists() reads one row and closes its cursor: an open one would keep SQLite locked.
+        if Turn.objects.filter(pk=self.turn.pk, status=Turn.Status.CANCELLED).exists():
+            self.cancelled = self.lost = True
 
     def _run(self) -> None:
         interval = settings.TURN_HEARTBEAT_SECONDS
+        poll = min(interval, settings.TURN_STOP_POLL_SECONDS)
         try:
-            while not self.lost and not self._stop.wait(interval):
+            while not self.lost and not self._stop.wait(poll):
                 try:
-                    self._beat()
+                    if time.monotonic() - self._last >= interval:
+                        self._last = time.monotonic()
+                        self._beat()
+                    else:
+                        self.check_cancelled()
                 except Exception:  # the database is away for a moment: try again next beat
                     log.warning("turn %s: heartbeat failed", self.turn.pk, exc_info=True)
                 finally:
@@ -192,13 +168,21 @@ class Heartbeat:
             self._last = time.monotonic()
 
 
-def _stream(
-    agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], beat: Heartbeat
-) -> tuple[RunOutput | None, str | None]:
-    """Run the agent, relaying its stream. Returns (RunOutput or None, error or None); stops
-    early, with neither, when the turn was taken from this worker."""
+@dataclass
+class Streamed:
+    """What a run relayed: its output, its error, and the reply's text streamed so far."""
+
     output: RunOutput | None = None
     error: str | None = None
+    text: list[str] = field(default_factory=list)
+    partial: PartialReply | None = None  # the reply so far, kept where a reload finds it
+
+
+def _stream(
+    agent: RollbackAgent, turn: Turn, messages: list[AgnoMessage], beat: Heartbeat, got: Streamed
+) -> None:
+    """Run the agent, relaying its stream into `got`. Stops early, closing the model's stream,
+    when the turn was cancelled or taken from this worker."""
     stream = Agent.run(
         agent, input=messages, stream=True, stream_events=True, yield_run_output=True
     )
@@ -206,12 +190,17 @@ def _stream(
         for event in stream:
             beat.tick()
             if beat.lost:
-                return None, None
+                got.output = got.error = None
+                return
             if isinstance(event, RunOutput):
-                output = event
+                got.output = event
             elif isinstance(event, RunContentEvent):
                 if isinstance(event.content, str) and event.content:
-                    events.message_delta(session=turn.session_id, turn=turn.pk, delta=event.content)
+                    got.text.append(event.content)
+                    seq = got.partial.add(event.content) if got.partial is not None else None
+                    events.message_delta(
+                        session=turn.session_id, turn=turn.pk, delta=event.content, seq=seq
+                    )
             elif isinstance(event, ToolCallStartedEvent) and event.tool is not None:
                 events.tool_started(
                     session=turn.session_id,
@@ -230,27 +219,43 @@ def _stream(
                     error=bool(event.tool.tool_call_error),
                 )
             elif isinstance(event, RunErrorEvent):
-                error = event.content or "the model call failed"
+                got.error = event.content or "the model call failed"
     finally:
-        close = getattr(stream, "close", None)  # a generator: ends agno's run and its request
+        close = getattr(stream, "close", None)  # a generator: ends agno's run
         if close is not None:
             close()
-    return output, error
+        if beat.lost:
+            # The model's HTTP response is closed only when openai's Stream is finalised, and it
+            # sits in a reference cycle (the Stream and its own generator): collect it now, so
+            # the request to the model ends at once instead of at some later collection.
+            gc.collect()
+
+
+def keep_stopped(turn: Turn, got: Streamed, meta: dict) -> None:
+    """The turn was cancelled while this worker ran it: keep what was streamed so far as the
+    reply, marked stopped (the cancel already sent `turn.cancelled`)."""
+    try:
+        if turn_keep_stopped(turn=turn, reply="".join(got.text), metadata=meta):
+            log.info("turn %s was stopped; its partial reply is kept", turn.pk)
+    except Exception:
+        log.exception("turn %s: could not keep its stopped reply", turn.pk)
 
 
 def execute_turn(agent: RollbackAgent, turn: Turn) -> RunOutput | None:
     """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
     (the model, the tools, storing the answer), the turn does not stay running."""
-    with Heartbeat(turn) as beat:
+    with Heartbeat(turn) as beat, PartialReply(turn) as partial:
         try:
-            return _execute(agent, turn, beat)
+            return _execute(agent, turn, beat, partial)
         except Exception as exc:
             log.exception("turn %s failed", turn.pk)
-            _fail(turn, f"The turn failed: {type(exc).__name__}: {exc}")
+            fail_turn(turn, f"The turn failed: {type(exc).__name__}: {exc}")
             return None
 
 
-def _execute(agent: RollbackAgent, turn: Turn, beat: Heartbeat) -> RunOutput | None:
+def _execute(
+    agent: RollbackAgent, turn: Turn, beat: Heartbeat, partial: PartialReply
+) -> RunOutput | None:
     branch = agent.refresh_branch()
     history = branch_history(branch, end=turn.user_message_position)
     messages = to_agno(history) + [AgnoMessage(role="user", content=turn.message)]
@@ -259,30 +264,37 @@ def _execute(agent: RollbackAgent, turn: Turn, beat: Heartbeat) -> RunOutput | N
     agent.clear_rollback_request()
     label = model_label(agent.model)
     started = time.monotonic()
+    got = Streamed(partial=partial)
     try:
-        output, error = _stream(agent, turn, messages, beat)
+        _stream(agent, turn, messages, beat, got)
     except Exception as exc:
         log.exception("turn %s failed", turn.pk)
-        output, error = None, f"{type(exc).__name__}: {exc}"
+        got.output, got.error = None, f"{type(exc).__name__}: {exc}"
     finally:
         agent.turn_position = None
+    output, error = got.output, got.error
+    latency_ms = round((time.monotonic() - started) * 1000)
+    meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
+    if beat.lost and not beat.cancelled:
+        beat.check_cancelled()
+    if beat.cancelled:
+        keep_stopped(turn, got, meta)
+        return None
     if beat.lost:
         log.info("turn %s was taken from this worker mid-run; its answer is dropped", turn.pk)
         return None
-    latency_ms = round((time.monotonic() - started) * 1000)
-    meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
     if output is not None and output.status == RunStatus.cancelled and not error:
-        _fail(turn, "The reply was interrupted before it finished; it was not kept.", meta)
+        fail_turn(turn, "The reply was interrupted before it finished; it was not kept.", meta)
         return output
     if output is None or error or output.status != RunStatus.completed:
         reason = error or (output.content if output is not None else None) or "no answer"
-        _fail(turn, f"The model did not answer: {reason}", meta)
+        fail_turn(turn, f"The model did not answer: {reason}", meta)
         return output
     try:
-        return _complete(agent, turn, output, meta)
+        return _complete(agent, turn, output, meta, got)
     except Exception as exc:
         log.exception("turn %s: the answer could not be stored", turn.pk)
-        _fail(turn, f"The answer could not be stored: {type(exc).__name__}: {exc}", meta)
+        fail_turn(turn, f"The answer could not be stored: {type(exc).__name__}: {exc}", meta)
         return output
 
 
@@ -298,26 +310,47 @@ def _usage(output: RunOutput) -> dict[str, int]:
     return usage if any(usage.values()) else {}
 
 
-def _complete(agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict) -> RunOutput:
+def _complete(
+    agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict, got: Streamed
+) -> RunOutput:
     """Store the run's messages, take the automatic checkpoint, carry out a rollback the model
     asked for and finish the turn, in one transaction; the services announce each change once it
     commits (checkpoint.created, branch.changed, turn.finished)."""
     new = from_agno(output.messages or [], model=meta["model"])
-    if new and new[-1].role == "assistant":
-        new[-1].metadata.update({"latency_ms": meta["latency_ms"], **_usage(output)})
-        if meta["demo"]:
-            new[-1].metadata["demo"] = True
-    tools_used = [m.tool_name for m in new if m.role == "tool" and m.tool_name]
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
+    last = new[-1] if new and new[-1].role == "assistant" else None
+    # A reply cut short by a length limit (AGENT_MAX_REPLY_CHARS, or max_tokens at the server)
+    # is kept, marked as cut off, and the turn ends with finish_reason "length".
+    limit = settings.AGENT_MAX_REPLY_CHARS
+    cut = reply_cut_off(agent.model) or (last is not None and len(last.content) > limit)
+    finish_reason = "length" if cut else "stop"
+    if cut:
+        reply = cut_off(reply, limit)
+        seq = got.partial.add(CUT_NOTE) if got.partial is not None else None
+        events.message_delta(session=turn.session_id, turn=turn.pk, delta=CUT_NOTE, seq=seq)
+    if last is not None:
+        last.metadata.update({"latency_ms": meta["latency_ms"], **_usage(output)})
+        last.metadata["finish_reason"] = finish_reason
+        if cut:
+            last.content = cut_off(last.content, limit)
+        if meta["demo"]:
+            last.metadata["demo"] = True
+    tools_used = [m.tool_name for m in new if m.role == "tool" and m.tool_name]
     requested = agent.requested_rollback
     auto = None
     rolled_back_to = None
-    meta = {**meta, "usage": _usage(output)}
+    meta = {**meta, "usage": _usage(output), "finish_reason": finish_reason}
     try:
         with transaction.atomic():
             branch = turn_store_messages(turn=turn, messages=new)
-            branch_set_state(branch=branch, session_state=agent.persistent_state())
-            others = [name for name in tools_used if name not in CHECKPOINT_TOOLS]
+            try:
+                branch_set_state(branch=branch, session_state=agent.persistent_state())
+            except InvalidInput as exc:
+                # The agent's state outgrew the limits (ROLLBACK_STATE_MAX_BYTES, the depth):
+                # the answer is kept, the stored state stays as it was, and the turn says why.
+                log.warning("turn %s: the session state was not saved: %s", turn.pk, exc.message)
+                meta["state_not_saved"] = exc.message
+            others = [name for name in tools_used if name not in agent.checkpoint_tools]
             if others and agent.auto_checkpoint:
                 auto = checkpoint_create(
                     branch=branch,
@@ -331,10 +364,8 @@ def _complete(agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict) -
                     },
                 )
             if requested is not None:
-                from .service import AgentService
-
                 try:
-                    if AgentService().handle_agent_response(agent, output):
+                    if agent.carry_out_rollback():
                         rolled_back_to = agent.last_rollback
                 except DomainError as exc:
                     meta["rollback_error"] = exc.message
@@ -349,8 +380,9 @@ def _complete(agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict) -
                 raise TurnTakenOver("This turn ended elsewhere before its answer was stored.")
     except TurnTakenOver as exc:
         log.info("turn %s: %s", turn.pk, exc)
+        keep_stopped(turn, got, meta)  # when it was cancelled just before its end
         return output
     except BranchMoved as exc:
-        _fail(turn, str(exc), meta)
+        fail_turn(turn, str(exc), meta)
         return output
     return output

@@ -20,8 +20,7 @@ from sessions_app.selectors import branch_history, session_branches
 from sessions_app.services import session_update
 
 from .model import build_model
-from .rollback_agent import RollbackAgent, load_session
-from .runner import auto_checkpoint_enabled
+from .rollback_agent import RollbackAgent, auto_checkpoint_enabled, load_session
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -38,12 +37,13 @@ class AgentService:
         return load_session(external_session_id, user=self.user)
 
     def _model(self, session: ExternalSession) -> Model:
-        chosen = {
-            "model": self.model_config.get("id"),
-            "temperature": self.model_config.get("temperature"),
-        }
-        chosen.update({k: v for k, v in session.settings.items() if k in ("model", "temperature")})
-        return build_model(chosen)
+        """The session's own model and temperature, checked against what sessions may use
+        (InvalidInput otherwise), else this service's `model_config`."""
+        return build_model(
+            session.settings,
+            default_id=self.model_config.get("id"),
+            default_temperature=self.model_config.get("temperature"),
+        )
 
     def _agent(self, session: ExternalSession, **kwargs: Any) -> RollbackAgent:
         kwargs.setdefault("auto_checkpoint", auto_checkpoint_enabled(session))
@@ -89,16 +89,7 @@ class AgentService:
     def handle_agent_response(self, agent: RollbackAgent, response: Any) -> bool:
         """Carry out a rollback the run asked for (once). True when one was carried out.
         Raises CheckpointNotFound when the checkpoint vanished in the meantime."""
-        checkpoint_id = agent.requested_rollback
-        if checkpoint_id is None:
-            return False
-        agent.clear_rollback_request()
-        checkpoint = find_session_checkpoint(agent.external_session, int(checkpoint_id))
-        result = checkpoint_restore(checkpoint=checkpoint, session=agent.external_session)
-        agent.internal_session = result.branch
-        agent.session_state = dict(result.branch.session_state or {})
-        agent.last_rollback = checkpoint
-        return True
+        return agent.carry_out_rollback()
 
     def list_internal_sessions(self, external_session_id: int) -> list[InternalSession]:
         return list(session_branches(self._session(external_session_id)))

@@ -5,13 +5,17 @@ regenerating a reply start a new branch from just before that message; the old b
 from __future__ import annotations
 
 import logging
-from functools import partial
+import threading
+import time
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
 
-from sessions_app.errors import InvalidInput, NotFound, TurnInProgress
+from core.errors import InvalidInput, NotFound
+from sessions_app.errors import TurnInProgress
 from sessions_app.models import ExternalSession, Message, Turn
+from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_fork
 from sessions_app.turns import (
     Recovery,
@@ -21,13 +25,19 @@ from sessions_app.turns import (
     turn_start,
 )
 
-from .dispatch import enqueue_turn
+from .dispatch import embedded, enqueue_turn
 
 log = logging.getLogger(__name__)
+_recovery: threading.Thread | None = None
+_recovery_lock = threading.Lock()
 
 
-def _after_commit(turn: Turn) -> None:
-    transaction.on_commit(lambda: enqueue_turn(turn.pk))
+def _run_after_commit(turn_id: int) -> None:
+    def run() -> None:
+        start_in_process_recovery()
+        enqueue_turn(turn_id)
+
+    transaction.on_commit(run)
 
 
 def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
@@ -39,10 +49,37 @@ def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
         log.warning(
             "turn %s: its worker stopped; queued again (attempt %s done)", turn.pk, turn.attempts
         )
-        transaction.on_commit(partial(enqueue_turn, turn.pk))
+        _run_after_commit(turn.pk)
     for turn in done.failed:
         log.warning("turn %s failed: %s", turn.pk, turn.error)
     return done
+
+
+def _recover_forever() -> None:
+    while True:
+        time.sleep(settings.TURN_RECOVERY_SECONDS)
+        close_old_connections()
+        try:
+            turns_recover()
+        except Exception:
+            log.warning("the in-process turn recovery failed; trying again", exc_info=True)
+        finally:
+            connection.close()
+
+
+def start_in_process_recovery() -> None:
+    """The embedded mode has no broker, so no beat to run the recovery job: the web process runs
+    it on a daemon thread of its own (started by the first socket or turn it serves), which
+    also picks up turns a restarted process left running."""
+    global _recovery
+    if not embedded() or not getattr(settings, "ROLLBACK_IN_PROCESS_RECOVERY", True):
+        return
+    with _recovery_lock:
+        if _recovery is None:
+            _recovery = threading.Thread(
+                target=_recover_forever, name="rollback-turn-recovery", daemon=True
+            )
+            _recovery.start()
 
 
 def turn_submit(*, session: ExternalSession, message: Any, idempotency_key: str = "") -> Turn:
@@ -56,7 +93,7 @@ def turn_submit(*, session: ExternalSession, message: Any, idempotency_key: str 
     try:
         with transaction.atomic():
             turn = turn_start(session=session, message=message, idempotency_key=idempotency_key)
-            _after_commit(turn)
+            _run_after_commit(turn.pk)
     except TurnInProgress:
         earlier = (
             Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
@@ -74,14 +111,12 @@ def turn_resubmit(*, turn: Turn) -> Turn:
     turns_recover(session=turn.session)
     with transaction.atomic():
         again = turn_retry(turn=turn)
-        _after_commit(again)
+        _run_after_commit(again.pk)
     return again
 
 
 def _history_message(session: ExternalSession, message_id: int | str, role: str) -> Message:
     """A message of the session's current history (the current branch or its ancestors)."""
-    from sessions_app.selectors import branch_history, current_branch
-
     try:
         message = Message.objects.select_related("branch").get(
             pk=int(message_id), branch__session=session, role=role
@@ -96,15 +131,13 @@ def _history_message(session: ExternalSession, message_id: int | str, role: str)
 
 
 def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict) -> Turn:
-    from sessions_app.selectors import current_branch
-
     turns_recover(session=session)
     with transaction.atomic():
         if Turn.objects.filter(session=session).active().exists():
             raise TurnInProgress()
         fork = branch_fork(branch=current_branch(session), position=position, metadata=why)
         turn = turn_start(session=session, message=text, branch=fork)
-        _after_commit(turn)
+        _run_after_commit(turn.pk)
     return turn
 
 
@@ -118,8 +151,6 @@ def turn_edit(*, session: ExternalSession, message_id: int | str, text: Any) -> 
 def turn_regenerate(*, session: ExternalSession, message_id: int | str) -> Turn:
     """Answer again the user message before an assistant reply: a new branch from just before
     that user message, asked the same text."""
-    from sessions_app.selectors import branch_history, current_branch
-
     reply = _history_message(session, message_id, Message.Role.ASSISTANT)
     branch = current_branch(session)
     earlier = branch_history(branch, start=max(0, reply.position - 50), end=reply.position)

@@ -7,8 +7,8 @@ from django.conf import settings
 
 from checkpoints.services import checkpoint_cleanup_auto
 
-from .runner import run_turn
 from .services import turns_recover
+from .worker import run_turn
 
 
 @shared_task(name="agents.run_turn", acks_late=True)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from django.db import models
 from django.utils import timezone
 
-from sessions_app.models import NAME_MAX_LENGTH, InternalSession
+from core.validation import NAME_MAX_LENGTH, time_in_range
+from sessions_app.models import InternalSession
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
@@ -57,6 +58,8 @@ class Checkpoint(models.Model):
             models.Index(fields=["branch", "message_count"], name="checkpoint_branch_position"),
             models.Index(fields=["created_at"], name="checkpoint_created"),
         ]
+        # An imported checkpoint's time stays where Python can read it back.
+        constraints = [time_in_range("created_at", name="checkpoint_created_at_in_range")]
 
     def __str__(self) -> str:
         return self.checkpoint_name

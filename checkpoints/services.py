@@ -19,15 +19,11 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from core import events
-from sessions_app.errors import (
-    BranchNotFound,
-    CheckpointNotFound,
-    InvalidInput,
-    RewindOutOfRange,
-)
+from core.errors import InvalidInput
+from core.validation import clean_description, clean_metadata, clean_name
+from sessions_app.errors import BranchNotFound, CheckpointNotFound, RewindOutOfRange
 from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.services import branch_fork, branch_make_current, lock_session
-from sessions_app.validation import clean_description, clean_json_object, clean_name
 
 from .models import Checkpoint
 from .selectors import branches_forked_after
@@ -70,7 +66,7 @@ def checkpoint_create(
     message is read or copied."""
     clean = clean_name(name, what="checkpoint", default=default_checkpoint_name())
     text = clean_description(description)
-    meta = clean_json_object(metadata, what="checkpoint metadata")
+    meta = clean_metadata(metadata, what="checkpoint metadata")
     lock_session(branch.session_id)
     try:
         locked = (

@@ -8,11 +8,15 @@ same events, once. Events about a change in the database are sent after its tran
 
 Every event names its `session`. The module knows no model: it takes ids and values, so every
 app can use it.
+
+At its end are the control messages that close sockets whose access ended (logout, a revoked
+key, a deactivated user, a deleted session): internal, never relayed to a client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -89,15 +93,19 @@ def _send(event: Event) -> None:
             listener(event)
         except Exception:
             log.exception("a listener failed on %s", event["type"])
+    _publish(group_name(session_id), {"type": "rollback.event", "event": event}, event["type"])
+
+
+def _publish(group: str, message: dict, what: str) -> None:
+    """Send one message to a channel group, in every process. Never fails the caller."""
     layer = get_channel_layer()
     if layer is None:
         return
-    group, message = group_name(session_id), {"type": "rollback.event", "event": event}
     try:
         if not _on_server_loop(layer, group, message):
             async_to_sync(layer.group_send)(group, message)
     except Exception:
-        log.warning("could not publish %s for session %s", event["type"], session_id)
+        log.warning("could not publish %s to %s", what, group)
 
 
 def _after_commit(event: Event) -> None:
@@ -120,8 +128,13 @@ def turn_started(*, session: int, turn: int, branch: int | None, attempt: int) -
     )
 
 
-def message_delta(*, session: int, turn: int, delta: str) -> None:
-    _send({"type": "message.delta", "session": session, "turn": turn, "delta": delta})
+def message_delta(*, session: int, turn: int, delta: str, seq: int | None = None) -> None:
+    """One streamed piece of a turn's reply; `seq` numbers the pieces of the turn's attempt
+    from 1 (see sessions_app.partial), so a page that shows the reply so far skips those it has."""
+    event: Event = {"type": "message.delta", "session": session, "turn": turn, "delta": delta}
+    if seq is not None:
+        event["seq"] = seq
+    _send(event)
 
 
 def tool_started(*, session: int, turn: int, tool: str, args: Any, call_id: str | None) -> None:
@@ -241,3 +254,57 @@ def session_changed(*, session: int, name: str, archived: bool, metadata: dict) 
             "metadata": metadata,
         }
     )
+
+
+# --- closing sockets ----------------------------------------------------------------------------
+# Control messages for the consumers, not events of the contract: they go to the channel layer
+# only (never to the local listeners) with their own message type, which the consumers act on
+# and never relay. Each closes the sockets of its group, in every web process, once the change
+# that ends their access has committed; each socket also re-checks its access itself (see
+# web/ws/consumers.py), so a lost message leaves a socket open only until its next check.
+
+# Close codes of the sockets (/ws/chat/ and /ws/v1/), the same whether a handshake is refused or
+# an open socket is closed.
+CLOSE_SIGNED_OUT = 4401  # not signed in, or no longer: logged out, key revoked, user deactivated
+CLOSE_NOT_FOUND = 4404  # no such session of yours, or no longer yours (deleted, given away)
+
+
+def user_group(user_id: int) -> str:
+    """Every socket of the user joins it."""
+    return f"rollback.user.{user_id}"
+
+
+def apikey_group(key_id: int) -> str:
+    """The sockets opened with that API key join it."""
+    return f"rollback.apikey.{key_id}"
+
+
+def login_group(session_key: str) -> str:
+    """The sockets authenticated by that browser login (Django session) join it. The group is
+    named by a hash of the session key, which is a secret."""
+    return "rollback.login." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def _close_after_commit(group: str, code: int) -> None:
+    message = {"type": "rollback.close", "code": code}
+    transaction.on_commit(lambda: _publish(group, message, "a close"))
+
+
+def sockets_close_user(*, user: int) -> None:
+    """The user can no longer sign in (deactivated): close all their sockets."""
+    _close_after_commit(user_group(user), CLOSE_SIGNED_OUT)
+
+
+def sockets_close_apikey(*, key: int) -> None:
+    """The key is revoked: close the sockets opened with it."""
+    _close_after_commit(apikey_group(key), CLOSE_SIGNED_OUT)
+
+
+def sockets_close_login(*, session_key: str) -> None:
+    """The browser logged out: close the sockets that this login opened."""
+    _close_after_commit(login_group(session_key), CLOSE_SIGNED_OUT)
+
+
+def sockets_close_session(*, session: int) -> None:
+    """The session is gone: close the sockets watching it."""
+    _close_after_commit(group_name(session), CLOSE_NOT_FOUND)

@@ -1,5 +1,6 @@
-"""ASGI entry point, `rollback_site.asgi:application`: HTTP through Django, WebSockets through
-Channels (the chat page's socket and the integration event stream)."""
+"""ASGI entry point, `rollback_site.asgi:application`: HTTP through Django (bodies bounded by
+core.bodies.BodyLimit), WebSockets through Channels (the chat page's socket and the integration
+event stream). Serve it with `python -m rollback_site.serve`, which bounds bodies in daphne too."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from sessions_app.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.ws_security import BearerAuth, OriginCheck  # noqa: E402
+from core.bodies import BodyLimit  # noqa: E402
+from web.ws.routing import websocket_urlpatterns  # noqa: E402
+from web.ws.security import BearerAuth, OriginCheck  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app),
         "websocket": OriginCheck(AuthMiddlewareStack(BearerAuth(URLRouter(websocket_urlpatterns)))),
     }
 )

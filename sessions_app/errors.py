@@ -1,28 +1,8 @@
-"""Domain errors. Each names what went wrong in words a user can act on; the API and the HTML
-views map them to HTTP status in one place each (by `code`)."""
+"""The errors of sessions, branches, messages, turns and checkpoints (bases in `core.errors`)."""
 
 from __future__ import annotations
 
-# How the HTTP layers (the pages and the API) answer each kind of domain error.
-HTTP_STATUS = {
-    "not_found": 404,
-    "invalid": 400,
-    "forbidden": 403,
-    "conflict": 409,
-    "too_large": 413,
-}
-
-
-class DomainError(Exception):
-    code = "invalid"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class NotFound(DomainError):
-    code = "not_found"
+from core.errors import Conflict, InvalidInput, NotFound
 
 
 class SessionNotFound(NotFound):
@@ -40,16 +20,8 @@ class CheckpointNotFound(NotFound):
         super().__init__(message)
 
 
-class InvalidInput(DomainError):
-    code = "invalid"
-
-
 class RewindOutOfRange(InvalidInput):
     pass
-
-
-class Conflict(DomainError):
-    code = "conflict"
 
 
 class TurnNotFound(NotFound):
@@ -64,6 +36,11 @@ class TurnInProgress(Conflict):
         super().__init__(message)
 
 
+class TurnAlreadyEnded(Conflict):
+    def __init__(self, message: str = "This turn has already ended; it cannot be stopped.") -> None:
+        super().__init__(message)
+
+
 class MessageTooLong(InvalidInput):
     code = "too_large"
 
@@ -74,3 +51,12 @@ class ImportRejected(InvalidInput):
 
 class ImportTooLarge(ImportRejected):
     code = "too_large"
+
+
+class SessionLimitReached(Conflict):
+    def __init__(self, count: int, limit: int) -> None:
+        super().__init__(
+            f"You have {count} session{'' if count == 1 else 's'}; "
+            f"the most one account may keep is {limit}. "
+            "Delete some you no longer need first."
+        )

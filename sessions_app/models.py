@@ -16,6 +16,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.validation import NAME_MAX_LENGTH, time_in_range
+
 if TYPE_CHECKING:
     from typing import TypeAlias
 
@@ -24,8 +26,6 @@ if TYPE_CHECKING:
 
     # Whoever a request is from: a signed-in user or the anonymous one.
     AnyUser: TypeAlias = AbstractBaseUser | AnonymousUser
-
-NAME_MAX_LENGTH = 200
 
 
 class ExternalSessionQuerySet(models.QuerySet["ExternalSession"]):
@@ -56,6 +56,12 @@ class ExternalSession(models.Model):
         verbose_name = "session"
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["owner", "-created_at"], name="session_owner_created")]
+        # Times a user can set (an import, the admin) stay where Python can read them back.
+        constraints = [
+            time_in_range("created_at", name="session_created_at_in_range"),
+            time_in_range("updated_at", name="session_updated_at_in_range"),
+            time_in_range("archived_at", name="session_archived_at_in_range", null=True),
+        ]
 
     def __str__(self) -> str:
         return self.session_name
@@ -121,6 +127,7 @@ class InternalSession(models.Model):
                 condition=Q(message_count__gte=models.F("fork_position")),
                 name="branch_count_covers_fork",
             ),
+            time_in_range("created_at", name="branch_created_at_in_range"),
         ]
         indexes = [models.Index(fields=["session", "created_at"], name="branch_session_created")]
 
@@ -172,6 +179,7 @@ class Message(models.Model):
                 condition=Q(role__in=["user", "assistant", "system", "tool"]),
                 name="message_role_valid",
             ),
+            time_in_range("created_at", name="message_created_at_in_range"),
         ]
 
     def __str__(self) -> str:
@@ -196,6 +204,7 @@ class Turn(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
 
@@ -256,6 +265,10 @@ class Turn(models.Model):
                 condition=~Q(idempotency_key=""),
                 name="turn_idempotency_key_unique",
             ),
+            time_in_range("created_at", name="turn_created_at_in_range"),
+            time_in_range("started_at", name="turn_started_at_in_range", null=True),
+            time_in_range("heartbeat_at", name="turn_heartbeat_at_in_range", null=True),
+            time_in_range("finished_at", name="turn_finished_at_in_range", null=True),
         ]
         indexes = [models.Index(fields=["session", "created_at"], name="turn_session_created")]
 
@@ -265,3 +278,14 @@ class Turn(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the reply ended (`stop`, `length`, `cancelled`...), as the runner or the cancel
+        recorded it; None while the turn runs and when it failed."""
+        if self.status == self.Status.CANCELLED:
+            return "cancelled"
+        if self.status != self.Status.DONE:
+            return None
+        reason = self.metadata.get("finish_reason") if isinstance(self.metadata, dict) else None
+        return reason if isinstance(reason, str) and reason else None

@@ -3,11 +3,13 @@ another user's object is reported exactly like a missing one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.db import connection
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
+
+from accounts.models import ApiKey, User
 
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
 from .models import ExternalSession, InternalSession, Message, Turn
@@ -33,6 +35,24 @@ def get_session_for_user(user: AnyUser, pk: object) -> ExternalSession:
         return ExternalSession.objects.for_user(user).get(pk=key)
     except ExternalSession.DoesNotExist:
         raise SessionNotFound() from None
+
+
+def watch_access(
+    *, user_id: int, session_id: int, api_key_id: int | None = None
+) -> Literal["ok", "signed_out", "not_found"]:
+    """Whether whoever watches a session's events (a socket) may still hear them, in one query:
+    "signed_out" when the user is no longer active (or gone) or the API key the socket was
+    opened with is revoked, "not_found" when the session is no longer the user's (deleted, or
+    given to someone else)."""
+    users = User.objects.filter(pk=user_id, is_active=True)
+    if api_key_id is not None:
+        keys = ApiKey.objects.active().filter(pk=api_key_id, user=OuterRef("pk"))
+        users = users.filter(Exists(keys))
+    owned = ExternalSession.objects.filter(pk=session_id, owner=OuterRef("pk"))
+    owns = users.annotate(owns=Exists(owned)).values_list("owns", flat=True).first()
+    if owns is None:
+        return "signed_out"
+    return "ok" if owns else "not_found"
 
 
 def get_branch_for_user(user: AnyUser, pk: object) -> InternalSession:
@@ -61,6 +81,15 @@ def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | N
 
 def sessions_for_user(user: AnyUser) -> QuerySet[ExternalSession]:
     return ExternalSession.objects.for_user(user).order_by("-created_at", "-id")
+
+
+def sessions_matching(sessions: QuerySet[ExternalSession], query: str) -> QuerySet[ExternalSession]:
+    """The sessions whose name, or the text of any of whose messages, contains `query`
+    (ignoring case); all of them for an empty query."""
+    if not query:
+        return sessions
+    messages = Message.objects.filter(branch__session=OuterRef("pk"), content__icontains=query)
+    return sessions.filter(Q(session_name__icontains=query) | Exists(messages))
 
 
 def with_branch_summary(sessions: QuerySet[ExternalSession]) -> QuerySet[ExternalSession]:

@@ -4,34 +4,58 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.models import User
 from core import events
+from core.errors import InvalidInput
+from core.model_choice import check_model_settings
+from core.validation import (
+    clean_metadata,
+    clean_name,
+    clean_session_state,
+    storable_text,
+)
+from sessions_app.errors import (
+    BranchNotFound,
+    RewindOutOfRange,
+    SessionLimitReached,
+    SessionNotFound,
+)
 
-from .errors import BranchNotFound, InvalidInput, RewindOutOfRange, SessionNotFound
 from .models import ExternalSession, InternalSession, Message
 
 if TYPE_CHECKING:
-    from accounts.models import User
     from checkpoints.models import Checkpoint
 
-from .validation import clean_json_object, clean_name, storable_json, storable_text
-
 DEFAULT_SESSION_NAME = "New session"
+
+
+def session_quota_check(*, owner: User) -> None:
+    """Refuse one more session when `owner` has ROLLBACK_MAX_SESSIONS_PER_USER (archived ones
+    count). Call it in the transaction that creates the session: it locks the owner's row, so two
+    creations at once cannot both take the last place."""
+    User.objects.select_for_update().only("pk").get(pk=owner.pk)
+    limit = settings.ROLLBACK_MAX_SESSIONS_PER_USER
+    count = ExternalSession.objects.filter(owner=owner).count()
+    if count >= limit:
+        raise SessionLimitReached(count, limit)
 
 
 @transaction.atomic
 def session_create(
     *, owner: User, name: str | None = None, metadata: Any = None
 ) -> ExternalSession:
-    """A new session with its first, current, empty branch."""
-    session = ExternalSession.objects.create(
-        owner=owner,
-        session_name=clean_name(name, what="session", default=DEFAULT_SESSION_NAME),
-        metadata=clean_json_object(metadata, what="session metadata"),
-    )
+    """A new session with its first, current, empty branch. Its settings may choose only an
+    allowed model and temperature (core.model_choice)."""
+    name = clean_name(name, what="session", default=DEFAULT_SESSION_NAME)
+    metadata = clean_metadata(metadata, what="session metadata")
+    check_model_settings(metadata)
+    session_quota_check(owner=owner)
+    session = ExternalSession.objects.create(owner=owner, session_name=name, metadata=metadata)
     InternalSession.objects.create(session=session, is_current=True)
     return session
 
@@ -45,6 +69,11 @@ def session_update(
 ) -> ExternalSession:
     """Rename a session, replace its metadata, archive it or bring it back (`archived`); every
     change is announced (`session.changed`)."""
+    if name is not None:
+        name = clean_name(name, what="session")
+    if metadata is not None:
+        metadata = clean_metadata(metadata, what="session metadata")
+        check_model_settings(metadata)
     fields = ["updated_at"]
     if archived is not None:
         if not archived:
@@ -53,10 +82,10 @@ def session_update(
             session.archived_at = timezone.now()
         fields.append("archived_at")
     if name is not None:
-        session.session_name = clean_name(name, what="session")
+        session.session_name = name
         fields.append("session_name")
     if metadata is not None:
-        session.metadata = clean_json_object(metadata, what="session metadata")
+        session.metadata = metadata
         fields.append("metadata")
     session.updated_at = timezone.now()
     session.save(update_fields=fields)
@@ -70,10 +99,12 @@ def session_update(
 
 
 def session_delete(*, session: ExternalSession) -> None:
-    """Delete a session with all its branches, messages and checkpoints."""
+    """Delete a session with all its branches, messages and checkpoints; the sockets watching
+    it close."""
     deleted, _ = ExternalSession.objects.filter(pk=session.pk).delete()
     if not deleted:
         raise SessionNotFound()
+    events.sockets_close_session(session=session.pk)
 
 
 def _lock_branch(branch_id: int) -> InternalSession:
@@ -114,7 +145,7 @@ def message_append(
         tool_result=tool_result or "",
         tool_call_id=tool_call_id or "",
         tool_calls=tool_calls,
-        metadata=clean_json_object(metadata, what="message metadata"),
+        metadata=clean_metadata(metadata, what="message metadata"),
     )
     InternalSession.objects.filter(pk=locked.pk).update(message_count=F("message_count") + 1)
     ExternalSession.objects.filter(pk=locked.session_id).update(updated_at=timezone.now())
@@ -169,7 +200,7 @@ def branch_fork(
         message_count=position,
         forked_from=forked_from,
         session_state=parent.session_state if session_state is None else session_state,
-        metadata=clean_json_object(metadata, what="branch metadata"),
+        metadata=clean_metadata(metadata, what="branch metadata"),
         is_current=False,
     )
     if make_current:
@@ -207,7 +238,10 @@ def branch_activate(*, branch: InternalSession) -> InternalSession:
 
 
 def branch_set_state(*, branch: InternalSession, session_state: Any) -> InternalSession:
-    state = storable_json(clean_json_object(session_state, what="session state"))
+    """Store the state the agent left after a turn. It is model output: text a database cannot
+    store is cleaned, not refused; a state deeper than JSON_MAX_DEPTH (InvalidInput) or larger
+    than ROLLBACK_STATE_MAX_BYTES (TooLarge) is refused, and the stored state stays as it was."""
+    state = clean_session_state(session_state, model_output=True)
     if not InternalSession.objects.filter(pk=branch.pk).update(session_state=state):
         raise BranchNotFound()
     branch.session_state = state

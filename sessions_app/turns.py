@@ -12,6 +12,7 @@ given up on can never store an answer after the turn was handed to another one
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -22,14 +23,57 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core import events
+from core.errors import InvalidInput
+from core.validation import storable_json, storable_text
+from sessions_app.errors import BranchNotFound, MessageTooLong, TurnAlreadyEnded, TurnInProgress
 
-from .errors import BranchNotFound, InvalidInput, MessageTooLong, TurnInProgress
 from .models import ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append
-from .validation import storable_json, storable_text
 
 if TYPE_CHECKING:
     from checkpoints.models import Checkpoint
+
+
+# Ends a text the agent produced that was cut off at its length limit (AGENT_MAX_REPLY_CHARS, or
+# the model's own max_tokens): a reply, a tool's result, a tool call's arguments.
+CUT_NOTE = "\n\n[cut off here: it reached the length limit]"
+
+
+def cut_off(text: str, limit: int) -> str:
+    """At most `limit` characters of `text`, marked as cut off."""
+    return text[:limit] + CUT_NOTE
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text`, cut off at `limit` characters when it is longer (a text already cut off, ending
+    with the note, stays as it is)."""
+    if len(text) <= limit or (text.endswith(CUT_NOTE) and len(text) <= limit + len(CUT_NOTE)):
+        return text
+    return cut_off(text, limit)
+
+
+def _bounded_json(value: Any, limit: int) -> Any:
+    """A JSON value (a tool call's arguments) whose text is longer than `limit` characters is
+    replaced by {"cut_off": the start of that text}."""
+    if value is None:
+        return None
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return value if len(text) <= limit else {"cut_off": cut_off(text, limit)}
+
+
+def _bounded_calls(calls: Any, limit: int) -> Any:
+    """An assistant message's tool calls, each one's arguments (JSON text) bounded."""
+    if not isinstance(calls, list):
+        return _bounded_json(calls, limit)
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            arguments = function.get("arguments")
+            if isinstance(arguments, str) and len(arguments) > limit:
+                call = {**call, "function": {**function, "arguments": cut_off(arguments, limit)}}
+        out.append(call)
+    return out
 
 
 def clean_user_message(message: Any) -> str:
@@ -254,18 +298,19 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
             "so the reply was not added."
         )
     start = branch.message_count
+    limit = settings.AGENT_MAX_REPLY_CHARS
     Message.objects.bulk_create(
         [
             Message(
                 branch=branch,
                 position=start + i,
                 role=m.role,
-                content=storable_text(m.content or ""),
+                content=bounded(storable_text(m.content or ""), limit),
                 tool_name=storable_text(m.tool_name or "")[:200],
-                tool_args=storable_json(m.tool_args),
-                tool_result=storable_text(m.tool_result or ""),
+                tool_args=storable_json(_bounded_json(m.tool_args, limit)),
+                tool_result=bounded(storable_text(m.tool_result or ""), limit),
                 tool_call_id=storable_text(m.tool_call_id or "")[:200],
-                tool_calls=storable_json(m.tool_calls),
+                tool_calls=storable_json(_bounded_calls(m.tool_calls, limit)),
                 metadata=storable_json(m.metadata),
             )
             for i, m in enumerate(messages)
@@ -290,7 +335,7 @@ def turn_finish(
     caller's (taken over, or failed meanwhile): then nothing changes."""
     done = _owned(turn).update(
         status=Turn.Status.DONE,
-        reply=storable_text(reply),
+        reply=bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS),
         tools_used=storable_json(tools_used),
         checkpoint=checkpoint,
         rolled_back_to=rolled_back_to,
@@ -323,3 +368,50 @@ def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> bool:
         turn.refresh_from_db()
         events.turn_failed(session=turn.session_id, turn=turn.pk, error=turn.error)
     return failed == 1
+
+
+def turn_cancel(*, turn: Turn) -> Turn:
+    """Stop a queued or running turn: it ends `cancelled` (finish_reason "cancelled") and
+    `turn.cancelled` is sent once, after commit. A queued turn is never claimed afterwards; the
+    worker running it notices within about TURN_STOP_POLL_SECONDS, closes the model's stream and
+    keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
+    nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
+    update decides a race with the turn's natural end: exactly one of them wins."""
+    with transaction.atomic():
+        cancelled = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE).update(
+            status=Turn.Status.CANCELLED, finished_at=timezone.now()
+        )
+        if cancelled:
+            events.turn_cancelled(session=turn.session_id, turn=turn.pk)
+    turn.refresh_from_db()
+    if turn.status != Turn.Status.CANCELLED:
+        raise TurnAlreadyEnded()
+    return turn
+
+
+@transaction.atomic
+def turn_keep_stopped(*, turn: Turn, reply: str, metadata: dict | None = None) -> bool:
+    """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
+    assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
+    only for a cancelled turn of that attempt, and only while its branch still ends with the
+    turn's user message. False when nothing was stored."""
+    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
+    if not text.strip() or turn.branch_id is None:
+        return False
+    lock_session(turn.session_id)
+    mine = Turn.objects.select_for_update().filter(
+        pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts, reply=""
+    )
+    if not mine.exists():
+        return False
+    branch = InternalSession.objects.select_for_update().filter(pk=turn.branch_id).first()
+    if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
+        return False
+    message_append(
+        branch=branch,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        metadata={**(metadata or {}), "stopped": True, "finish_reason": "cancelled"},
+    )
+    mine.update(reply=text)
+    return True

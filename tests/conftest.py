@@ -53,6 +53,17 @@ def _no_background_recovery(settings):
 
 
 @pytest.fixture(autouse=True)
+def _one_loop_channel_layer(request, settings):
+    """Sockets driven in this process (WebsocketCommunicator) run each test in an event loop of
+    its own, and channels_redis keeps its receiving state across loops (a receiver left by one
+    test's loop hangs the next one's shutdown): such tests use the in-memory layer. Redis carries
+    the events for real in the tests marked `redis` and between the processes of tests/deploy and
+    tests/e2e/test_worker.py."""
+    if request.node.get_closest_marker("redis") is None:
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.fixture(autouse=True)
 def _plain_static_files(settings):
     """Served pages use hashed static names from `collectstatic`; tests render templates without
     running it."""

@@ -38,6 +38,8 @@ def app_env(var_dir: Path, model_url: str, **extra: str) -> dict[str, str]:
             "AGENT_TIMEOUT": "20",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONUNBUFFERED": "1",
+            # The end-to-end tests sign up a fresh user per test, all from 127.0.0.1.
+            "ROLLBACK_SIGNUPS_PER_HOUR_PER_IP": "1000",
         }
     )
     env.update(extra)
@@ -101,8 +103,8 @@ class Services:
 
     def start_daphne(self, env: dict[str, str], name: str = "daphne") -> str:
         port = free_port()
-        cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        proc = self.start(name, [*cmd, "rollback_site.asgi:application"], env)
+        cmd = [sys.executable, "-m", "rollback_site.serve", "-b", "127.0.0.1", "-p", str(port)]
+        proc = self.start(name, cmd, env)
         self.base_url = f"http://127.0.0.1:{port}"
         wait_until_answers(f"{self.base_url}/accounts/login/", proc)
         return self.base_url

@@ -57,7 +57,7 @@ def test_the_served_app_gives_the_admin_with_its_static_files(tmp_path):
         subprocess.run([py, "manage.py", *cmd], cwd=ROOT, env=env, check=True, timeout=120)
     port = free_port()
     server = subprocess.Popen(
-        [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "rollback_site.asgi:application"],
+        [py, "-m", "rollback_site.serve", "-b", "127.0.0.1", "-p", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

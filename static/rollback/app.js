@@ -1,4 +1,6 @@
-// Rollback's few behaviours that are not htmx: the composer keys, dialogs, and scrolling.
+// Rollback's few behaviours that are not htmx: the composer keys, confirmations and dialogs
+// (live.js has live updates, scrolling and times). No inline script: the Content Security Policy
+// allows none.
 (function () {
   "use strict";
 
@@ -10,11 +12,6 @@
       { code: "[4]..", swap: true, error: false },
       { code: "...", swap: false, error: true },
     ];
-  }
-
-  function scrollToEnd() {
-    var box = document.getElementById("messages");
-    if (box) box.scrollTop = box.scrollHeight;
   }
 
   // Enter sends, Shift+Enter is a new line; an empty message cannot be sent.
@@ -39,6 +36,13 @@
     if (box && !box.value.trim()) event.preventDefault();
   }, true);
 
+  // A form with data-confirm asks before it is sent (the Content Security Policy allows no
+  // inline onsubmit).
+  document.addEventListener("submit", function (event) {
+    var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+
   // <dialog> elements arriving from the server open themselves; [data-close] closes them.
   function openDialogs(root) {
     (root.querySelectorAll ? root.querySelectorAll("dialog[data-autopen]") : []).forEach(function (d) {
@@ -55,9 +59,10 @@
 
   document.addEventListener("htmx:afterSettle", function (event) {
     openDialogs(event.target);
-    if (event.target.closest && event.target.closest("#messages")) scrollToEnd();
     var box = document.querySelector("[data-testid=message-input]");
-    if (box && !box.disabled && event.target.id === "composer") box.focus();
+    // Not away from a field the user is in (a live update of the composer arrives any time).
+    var idle = !document.activeElement || document.activeElement === document.body;
+    if (box && !box.disabled && event.target.id === "composer" && idle) box.focus();
   });
   // A refused action inside a dialog (say, a checkpoint deleted in another tab) closes the dialog
   // so the notice it brought is visible.
@@ -66,6 +71,6 @@
     var dialog = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("dialog");
     if (dialog && status >= 400) { dialog.close(); dialog.remove(); }
   });
-  document.addEventListener("htmx:wsAfterMessage", scrollToEnd);
-  document.addEventListener("DOMContentLoaded", function () { scrollToEnd(); openDialogs(document); });
+  // Scrolling (follow the latest only from the bottom) is live.js's.
+  document.addEventListener("DOMContentLoaded", function () { openDialogs(document); });
 })();

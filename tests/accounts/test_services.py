@@ -15,6 +15,7 @@ from accounts.errors import (
     InvalidPreference,
     InvalidUsername,
     SignupClosed,
+    SignupLimited,
     UsernameTaken,
     WeakPassword,
 )
@@ -28,7 +29,7 @@ from accounts.services import (
     signup_is_open,
     user_signup,
 )
-from sessions_app.errors import DomainError, InvalidInput, NotFound
+from core.errors import DomainError, InvalidInput, NotFound
 
 pytestmark = pytest.mark.django_db
 
@@ -110,6 +111,72 @@ def test_malformed_email_is_refused():
         user_signup(username="ada", password=PASSWORD, email="not an email")
     assert caught.value.field == "email"
     assert not User.objects.exists()
+
+
+def test_a_username_mixing_scripts_is_refused():
+    with pytest.raises(InvalidUsername) as caught:
+        user_signup(username="\u0430lice", password=PASSWORD)  # a Cyrillic "а"
+    assert caught.value.message == (
+        "Use letters of one script in a username: this one mixes Cyrillic and Latin."
+    )
+    assert not User.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("existing", "lookalike"),
+    [
+        ("ace", "\u0430\u0441\u0435"),  # all Cyrillic
+        ("bob", "b0b"),
+        ("paypal", "paypaI"),
+        ("modern", "rnodern"),
+        ("kate", "\u039a\u0391\u03a4\u0395"),  # all Greek capitals
+    ],
+)
+def test_a_username_that_looks_like_an_existing_one_is_refused(existing, lookalike):
+    User.objects.create_user(existing, password=PASSWORD)  # as the admin or the shell would
+    with pytest.raises(UsernameTaken) as caught:
+        user_signup(username=lookalike, password=PASSWORD)
+    assert caught.value.message == "That username looks like an existing one; choose another."
+    assert User.objects.count() == 1
+
+
+@pytest.mark.parametrize("username", ["José", "Ольга", "田中さん", "ada_2", "ada.lovelace@home"])
+def test_usernames_of_one_script_that_look_like_no_one_are_accepted(alice, username):
+    user = user_signup(username=username, password=PASSWORD)
+    assert user.username == username
+
+
+def test_signups_from_one_address_are_limited_per_hour(settings):
+    settings.ROLLBACK_SIGNUPS_PER_HOUR_PER_IP = 2
+    user_signup(username="ada", password=PASSWORD, client_ip="203.0.113.5")
+    user_signup(username="grace", password=PASSWORD, client_ip="203.0.113.5")
+
+    with pytest.raises(SignupLimited) as caught:
+        user_signup(username="hedy", password=PASSWORD, client_ip="203.0.113.5")
+
+    assert caught.value.message == "Too many sign-ups from your network; try again in 60 minutes."
+    assert not User.objects.filter(username="hedy").exists()
+    user_signup(username="hedy", password=PASSWORD, client_ip="203.0.113.6")
+
+
+def test_invalid_signups_do_not_use_up_the_limit(settings):
+    settings.ROLLBACK_SIGNUPS_PER_HOUR_PER_IP = 1
+    for _ in range(3):
+        with pytest.raises(WeakPassword):
+            user_signup(username="ada", password="short", client_ip="203.0.113.5")
+    user_signup(username="ada", password=PASSWORD, client_ip="203.0.113.5")
+    with pytest.raises(SignupLimited):
+        user_signup(username="grace", password=PASSWORD, client_ip="203.0.113.5")
+
+
+def test_signup_stores_the_password_with_argon2(settings):
+    from rollback_site import settings as site_settings
+
+    settings.PASSWORD_HASHERS = site_settings.PASSWORD_HASHERS  # not the suite's fast hasher
+    user = user_signup(username="ada", password=PASSWORD)
+    user.refresh_from_db()
+    assert user.password.startswith("argon2$argon2id$")
+    assert user.check_password(PASSWORD)
 
 
 def _sign_up_at_once(usernames: list[str]) -> list[BaseException]:

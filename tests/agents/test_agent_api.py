@@ -6,15 +6,16 @@ import pytest
 from agno.agent import Agent
 
 from agents.demo_model import DemoModel
+from agents.model import build_model
 from agents.rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
 from agents.service import AgentService
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from sessions_app.models import InternalSession
 from sessions_app.selectors import current_branch
-from sessions_app.services import session_create
+from sessions_app.services import branch_set_state, session_create
 from tests.conftest import say
-from tests.fakes.chat_server import Reply
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
 pytestmark = pytest.mark.django_db
 
@@ -191,3 +192,41 @@ def test_service_model_config_and_session_settings(fake_llm, alice):
     AgentService({"id": "configured-model"}, user=alice).resume_agent(s.pk).run("hi")
     body = fake_llm.requests[-1]
     assert body["model"] == "configured-model" and body["temperature"] == 0.1
+
+
+def test_a_state_grown_past_the_limit_is_not_saved_and_the_answer_is(
+    fake_llm, alice, session, branch, settings
+):
+    """An extra tool may change the agent's state; beyond ROLLBACK_STATE_MAX_BYTES the turn
+    still finishes with its answer, the stored state stays, and the turn says why."""
+    settings.ROLLBACK_STATE_MAX_BYTES = 200
+    branch_set_state(branch=branch, session_state={"kept": 1})
+    agents: list[RollbackAgent] = []
+
+    def remember(note: str) -> str:
+        """Remember a note for the rest of the conversation."""
+        agents[0].session_state["notes"] = note * 100
+        return "remembered"
+
+    agents.append(
+        RollbackAgent(
+            external_session_id=session.pk,
+            model=build_model(),
+            user=alice,
+            skip_session_creation=True,
+            tools=[remember],
+        )
+    )
+    fake_llm.queue(ToolCalls([ToolCall("remember", {"note": "buy milk"})]), Reply("Noted."))
+    agents[0].run("remember: buy milk")
+    turn = agents[0].last_turn
+    assert turn.status == "done" and turn.reply == "Noted."
+    assert turn.metadata["state_not_saved"] == (
+        "The session state is 821 bytes as JSON; the limit is 200 bytes."
+    )
+    branch.refresh_from_db()
+    assert branch.session_state == {"kept": 1}
+    roles = [m["role"] for m in agents[0].get_conversation_history()]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    # The automatic checkpoint after the tool holds the state that was kept.
+    assert Checkpoint.objects.get(pk=turn.checkpoint_id).session_state == {"kept": 1}

@@ -4,20 +4,22 @@ events, automatic checkpoints, rollbacks, retries and failures."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from agents.runner import run_turn
 from agents.service import AgentService
-from agents.services import turn_submit
+from agents.services import turn_regenerate, turn_submit
+from agents.worker import run_turn
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
+from core.errors import InvalidInput
 from core.events import listen
-from sessions_app.errors import InvalidInput, MessageTooLong, TurnInProgress
-from sessions_app.models import InternalSession, Message, Turn
+from sessions_app.errors import MessageTooLong, TurnInProgress
+from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create, session_update
-from sessions_app.turns import turn_start
+from sessions_app.turns import CUT_NOTE, turn_cancel, turn_start
 from tests.fakes.chat_server import (
     Drop,
     Error,
@@ -91,12 +93,99 @@ def test_each_turn_sends_exactly_the_branch_history(fake_llm, session):
     assert sent(fake_llm) == [("user", "first"), ("assistant", "one"), ("user", "second")]
 
 
-def test_session_settings_choose_model_and_temperature(fake_llm, session):
+def test_session_settings_choose_an_allowed_model_and_temperature(fake_llm, session, settings):
+    settings.AGENT_ALLOWED_MODELS = ["other"]
     session_update(session=session, metadata={"settings": {"model": "other", "temperature": 0.2}})
     fake_llm.queue(Reply("ok"))
     ask(session, "hi")
     assert fake_llm.requests[-1]["model"] == "other"
     assert fake_llm.requests[-1]["temperature"] == 0.2
+
+
+@pytest.mark.parametrize(
+    "chosen, error",
+    [({"model": "other"}, "'other' is not allowed here"), ({"temperature": 9}, "from 0 to 2")],
+    ids=["model", "temperature"],
+)
+def test_a_stored_session_whose_model_is_no_longer_allowed_fails_its_turn_without_calling_it(
+    fake_llm, session, chosen, error
+):
+    # Stored before the allow-list existed (or before the operator narrowed it).
+    ExternalSession.objects.filter(pk=session.pk).update(metadata={"settings": chosen})
+    session.refresh_from_db()
+    events: list[dict] = []
+    turn = ask(session, "hi", events)
+    assert turn.status == "failed" and error in turn.error
+    assert fake_llm.requests == []
+    assert [e["type"] for e in events][-1] == "turn.failed"
+    assert [m.role for m in branch_history(current_branch(session))] == ["user"]
+
+
+# --- length limits ---------------------------------------------------------------------------
+
+
+def test_each_request_carries_the_output_token_limit_as_max_tokens(fake_llm, session, settings):
+    settings.AGENT_MAX_OUTPUT_TOKENS = 321
+    fake_llm.queue(Reply("ok"))
+    turn = ask(session, "hi")
+    assert fake_llm.requests[-1]["max_tokens"] == 321
+    assert turn.metadata["finish_reason"] == "stop"
+
+
+def test_an_output_token_limit_of_0_is_not_sent(fake_llm, session, settings):
+    settings.AGENT_MAX_OUTPUT_TOKENS = 0
+    fake_llm.queue(Reply("ok"))
+    ask(session, "hi")
+    assert "max_tokens" not in fake_llm.requests[-1]
+
+
+def test_a_reply_longer_than_the_bound_is_stopped_there_and_stored_cut_off(
+    fake_llm, session, settings
+):
+    settings.AGENT_MAX_REPLY_CHARS = 5000
+    text = ("x" * 999 + " ") * 2000  # 2 MB
+    fake_llm.queue(Reply(text, chunk_size=10))
+    events: list[dict] = []
+    turn = ask(session, "talk for a long time", events)
+    cut = text[:5000] + CUT_NOTE
+    assert turn.status == "done" and turn.metadata["finish_reason"] == "length"
+    assert turn.reply == cut
+    stored = branch_history(current_branch(session))[-1]
+    assert stored.content == cut and stored.metadata["finish_reason"] == "length"
+    # The stream itself stopped at the bound: no more of it was relayed.
+    assert "".join(e["delta"] for e in events if e["type"] == "message.delta") == cut
+
+
+def test_a_reply_the_server_cut_at_max_tokens_is_marked_and_ends_with_length(fake_llm, session):
+    fake_llm.queue(Reply("The answer is", finish_reason="length"))
+    turn = ask(session, "hi")
+    assert turn.status == "done" and turn.metadata["finish_reason"] == "length"
+    assert turn.reply == "The answer is" + CUT_NOTE
+    assert branch_history(current_branch(session))[-1].content == "The answer is" + CUT_NOTE
+
+
+def test_a_tool_call_longer_than_the_bound_fails_the_turn_and_runs_nothing(
+    fake_llm, session, settings
+):
+    settings.AGENT_MAX_REPLY_CHARS = 1000
+    fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "1+" * 1000 + "1"})]))
+    turn = ask(session, "add a lot of ones")
+    assert turn.status == "failed"
+    assert "passed the limit of 1000 characters (AGENT_MAX_REPLY_CHARS)" in turn.error
+    assert len(fake_llm.requests) == 1
+    assert [m.role for m in branch_history(current_branch(session))] == ["user"]
+
+
+def test_a_long_tool_result_is_stored_cut_off(fake_llm, session, branch, settings):
+    settings.AGENT_MAX_REPLY_CHARS = 300
+    for i in range(20):
+        checkpoint_create(branch=branch, name=f"a checkpoint with a rather long name {i}")
+    fake_llm.queue(ToolCalls([ToolCall("list_checkpoints_tool", {})]), Reply("Here they are."))
+    turn = ask(session, "list checkpoints")
+    assert turn.status == "done" and turn.reply == "Here they are."
+    (result,) = [m for m in branch_history(current_branch(session)) if m.role == "tool"]
+    assert result.tool_result.endswith(CUT_NOTE)
+    assert len(result.tool_result) == 300 + len(CUT_NOTE) and result.content == result.tool_result
 
 
 # --- tools and automatic checkpoints -------------------------------------------------------
@@ -425,7 +514,7 @@ def test_a_nul_in_tool_arguments_content_and_results_is_stored_cleaned(fake_llm,
 def test_a_turn_for_a_deleted_session_does_nothing_and_says_why(fake_llm, session, caplog):
     turn = turn_start(session=session, message="gone soon")
     session.delete()
-    with caplog.at_level("INFO", logger="agents.runner"):
+    with caplog.at_level("INFO", logger="agents.worker"):
         assert run_turn(turn.pk) is None
     assert "it is gone" in caplog.text
     assert fake_llm.requests == []
@@ -434,8 +523,101 @@ def test_a_turn_for_a_deleted_session_does_nothing_and_says_why(fake_llm, sessio
 def test_a_redelivered_task_of_a_finished_turn_stores_nothing_twice(fake_llm, session, caplog):
     fake_llm.queue(Reply("once"))
     turn = ask(session, "hello")
-    with caplog.at_level("INFO", logger="agents.runner"):
+    with caplog.at_level("INFO", logger="agents.worker"):
         assert run_turn(turn.pk) is None
     assert "it is done" in caplog.text
     assert history(session) == [("user", "hello"), ("assistant", "once")]
     assert len(fake_llm.requests) == 1
+
+
+# --- stopping a turn -------------------------------------------------------------------------
+
+
+def _wait_until(check, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_marked_stopped(
+    fake_llm, session
+):
+    words = " ".join(f"word{i}" for i in range(40))
+    fake_llm.queue(Reply(words, delay=0.2))  # 8 s if it were not stopped
+    turn = turn_start(session=session, message="tell me a long story")
+    seen: list[dict] = []
+    deltas_after_cancel: list[str] = []
+
+    def on_event(event: dict) -> None:
+        seen.append(event)
+        if event["type"] != "message.delta":
+            return
+        if any(e["type"] == "turn.cancelled" for e in seen):
+            deltas_after_cancel.append(event["delta"])
+        elif sum(e["type"] == "message.delta" for e in seen) == 3:
+            turn_cancel(turn=Turn.objects.get(pk=turn.pk))  # as Stop does, from anywhere
+
+    stop = listen(session.pk, on_event)
+    try:
+        run_turn(turn.pk)
+    finally:
+        stop()
+    turn.refresh_from_db()
+
+    assert turn.status == "cancelled" and turn.finish_reason == "cancelled"
+    # The stream was closed: the server saw its client go away before the reply's end.
+    assert _wait_until(lambda: fake_llm.abandoned == 1)
+    # Within about a second of the cancel (the worker looks every 0.5 s, a chunk comes every
+    # 0.2 s): a few more deltas at most, far from the 37 that were left.
+    assert len(deltas_after_cancel) <= 6
+    streamed = "".join(e["delta"] for e in seen if e["type"] == "message.delta")
+    assert words.startswith(streamed) and len(streamed) < len(words)
+    stored = branch_history(current_branch(session))
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "tell me a long story"),
+        ("assistant", streamed),
+    ]
+    assert stored[-1].metadata["stopped"] is True
+    assert stored[-1].metadata["finish_reason"] == "cancelled"
+    assert turn.reply == streamed
+    kinds = [e["type"] for e in seen]
+    assert kinds.count("turn.cancelled") == 1
+    assert "turn.finished" not in kinds and "turn.failed" not in kinds
+
+
+def test_a_stopped_reply_can_be_regenerated(fake_llm, session):
+    fake_llm.queue(Reply("one two three four five six seven eight", delay=0.2))
+    turn = turn_start(session=session, message="go")
+
+    deltas: list[str] = []
+
+    def on_event(event: dict) -> None:
+        if event["type"] == "message.delta":
+            deltas.append(event["delta"])
+            if len(deltas) == 2:
+                turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+
+    stop = listen(session.pk, on_event)
+    try:
+        run_turn(turn.pk)
+    finally:
+        stop()
+    stopped = branch_history(current_branch(session))[-1]
+    assert stopped.metadata["stopped"] is True
+
+    again = turn_regenerate(session=session, message_id=stopped.pk)
+    assert again.status == "queued" and again.message == "go"
+    assert history(session) == [("user", "go")]  # a new branch, before the stopped reply
+
+
+def test_a_queued_turn_cancelled_before_a_worker_took_it_never_runs(fake_llm, session):
+    turn = turn_start(session=session, message="never mind")
+    turn_cancel(turn=turn)
+    assert run_turn(turn.pk) is None
+    turn.refresh_from_db()
+    assert turn.status == "cancelled" and turn.attempts == 0
+    assert fake_llm.requests == []
+    assert history(session) == [("user", "never mind")]

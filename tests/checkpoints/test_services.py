@@ -13,12 +13,8 @@ from checkpoints.services import (
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.errors import (
-    BranchNotFound,
-    CheckpointNotFound,
-    InvalidInput,
-    RewindOutOfRange,
-)
+from core.errors import InvalidInput, TooLarge
+from sessions_app.errors import BranchNotFound, CheckpointNotFound, RewindOutOfRange
 from sessions_app.models import InternalSession, Message
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_set_state, session_create
@@ -48,6 +44,17 @@ def test_checkpoint_without_a_name_is_named_by_time(branch):
 def test_checkpoint_name_over_200_characters_is_refused(branch):
     with pytest.raises(InvalidInput, match="limit is 200"):
         checkpoint_create(branch=branch, name="n" * 201)
+    assert not Checkpoint.objects.exists()
+    branch.refresh_from_db()
+    assert branch.checkpoint_count == 0
+
+
+def test_checkpoint_metadata_is_checked_and_held_to_the_limit(branch, settings):
+    settings.ROLLBACK_METADATA_MAX_BYTES = 100
+    with pytest.raises(InvalidInput, match="The checkpoint metadata cannot contain NUL"):
+        checkpoint_create(branch=branch, name="cp", metadata={"a": "\x00"})
+    with pytest.raises(TooLarge, match="The checkpoint metadata is 108 bytes"):
+        checkpoint_create(branch=branch, name="cp", metadata={"blob": "x" * 97})
     assert not Checkpoint.objects.exists()
     branch.refresh_from_db()
     assert branch.checkpoint_count == 0

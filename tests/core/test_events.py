@@ -23,9 +23,9 @@ from checkpoints.services import checkpoint_create
 from core.events import group_name
 from sessions_app.models import InternalSession, Turn
 from sessions_app.selectors import current_branch
-from tests.api.conftest import bearer_client
 from tests.conftest import say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.web.api.conftest import bearer_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,7 +41,7 @@ SHAPES = {
     "turn.finished": {"session", "turn", "status", "reply", "tools_used", "checkpoint",
                       "rolled_back_to"},
     "turn.failed": {"session", "turn", "error"},
-    "message.delta": {"session", "turn", "delta"},
+    "message.delta": {"session", "turn", "delta", "seq"},
     "tool.started": {"session", "turn", "tool", "args", "call_id"},
     "tool.finished": {"session", "turn", "tool", "call_id", "result", "error"},
 }  # fmt: skip
@@ -134,7 +134,7 @@ def test_a_checkpoint_the_agent_tool_makes_is_announced_once(session, talked):
 def test_a_tool_turn_announces_its_stream_its_automatic_checkpoint_and_its_end(
     fake_llm, settings, session, talked
 ):
-    from agents.runner import run_turn
+    from agents.worker import run_turn
     from sessions_app.turns import turn_start
 
     fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "6*7"})]), Reply("42"))
@@ -260,7 +260,7 @@ def test_editing_a_message_announces_the_new_branch_then_the_turn(
 
 
 def test_a_rollback_the_agent_makes_is_announced_once(fake_llm, session, talked, mark):
-    from agents.runner import run_turn
+    from agents.worker import run_turn
     from sessions_app.turns import turn_start
 
     fake_llm.queue(

@@ -44,6 +44,13 @@ window.__e2eWsOpen = 0;
 document.addEventListener("htmx:wsOpen", function () { window.__e2eWsOpen += 1; });
 document.addEventListener("htmx:wsClose", function () { window.__e2eWsOpen -= 1; });
 """
+# Logs what the Content Security Policy blocked; Contexts collects it and the test fails.
+CSP_WATCH = """
+document.addEventListener("securitypolicyviolation", function (e) {
+  console.error("csp-violation: " + e.effectiveDirective + " blocked " + (e.blockedURI || "inline")
+    + " at " + e.sourceFile + ":" + e.lineNumber + " " + (e.sample || ""));
+});
+"""
 
 FINISHED_ASSISTANT = "#messages [data-testid=message][data-role=assistant]:not([data-streaming])"
 USER_MESSAGE = "#messages [data-testid=message][data-role=user]"
@@ -63,11 +70,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="package")
-def app(model_server, tmp_path_factory) -> Iterator[Services]:
+def app_settings(model_server, tmp_path_factory) -> dict[str, str]:
+    """The served app's environment: manage.py commands run with it use its database."""
+    return app_env(tmp_path_factory.mktemp("e2e-var"), model_server.base_url)
+
+
+@pytest.fixture(scope="package")
+def app(app_settings, tmp_path_factory) -> Iterator[Services]:
     """The app served by daphne: turns run on its in-process thread pool, events go over the
     in-memory channel layer."""
     services = Services(tmp_path_factory.mktemp("e2e-logs"))
-    env = app_env(tmp_path_factory.mktemp("e2e-var"), model_server.base_url)
+    env = app_settings
     try:
         services.prepare(env)
         services.start_daphne(env)
@@ -110,13 +123,23 @@ class Contexts:
     def __init__(self, browser) -> None:
         self.browser = browser
         self.opened: list = []
+        self.csp_violations: list[str] = []
 
-    def new(self):
-        context = self.browser.new_context(viewport={"width": 1280, "height": 900})
+    def new(self, **options):
+        """A new context; `options` go to Playwright's new_context (say, timezone_id)."""
+        context = self.browser.new_context(viewport={"width": 1280, "height": 900}, **options)
         context.set_default_timeout(TIMEOUT_MS)
         context.add_init_script(WS_TRACKER)
+        context.add_init_script(CSP_WATCH)
+        context.on("console", self._console)
         self.opened.append(context)
         return context
+
+    def _console(self, message) -> None:
+        """Chromium reports each blocked script, style, eval or connection on the console too."""
+        text = message.text
+        if text.startswith("csp-violation:") or "Content Security Policy" in text:
+            self.csp_violations.append(f"{message.page.url if message.page else '?'}: {text}")
 
     def pages(self) -> list:
         return [page for context in self.opened for page in context.pages]
@@ -129,9 +152,11 @@ class Contexts:
 
 @pytest.fixture
 def contexts(browser) -> Iterator[Contexts]:
+    """The test's browser contexts; it fails if the Content Security Policy blocked anything."""
     opened = Contexts(browser)
     yield opened
     opened.close()
+    assert not opened.csp_violations, "\n".join(opened.csp_violations)
 
 
 @pytest.fixture
@@ -189,7 +214,9 @@ def sign_up(page, base_url: str, prefix: str = "user") -> str:
 
 def wait_ws_open(page) -> None:
     """The chat page's WebSocket is open (events sent before that would be missed)."""
-    page.wait_for_function("window.__e2eWsOpen > 0")
+    # A function, not a bare expression: Playwright evaluates a bare expression again on every
+    # poll, with eval, which the page's Content Security Policy refuses.
+    page.wait_for_function("() => window.__e2eWsOpen > 0")
 
 
 def session_id(page) -> int:
@@ -223,7 +250,8 @@ def send_message(page, text: str) -> dict[str, int]:
     box.wait_for()
     page.wait_for_function(
         "() => { const b = document.querySelector('[data-testid=message-input]');"
-        " return b && !b.disabled; }"
+        " const a = document.querySelector('#composer-actions');"
+        " return b && !b.disabled && a && a.dataset.busy === 'false'; }"
     )
     before = counts(page)
     box.fill(text)
@@ -242,6 +270,8 @@ def wait_turn_done(page, before: dict[str, int], timeout: float = TURN_TIMEOUT_M
         """([before, assistants, users]) => {
             const box = document.querySelector("[data-testid=message-input]");
             if (!box || box.disabled) return false;
+            const actions = document.querySelector("#composer-actions");
+            if (!actions || actions.dataset.busy !== "false") return false;
             if (document.querySelector("[data-streaming=true]")) return false;
             if (document.querySelectorAll(users).length <= before.users) return false;
             return document.querySelectorAll(assistants).length > before.assistants

@@ -173,3 +173,50 @@ def test_when_every_attempt_dies_the_page_shows_the_failure_and_takes_a_new_mess
     chat(page, "third")
     assert message_texts(page, "user") == ["first", "second", "third"]
     assert last_reply(page) == "Echo: third"
+
+
+CANCEL_THROUGH_THE_API = """async (id) => {
+    const headers = JSON.parse(document.body.getAttribute("hx-headers"));
+    const answer = await fetch(`/api/v1/turns/${id}/cancel/`, {
+        method: "POST",
+        headers: {...headers, "Content-Type": "application/json"},
+        body: "{}",
+    });
+    return [answer.status, await answer.json()];
+}"""
+
+
+def test_stop_through_the_api_cancels_a_turn_running_on_a_celery_worker(stack, contexts, llm):
+    """The worker, in another process, notices the cancel, closes the model's stream and keeps
+    the partial reply marked stopped; the page shows it stopped and the next turn runs."""
+    services, _ = stack
+    page = contexts.new().new_page()
+    sign_up(page, services.base_url)
+    new_session(page)
+    long = " ".join(f"word{i}" for i in range(60))  # 0.3 s apart: 18 s unless stopped
+    llm.queue(Reply(long, delay=0.3))
+    send_message(page, "tell me a long story")
+    bubble = page.locator("#messages [data-streaming=true]")
+    expect(bubble.locator(".body")).to_contain_text("word2", timeout=20_000)
+    turn_id = int((bubble.get_attribute("id") or "").removeprefix("turn-"))
+
+    status, body = page.evaluate(CANCEL_THROUGH_THE_API, turn_id)
+    assert status == 200, body
+    assert body["status"] == "cancelled" and body["finish_reason"] == "cancelled"
+
+    expect(page.get_by_test_id("turn-stopped")).to_have_text("stopped")
+    deadline = time.monotonic() + 10
+    while not llm.abandoned and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert llm.abandoned == 1  # the worker closed the model's stream
+    deadline = time.monotonic() + 10
+    log = services.logs[f"worker{services.workers}"]
+    while "its partial reply is kept" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    page.reload()
+    texts = message_texts(page)
+    assert texts[0] == "tell me a long story" and len(texts) == 2
+    assert long.startswith(texts[1]) and texts[1] != long
+
+    chat(page, "next")
+    assert last_reply(page) == "Echo: next"

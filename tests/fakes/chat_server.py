@@ -51,6 +51,7 @@ class Reply:
     delay: float = 0.0  # seconds to sleep between streamed chunks
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    finish_reason: str = "stop"  # "length": the server stopped it at max_tokens
 
 
 @dataclass
@@ -161,6 +162,8 @@ class FakeChatServer:
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        # Streams whose client went away before the stream ended (it closed the connection).
+        self.abandoned = 0
         self.default: Callable[[dict], Any] = echo
         self._queue: deque[Any] = deque()
         self._lock = threading.Lock()
@@ -225,6 +228,7 @@ class FakeChatServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.abandoned = 0
 
     @property
     def pending(self) -> int:
@@ -357,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _completion(self, item: Reply | ToolCalls, body: dict) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": item.text, "refusal": None}
-        finish_reason = "stop"
+        finish_reason = item.finish_reason if isinstance(item, Reply) else "stop"
         if isinstance(item, ToolCalls):
             message["content"] = item.text or None
             message["tool_calls"] = [
@@ -439,15 +443,22 @@ class _Handler(BaseHTTPRequestHandler):
                 )
 
         self._start_stream()
-        for n, delta in enumerate(deltas):
-            if n and delay and self.fake._stopping.wait(delay):
-                return  # server stopping: abandon the stream
-            self._send_event(chunk(delta))
+        try:
+            for n, delta in enumerate(deltas):
+                if n and delay and self.fake._stopping.wait(delay):
+                    return  # server stopping: abandon the stream
+                self._send_event(chunk(delta))
+        except ConnectionError:
+            with self.fake._lock:
+                self.fake.abandoned += 1
+            raise
         if isinstance(item, Drop):
             return  # no finish chunk, no [DONE], no terminating 0-length chunk
         if delay and self.fake._stopping.wait(delay):
             return
-        self._send_event(chunk({}, "tool_calls" if isinstance(item, ToolCalls) else "stop"))
+        self._send_event(
+            chunk({}, "tool_calls" if isinstance(item, ToolCalls) else item.finish_reason)
+        )
         if (body.get("stream_options") or {}).get("include_usage"):
             usage_chunk = chunk({})
             usage_chunk["choices"] = []

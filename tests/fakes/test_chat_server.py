@@ -101,6 +101,15 @@ def test_streamed_reply_with_usage(server):
     assert last.usage.total_tokens == 7
 
 
+def test_a_reply_cut_at_max_tokens_ends_with_finish_reason_length(server):
+    server.queue(Reply("cut sho", finish_reason="length"), Reply("cut", finish_reason="length"))
+
+    chunks = list(create(server, stream=True))
+
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert create(server).choices[0].finish_reason == "length"
+
+
 def test_streamed_reply_delay(server):
     server.queue(Reply("a b c", delay=0.05))
 

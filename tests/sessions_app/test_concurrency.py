@@ -16,8 +16,9 @@ from django.db import connection
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
-from sessions_app.errors import NotFound
-from sessions_app.models import InternalSession, Message
+from core.errors import NotFound
+from sessions_app.errors import SessionLimitReached
+from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.selectors import branch_history
 from sessions_app.services import branch_activate, message_append, session_create
 
@@ -179,7 +180,8 @@ from django.core.management import call_command
 from django.db import connection
 call_command("migrate", verbosity=0)
 from accounts.models import User
-from sessions_app.models import InternalSession, Message
+from sessions_app.errors import SessionLimitReached
+from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.services import message_append, session_create
 from checkpoints.services import checkpoint_create
 
@@ -236,3 +238,13 @@ def test_the_default_sqlite_database_takes_concurrent_writers(tmp_path):
     assert result["journal_mode"] == "wal"
     assert result["positions"] == list(range(6 * 15))
     assert (tmp_path / "rollback.sqlite3").exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_creations_never_pass_the_sessions_per_user_limit(alice, settings):
+    """session_create counts the owner's sessions under a lock on the owner's row."""
+    settings.ROLLBACK_MAX_SESSIONS_PER_USER = 3
+    errors = _run_threads(lambda i: session_create(owner=alice, name=f"s{i}"), 8)
+    assert len(errors) == 5 and all(isinstance(e, SessionLimitReached) for e in errors), errors
+    assert ExternalSession.objects.filter(owner=alice).count() == 3

@@ -3,10 +3,11 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
+from core.errors import InvalidInput, TooLarge
 from sessions_app.errors import (
     BranchNotFound,
-    InvalidInput,
     RewindOutOfRange,
+    SessionLimitReached,
     SessionNotFound,
 )
 from sessions_app.models import ExternalSession, InternalSession, Message
@@ -19,6 +20,7 @@ from sessions_app.selectors import (
 from sessions_app.services import (
     branch_activate,
     branch_fork,
+    branch_set_state,
     message_append,
     session_create,
     session_delete,
@@ -52,6 +54,81 @@ def test_session_name_over_200_characters_is_refused_and_nothing_written(alice):
 def test_session_metadata_must_be_an_object(alice):
     with pytest.raises(InvalidInput, match="JSON object"):
         session_create(owner=alice, name="s", metadata=["a"])
+
+
+@pytest.mark.parametrize(
+    ("metadata", "says"),
+    [
+        ({"a": "\x00"}, "The session metadata cannot contain NUL characters."),
+        ({"a": "\ud800"}, "cannot contain lone surrogates"),
+        ({"a": float("nan")}, "NaN or infinite"),
+    ],
+)
+def test_session_metadata_no_database_can_store_is_refused_on_create_and_update(
+    alice, session, metadata, says
+):
+    with pytest.raises(InvalidInput, match=says):
+        session_create(owner=alice, name="s", metadata=metadata)
+    with pytest.raises(InvalidInput, match=says):
+        session_update(session=session, name="Renamed", metadata=metadata)
+    assert ExternalSession.objects.count() == 1
+    session.refresh_from_db()
+    assert session.session_name == "Python basics" and session.metadata == {}
+
+
+def test_session_metadata_over_the_limit_is_too_large(alice, session, settings):
+    settings.ROLLBACK_METADATA_MAX_BYTES = 100
+    with pytest.raises(TooLarge, match="The session metadata is 108 bytes as JSON"):
+        session_create(owner=alice, metadata={"blob": "x" * 97})
+    with pytest.raises(TooLarge):
+        session_update(session=session, metadata={"blob": "x" * 97})
+    assert ExternalSession.objects.count() == 1
+    session.refresh_from_db()
+    assert session.metadata == {}
+
+
+def test_sessions_per_user_are_limited_archived_ones_included(alice, bob, settings):
+    settings.ROLLBACK_MAX_SESSIONS_PER_USER = 2
+    first = session_create(owner=alice)
+    session_update(session=first, archived=True)
+    session_create(owner=alice)
+    with pytest.raises(SessionLimitReached, match="You have 2 sessions; the most one account"):
+        session_create(owner=alice)
+    assert ExternalSession.objects.filter(owner=alice).count() == 2
+    session_create(owner=bob)
+    session_delete(session=first)
+    session_create(owner=alice)
+
+
+def test_the_agents_state_is_cleaned_and_held_to_the_limit(branch, settings):
+    settings.ROLLBACK_STATE_MAX_BYTES = 100
+    branch_set_state(branch=branch, session_state={"note\x00": "a\ud800"})
+    branch.refresh_from_db()
+    assert branch.session_state == {"note": "a\ufffd"}
+    with pytest.raises(TooLarge, match="The session state is 109 bytes as JSON"):
+        branch_set_state(branch=branch, session_state={"blob": "x" * 98})
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"a": deep}
+    with pytest.raises(InvalidInput, match="nested more than 32 levels"):
+        branch_set_state(branch=branch, session_state=deep)
+    branch.refresh_from_db()
+    assert branch.session_state == {"note": "a\ufffd"}
+
+
+@pytest.mark.parametrize(
+    "chosen", [{"model": "gpt-4-32k"}, {"temperature": 5}], ids=["model", "temperature"]
+)
+def test_a_session_choosing_a_model_or_temperature_not_allowed_is_refused(alice, settings, chosen):
+    settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "house-model", ["cheap-model"]
+    with pytest.raises(InvalidInput, match="not allowed|from 0 to 2"):
+        session_create(owner=alice, name="s", metadata={"settings": chosen})
+    assert not ExternalSession.objects.exists()
+    session = session_create(owner=alice, name="s", metadata={"settings": {"model": "cheap-model"}})
+    with pytest.raises(InvalidInput, match="not allowed|from 0 to 2"):
+        session_update(session=session, metadata={"settings": chosen})
+    session.refresh_from_db()
+    assert session.metadata == {"settings": {"model": "cheap-model"}}
 
 
 def test_rename_and_refuse_an_empty_name(session):

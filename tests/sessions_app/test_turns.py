@@ -4,26 +4,30 @@ attempts are used up; a turn no worker picked up is failed. A session is never b
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from sessions_app.errors import TurnInProgress
+from core.validation import storable_json, storable_text
+from sessions_app.errors import TurnAlreadyEnded, TurnInProgress
 from sessions_app.models import Message, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.turns import (
+    CUT_NOTE,
     NewMessage,
     TurnTakenOver,
+    turn_cancel,
     turn_claim,
     turn_fail,
     turn_finish,
     turn_heartbeat,
+    turn_keep_stopped,
     turn_recover_stale,
     turn_start,
     turn_store_messages,
 )
-from sessions_app.validation import storable_json, storable_text
 
 pytestmark = pytest.mark.django_db
 
@@ -157,7 +161,102 @@ def test_text_the_database_cannot_store_is_cleaned_everywhere(session):
     assert turn.reply == "ab\ufffdc" and turn.metadata["x"] == "ab\ufffdc"
 
 
+def test_what_the_agent_stores_is_bounded_and_marked_where_it_was_cut(session, settings):
+    settings.AGENT_MAX_REPLY_CHARS = 100
+    turn = turn_claim(turn_id=turn_start(session=session, message="go").pk)
+    long = "y" * 1000
+    turn_store_messages(
+        turn=turn,
+        messages=[
+            NewMessage(
+                role="assistant",
+                content=long,
+                tool_calls=[{"id": "c1", "function": {"name": "calc", "arguments": long}}],
+            ),
+            NewMessage(
+                role="tool",
+                content=long,
+                tool_name="calc",
+                tool_call_id="c1",
+                tool_args={"expression": long},
+                tool_result=long,
+            ),
+            NewMessage(role="assistant", content="short"),
+        ],
+    )
+    assert turn_finish(turn=turn, reply=long, tools_used=["calc"])
+    call, result, reply = list(Message.objects.filter(role__in=["assistant", "tool"]))
+    cut = "y" * 100 + CUT_NOTE
+    assert call.content == cut and call.tool_calls[0]["function"]["arguments"] == cut
+    assert call.tool_calls[0]["id"] == "c1"  # still paired with its result
+    assert result.content == cut and result.tool_result == cut
+    assert result.tool_args == {"cut_off": json.dumps({"expression": long})[:100] + CUT_NOTE}
+    assert reply.content == "short"
+    turn.refresh_from_db()
+    assert turn.reply == cut
+
+
+def test_a_text_already_cut_off_is_stored_as_it_is(session, settings):
+    settings.AGENT_MAX_REPLY_CHARS = 100
+    turn = turn_claim(turn_id=turn_start(session=session, message="go").pk)
+    cut = "z" * 100 + CUT_NOTE
+    turn_store_messages(turn=turn, messages=[NewMessage(role="assistant", content=cut)])
+    assert Message.objects.get(role="assistant").content == cut
+
+
 def test_storable_values_are_returned_unchanged():
     value = {"a": ["b", 1, 2.5, None, True, {"c": "d"}]}
     assert storable_json(value) == value
     assert storable_text("plain é 字 🙂") == "plain é 字 🙂"
+
+
+# --- cancel against the turn's natural end ---------------------------------------------------
+
+
+def test_a_cancel_before_the_answer_is_stored_wins_and_only_the_stopped_reply_is_kept(session):
+    turn = turn_claim(turn_id=turn_start(session=session, message="hi").pk)
+    assert turn is not None
+    turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+    # The worker, unaware, tries to store its whole answer and finish: refused.
+    with pytest.raises(TurnTakenOver):
+        turn_store_messages(turn=turn, messages=[NewMessage(role="assistant", content="Hello.")])
+    assert not turn_finish(turn=turn, reply="Hello.", tools_used=[])
+    assert turn_keep_stopped(turn=turn, reply="Hel")
+    turn.refresh_from_db()
+    assert turn.status == "cancelled" and turn.reply == "Hel"
+    stored = branch_history(current_branch(session))
+    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "Hel")]
+    assert stored[-1].metadata["stopped"] is True
+    # Kept once only.
+    assert not turn_keep_stopped(turn=turn, reply="Hel")
+    assert current_branch(session).message_count == 2
+
+
+def test_a_cancel_after_the_turn_finished_is_refused_and_changes_nothing(session):
+    turn = turn_claim(turn_id=turn_start(session=session, message="hi").pk)
+    assert turn is not None
+    turn_store_messages(turn=turn, messages=[NewMessage(role="assistant", content="Hello.")])
+    assert turn_finish(turn=turn, reply="Hello.", tools_used=[], metadata={"finish_reason": "stop"})
+    with pytest.raises(TurnAlreadyEnded):
+        turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+    assert not turn_keep_stopped(turn=turn, reply="Hel")
+    turn.refresh_from_db()
+    assert turn.status == "done" and turn.finish_reason == "stop"
+    stored = branch_history(current_branch(session))
+    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "Hello.")]
+    assert "stopped" not in stored[-1].metadata
+
+
+def test_a_failed_turn_cannot_be_cancelled(session):
+    turn = turn_start(session=session, message="hi")
+    turn_fail(turn=turn, error="no")
+    with pytest.raises(TurnAlreadyEnded):
+        turn_cancel(turn=turn)
+    assert Turn.objects.get(pk=turn.pk).status == "failed"
+
+
+def test_a_cancelled_queued_turn_is_never_claimed(session):
+    turn = turn_start(session=session, message="hi")
+    turn_cancel(turn=turn)
+    assert turn_claim(turn_id=turn.pk) is None
+    assert Turn.objects.get(pk=turn.pk).status == "cancelled"

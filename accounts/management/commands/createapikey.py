@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import apikey_create
-from sessions_app.errors import DomainError
+from core.errors import DomainError
 
 
 class Command(BaseCommand):

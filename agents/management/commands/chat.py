@@ -18,7 +18,8 @@ from agents.model import is_demo
 from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService
 from checkpoints.selectors import find_session_checkpoint
-from sessions_app.errors import CheckpointNotFound, DomainError, SessionNotFound
+from core.errors import DomainError
+from sessions_app.errors import CheckpointNotFound, SessionNotFound
 from sessions_app.models import Turn
 from sessions_app.selectors import get_session_for_user
 from sessions_app.services import session_create

@@ -1,0 +1,28 @@
+"""Reads of accounts."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
+from django.utils.crypto import constant_time_compare
+
+
+def login_is_current(*, session_key: str, user_id: int) -> bool:
+    """Whether that browser login (a Django session) still signs this user in: not logged out
+    nor expired, the user still active, and made with their current password. The check
+    Django makes of every request's login (`django.contrib.auth.get_user`), read only: it
+    neither ends nor renews the login."""
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    backend_path = session.get(BACKEND_SESSION_KEY)
+    if str(session.get(SESSION_KEY)) != str(user_id):
+        return False
+    if backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return False
+    user = load_backend(backend_path).get_user(user_id)
+    session_hash = session.get(HASH_SESSION_KEY)
+    if user is None or not session_hash:
+        return False
+    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+    return any(constant_time_compare(session_hash, known) for known in hashes)

@@ -1,0 +1,53 @@
+"""What a worker does with a turn id: claim the turn, build its agent, run it (agents.runner)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from agno.models.base import Model
+
+from sessions_app.models import Turn
+from sessions_app.turns import turn_claim
+
+from .model import build_model
+from .rollback_agent import RollbackAgent, auto_checkpoint_enabled
+from .runner import execute_turn, fail_turn
+
+log = logging.getLogger(__name__)
+
+
+def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
+    session = turn.session
+    return RollbackAgent(
+        external_session_id=session.pk,
+        user=session.owner,
+        model=model or build_model(session.settings),
+        auto_checkpoint=auto_checkpoint_enabled(session),
+        skip_session_creation=True,
+        internal_session_id=turn.branch_id,
+        activate_branch=False,
+    )
+
+
+def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:
+    """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
+    another worker took over, a deleted session): the reason is logged and nothing is stored."""
+    turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    if turn is None:
+        state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+        log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")
+        return None
+    if turn.branch_id is None:
+        fail_turn(turn, "The branch of this turn was deleted before it could run.")
+        return turn
+    try:
+        agent = agent_for_turn(turn, model)
+    except Exception as exc:  # a broken configuration must fail the turn, not leave it running
+        log.exception("could not build the agent for turn %s", turn_id)
+        fail_turn(turn, f"The agent could not start: {exc}")
+        return turn
+    execute_turn(agent, turn)
+    turn.refresh_from_db()
+    return turn

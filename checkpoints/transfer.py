@@ -1,0 +1,417 @@
+"""Export a session as one versioned JSON document, and import one as a new session.
+
+The document holds every branch with its own messages and its checkpoints; references between
+them (a branch's parent, the checkpoint it was forked from) use the ids of the exporting server.
+Import checks the whole document before writing anything, then writes it in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.conf import settings
+from django.db import DataError, IntegrityError, transaction
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from checkpoints.models import Checkpoint
+from core.errors import InvalidInput, TooLarge
+from core.model_choice import check_model_settings
+from core.validation import (
+    DOCUMENT_MAX_DEPTH,
+    NAME_MAX_LENGTH,
+    clean_description,
+    clean_json,
+    clean_metadata,
+    clean_name,
+    clean_past_time,
+    clean_session_state,
+    json_too_deep,
+    storable_text,
+)
+from sessions_app.errors import ImportRejected, ImportTooLarge
+from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.services import session_quota_check
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+EXPORT_FORMAT = "rollback.session"
+EXPORT_VERSION = 1
+
+_MESSAGE_FIELDS = (
+    "branch_id",
+    "position",
+    "role",
+    "content",
+    "tool_name",
+    "tool_args",
+    "tool_result",
+    "tool_call_id",
+    "tool_calls",
+    "created_at",
+    "metadata",
+)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+
+
+def session_export(*, session: ExternalSession) -> dict[str, Any]:
+    """The whole session, every branch with its own messages and checkpoints."""
+    branches = list(InternalSession.objects.filter(session=session).order_by("created_at", "id"))
+    by_branch: dict[int, dict[str, Any]] = {}
+    for b in _parents_first(branches):
+        by_branch[b.pk] = {
+            "id": b.pk,
+            "parent": b.parent_id,
+            "fork_position": b.fork_position,
+            "forked_from": b.forked_from_id,
+            "is_current": b.is_current,
+            "session_state": b.session_state,
+            "metadata": b.metadata,
+            "created_at": _iso(b.created_at),
+            "messages": [],
+            "checkpoints": [],
+        }
+    messages = (
+        Message.objects.filter(branch__session=session)
+        .order_by("branch_id", "position")
+        .values(*_MESSAGE_FIELDS)
+    )
+    for row in messages.iterator(chunk_size=2000):
+        branch_id = row.pop("branch_id")
+        row["created_at"] = _iso(row["created_at"])
+        by_branch[branch_id]["messages"].append(row)
+    checkpoints = Checkpoint.objects.filter(branch__session=session).order_by("branch_id", "id")
+    for cp in checkpoints.iterator(chunk_size=2000):
+        by_branch[cp.branch_id]["checkpoints"].append(
+            {
+                "id": cp.pk,
+                "name": cp.checkpoint_name,
+                "description": cp.description,
+                "is_auto": cp.is_auto,
+                "message_count": cp.message_count,
+                "session_state": cp.session_state,
+                "metadata": cp.metadata,
+                "created_at": _iso(cp.created_at),
+            }
+        )
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": _iso(timezone.now()),
+        "session": {
+            "name": session.session_name,
+            "metadata": session.metadata,
+            "created_at": _iso(session.created_at),
+        },
+        "branches": list(by_branch.values()),
+    }
+
+
+def _parents_first(branches: list[InternalSession]) -> list[InternalSession]:
+    known: set[int] = set()
+    ordered: list[InternalSession] = []
+    pending = list(branches)
+    while pending:
+        rest = []
+        for b in pending:
+            if b.parent_id is None or b.parent_id in known:
+                ordered.append(b)
+                known.add(b.pk)
+            else:
+                rest.append(b)
+        if len(rest) == len(pending):  # parents outside the session: cannot happen
+            ordered.extend(rest)
+            break
+        pending = rest
+    return ordered
+
+
+# --- The document's shape ------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
+class MessageDoc(_Strict):
+    position: int = Field(ge=0)
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = ""
+    tool_name: str = Field(default="", max_length=200)
+    tool_args: Any = None
+    tool_result: str | None = ""
+    tool_call_id: str = Field(default="", max_length=200)
+    tool_calls: Any = None
+    created_at: datetime | None = None
+    metadata: dict = Field(default_factory=dict)
+
+
+class CheckpointDoc(_Strict):
+    id: int
+    name: str = Field(max_length=NAME_MAX_LENGTH)
+    description: str = ""
+    is_auto: bool = False
+    message_count: int = Field(ge=0)
+    session_state: dict = Field(default_factory=dict)
+    metadata: dict = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+class BranchDoc(_Strict):
+    id: int
+    parent: int | None = None
+    fork_position: int = Field(default=0, ge=0)
+    forked_from: int | None = None
+    is_current: bool = False
+    session_state: dict = Field(default_factory=dict)
+    metadata: dict = Field(default_factory=dict)
+    created_at: datetime | None = None
+    messages: list[MessageDoc] = Field(default_factory=list)
+    checkpoints: list[CheckpointDoc] = Field(default_factory=list)
+
+
+class SessionDoc(_Strict):
+    name: str = Field(max_length=NAME_MAX_LENGTH)
+    metadata: dict = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+class ExportDoc(_Strict):
+    format: Literal["rollback.session"]
+    version: int
+    exported_at: datetime | None = None
+    session: SessionDoc
+    branches: list[BranchDoc] = Field(min_length=1)
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "document"
+    more = error.error_count() - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"Not a Rollback session export: {where}: {first['msg']}{tail}."
+
+
+def parse_export(raw: bytes | str) -> ExportDoc:
+    """Check a document completely, without touching the database."""
+    limit = settings.ROLLBACK_IMPORT_MAX_BYTES
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > limit:
+        raise ImportTooLarge(f"The document is {size} bytes; the limit is {limit} bytes.")
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ImportRejected(f"The document is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise _too_deep() from None
+    return validate_export(data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _too_deep() -> ImportRejected:
+    return ImportRejected(
+        f"The document is nested more than {DOCUMENT_MAX_DEPTH} levels deep; an export never is."
+    )
+
+
+def validate_export(data: Any) -> ExportDoc:
+    if not isinstance(data, dict):
+        raise ImportRejected("Not a Rollback session export: the document must be a JSON object.")
+    if json_too_deep(data, DOCUMENT_MAX_DEPTH):
+        raise _too_deep()
+    if data.get("format") != EXPORT_FORMAT:
+        raise ImportRejected(f"Not a Rollback session export: 'format' must be {EXPORT_FORMAT!r}.")
+    version = data.get("version")
+    if version != EXPORT_VERSION or isinstance(version, bool):
+        raise ImportRejected(
+            f"Unsupported export version {version!r}: this server reads version {EXPORT_VERSION}."
+        )
+    try:
+        doc = ExportDoc.model_validate(data)
+    except ValidationError as exc:
+        raise ImportRejected(_describe(exc)) from None
+    _check_structure(doc)
+    _check_values(doc)
+    return doc
+
+
+def _check_structure(doc: ExportDoc) -> None:
+    try:
+        clean_name(doc.session.name, what="session")
+        lengths: dict[int, int] = {}
+        checkpoint_ids: set[int] = set()
+        for b in doc.branches:
+            where = f"branch {b.id}"
+            if b.id in lengths:
+                raise ImportRejected(f"Branch id {b.id} appears twice.")
+            if b.parent is None:
+                if b.fork_position != 0:
+                    raise ImportRejected(f"{where} has no parent, so its fork_position must be 0.")
+            elif b.parent not in lengths:
+                raise ImportRejected(
+                    f"{where} names parent {b.parent}, which does not come before it."
+                )
+            elif b.fork_position > lengths[b.parent]:
+                raise ImportRejected(
+                    f"{where} forks at message {b.fork_position}, "
+                    f"but its parent has only {lengths[b.parent]}."
+                )
+            if b.forked_from is not None and b.forked_from not in checkpoint_ids:
+                raise ImportRejected(
+                    f"{where} was forked from checkpoint {b.forked_from}, "
+                    "which is not in an earlier branch of the document."
+                )
+            for i, m in enumerate(b.messages):
+                if m.position != b.fork_position + i:
+                    raise ImportRejected(
+                        f"{where}: message {i} has position {m.position}, "
+                        f"expected {b.fork_position + i}."
+                    )
+            total = b.fork_position + len(b.messages)
+            lengths[b.id] = total
+            for c in b.checkpoints:
+                clean_name(c.name, what="checkpoint")
+                clean_description(c.description)
+                if c.id in checkpoint_ids:
+                    raise ImportRejected(f"Checkpoint id {c.id} appears twice.")
+                if not b.fork_position <= c.message_count <= total:
+                    raise ImportRejected(
+                        f"{where}: checkpoint {c.id} is at message {c.message_count}, "
+                        f"outside the branch's messages {b.fork_position} to {total}."
+                    )
+                checkpoint_ids.add(c.id)
+    except ImportRejected:
+        raise
+    except InvalidInput as exc:
+        raise ImportRejected(f"Not a Rollback session export: {exc.message}") from None
+    current = sum(1 for b in doc.branches if b.is_current)
+    if current != 1:
+        raise ImportRejected(f"Exactly one branch must be current; the document has {current}.")
+    try:
+        check_model_settings(doc.session.metadata)
+    except InvalidInput as exc:
+        raise ImportRejected(f"The session cannot be imported: {exc.message}") from None
+
+
+def _check_values(doc: ExportDoc) -> None:
+    """What the database and the pages must be able to hold: every time between 1970 and
+    tomorrow, every JSON value plain JSON (no NUL, no lone surrogate, no NaN, not too deep) and
+    within its size limit."""
+
+    def time(value: datetime | None, what: str) -> None:
+        if value is not None:
+            clean_past_time(value, what=what)
+
+    try:
+        time(doc.session.created_at, "session's created_at")
+        clean_metadata(doc.session.metadata, what="session metadata")
+        for b in doc.branches:
+            where = f"branch {b.id}"
+            time(b.created_at, f"created_at of {where}")
+            clean_metadata(b.metadata, what=f"metadata of {where}")
+            clean_session_state(b.session_state, what=f"session state of {where}")
+            for i, m in enumerate(b.messages):
+                at = f"message {i} of {where}"
+                time(m.created_at, f"created_at of {at}")
+                clean_metadata(m.metadata, what=f"metadata of {at}")
+                clean_json(m.tool_args, what=f"tool_args of {at}")
+                clean_json(m.tool_calls, what=f"tool_calls of {at}")
+            for c in b.checkpoints:
+                at = f"checkpoint {c.id}"
+                time(c.created_at, f"created_at of {at}")
+                clean_metadata(c.metadata, what=f"metadata of {at}")
+                clean_session_state(c.session_state, what=f"session state of {at}")
+    except TooLarge as exc:
+        raise ImportTooLarge(f"Cannot import this document: {exc.message}") from None
+    except InvalidInput as exc:
+        raise ImportRejected(f"Cannot import this document: {exc.message}") from None
+
+
+def _when(value: datetime | None) -> datetime:
+    if value is None:
+        return timezone.now()
+    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+
+
+def session_import(*, owner: User, raw: bytes | str) -> ExternalSession:
+    """Import a document made by `session_export` as a new session of `owner`.
+
+    The whole document is checked first; a malformed, oversized or wrong-version document raises
+    ImportRejected (ImportTooLarge) and nothing is written.
+    """
+    doc = parse_export(raw)
+    try:
+        return _write(owner, doc)
+    except (DataError, IntegrityError) as exc:
+        # What the checks above cannot see (say, a NUL character inside JSON, which PostgreSQL
+        # refuses): the transaction is rolled back and the user told why.
+        raise ImportRejected(f"The document could not be stored: {exc}".strip()) from None
+
+
+@transaction.atomic
+def _write(owner: User, doc: ExportDoc) -> ExternalSession:
+    session_quota_check(owner=owner)
+    session = ExternalSession.objects.create(
+        owner=owner,
+        session_name=doc.session.name.strip(),
+        metadata=doc.session.metadata,
+        created_at=_when(doc.session.created_at),
+    )
+    branch_ids: dict[int, int] = {}
+    checkpoint_ids: dict[int, int] = {}
+    for b in doc.branches:
+        branch = InternalSession.objects.create(
+            session=session,
+            parent_id=branch_ids[b.parent] if b.parent is not None else None,
+            fork_position=b.fork_position,
+            forked_from_id=checkpoint_ids[b.forked_from] if b.forked_from is not None else None,
+            message_count=b.fork_position + len(b.messages),
+            session_state=b.session_state,
+            is_current=b.is_current,
+            checkpoint_count=len(b.checkpoints),
+            created_at=_when(b.created_at),
+            metadata=b.metadata,
+        )
+        branch_ids[b.id] = branch.pk
+        Message.objects.bulk_create(
+            (
+                Message(
+                    branch=branch,
+                    position=m.position,
+                    role=m.role,
+                    # Conversation text is cleaned as a model's is (core.validation).
+                    content=storable_text(m.content),
+                    tool_name=storable_text(m.tool_name),
+                    tool_args=m.tool_args,
+                    tool_result=storable_text(m.tool_result or ""),
+                    tool_call_id=storable_text(m.tool_call_id),
+                    tool_calls=m.tool_calls,
+                    created_at=_when(m.created_at),
+                    metadata=m.metadata,
+                )
+                for m in b.messages
+            ),
+            batch_size=1000,
+        )
+        for c in b.checkpoints:
+            created = Checkpoint.objects.create(
+                branch=branch,
+                checkpoint_name=c.name.strip(),
+                description=c.description,
+                is_auto=c.is_auto,
+                message_count=c.message_count,
+                session_state=c.session_state,
+                metadata=c.metadata,
+                created_at=_when(c.created_at),
+            )
+            checkpoint_ids[c.id] = created.pk
+    return session

@@ -1,0 +1,76 @@
+"""Which model a session may ask for, and at what temperature.
+
+Every model request is billed to the operator's key, so a session (`metadata.settings.model`,
+`metadata.settings.temperature`) may choose only among the models the operator allows:
+AGENT_ALLOWED_MODELS (AGENT_MODEL alone by default; AGENT_MODEL is always allowed, and the demo
+model's id while the demo model answers), at a temperature from 0 to 2, OpenAI's range. The
+services check a session's settings when it is created, updated or imported; the agent checks
+them again before each turn, so a session stored before the list changed cannot call a model
+no longer allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+
+from core.errors import InvalidInput
+
+DEMO_MODEL_ID = "rollback-demo"
+TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
+
+
+def is_demo() -> bool:
+    """No model server is configured: the offline demo model answers."""
+    return not (settings.OPENAI_API_KEY or settings.OPENAI_BASE_URL)
+
+
+def allowed_models() -> list[str]:
+    models = [settings.AGENT_MODEL, *settings.AGENT_ALLOWED_MODELS]
+    if is_demo():
+        models.append(DEMO_MODEL_ID)
+    return list(dict.fromkeys(models))
+
+
+def chosen_model(session_settings: dict) -> str | None:
+    """The model id the session's settings ask for (None: the default), if it is allowed."""
+    value = session_settings.get("model")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput("The session's model (settings.model) must be text.")
+    allowed = allowed_models()
+    if value.strip() not in allowed:
+        raise InvalidInput(
+            f"The model {value.strip()[:200]!r} is not allowed here; "
+            f"a session may use: {', '.join(allowed)}."
+        )
+    return value.strip()
+
+
+def chosen_temperature(session_settings: dict) -> float | None:
+    """The temperature the session's settings ask for (None: the default), if it is in range."""
+    value = session_settings.get("temperature")
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not TEMPERATURE_MIN <= value <= TEMPERATURE_MAX
+    ):
+        raise InvalidInput(
+            f"The session's temperature (settings.temperature) must be a number from "
+            f"{TEMPERATURE_MIN:g} to {TEMPERATURE_MAX:g}."
+        )
+    return float(value)
+
+
+def check_model_settings(metadata: Any) -> None:
+    """Refuse session metadata whose settings ask for a model or temperature not allowed."""
+    chosen = metadata.get("settings") if isinstance(metadata, dict) else None
+    if isinstance(chosen, dict):
+        chosen_model(chosen)
+        chosen_temperature(chosen)

@@ -1,0 +1,97 @@
+"""`python -m rollback_site.serve [daphne options]`: daphne serving
+`rollback_site.asgi:application`, with request bodies bounded while they arrive.
+
+daphne (through twisted.web) receives the whole body of a request, into memory or a temporary
+file, before the application sees any of it, and then puts all of it on the application's queue
+at once. So a limit in the application (core.bodies.BodyLimit) comes too late to spare the
+server's memory. Here daphne's request counts the body as it arrives and, as soon as it passes
+ROLLBACK_MAX_REQUEST_BYTES (at once when Content-Length says so), answers 413 and closes the
+connection: the application never sees that request, and at most the limit was buffered.
+
+The options are daphne's own, unchanged (`-b 0.0.0.0 -p 8000`, `--proxy-headers`, ...); the
+application is always ours.
+"""
+
+from __future__ import annotations
+
+# isort: off
+import daphne.server  # noqa: F401 (first: it installs the asyncio reactor that twisted must use)
+
+# isort: on
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from daphne import http_protocol
+from daphne.cli import CommandLineInterface
+
+APPLICATION = "rollback_site.asgi:application"
+
+log = logging.getLogger(__name__)
+
+
+class BoundedRequest(http_protocol.WebRequest):
+    """daphne's HTTP request, refusing a body of more than `max_body` bytes while it arrives."""
+
+    max_body = 0  # set by `main` from the settings
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.body_received = 0
+        self.refused = False
+        # twisted would also parse a form's body into `request.args`, which daphne never reads:
+        # a second copy of the body in memory.
+        kwargs.setdefault("parsePOSTFormSubmission", False)
+        super().__init__(*args, **kwargs)
+
+    def gotLength(self, length: int | None) -> None:
+        if length is not None and length > self.max_body:
+            self.requestHeaders.removeHeader(b"expect")  # no "100 Continue" for a refused body
+            self.refuse()
+            length = 0
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self.refused:
+            return
+        self.body_received += len(data)
+        if self.body_received > self.max_body:
+            self.refuse()
+            return
+        super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if not self.refused:
+            super().requestReceived(command, path, version)
+
+    def refuse(self) -> None:
+        """Answer 413 and close the connection; the rest of the body is not read."""
+        self.refused = True
+        detail = f"The request body is larger than the limit of {self.max_body} bytes."
+        body = json.dumps({"detail": detail}).encode()
+        head = (
+            b"HTTP/1.1 413 Content Too Large\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: %d\r\n"
+            b"Connection: close\r\n\r\n" % len(body)
+        )
+        self.channel.transport.write(head + body)
+        self.channel.loseConnection()
+        client = getattr(self.client, "host", self.client)
+        log.warning("refused a request body over %d bytes from %s", self.max_body, client)
+
+
+def main(argv: list[str] | None = None) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
+    from django.conf import settings
+
+    BoundedRequest.max_body = settings.ROLLBACK_MAX_REQUEST_BYTES
+    # daphne's HTTPFactory gives each new connection this module's `WebRequest` class.
+    http_protocol.WebRequest = BoundedRequest
+    args = sys.argv[1:] if argv is None else argv
+    CommandLineInterface().run([*args, APPLICATION])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+// Live updates that change only what changed, scrolling that follows the reader, local times.
+//
+// The server swaps its regions (messages, composer, header, side panel) with idiomorph
+// (hx-swap-oob="morph"), configured here so that a live update never takes away what the reader
+// types or reads: the values of text fields, an open edit form (data-live-keep), an open <dialog>,
+// messages loaded with "Load earlier". A branch switched elsewhere is announced.
+(function () {
+  "use strict";
+
+  var BOTTOM_SLACK = 48; // px from the end that still count as "at the bottom"
+
+  function isTextField(node) {
+    if (!node || node.nodeType !== 1) return false;
+    if (node.localName === "textarea") return true;
+    if (node.localName !== "input") return false;
+    var type = (node.getAttribute("type") || "text").toLowerCase();
+    return ["text", "search", "url", "email", "tel", "number", ""].indexOf(type) >= 0;
+  }
+
+  function isKept(node) {
+    if (!node || node.nodeType !== 1) return false;
+    if (node.localName === "dialog" && node.open) return true;
+    // An element holding an open edit form (or a filled detail box) is the reader's, not the server's.
+    if (node.hasAttribute("data-live-keep") && node.childNodes.length) return true;
+    return !!(node.querySelector && node.querySelector(":scope > form[data-live-keep]"));
+  }
+
+  // htmx's "morph" swap, defined here rather than with idiomorph's own extension build: that one
+  // claims every swap style as inline (so an out-of-band "beforeend" nested its element into the
+  // target) and reads "morph:{...}" options with Function(), which the page's CSP forbids.
+  var MORPH_STYLES = { "morph": "outerHTML", "morph:outerHTML": "outerHTML", "morph:innerHTML": "innerHTML" };
+  if (window.htmx && window.Idiomorph) {
+    htmx.defineExtension("morph", {
+      isInlineSwap: function (swapStyle) { return MORPH_STYLES[swapStyle] === "outerHTML"; },
+      handleSwap: function (swapStyle, target, fragment) {
+        var style = MORPH_STYLES[swapStyle];
+        return style ? Idiomorph.morph(target, fragment.children, { morphStyle: style }) : false;
+      },
+    });
+  }
+
+  if (window.Idiomorph) {
+    Idiomorph.defaults.ignoreActiveValue = true;
+    Idiomorph.defaults.callbacks.beforeAttributeUpdated = function (name, node) {
+      // What the user typed stays: the server's value never replaces a text field's.
+      if (name === "value" && isTextField(node)) return false;
+      // An open dialog stays open.
+      if (name === "open" && node.localName === "dialog") return false;
+      return true;
+    };
+    Idiomorph.defaults.callbacks.beforeNodeMorphed = function (oldNode, newNode) {
+      if (isKept(oldNode)) return false;
+      // A time already shown in the reader's zone stays as it is.
+      if (oldNode.localName === "time" && newNode.nodeType === 1 &&
+          oldNode.getAttribute("datetime") === newNode.getAttribute("datetime") &&
+          oldNode.hasAttribute("data-local")) return false;
+      return true;
+    };
+    Idiomorph.defaults.callbacks.beforeNodeRemoved = function (node) {
+      return !(node.nodeType === 1 && node.localName === "dialog" && node.open);
+    };
+  }
+
+  // --- Scrolling -------------------------------------------------------------------------------
+
+  function box() { return document.getElementById("messages"); }
+
+  function atBottom(el) {
+    return el.scrollHeight - el.scrollTop - el.clientHeight <= BOTTOM_SLACK;
+  }
+
+  // Where this script last put the view: a reader who moved it up since is reading, even
+  // before the browser has dispatched that scroll event.
+  var pinnedTop = null;
+  function scrollToEnd() {
+    var el = box();
+    if (el) {
+      el.scrollTop = el.scrollHeight;
+      pinnedTop = el.scrollTop;
+    }
+    showJump();
+  }
+
+  function showJump() {
+    var el = box();
+    var jump = document.getElementById("jump-latest");
+    if (el && jump) jump.hidden = atBottom(el);
+  }
+
+  // Whether the reader is at the bottom: only then does the view follow new content. Set by
+  // scrolling (the reader's, or ours to the end), never by content growing under the reader: a
+  // streamed reply re-rendered after a message would otherwise look like a reader scrolled up.
+  var following = true;
+  function follow() {
+    var el = box();
+    if (following && el && pinnedTop !== null && el.scrollTop < pinnedTop - BOTTOM_SLACK) {
+      following = false;
+    }
+    if (following) scrollToEnd(); else showJump();
+  }
+
+  document.addEventListener("scroll", function (event) {
+    if (event.target && event.target.id === "messages") {
+      following = atBottom(event.target);
+      showJump();
+    }
+  }, true);
+  // stream.js renders a streaming reply after the socket's message, in an animation frame.
+  document.addEventListener("rollback:streamRendered", follow);
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#jump-latest")) scrollToEnd();
+  });
+
+  // "Load earlier": the messages above grow, the one the reader sees stays where it is.
+  var anchor = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || target.id !== "load-earlier") return;
+    var next = target.nextElementSibling;
+    anchor = next ? { node: next, top: next.getBoundingClientRect().top } : null;
+  });
+  // After the settle: the loaded messages' times are formatted (their widths change) by then.
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!anchor) return;
+    var el = box();
+    if (el && anchor.node.isConnected) {
+      el.scrollTop += anchor.node.getBoundingClientRect().top - anchor.top;
+    }
+    anchor = null;
+    showJump();
+  });
+
+  // --- What a live update leaves in place ------------------------------------------------------
+
+  // Messages loaded with "Load earlier" stay when the same branch is shown again: they are put in
+  // front of the server's last page (with the "load earlier" button of what is loaded) before the
+  // morph, so that the morph keeps them.
+  function keepLoadedHistory(old, fresh) {
+    if (!fresh || old.getAttribute("data-branch-id") !== fresh.getAttribute("data-branch-id")) return;
+    var first = fresh.querySelector(":scope > [id^=msg-]");
+    if (!first) return;
+    var same = old.querySelector(":scope > #" + CSS.escape(first.id));
+    if (!same) return;
+    var loaded = [];
+    for (var n = old.firstElementChild; n && n !== same; n = n.nextElementSibling) loaded.push(n);
+    if (!loaded.some(function (n) { return n.id && n.id.indexOf("msg-") === 0; })) return;
+    var button = fresh.querySelector(":scope > #load-earlier");
+    if (button) button.remove();
+    loaded.forEach(function (n) { fresh.insertBefore(n.cloneNode(true), first); });
+  }
+
+  var branchBefore = null;
+  function currentBranch() {
+    var badge = document.querySelector("[data-testid=current-branch]");
+    return badge ? { id: badge.getAttribute("data-branch-id"), label: badge.textContent } : null;
+  }
+
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target) return;
+    if (target.id === "messages") {
+      var fragment = event.detail.fragment;
+      var fresh = fragment.querySelector ? fragment.querySelector("#messages") : null;
+      keepLoadedHistory(target, fresh || fragment.firstElementChild);
+    }
+  });
+
+  // A branch switched by another tab (or the agent, or the API) is followed and announced; this
+  // tab's own requests switch silently.
+  var ownRequests = 0;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    ownRequests += 1;
+    var release = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("[data-live-release]");
+    if (release) {
+      var form = release.closest("[data-live-keep]");
+      if (form) form.removeAttribute("data-live-keep");
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function () {
+    ownRequests = Math.max(0, ownRequests - 1);
+  });
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    branchBefore = currentBranch();
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var now = currentBranch();
+    if (branchBefore && now && branchBefore.id !== now.id && ownRequests === 0) announce(now.label);
+    branchBefore = null;
+    refreshComposer();
+    follow();
+  });
+
+  function announce(label) {
+    var notices = document.getElementById("notices");
+    if (!notices) return;
+    var notice = document.createElement("div");
+    notice.className = "notice info";
+    notice.setAttribute("role", "status");
+    notice.setAttribute("data-testid", "branch-notice");
+    notice.textContent = "The branch was switched elsewhere: now on " + label.trim() + ".";
+    notices.appendChild(notice);
+  }
+
+  // A draft kept through a morph still needs its Send button and its height (app.js's "input").
+  function refreshComposer() {
+    var input = document.querySelector("[data-testid=message-input]");
+    if (input && input.value) input.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  // A refresh answered to this tab's own request (edit, regenerate, branch) follows like a live one.
+  document.addEventListener("htmx:oobAfterSwap", function (event) {
+    if (event.detail.target && event.detail.target.id === "messages") follow();
+  });
+
+  // --- Times in the reader's zone --------------------------------------------------------------
+
+  var timeOnly = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+  var dateTime = new Intl.DateTimeFormat(undefined, {
+    month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+  });
+  var dateTimeYear = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+  });
+  var full = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" });
+
+  function sameDay(a, b) {
+    return a.getFullYear() === b.getFullYear() && a.getMonth() === b.getMonth() && a.getDate() === b.getDate();
+  }
+
+  function localTimes(root) {
+    if (!root || !root.querySelectorAll) return;
+    var times = Array.prototype.slice.call(root.querySelectorAll("time[datetime]"));
+    if (root.matches && root.matches("time[datetime]")) times.push(root);
+    var today = new Date();
+    times.forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when.getTime())) return;
+      var format = sameDay(when, today) ? timeOnly
+        : when.getFullYear() === today.getFullYear() ? dateTime : dateTimeYear;
+      el.textContent = format.format(when);
+      el.title = full.format(when);
+      el.setAttribute("data-local", "");
+    });
+  }
+
+  document.addEventListener("htmx:load", function (event) { localTimes(event.target); });
+  document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document.body);
+    scrollToEnd();
+  });
+})();

@@ -1,0 +1,67 @@
+"""Pages besides the chat in a real browser, under the Content Security Policy: the profile's API
+keys, the console (Django's admin) and the API docs. The `contexts` fixture fails a test whose
+pages had anything blocked by the policy."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import PASSWORD, chat, new_session, sign_up
+
+pytestmark = pytest.mark.e2e
+
+
+def test_revoking_an_api_key_asks_first(page, app):
+    sign_up(page, app.base_url)
+    page.get_by_test_id("profile-link").click()
+    page.get_by_test_id("api-key-name").fill("laptop")
+    page.get_by_test_id("create-api-key").click()
+    expect(page.get_by_test_id("new-api-key")).to_have_text(re.compile(r"\S{20,}"))
+    row = page.get_by_test_id("api-key-row").filter(has_text="laptop")
+
+    questions = []
+
+    def answer(dialog, accept: bool) -> None:
+        questions.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, accept=False))
+    row.get_by_test_id("revoke-api-key").click()
+    expect(row).to_contain_text("active")
+    page.once("dialog", lambda dialog: answer(dialog, accept=True))
+    with page.expect_navigation():
+        row.get_by_test_id("revoke-api-key").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("API key “laptop” is revoked")
+    expect(row).to_contain_text("revoked")
+    assert questions == ["Revoke the key “laptop”? Programs using it will be refused."] * 2
+
+
+def test_the_console_works_under_the_policy(page, app, app_settings, llm):
+    username = f"staff{uuid.uuid4().hex[:10]}"
+    make_staff = f"User.objects.create_superuser({username!r}, password={PASSWORD!r})"
+    app.manage(app_settings, "shell", "-c", f"from accounts.models import User; {make_staff}")
+    page.goto(f"{app.base_url}/accounts/login/")
+    page.get_by_test_id("username").fill(username)
+    page.get_by_test_id("password").fill(PASSWORD)
+    with page.expect_navigation():
+        page.get_by_test_id("submit").click()
+    new_session(page)
+    chat(page, "a line\nand another")
+    branch_id = page.get_by_test_id("current-branch").get_attribute("data-branch-id")
+
+    page.goto(f"{app.base_url}/admin/sessions_app/internalsession/{branch_id}/change/")
+    cell = page.locator("td.message-content").first
+    expect(cell).to_have_text(re.compile(r"a line\s+and another"))
+    assert cell.evaluate("td => getComputedStyle(td).whiteSpace") == "pre-wrap"
+    page.goto(f"{app.base_url}/admin/sessions_app/externalsession/")
+    expect(page.locator("#result_list")).to_be_visible()
+
+
+def test_the_api_docs_render_under_the_policy(page, app):
+    page.goto(f"{app.base_url}/api/v1/docs/")
+    expect(page.locator(".swagger-ui .title")).to_contain_text("Rollback API")
+    expect(page.locator(".opblock").first).to_be_visible()

@@ -1,0 +1,92 @@
+"""Stop and the composer while the agent answers, in Chromium: the Stop button and Esc stop a
+slow reply (its text stays, marked stopped), and a draft typed meanwhile survives the reply's end
+and is sent right after it."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.fakes.chat_server import Reply
+
+from .conftest import (
+    TURN_TIMEOUT_MS,
+    message_texts,
+    new_session,
+    send_message,
+    sign_up,
+    wait_turn_done,
+)
+
+pytestmark = pytest.mark.e2e
+
+LONG = " ".join(f"word{i}" for i in range(60))  # 60 chunks, 0.3 s apart: 18 s unless stopped
+
+
+def start_slow_reply(page, app, llm) -> None:
+    sign_up(page, app.base_url)
+    new_session(page)
+    llm.queue(Reply(LONG, delay=0.3))
+    send_message(page, "tell me a long story")
+    expect(page.locator("#messages [data-streaming=true] .body")).to_contain_text("word2")
+    expect(page.get_by_test_id("send")).to_be_disabled()
+
+
+def assert_stopped(page, llm) -> None:
+    expect(page.get_by_test_id("turn-stopped")).to_have_text("stopped")
+    shown = page.locator("#messages [data-streaming=true] .body").inner_text().strip()
+    assert shown and LONG.startswith(shown) and shown != LONG
+    expect(page.get_by_test_id("stop")).to_have_count(0)
+    # The model's stream was closed: its server saw the client go away.
+    for _ in range(100):  # up to 10 s
+        if llm.abandoned:
+            break
+        page.wait_for_timeout(100)
+    assert llm.abandoned == 1
+    # The stopped reply is stored, marked stopped, and shown after a reload.
+    page.reload()
+    texts = message_texts(page, "assistant")
+    assert len(texts) == 1 and LONG.startswith(texts[0]) and texts[0] != LONG
+    expect(page.get_by_test_id("stopped-badge")).to_have_count(1)
+
+
+def test_the_stop_button_stops_a_slow_reply_and_keeps_what_was_shown(page, app, llm):
+    start_slow_reply(page, app, llm)
+    page.get_by_test_id("stop").click()
+    assert_stopped(page, llm)
+
+
+def test_esc_stops_a_slow_reply(page, app, llm):
+    start_slow_reply(page, app, llm)
+    page.get_by_test_id("message-input").press("Escape")
+    assert_stopped(page, llm)
+
+
+def test_a_draft_typed_during_the_reply_survives_and_is_sent_right_after(page, app, llm):
+    sign_up(page, app.base_url)
+    new_session(page)
+    llm.queue(Reply("one two three four five six seven eight", delay=0.3), Reply("Second."))
+    before = send_message(page, "first")
+    expect(page.get_by_test_id("stop")).to_be_visible()
+    box, send = page.get_by_test_id("message-input"), page.get_by_test_id("send")
+    expect(box).to_be_enabled()
+    box.press_sequentially("my next question")
+    expect(send).to_be_disabled()
+    box.press("Enter")  # while the agent answers, Enter keeps the draft
+    assert box.input_value() == "my next question"
+
+    wait_turn_done(page, before, timeout=TURN_TIMEOUT_MS)
+    assert box.input_value() == "my next question"
+    expect(send).to_be_enabled()
+    expect(page.get_by_test_id("stop")).to_have_count(0)
+    with page.expect_response(lambda r: r.url.endswith("/send/")) as answer:
+        send.click()
+    assert answer.value.status == 200
+    expect(page.locator("#messages [data-role=user]")).to_have_count(2)
+    wait_turn_done(page, {"users": 1, "assistants": 1})
+    assert message_texts(page) == [
+        "first",
+        "one two three four five six seven eight",
+        "my next question",
+        "Second.",
+    ]

@@ -1,0 +1,121 @@
+"""Streaming in a real browser: a long reply only grows, a reload or a new tab mid-reply shows the
+reply so far and then the rest, and Markdown is formatted while it streams, model HTML inert."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import (
+    last_reply,
+    new_session,
+    send_message,
+    sign_up,
+    wait_turn_done,
+)
+from tests.fakes.chat_server import Reply
+
+pytestmark = pytest.mark.e2e
+
+BODY = "[data-streaming=true] .body"
+
+# Samples, every 50 ms, the length of the text of the bubble being streamed.
+SAMPLE_LENGTHS = """() => {
+    window.__lengths = [];
+    window.__sampler = setInterval(() => {
+        const body = document.querySelector("[data-streaming=true] .body");
+        if (body) window.__lengths.push(body.textContent.length);
+    }, 50);
+}"""
+STOP_SAMPLING = "() => { clearInterval(window.__sampler); return window.__lengths; }"
+
+
+def words(n: int) -> str:
+    return " ".join(f"word{i}" for i in range(n))
+
+
+def streamed_text(page) -> str:
+    return page.locator(BODY).text_content() or ""
+
+
+def test_a_reply_streaming_for_30_seconds_keeps_growing_and_never_shrinks(page, app, llm):
+    sign_up(page, app.base_url)
+    new_session(page)
+    final = words(150)
+    llm.queue(Reply(final, delay=0.2))  # 30 s: past the composer's 20 s refresh
+    before = send_message(page, "a long one")
+    expect(page.locator(BODY)).not_to_have_text("")
+    page.evaluate(SAMPLE_LENGTHS)
+    wait_turn_done(page, before, timeout=90_000)
+    lengths = page.evaluate(STOP_SAMPLING)
+    assert len(lengths) > 100, lengths  # sampled through most of the 30 s
+    shrunk = [(a, b) for a, b in zip(lengths, lengths[1:], strict=False) if b < a]
+    assert not shrunk, shrunk
+    assert lengths[-1] > lengths[0]
+    assert last_reply(page) == final
+
+
+def test_a_reload_and_a_new_tab_mid_reply_show_the_reply_so_far_then_the_rest(
+    page, app, llm, contexts
+):
+    sign_up(page, app.base_url)
+    new_session(page)
+    final = words(80)
+    llm.queue(Reply(final, delay=0.15))  # 12 s
+    before = send_message(page, "go on")
+    page.wait_for_function(
+        "() => { const b = document.querySelector('[data-streaming=true] .body');"
+        " return b && b.textContent.length > 90; }"  # the cached reply so far lags by < 0.3 s
+    )
+    url = page.url
+
+    other = page.context.new_page()  # a second tab, opened mid-reply
+    other.goto(url, wait_until="domcontentloaded")
+    first_seen_there = streamed_text(other)
+    page.reload(wait_until="domcontentloaded")
+    first_seen_here = streamed_text(page)
+    for shown in (first_seen_there, first_seen_here):
+        assert len(shown) > 60 and final.startswith(shown), shown  # the reply so far, as it was
+
+    for tab, first in ((page, first_seen_here), (other, first_seen_there)):
+        tab.wait_for_function(  # it continues from there
+            "(first) => { const b = document.querySelector('[data-streaming=true] .body');"
+            " return b && b.textContent.length > first.length; }",
+            arg=first,
+        )
+        assert final.startswith(streamed_text(tab))  # nothing lost, nothing doubled
+    for tab in (page, other):
+        wait_turn_done(tab, {"users": before["users"], "assistants": before["assistants"]})
+        assert last_reply(tab) == final
+
+
+MARKDOWN = (
+    "Here is **bold text** and a list:\n\n- first item\n- second item\n\n"
+    "```\nprint(1)\n```\n\n"
+    "<img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3))\n\n"
+)
+
+
+def test_markdown_is_formatted_while_streaming_and_model_html_stays_inert(page, app, llm):
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    sign_up(page, app.base_url)
+    new_session(page)
+    llm.queue(Reply(MARKDOWN + words(40), delay=0.15))
+    before = send_message(page, "format")
+
+    bubble = page.locator(BODY)
+    expect(bubble.locator("strong")).to_have_text("bold text")
+    expect(bubble.locator("li")).to_have_count(2)
+    expect(bubble.locator("pre code")).to_have_text("print(1)\n")
+    expect(bubble).to_contain_text("<img src=x onerror=alert(1)>")  # shown as text
+    expect(page.locator("[data-streaming=true]")).to_have_count(1)  # still streaming
+    inert = """() => [...document.querySelectorAll("#messages *")].filter(
+        (e) => [...e.attributes].some((a) => /^on/i.test(a.name))
+            || ["IMG", "SCRIPT"].includes(e.tagName)
+            || /^\\s*javascript:/i.test(e.getAttribute("href") || "")).length"""
+    assert page.evaluate(inert) == 0
+
+    wait_turn_done(page, before)
+    assert page.evaluate(inert) == 0
+    assert dialogs == []

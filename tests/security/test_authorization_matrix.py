@@ -1,0 +1,661 @@
+"""The authorisation matrix: every route of the project, who may use it, and proof that nobody
+else can.
+
+The routes are read from the project itself (the root URLconf, with the admin's and the API's
+included, and the WebSocket routes), and each one needs a rule in the tables below; a new route
+without a rule fails `test_every_route_has_a_rule` ("add a rule for ..."). A rule says:
+
+- public: anyone (log in, sign up, the API schema and docs, the admin's log-in page);
+- login: any signed-in user, on their own data only;
+- owner: the route takes the id of a user's object: anonymous visitors are sent to log in (401
+  on the API, a closed socket), another user gets a 404 (a closed socket, without an event);
+- staff: the admin site: anonymous visitors and users who are not staff are sent to the admin's
+  log-in page;
+- model: an admin page of one model: also refused (403) to staff without the model's permission.
+
+Each route is filled with the ids of alice's real objects and tried with every method, as bob
+(browser session with a valid CSRF token, and Bearer key on the API), as an anonymous visitor,
+and on the admin as a staff member without permissions. After every request alice's rows (and
+everyone's privileges and the site settings) must be exactly as before, and no answer may show
+her data. Then the owner (alice, or the superuser on the admin) makes the same requests and is
+served: the ids are right, the methods are the ones the route answers, and the refusals above
+are real refusals, not a wrong address or a CSRF failure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from django.contrib import admin
+from django.contrib.auth.models import Group
+from django.contrib.contenttypes.models import ContentType
+from django.forms.models import model_to_dict
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from accounts.models import ApiKey, SiteSettings, User
+from accounts.services import apikey_create, apikey_revoke
+from checkpoints.models import Checkpoint
+from checkpoints.services import checkpoint_create
+from core import events
+from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.services import branch_fork, message_append, session_create
+from sessions_app.turns import turn_fail, turn_start
+from tests.security.conftest import bearer, browser, cookie_headers
+from web.ws.routing import websocket_urlpatterns
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "alice-secret-5f1c"  # in every name and text of alice's; nobody else may ever see it
+ALL = ("GET", "POST", "PUT", "PATCH", "DELETE")
+# Alice's own requests run in this order, so a DELETE does not remove what a GET needs.
+OWNER_ORDER = ("GET", "PUT", "PATCH", "POST", "DELETE")
+
+PUBLIC, LOGIN, OWNER, STAFF, MODEL = "public", "login", "owner", "staff", "model"
+
+
+@dataclass(frozen=True)
+class Rule:
+    access: str
+    methods: tuple[str, ...]  # what the route answers (the rest: 405)
+    params: dict[str, str] = field(default_factory=dict)  # URL parameter -> one of alice's objects
+    data: dict[str, Any] = field(default_factory=dict)  # the body of a POST, PUT or PATCH
+    url: str | None = None  # the address to try, for a route that is a regular expression
+    answers: tuple[int, ...] = ()  # the owner's statuses, when not simply "served"
+    to: str = ""  # where the owner is redirected (the end of the address)
+    away: str = ""  # a public page that sends a signed-in user here, whatever the method
+
+
+# --- The rules ---------------------------------------------------------------------------------
+
+PAGE_RULES: dict[str, Rule] = {
+    "/": Rule(PUBLIC, ALL),
+    # Accounts.
+    "/accounts/signup/": Rule(
+        PUBLIC, ALL, data={"username": "eve", "password": "x"}, away="/chat/"
+    ),
+    "/accounts/login/": Rule(
+        PUBLIC, ("GET", "POST", "PUT"), data={"username": "alice"}, away="/chat/"
+    ),
+    "/accounts/logout/": Rule(PUBLIC, ("POST",), answers=(302,)),
+    "/accounts/password/": Rule(
+        LOGIN, ("GET", "POST", "PUT"), data={"old_password": "x", "new_password1": "y"}
+    ),
+    "/accounts/profile/": Rule(LOGIN, ALL, data={"theme": "dark"}),
+    "/accounts/profile/api-keys/": Rule(LOGIN, ("POST",), data={"name": "bob's key"}),
+    "/accounts/profile/api-keys/<int:key_id>/revoke/": Rule(OWNER, ("POST",), {"key_id": "key"}),
+    # The chat.
+    "/chat/": Rule(LOGIN, ("GET",)),
+    "/chat/new/": Rule(LOGIN, ("POST",), data={"name": "bob's"}),
+    "/chat/import/": Rule(LOGIN, ("POST",)),
+    "/chat/sessions/": Rule(LOGIN, ("GET",)),
+    "/chat/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/rename/": Rule(OWNER, ("POST",), {"pk": "session"}, {"name": "pwned"}),
+    "/chat/<int:pk>/delete/": Rule(OWNER, ("POST",), {"pk": "session"}),
+    "/chat/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/refresh/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/send/": Rule(OWNER, ("POST",), {"pk": "session"}, {"message": "pwned"}),
+    "/chat/<int:pk>/turns/<int:turn_id>/retry/": Rule(
+        OWNER, ("POST",), {"pk": "session", "turn_id": "turn"}
+    ),
+    "/chat/<int:pk>/turns/<int:turn_id>/cancel/": Rule(
+        OWNER, ("POST",), {"pk": "session", "turn_id": "turn"}
+    ),
+    "/chat/<int:pk>/messages/<int:message_id>/edit/": Rule(
+        OWNER, ("GET",), {"pk": "session", "message_id": "user_message"}
+    ),
+    "/chat/<int:pk>/messages/<int:message_id>/resend/": Rule(
+        OWNER, ("POST",), {"pk": "session", "message_id": "user_message"}, {"message": "pwned"}
+    ),
+    "/chat/<int:pk>/messages/<int:message_id>/regenerate/": Rule(
+        OWNER, ("POST",), {"pk": "session", "message_id": "assistant_message"}
+    ),
+    "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
+        OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
+    ),
+    "/chat/<int:pk>/checkpoints/": Rule(
+        OWNER, ("POST",), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
+    ),
+    "/chat/checkpoints/<int:cp_id>/": Rule(OWNER, ("GET",), {"cp_id": "checkpoint"}),
+    "/chat/checkpoints/<int:cp_id>/delete/": Rule(OWNER, ("POST",), {"cp_id": "checkpoint"}),
+    "/chat/checkpoints/<int:cp_id>/restore/": Rule(
+        OWNER, ("GET", "POST"), {"cp_id": "checkpoint"}, {"mode": "rewind"}
+    ),
+}
+
+API_RULES: dict[str, Rule] = {
+    "/api/v1/": Rule(PUBLIC, ALL, answers=(404,)),  # any other address: a JSON 404
+    "/api/v1/schema/": Rule(PUBLIC, ("GET",)),
+    "/api/v1/docs/": Rule(PUBLIC, ("GET",)),
+    "/api/v1/sessions/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's"}),
+    "/api/v1/sessions/import/": Rule(LOGIN, ("POST",), data={"format": "nope"}),
+    "/api/v1/keys/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's key"}),
+    "/api/v1/keys/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "key"}),
+    "/api/v1/sessions/<int:pk>/": Rule(
+        OWNER,
+        ("GET", "PATCH", "DELETE"),
+        {"pk": "session"},
+        {"name": "pwned", "archived": True, "metadata": {"pwned": 1}},
+    ),
+    "/api/v1/sessions/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/sessions/<int:pk>/turns/": Rule(
+        OWNER, ("POST",), {"pk": "session"}, {"message": "pwned"}
+    ),
+    "/api/v1/sessions/<int:pk>/branches/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/sessions/<int:pk>/checkpoints/": Rule(
+        OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
+    ),
+    "/api/v1/sessions/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/turns/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "turn"}),
+    "/api/v1/turns/<int:pk>/cancel/": Rule(OWNER, ("POST",), {"pk": "turn"}),
+    "/api/v1/branches/<int:pk>/activate/": Rule(OWNER, ("POST",), {"pk": "branch"}),
+    "/api/v1/checkpoints/<int:pk>/": Rule(OWNER, ("GET", "DELETE"), {"pk": "checkpoint"}),
+    "/api/v1/checkpoints/<int:pk>/restore/": Rule(
+        OWNER, ("POST",), {"pk": "checkpoint"}, {"mode": "rewind"}
+    ),
+}
+
+# What a destructive admin POST would carry: confirm a deletion, run the bulk delete on the
+# object, rename it, make someone a superuser, set a password, close the sign-up.
+ADMIN_POST = {
+    "post": "yes",
+    "action": "delete_selected",
+    "_selected_action": "{object}",
+    "index": "0",
+    "session_name": "pwned",
+    "checkpoint_name": "pwned",
+    "description": "pwned",
+    "name": "pwned",
+    "username": "pwned",
+    "is_staff": "on",
+    "is_superuser": "on",
+    "is_active": "on",
+    "password1": "Pwned-password-123",
+    "password2": "Pwned-password-123",
+    "usable_password": "true",
+    "signup_open": "",
+    "metadata": "{}",
+    "session_state": "{}",
+}
+
+ADMIN_SITE_RULES: dict[str, Rule] = {
+    "/admin/login/": Rule(PUBLIC, ("GET", "POST", "PUT"), data={"username": "alice"}),
+    "/admin/": Rule(STAFF, ("GET",)),
+    "/admin/logout/": Rule(STAFF, ("POST",), answers=(200,)),
+    "/admin/password_change/": Rule(STAFF, ("GET",)),
+    "/admin/password_change/done/": Rule(STAFF, ("GET",)),
+    "/admin/autocomplete/": Rule(STAFF, ("GET",), answers=(403,)),  # no field named: refused
+    "/admin/jsi18n/": Rule(STAFF, ("GET",)),
+    "/admin/r/<path:content_type_id>/<path:object_id>/": Rule(
+        STAFF,
+        ("GET",),
+        {"content_type_id": "session_type", "object_id": "session"},
+        answers=(404,),  # "view on site": no model here has a public address
+    ),
+    "/admin/^(?P<app_label>auth|accounts|checkpoints|sessions_app)/$": Rule(
+        STAFF, ("GET",), url="/admin/sessions_app/"
+    ),
+    "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
+    # UserAdmin's own extra page.
+    "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
+}
+
+# Which of alice's objects fills the object id of each model's admin pages.
+ADMIN_OBJECTS = {
+    "auth.Group": "group",
+    "accounts.User": "alice",
+    "accounts.SiteSettings": "site_settings",
+    "accounts.ApiKey": "key",
+    "checkpoints.Checkpoint": "checkpoint",
+    "sessions_app.ExternalSession": "session",
+    "sessions_app.InternalSession": "branch",
+    "sessions_app.Message": "user_message",
+}
+# Admin pages that are closed even to the superuser, by design: rows the services make (add),
+# rows that only go with their session (delete), the one settings row.
+ADMIN_CLOSED = {
+    "/admin/sessions_app/externalsession/add/",
+    "/admin/accounts/sitesettings/add/",
+    "/admin/accounts/sitesettings/<path:object_id>/delete/",
+    "/admin/accounts/apikey/add/",
+    "/admin/checkpoints/checkpoint/add/",
+    "/admin/sessions_app/internalsession/add/",
+    "/admin/sessions_app/internalsession/<path:object_id>/delete/",
+    "/admin/sessions_app/message/add/",
+    "/admin/sessions_app/message/<path:object_id>/delete/",
+}
+
+
+def admin_model_rules() -> dict[str, Rule]:
+    """The six standard pages of every registered ModelAdmin. A ModelAdmin's extra pages (its
+    own get_urls) are not made here: they need a rule of their own above."""
+    rules = {}
+    for model in admin.site._registry:
+        opts = model._meta
+        base = f"/admin/{opts.app_label}/{opts.model_name}/"
+        obj = {"object_id": ADMIN_OBJECTS.get(opts.label, f"<add {opts.label} to ADMIN_OBJECTS>")}
+        pages = {
+            "": Rule(MODEL, ("GET",)),
+            "add/": Rule(MODEL, ("GET",)),
+            "<path:object_id>/history/": Rule(MODEL, ("GET",), obj),
+            "<path:object_id>/delete/": Rule(MODEL, ("GET",), obj),
+            "<path:object_id>/change/": Rule(MODEL, ("GET",), obj),
+            # Only a redirect to the change page; the change page checks the permission.
+            "<path:object_id>/": Rule(STAFF, ("GET",), obj, answers=(302,), to="/change/"),
+        }
+        for tail, rule in pages.items():
+            if base + tail in ADMIN_CLOSED:
+                rule = Rule(rule.access, rule.methods, rule.params, answers=(403,))
+            rules[base + tail] = rule
+    return rules
+
+
+def rules() -> dict[str, Rule]:
+    return {**PAGE_RULES, **API_RULES, **ADMIN_SITE_RULES, **admin_model_rules()}
+
+
+WS_RULES: dict[str, Rule] = {
+    "/ws/chat/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/ws/v1/sessions/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "session"}),
+}
+
+
+# --- The routes, as the project declares them ---------------------------------------------------
+
+
+def _walk(patterns: list, prefix: str) -> list[str]:
+    found = []
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            found += _walk(pattern.url_patterns, prefix + str(pattern.pattern))
+        else:
+            assert isinstance(pattern, URLPattern)
+            found.append(prefix + str(pattern.pattern))
+    return found
+
+
+def http_routes() -> list[str]:
+    return _walk(get_resolver().url_patterns, "/")
+
+
+def ws_routes() -> list[str]:
+    return _walk(websocket_urlpatterns, "/")
+
+
+def test_every_route_has_a_rule():
+    discovered, table = http_routes(), rules()
+    missing = [route for route in discovered if route not in table]
+    assert not missing, "\n".join(f"add a rule for {route}" for route in missing)
+    stale = [route for route in table if route not in discovered]
+    assert not stale, "\n".join(f"no such route any more: {route}" for route in stale)
+    unknown = [label for label in ADMIN_OBJECTS if label not in _admin_labels()]
+    assert not unknown, unknown
+    missing_objects = [label for label in _admin_labels() if label not in ADMIN_OBJECTS]
+    assert not missing_objects, "\n".join(
+        f"add an object of {label} to ADMIN_OBJECTS" for label in missing_objects
+    )
+
+
+def test_every_socket_route_has_a_rule():
+    discovered = ws_routes()
+    missing = [route for route in discovered if route not in WS_RULES]
+    assert not missing, "\n".join(f"add a rule for {route}" for route in missing)
+    assert sorted(WS_RULES) == sorted(discovered)
+
+
+def test_the_matrix_covers_pages_api_sockets_and_admin():
+    """The walk really finds the project's routes (a walk that found nothing would prove
+    nothing)."""
+    routes = http_routes()
+    assert sum(r.startswith("/chat/") for r in routes) >= 20
+    assert sum(r.startswith("/api/v1/") for r in routes) >= 17
+    assert sum(r.startswith("/admin/") for r in routes) >= 6 * len(admin.site._registry) + 10
+    assert len(ws_routes()) == 2
+
+
+def _admin_labels() -> list[str]:
+    return [model._meta.label for model in admin.site._registry]
+
+
+# --- Alice's world ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world(alice, bob, django_user_model) -> dict[str, Any]:
+    """Alice's objects, one of each kind, every text carrying SECRET; bob's own session; a
+    staff member without permissions."""
+    session = session_create(owner=alice, name=f"{SECRET} session")
+    first = InternalSession.objects.get(session=session, is_current=True)
+    question = message_append(branch=first, role="user", content=f"{SECRET} question")
+    answer = message_append(branch=first, role="assistant", content=f"{SECRET} answer")
+    checkpoint = checkpoint_create(branch=first, name=f"{SECRET} cp", description=SECRET)
+    turn = turn_start(session=session, message=f"{SECRET} again")
+    turn_fail(turn=turn, error=f"{SECRET} failure")
+    # The current branch inherits both messages; `first` is no longer current (one to switch to).
+    branch_fork(branch=first, position=2, forked_from=checkpoint)
+    key, _ = apikey_create(user=alice, name=f"{SECRET} key")
+    session_create(owner=bob, name="bob's own")
+    clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")
+    clerk.is_staff = True
+    clerk.save()
+    return {
+        "alice": alice.pk,
+        "session": session.pk,
+        "branch": first.pk,
+        "user_message": question.pk,
+        "assistant_message": answer.pk,
+        "checkpoint": checkpoint.pk,
+        "turn": turn.pk,
+        "key": key.pk,
+        "group": Group.objects.create(name=f"{SECRET} group").pk,
+        "site_settings": SiteSettings.load().pk,
+        "session_type": ContentType.objects.get_for_model(ExternalSession).pk,
+        "clerk": clerk,
+    }
+
+
+def state(alice_pk: int) -> dict[str, list[dict]]:
+    """Every row of alice's, the privileges of every user, the groups and the site settings."""
+    sessions = ExternalSession.objects.filter(owner_id=alice_pk)
+
+    def rows(queryset) -> list[dict]:
+        return [model_to_dict(obj) for obj in queryset.order_by("pk")]
+
+    memberships, grants = User.groups.through, User.user_permissions.through
+    privileges = User.objects.order_by("pk").values(
+        "pk", "username", "password", "is_active", "is_staff", "is_superuser"
+    )
+    return {
+        "users": list(privileges),
+        "user groups": list(memberships.objects.order_by("pk").values()),
+        "user permissions": list(grants.objects.order_by("pk").values()),
+        "groups": rows(Group.objects.all()),
+        "site settings": rows(SiteSettings.objects.all()),
+        "keys": rows(ApiKey.objects.filter(user_id=alice_pk)),
+        "sessions": rows(sessions),
+        "branches": rows(InternalSession.objects.filter(session__in=sessions)),
+        "messages": rows(Message.objects.filter(branch__session__in=sessions)),
+        "turns": rows(Turn.objects.filter(session__in=sessions)),
+        "checkpoints": rows(Checkpoint.objects.filter(branch__session__in=sessions)),
+    }
+
+
+def _admin_object(route: str, world: dict[str, Any]) -> int:
+    """The id of alice's object of the model whose admin page `route` is (or her session)."""
+    for model in admin.site._registry:
+        opts = model._meta
+        if route.startswith(f"/admin/{opts.app_label}/{opts.model_name}/"):
+            return world[ADMIN_OBJECTS[opts.label]]
+    return world["session"]
+
+
+def fill(route: str, rule: Rule, world: dict[str, Any]) -> str:
+    if rule.url is not None:
+        return rule.url
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1).split(":")[-1]
+        assert name in rule.params, f"{route}: the rule names no object for <{name}>"
+        return str(world[rule.params[name]])
+
+    return re.sub(r"<([^>]+)>", value, route)
+
+
+# --- Requests -----------------------------------------------------------------------------------
+
+
+def send(client, method: str, url: str, data: dict, *, json_body: bool, **extra: str):
+    if method == "GET":
+        return client.get(url, **extra)
+    if json_body:
+        body = json.dumps(data) if method != "DELETE" else ""
+        return client.generic(method, url, body, content_type="application/json", **extra)
+    if method == "POST":
+        return client.post(url, data, **extra)
+    return client.generic(
+        method, url, urlencode(data, doseq=True), "application/x-www-form-urlencoded", **extra
+    )
+
+
+def _served(response) -> bool:
+    """The request reached the view and was answered (a 400 for a body it did not like is an
+    answer too): not refused, not sent to log in, not a server error."""
+    location = response.get("Location", "")
+    to_login = response.status_code == 302 and "/login/" in location
+    return (
+        response.status_code not in (401, 403, 404, 405)
+        and response.status_code < 500
+        and (not to_login)
+    )
+
+
+def _kind(route: str) -> str:
+    if route.startswith("/api/"):
+        return "api"
+    if route.startswith("/admin/"):
+        return "admin"
+    return "page"
+
+
+@dataclass
+class Attempt:
+    who: str
+    client: Any
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def outsiders(route: str, rule: Rule, world: dict[str, Any], bob: User) -> list[Attempt]:
+    kind = _kind(route)
+    attempts = [Attempt("anonymous", browser()), Attempt("bob", browser(bob))]
+    if kind == "page":
+        attempts.append(Attempt("bob through htmx", browser(bob), {"HTTP_HX_REQUEST": "true"}))
+    if kind == "api":
+        attempts.append(Attempt("bob's API key", bearer(bob)))
+    if kind == "admin" and rule.access == MODEL:
+        attempts.append(Attempt("staff without permissions", browser(world["clerk"])))
+    return attempts
+
+
+def expect_refused(route: str, rule: Rule, who: str, method: str, response) -> None:
+    """What an outsider must get."""
+    kind, status = _kind(route), response.status_code
+    where = f"{method} {route} as {who}: {status} {response.get('Location', '')}"
+    answered = method in rule.methods
+    if rule.access == PUBLIC:
+        if rule.away and who != "anonymous":
+            assert status == 302 and response["Location"] == rule.away, where
+        elif not answered:
+            assert status == 405, where
+        elif rule.answers:
+            assert status in rule.answers, where
+        else:
+            assert _served(response), where
+        return
+    anonymous = who == "anonymous"
+    if kind == "api":
+        if anonymous:
+            assert status == 401, where
+            assert response["WWW-Authenticate"].startswith("Bearer"), where
+        elif not answered:
+            assert status == 405, where
+        elif rule.access == LOGIN:
+            assert _served(response), where
+        else:
+            assert status == 404, where
+            assert response.json() == {"detail": response.json()["detail"]}, where
+        return
+    if kind == "admin":
+        if who == "staff without permissions":
+            assert status == 403, where
+            return
+        location = "/admin/" if route == "/admin/logout/" else "/admin/login/?next="
+        assert status == 302 and response["Location"].startswith(location), where
+        return
+    if anonymous:
+        assert status == 302 and response["Location"].startswith("/accounts/login/?next="), where
+    elif not answered:
+        assert status == 405, where
+    elif rule.access == LOGIN:
+        assert _served(response), where
+    else:
+        assert status == 404, where
+
+
+def expect_served(route: str, rule: Rule, method: str, response) -> None:
+    """What the owner (or the superuser, on the admin) gets."""
+    status = response.status_code
+    where = f"{method} {route} as the owner: {status} {response.get('Location', '')}"
+    if method not in rule.methods:
+        assert status == 405, where + " (does the route answer this method now? add it)"
+    elif rule.answers:
+        assert status in rule.answers, where
+        if rule.to:
+            assert response["Location"].endswith(rule.to), where
+    elif _kind(route) == "admin":
+        assert status == 200, where  # a missing object would redirect to the index
+    else:
+        assert _served(response), where
+
+
+# --- Every HTTP route ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", http_routes())
+def test_a_route_refuses_everyone_its_rule_does_not_let_in(route, world, bob, alice, admin_user):
+    table = rules()
+    if route not in table:
+        pytest.fail(f"add a rule for {route}")
+    rule = table[route]
+    url = fill(route, rule, world)
+    kind = _kind(route)
+    data = rule.data
+    if kind == "admin" and rule.access != PUBLIC:
+        data = {**ADMIN_POST, "_selected_action": str(_admin_object(route, world))}
+    before = state(alice.pk)
+    for attempt in outsiders(route, rule, world, bob):
+        for method in ALL:
+            response = send(
+                attempt.client, method, url, data, json_body=kind == "api", **attempt.extra
+            )
+            expect_refused(route, rule, attempt.who, method, response)
+            assert SECRET.encode() not in response.content, (method, url, attempt.who)
+            assert state(alice.pk) == before, f"{method} {url} as {attempt.who} changed data"
+
+    if rule.access in (PUBLIC, LOGIN):
+        return  # bob was served above, on his own data
+    owner = (
+        browser(admin_user)
+        if kind == "admin"
+        else (bearer(alice) if kind == "api" else browser(alice))
+    )
+    methods = ("GET",) if kind == "admin" else OWNER_ORDER
+    for method in methods:
+        response = send(owner, method, url, data, json_body=kind == "api")
+        expect_served(route, rule, method, response)
+
+
+MIXED = [
+    route
+    for route, rule in PAGE_RULES.items()
+    if rule.params.get("pk") == "session" and len(rule.params) > 1
+]
+
+
+@pytest.mark.parametrize("route", MIXED)
+def test_bobs_own_session_does_not_open_alices_objects(route, world, bob, alice):
+    """A route that takes a session and another object: bob names his own session and alice's
+    message, turn or branch, and is refused just the same."""
+    rule = PAGE_RULES[route]
+    bobs = ExternalSession.objects.get(owner=bob)
+    url = fill(route, rule, {**world, "session": bobs.pk})
+    before = state(alice.pk)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        for method in rule.methods:
+            response = send(browser(bob), method, url, rule.data, json_body=False, **headers)
+            assert response.status_code == 404, (method, url, response.status_code)
+            assert SECRET.encode() not in response.content
+            assert state(alice.pk) == before
+
+
+@pytest.mark.parametrize("route", ["messages", "checkpoints"])
+def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, alice):
+    """`?branch=` on bob's own session, naming alice's branch: not found, nothing shown."""
+    bobs = ExternalSession.objects.get(owner=bob)
+    url = f"/api/v1/sessions/{bobs.pk}/{route}/?branch={world['branch']}"
+    for client in (bearer(bob), browser(bob)):
+        response = client.get(url)
+        assert response.status_code == 404, (url, response.status_code)
+        assert SECRET.encode() not in response.content
+    mine = f"/api/v1/sessions/{world['session']}/{route}/?branch={world['branch']}"
+    own = bearer(alice).get(mine)
+    assert own.status_code == 200 and SECRET.encode() in own.content
+
+
+def test_some_routes_take_a_session_and_another_object():
+    assert len(MIXED) == 6, MIXED
+
+
+# --- Every WebSocket route ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("route", ws_routes())
+def test_a_socket_refuses_everyone_but_the_owner_before_any_event(route, world, alice, bob):
+    from channels.testing import WebsocketCommunicator
+
+    from rollback_site.asgi import application
+
+    if route not in WS_RULES:
+        pytest.fail(f"add a rule for {route}")
+    url = fill(route, WS_RULES[route], world)
+    session = world["session"]
+    bobs_key = bearer(bob).secret
+    revoked = bearer(alice, name="revoked")
+    apikey_revoke(user=alice, key_id=ApiKey.objects.get(user=alice, name="revoked").pk)
+    site = "http://localhost"
+    outsiders = {
+        "anonymous": [],
+        "anonymous, from the site": [(b"origin", site.encode()), (b"host", b"localhost")],
+        "bob's browser": cookie_headers(bob, origin=site),
+        "bob's session cookie, no origin": cookie_headers(bob),
+        "bob's API key": [(b"authorization", f"Bearer {bobs_key}".encode())],
+        "alice's revoked key": [(b"authorization", f"Bearer {revoked.secret}".encode())],
+        "a made-up key": [(b"authorization", b"Bearer rbk_" + b"x" * 43)],
+        "bob's cookie and a made-up key": [
+            *cookie_headers(bob),
+            (b"authorization", b"Bearer rbk_" + b"x" * 43),
+        ],
+    }
+    owners = {
+        "alice's browser": cookie_headers(alice, origin=site),
+        "alice's API key": [(b"authorization", f"Bearer {bearer(alice).secret}".encode())],
+    }
+
+    async def publish(delta: str) -> None:
+        await database_sync_to_async(events.message_delta)(session=session, turn=1, delta=delta)
+
+    async def run() -> None:
+        before = await database_sync_to_async(state)(alice.pk)
+        for who, headers in outsiders.items():
+            communicator = WebsocketCommunicator(application, url, headers=headers)
+            connected, code = await communicator.connect(timeout=5)
+            assert not connected, f"{route} accepted {who}"
+            await publish(SECRET)
+            assert await communicator.receive_nothing(timeout=0.2), f"{who} heard an event"
+        assert await database_sync_to_async(state)(alice.pk) == before
+        for who, headers in owners.items():
+            communicator = WebsocketCommunicator(application, url, headers=headers)
+            connected, _ = await communicator.connect(timeout=5)
+            assert connected, f"{route} refused {who}"
+            await publish(SECRET)
+            assert SECRET in await communicator.receive_from(timeout=5), who
+            await communicator.disconnect(timeout=10)
+
+    async_to_sync(run)()

@@ -1,0 +1,126 @@
+"""Request bodies on the served app (`python -m rollback_site.serve`, as `make run` serves it).
+
+A body over ROLLBACK_MAX_REQUEST_BYTES is refused with 413 while it arrives, chunked or not, from
+an anonymous client, and the server's memory does not grow with it (before, a 300 MB chunked
+body grew daphne by 300 MB); a chunked body under the limit is read (before, it was read as
+empty)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.procs import Services, app_env
+
+MB = 1024 * 1024
+UPLOAD = 200 * MB
+SETUP = "from accounts.models import User; User.objects.create_user('uploader')"
+
+
+@pytest.fixture(scope="module")
+def served(model_server, tmp_path_factory) -> Iterator[tuple[Services, str, str]]:
+    tmp = tmp_path_factory.mktemp("served")
+    env = app_env(tmp / "var", model_server.base_url)
+    services = Services(tmp)
+    try:
+        services.prepare(env)
+        services.manage(env, "shell", "-c", SETUP)
+        key = services.manage(env, "createapikey", "uploader").strip().splitlines()[-1]
+        base = services.start_daphne(env)
+        yield services, base, key
+    finally:
+        services.stop_all()
+
+
+def peak_memory_mb(services: Services) -> int:
+    """The served process's peak resident memory so far (VmHWM), in MB."""
+    with open(f"/proc/{services.procs['daphne'].pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    raise AssertionError("no VmHWM")
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict]:
+    """The status and JSON body of the answer on `sock`."""
+    sock.settimeout(30)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        got = sock.recv(65536)
+        assert got, f"the connection closed after {data!r}"
+        data += got
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        got = sock.recv(65536)
+        assert got, "the connection closed inside the answer"
+        body += got
+    return int(head.split()[1]), json.loads(body)
+
+
+def upload(base: str, size: int, *, chunked: bool) -> tuple[int, dict, int]:
+    """POST `size` bytes, made as they are sent, to the import endpoint with no credentials;
+    the answer, and how many bytes were sent before the server stopped reading."""
+    host, port = base.removeprefix("http://").split(":")
+    block = b"x" * (64 * 1024)
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}"
+    head = f"POST /api/v1/sessions/import/ HTTP/1.1\r\nHost: {host}\r\n{framing}\r\n"
+    sent = 0
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(f"{head}Content-Type: application/json\r\n\r\n".encode())
+        try:
+            while sent < size:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(block), block) if chunked else block)
+                sent += len(block)
+            if chunked:
+                sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed the connection
+        status, body = read_response(sock)
+    return status, body, sent
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+def test_an_oversized_body_is_refused_with_413_and_never_held_in_memory(served, chunked):
+    services, base, _ = served
+    before = peak_memory_mb(services)
+    status, body, sent = upload(base, UPLOAD, chunked=chunked)
+    assert status == 413
+    assert "larger than the limit" in body["detail"]
+    assert sent < UPLOAD  # cut off, not read to its end
+    assert peak_memory_mb(services) - before < 30
+
+
+def test_a_declared_oversized_body_is_refused_before_the_client_sends_it(served):
+    _, base, _ = served
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            f"POST /api/v1/sessions/import/ HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Length: {UPLOAD}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        status, body = read_response(sock)
+    assert status == 413  # not "100 Continue"
+    assert "larger than the limit" in body["detail"]
+
+
+def test_a_chunked_json_body_under_the_limit_is_read(served):
+    _, base, key = served
+    parts = [b'{"name": "sent in', b' chunks", "metadata": {"tags": ["a"]}}']
+    response = httpx.post(
+        f"{base}/api/v1/sessions/",
+        content=iter(parts),  # an iterator: httpx sends it chunked, with no Content-Length
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "sent in chunks"
+    assert response.json()["metadata"] == {"tags": ["a"]}

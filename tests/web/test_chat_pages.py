@@ -1,0 +1,432 @@
+"""The chat pages through HTTP (with the HX-Request header where htmx sends it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from checkpoints.models import Checkpoint
+from checkpoints.services import checkpoint_create, checkpoint_delete
+from checkpoints.transfer import session_export
+from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import message_append, session_create
+from tests.conftest import grow, say
+from tests.fakes.chat_server import Error, Reply
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def as_alice(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def as_bob(client, bob):
+    client.force_login(bob)
+    return client
+
+
+def _routes(session, branch, message, checkpoint, turn):
+    s = session.pk
+    return [
+        ("get", reverse("chat:session", args=[s])),
+        ("post", reverse("chat:send", args=[s])),
+        ("post", reverse("chat:rename", args=[s])),
+        ("post", reverse("chat:delete", args=[s])),
+        ("get", reverse("chat:export", args=[s])),
+        ("get", reverse("chat:earlier", args=[s])),
+        ("get", reverse("chat:refresh", args=[s])),
+        ("post", reverse("chat:retry", args=[s, turn.pk])),
+        ("get", reverse("chat:edit_form", args=[s, message.pk])),
+        ("post", reverse("chat:edit", args=[s, message.pk])),
+        ("post", reverse("chat:regenerate", args=[s, message.pk])),
+        ("post", reverse("chat:activate", args=[s, branch.pk])),
+        ("post", reverse("chat:checkpoint_save", args=[s])),
+        ("get", reverse("chat:checkpoint_detail", args=[checkpoint.pk])),
+        ("post", reverse("chat:checkpoint_delete", args=[checkpoint.pk])),
+        ("get", reverse("chat:checkpoint_restore", args=[checkpoint.pk])),
+        ("post", reverse("chat:checkpoint_restore", args=[checkpoint.pk])),
+    ]
+
+
+@pytest.fixture
+def alices_things(session, branch):
+    say(branch, "hello", "hi")
+    checkpoint = checkpoint_create(branch=branch, name="cp")
+    turn = Turn.objects.create(
+        session=session, branch=branch, message="x", status="failed", error="boom"
+    )
+    message = Message.objects.get(branch=branch, position=0)
+    return session, branch, message, checkpoint, turn
+
+
+def test_every_chat_route_is_a_404_for_another_user(as_bob, alices_things):
+    for method, url in _routes(*alices_things):
+        for headers in ({}, HX):
+            response = getattr(as_bob, method)(url, **headers)
+            assert response.status_code == 404, (method, url, response.status_code)
+    session, branch, *_ = alices_things
+    assert ExternalSession.objects.filter(pk=session.pk).exists()
+    assert Checkpoint.objects.count() == 1 and InternalSession.objects.count() == 1
+
+
+def test_every_chat_route_asks_an_anonymous_visitor_to_log_in(client, alices_things):
+    for method, url in _routes(*alices_things):
+        response = getattr(client, method)(url)
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_home_opens_the_latest_session_or_offers_a_new_one(as_alice, alice):
+    response = as_alice.get(reverse("chat:home"))
+    assert response.status_code == 200 and b'data-testid="new-session"' in response.content
+    s = session_create(owner=alice, name="Trip")
+    assert as_alice.get(reverse("chat:home"))["Location"] == reverse("chat:session", args=[s.pk])
+
+
+def test_new_session_is_created_and_opened(as_alice, alice):
+    response = as_alice.post(reverse("chat:new"))
+    session = ExternalSession.objects.get(owner=alice)
+    assert response["Location"] == reverse("chat:session", args=[session.pk])
+    page = as_alice.get(response["Location"])
+    assert b'data-testid="message-input"' in page.content and b"ws/chat/" in page.content
+
+
+def test_the_page_renders_markdown_and_keeps_html_inert(as_alice, session, branch):
+    message_append(branch=branch, role="user", content="<script>alert(1)</script> **hi**")
+    message_append(
+        branch=branch,
+        role="assistant",
+        content='[x](javascript:alert(1)) <img src=x onerror="alert(1)">\n\n```py\nprint(1)\n```',
+    )
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    assert "<strong>hi</strong>" in page
+    assert "javascript:alert" not in page.replace("[x](javascript:alert(1))", "")
+    assert "<img" not in page and "<pre><code" in page
+
+
+def test_sending_runs_a_turn_and_shows_the_busy_composer(as_alice, session, inline_turns):
+    with_captured = as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "hi"}, **HX)
+    assert with_captured.status_code == 200
+    assert b'id="composer"' in with_captured.content
+    assert Turn.objects.get(session=session).message == "hi"
+
+
+def test_a_turn_sent_from_the_page_is_answered(
+    as_alice, session, fake_llm, inline_turns, django_capture_on_commit_callbacks
+):
+    fake_llm.queue(Reply("Hello from the model"))
+    with django_capture_on_commit_callbacks(execute=True):
+        as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "hi"}, **HX)
+    assert [m.content for m in branch_history(current_branch(session))] == [
+        "hi",
+        "Hello from the model",
+    ]
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert "Hello from the model" in page and "fake-model" in page
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "says"),
+    [("", 400, "empty"), ("   ", 400, "empty"), ("x" * 40, 413, "limit is 30")],
+)
+def test_bad_messages_get_a_notice_and_nothing_is_stored(
+    as_alice, session, settings, text, status, says
+):
+    settings.AGENT_MAX_INPUT_CHARS = 30
+    response = as_alice.post(reverse("chat:send", args=[session.pk]), {"message": text}, **HX)
+    assert response.status_code == status
+    assert response["HX-Retarget"] == "#notices" and says in response.content.decode()
+    assert not Message.objects.exists() and not Turn.objects.exists()
+
+
+def test_a_second_message_while_the_agent_answers_is_refused(as_alice, session):
+    as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "one"}, **HX)
+    response = as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "two"}, **HX)
+    assert response.status_code == 409 and "still answering" in response.content.decode()
+    assert Message.objects.count() == 1
+
+
+def test_a_failed_turn_shows_its_error_and_retry_answers_it(
+    as_alice, session, fake_llm, inline_turns, settings, django_capture_on_commit_callbacks
+):
+    settings.AGENT_MAX_RETRIES = 0
+    fake_llm.queue(Error(500), Reply("second try worked"))
+    with django_capture_on_commit_callbacks(execute=True):
+        as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "hi"}, **HX)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="turn-error"' in page and "HTTP 500" in page
+    failed = Turn.objects.get(status="failed")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = as_alice.post(reverse("chat:retry", args=[session.pk, failed.pk]), **HX)
+    assert response.status_code == 200
+    contents = [m.content for m in branch_history(current_branch(session))]
+    assert contents == ["hi", "second try worked"]  # the message was not stored twice
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="turn-error"' not in page
+
+
+def test_rename_and_a_too_long_name(as_alice, session):
+    url = reverse("chat:rename", args=[session.pk])
+    response = as_alice.post(url, {"name": "Renamed"}, **HX)
+    assert response.status_code == 200 and "Renamed" in response.content.decode()
+    response = as_alice.post(url, {"name": "n" * 201}, **HX)
+    assert response.status_code == 400 and "limit is 200" in response.content.decode()
+    session.refresh_from_db()
+    assert session.session_name == "Renamed"
+
+
+def test_rename_from_the_sidebar_prompt_updates_the_open_page_header(as_alice, alice, session):
+    url = reverse("chat:rename", args=[session.pk]) + f"?current={session.pk}"
+    response = as_alice.post(url, HTTP_HX_PROMPT="From the prompt", **HX)
+    body = response.content.decode()
+    assert response.status_code == 200 and "From the prompt" in body
+    assert 'id="conv-header" hx-swap-oob="morph"' in body and 'data-testid="current-branch"' in body
+    session.refresh_from_db()
+    assert session.session_name == "From the prompt"
+
+
+def test_renaming_another_session_leaves_the_open_pages_header_alone(as_alice, alice, session):
+    other = session_create(owner=alice, name="Other")
+    url = reverse("chat:rename", args=[other.pk]) + f"?current={session.pk}"
+    body = as_alice.post(url, HTTP_HX_PROMPT="Other renamed", **HX).content.decode()
+    assert "Other renamed" in body and "conv-header" not in body
+
+
+def test_search_filters_the_sidebar(as_alice, alice):
+    session_create(owner=alice, name="Python basics")
+    session_create(owner=alice, name="Trip to Rome")
+    body = as_alice.get(reverse("chat:session_list"), {"q": "rome"}, **HX).content.decode()
+    assert "Trip to Rome" in body and "Python basics" not in body
+
+
+def test_a_search_with_a_nul_character_gets_a_notice(as_alice, session):
+    response = as_alice.get(reverse("chat:session_list"), {"q": "py\x00"}, **HX)
+    assert response.status_code == 400 and response["HX-Retarget"] == "#notices"
+    assert "The search cannot contain NUL characters." in response.content.decode()
+
+
+def test_a_new_session_beyond_the_per_user_limit_is_refused_with_a_message(
+    as_alice, session, settings
+):
+    settings.ROLLBACK_MAX_SESSIONS_PER_USER = 1
+    response = as_alice.post(reverse("chat:new"), {"name": "one more"}, follow=True)
+    assert "the most one account may keep is 1" in response.content.decode()
+    assert ExternalSession.objects.count() == 1
+
+
+def test_delete_session_redirects_home(as_alice, session):
+    response = as_alice.post(reverse("chat:delete", args=[session.pk]), **HX)
+    assert response.status_code == 204 and response["HX-Redirect"] == "/chat/"
+    assert not ExternalSession.objects.exists()
+
+
+def test_long_conversations_show_the_last_page_and_load_earlier(as_alice, session, branch):
+    grow(branch, 250)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert page.count('data-testid="message"') == 100
+    assert "message 249" in page and "message 149" not in page
+    earlier = as_alice.get(reverse("chat:earlier", args=[session.pk]), {"before": 150}, **HX)
+    body = earlier.content.decode()
+    assert body.count('data-testid="message"') == 100 and "message 50<" in body
+    assert "before=50" in body
+
+
+def test_activating_a_branch_shows_its_history(as_alice, session, branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="two")
+    say(branch, "c", "d")
+    from checkpoints.services import checkpoint_restore
+
+    new = checkpoint_restore(checkpoint=cp).branch
+    response = as_alice.post(reverse("chat:activate", args=[session.pk, branch.pk]), **HX)
+    assert response.status_code == 200 and ">d</p>" in response.content.decode()
+    assert current_branch(session).pk == branch.pk
+    response = as_alice.post(reverse("chat:activate", args=[session.pk, new.pk]), **HX)
+    assert ">d</p>" not in response.content.decode()
+
+
+def test_activating_a_branch_of_another_session_is_a_404(as_alice, alice, session):
+    other = session_create(owner=alice, name="other")
+    theirs = current_branch(other)
+    response = as_alice.post(reverse("chat:activate", args=[session.pk, theirs.pk]), **HX)
+    assert response.status_code == 404
+
+
+def test_edit_a_past_message_starts_a_new_branch(
+    as_alice, session, branch, inline_turns, django_capture_on_commit_callbacks
+):
+    say(branch, "first question", "first answer", "second question", "second answer")
+    first = Message.objects.get(branch=branch, position=0)
+    form = as_alice.get(reverse("chat:edit_form", args=[session.pk, first.pk]), **HX)
+    assert "first question" in form.content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = as_alice.post(
+            reverse("chat:edit", args=[session.pk, first.pk]), {"message": "better question"}, **HX
+        )
+    assert response.status_code == 200
+    new = current_branch(session)
+    assert new.pk != branch.pk and new.parent_id == branch.pk and new.fork_position == 0
+    history = [m.content for m in branch_history(new)]
+    assert history[0] == "better question" and "second question" not in history
+    branch.refresh_from_db()
+    assert branch.message_count == 4  # the old branch is kept
+
+
+def test_regenerate_answers_the_same_question_on_a_new_branch(
+    as_alice, session, branch, fake_llm, inline_turns, django_capture_on_commit_callbacks
+):
+    say(branch, "question", "old answer")
+    reply = Message.objects.get(branch=branch, position=1)
+    fake_llm.queue(Reply("new answer"))
+    with django_capture_on_commit_callbacks(execute=True):
+        as_alice.post(reverse("chat:regenerate", args=[session.pk, reply.pk]), **HX)
+    new = current_branch(session)
+    assert [m.content for m in branch_history(new)] == ["question", "new answer"]
+    assert [m.content for m in branch_history(branch)] == ["question", "old answer"]
+
+
+def test_export_downloads_the_document_and_import_makes_a_copy(as_alice, alice, session, branch):
+    say(branch, "a", "b")
+    response = as_alice.get(reverse("chat:export", args=[session.pk]))
+    assert response["Content-Type"] == "application/json"
+    assert "attachment" in response["Content-Disposition"]
+    document = json.loads(response.content)
+    assert document["format"] == "rollback.session"
+    upload = SimpleUploadedFile("s.json", response.content, content_type="application/json")
+    response = as_alice.post(reverse("chat:import"), {"document": upload})
+    copy = ExternalSession.objects.exclude(pk=session.pk).get(owner=alice)
+    assert response["Location"] == reverse("chat:session", args=[copy.pk])
+    assert [m.content for m in branch_history(current_branch(copy))] == ["a", "b"]
+
+
+def test_importing_garbage_says_why_and_creates_nothing(as_alice, session):
+    upload = SimpleUploadedFile("s.json", b"{not json", content_type="application/json")
+    response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
+    assert "Import failed" in response.content.decode()
+    assert ExternalSession.objects.count() == 1
+
+
+def test_import_of_another_version_is_refused(as_alice, session):
+    doc = session_export(session=session)
+    doc["version"] = 7
+    upload = SimpleUploadedFile("s.json", json.dumps(doc).encode())
+    response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
+    assert "Unsupported export version 7" in response.content.decode()
+    assert ExternalSession.objects.count() == 1
+
+
+def test_import_of_a_time_python_cannot_hold_is_refused_and_pages_keep_working(
+    as_alice, alice, session, branch
+):
+    say(branch, "a", "b")
+    doc = session_export(session=session)
+    doc["session"]["created_at"] = "9999-12-31T23:59:59-05:00"
+    doc["branches"][0]["messages"][1]["created_at"] = "9999-12-31T23:59:59-05:00"
+    upload = SimpleUploadedFile("s.json", json.dumps(doc).encode())
+    response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
+    assert "Import failed: Cannot import this document: The session&#x27;s created_at" in (
+        response.content.decode()
+    )
+    assert ExternalSession.objects.count() == 1 and Message.objects.count() == 2
+    assert as_alice.get(reverse("chat:session", args=[session.pk])).status_code == 200
+
+
+def test_import_beyond_the_per_user_limit_is_refused_with_a_message(as_alice, session, settings):
+    settings.ROLLBACK_MAX_SESSIONS_PER_USER = 1
+    upload = SimpleUploadedFile("s.json", json.dumps(session_export(session=session)).encode())
+    response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
+    assert "Import failed: You have 1 session;" in response.content.decode()
+    assert ExternalSession.objects.count() == 1
+
+
+def test_import_of_a_session_choosing_a_model_not_allowed_is_refused(as_alice, session, settings):
+    settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "house-model", []
+    doc = session_export(session=session)
+    doc["session"]["metadata"] = {"settings": {"model": "o1-pro"}}
+    upload = SimpleUploadedFile("s.json", json.dumps(doc).encode())
+    response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
+    assert "Import failed" in response.content.decode()
+    assert "is not allowed here" in response.content.decode()
+    assert ExternalSession.objects.count() == 1
+
+
+# --- the checkpoint panel ----------------------------------------------------------------
+
+
+def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
+    say(branch, "a", "b")
+    response = as_alice.post(
+        reverse("chat:checkpoint_save", args=[session.pk]),
+        {"name": "after-intro", "description": "we said hi"},
+        **HX,
+    )
+    assert response.status_code == 200 and "after-intro" in response.content.decode()
+    cp = Checkpoint.objects.get()
+    assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
+
+
+def test_a_checkpoint_name_over_200_characters_gets_a_notice(as_alice, session):
+    response = as_alice.post(
+        reverse("chat:checkpoint_save", args=[session.pk]), {"name": "n" * 201}, **HX
+    )
+    assert response.status_code == 400 and "limit is 200" in response.content.decode()
+    assert not Checkpoint.objects.exists()
+
+
+def test_the_restore_dialog_says_what_a_rewind_would_discard(as_alice, session, branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="early")
+    say(branch, "c", "d", "e")
+    checkpoint_create(branch=branch, name="late")
+    body = as_alice.get(reverse("chat:checkpoint_restore", args=[cp.pk]), **HX).content.decode()
+    assert 'value="branch" checked data-testid="restore-mode"' in body  # the default
+    assert 'value="rewind" checked' not in body
+    assert "3 later messages, 1 later checkpoint" in body
+
+
+def test_restore_as_branch_and_rewind_from_the_panel(as_alice, session, branch):
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="early")
+    say(branch, "c", "d")
+    url = reverse("chat:checkpoint_restore", args=[cp.pk])
+    response = as_alice.post(url, {"mode": "branch"}, **HX)
+    assert response.status_code == 200
+    assert InternalSession.objects.filter(session=session).count() == 2
+    assert ">c</p>" not in response.content.decode()
+    as_alice.post(reverse("chat:activate", args=[session.pk, branch.pk]), **HX)
+    response = as_alice.post(url, {"mode": "rewind"}, **HX)
+    assert response.status_code == 200
+    branch.refresh_from_db()
+    assert branch.message_count == 2
+
+
+def test_an_unknown_restore_mode_is_refused(as_alice, session, branch):
+    cp = checkpoint_create(branch=branch, name="cp")
+    response = as_alice.post(
+        reverse("chat:checkpoint_restore", args=[cp.pk]), {"mode": "sideways"}, **HX
+    )
+    assert response.status_code == 400 and "restore mode" in response.content.decode()
+    assert InternalSession.objects.count() == 1
+
+
+def test_restoring_a_checkpoint_deleted_in_another_tab_says_so(as_alice, session, branch):
+    cp = checkpoint_create(branch=branch, name="gone")
+    checkpoint_delete(checkpoint=cp)
+    response = as_alice.post(reverse("chat:checkpoint_restore", args=[cp.pk]), **HX)
+    assert response.status_code == 404
+    assert response["HX-Retarget"] == "#notices" and "not found" in response.content.decode()
+
+
+def test_delete_a_checkpoint_from_the_panel(as_alice, session, branch):
+    cp = checkpoint_create(branch=branch, name="doomed")
+    response = as_alice.post(reverse("chat:checkpoint_delete", args=[cp.pk]), **HX)
+    assert response.status_code == 200 and "doomed" not in response.content.decode()
+    assert not Checkpoint.objects.exists()

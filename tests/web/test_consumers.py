@@ -1,0 +1,124 @@
+"""The WebSockets, through the real ASGI application: cookie authentication, refusal of other
+users' sessions and of foreign origins, and the events of a turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from core import events
+from rollback_site.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _cookie_headers(_client, user, origin: str | None = "http://localhost"):
+    client = Client()  # one per user: logging another user in would end this one's session
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    headers = [(b"cookie", cookie.encode()), (b"host", b"localhost")]
+    if origin:
+        headers.append((b"origin", origin.encode()))
+    return headers
+
+
+async def _connect(path: str, headers):
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect(timeout=5)
+    return communicator, connected
+
+
+@pytest.mark.parametrize("path", ["/ws/chat/{pk}/", "/ws/v1/sessions/{pk}/"])
+def test_the_owner_connects_and_another_user_is_refused(client, alice, bob, session, path):
+    as_alice = _cookie_headers(client, alice)
+    as_bob = _cookie_headers(client, bob)
+
+    async def run():
+        mine, ok = await _connect(path.format(pk=session.pk), as_alice)
+        assert ok
+        await mine.disconnect(timeout=10)
+        theirs, ok = await _connect(path.format(pk=session.pk), as_bob)
+        assert not ok
+        nobody, ok = await _connect(path.format(pk=session.pk), [])
+        assert not ok
+        missing, ok = await _connect(path.format(pk=999_999), as_alice)
+        assert not ok
+
+    async_to_sync(run)()
+
+
+def test_a_socket_opened_from_another_site_is_refused(client, alice, session):
+    headers = _cookie_headers(client, alice, origin="https://evil.example")
+
+    async def run():
+        communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
+        assert not ok
+
+    async_to_sync(run)()
+
+
+def test_the_event_stream_relays_the_contract_events_as_json(client, alice, session):
+    headers = _cookie_headers(client, alice)
+
+    async def run():
+        path = f"/ws/v1/sessions/{session.pk}/"
+        communicator, ok = await _connect(path, headers)
+        assert ok
+        await database_sync_to_async(events.message_delta)(session=session.pk, turn=7, delta="Hel")
+        frame = json.loads(await communicator.receive_from(timeout=5))
+        assert frame == {"type": "message.delta", "session": session.pk, "turn": 7, "delta": "Hel"}
+        await communicator.disconnect(timeout=10)
+
+    async_to_sync(run)()
+
+
+def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, alice, session):
+    headers = _cookie_headers(client, alice)
+
+    async def run():
+        communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
+        assert ok
+        await database_sync_to_async(events.message_delta)(
+            session=session.pk, turn=3, delta="<b>x</b>"
+        )
+        frame = await communicator.receive_from(timeout=5)
+        assert 'id="turn-3-body" hx-swap-oob="beforeend"><span class="delta">' in frame
+        assert "&lt;b&gt;x&lt;/b&gt;" in frame and "<b>" not in frame
+        await database_sync_to_async(events.turn_failed)(session=session.pk, turn=3, error="x")
+        frame = await communicator.receive_from(timeout=5)
+        assert 'id="messages"' in frame and 'id="side-panel"' in frame
+        # Only the composer's buttons are swapped, never its textarea: a draft survives.
+        assert 'id="composer-actions"' in frame and 'id="composer"' not in frame
+        # Stopped: the streamed text stays on the page, marked stopped; the buttons follow.
+        await database_sync_to_async(events.turn_cancelled)(session=session.pk, turn=3)
+        frame = await communicator.receive_from(timeout=5)
+        assert 'id="turn-3-state" hx-swap-oob="true"' in frame and ">stopped<" in frame
+        assert 'id="composer-actions"' in frame and 'data-busy="false"' in frame
+        assert 'id="messages"' not in frame and 'id="composer"' not in frame
+        await communicator.disconnect(timeout=10)
+
+    async_to_sync(run)()
+
+
+def test_bob_hears_nothing_of_alices_session(client, alice, bob, session):
+    from sessions_app.services import session_create
+
+    bobs = session_create(owner=bob, name="bob's")
+    headers = _cookie_headers(client, bob)
+
+    async def run():
+        communicator, ok = await _connect(f"/ws/v1/sessions/{bobs.pk}/", headers)
+        assert ok
+        await database_sync_to_async(events.message_delta)(
+            session=session.pk, turn=1, delta="secret"
+        )
+        assert await communicator.receive_nothing(timeout=0.5)
+        await communicator.disconnect(timeout=10)
+
+    async_to_sync(run)()

@@ -1,0 +1,156 @@
+"""The streamed reply is never lost: numbered pieces, the reply so far kept in the cache and shown
+by every render of a running turn, and the chat socket's frames linear in the reply's length."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+
+from agents.worker import run_turn
+from core import events
+from rollback_site.asgi import application
+from sessions_app.models import Turn
+from sessions_app.partial import Partial, PartialReply, partial_get
+from sessions_app.turns import turn_claim, turn_start
+from tests.fakes.chat_server import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PIECE = re.compile(
+    r'<div id="turn-(\d+)-body" hx-swap-oob="beforeend">'
+    r'<span class="delta"( data-snapshot)? data-seq="(\d+)"( hidden)?>([^<]*)</span></div>'
+)
+
+
+def _headers(user) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
+
+
+def _running(session, text: str = "") -> Turn:
+    """A running turn of `session` whose worker has streamed `text` so far (word by word)."""
+    queued = turn_start(session=session, message="question")
+    turn = turn_claim(turn_id=queued.pk)
+    assert turn is not None
+    with PartialReply(turn) as partial:
+        for word in re.findall(r"\S*\s*", text):
+            if word:
+                partial.add(word)
+    return turn
+
+
+def test_the_chat_socket_sends_bytes_linear_in_a_2000_token_reply(fake_llm, alice, session):
+    words = [f"w{n % 97} " for n in range(2000)]
+    reply = "".join(words).strip()
+    # As a model streams (not all at once: the in-memory channel layer holds 100 messages).
+    fake_llm.queue(Reply(reply, delay=0.002))
+
+    headers = _headers(alice)
+
+    async def run() -> list[str]:
+        chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
+        assert (await chat.connect(timeout=5))[0]
+        turn = await database_sync_to_async(turn_start)(session=session, message="long")
+        # On a thread of its own, as a worker would: the consumer's database calls go on meanwhile.
+        await sync_to_async(run_turn, thread_sensitive=False)(turn.pk)
+        frames = []
+        while not await chat.receive_nothing(timeout=2):  # the turn ran: its frames are queued
+            frames.append(await chat.receive_from(timeout=1))
+        await chat.disconnect()
+        return frames
+
+    frames = async_to_sync(run)()
+    pieces = [PIECE.fullmatch(f.strip()) for f in frames]
+    streamed = "".join(html.unescape(p.group(5)) for p in pieces if p)
+    assert streamed.strip() == reply  # every piece arrived once, in order
+    seqs = [int(p.group(3)) for p in pieces if p]
+    assert seqs == list(range(1, len(seqs) + 1))
+    delta_bytes = sum(len(f.encode()) for f, p in zip(frames, pieces, strict=True) if p)
+    # Each piece costs its own text plus a small constant (about 90 bytes, for tokens of about 4
+    # characters here): never the text so far again, which would be some 2000 times the reply.
+    assert delta_bytes <= 30 * len(reply)
+    sizes = [(len(f), len(html.escape(p[5]))) for f, p in zip(frames, pieces, strict=True) if p]
+    assert all(size <= text + 120 for size, text in sizes)
+    assert sum(len(f.encode()) for f in frames) <= 30 * len(reply) + 30_000
+
+
+def test_the_worker_keeps_the_reply_so_far_in_the_cache_with_its_seq(alice, session):
+    turn = _running(session, "Hello there, **you**")
+    assert partial_get(turn=turn) == Partial(text="Hello there, **you**", seq=3)
+
+
+def test_a_page_rendered_mid_turn_shows_the_reply_so_far_as_markdown(client, alice, session):
+    _running(session, "Hello **there** <img src=x onerror=alert(1)>")
+    client.force_login(alice)
+    page = client.get(reverse("chat:session", args=[session.pk])).content.decode()
+    bubble = page[page.index('data-streaming="true"') :]
+    assert "Hello <strong>there</strong>" in bubble
+    assert 'data-snapshot data-seq="5" hidden>Hello **there** &lt;img' in bubble
+    assert "<img" not in page and "onerror=alert" not in page.replace("&lt;img src=x onerror", "")
+
+
+def test_a_socket_connecting_mid_turn_first_gets_the_reply_so_far(alice, session):
+    turn = _running(session, "one two three")
+
+    headers = _headers(alice)
+
+    async def run() -> str:
+        chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
+        assert (await chat.connect(timeout=5))[0]
+        frame = await chat.receive_from(timeout=5)
+        await chat.disconnect()
+        return frame
+
+    found = PIECE.fullmatch(async_to_sync(run)().strip())
+    assert found and found.group(1) == str(turn.pk) and found.group(2)
+    assert (found.group(3), found.group(5)) == ("3", "one two three")
+
+
+def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_with_the_reply_so_far(alice, session):
+    turn = _running(session, "one two three")  # seq 3 in the cache
+
+    headers = _headers(alice)
+
+    async def run() -> list[str]:
+        chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
+        assert (await chat.connect(timeout=5))[0]
+        frames = [await chat.receive_from(timeout=5)]  # the reply so far, seq 3
+
+        def publish(delta: str, seq: int) -> None:
+            events.message_delta(session=session.pk, turn=turn.pk, delta=delta, seq=seq)
+
+        await database_sync_to_async(publish)("three ", 3)  # had it: nothing is sent
+        assert await chat.receive_nothing(timeout=0.3)
+        await database_sync_to_async(publish)("four ", 4)
+        frames.append(await chat.receive_from(timeout=5))
+        # Pieces 5 and 6 went out before this socket heard them; the cache has them by now.
+        await database_sync_to_async(_running_more)(turn, "one two three four five six seven ")
+        await database_sync_to_async(publish)("seven ", 7)
+        frames.append(await chat.receive_from(timeout=5))
+        await chat.disconnect()
+        return frames
+
+    pieces = [PIECE.fullmatch(f.strip()) for f in async_to_sync(run)()]
+    assert [(p.group(2), p.group(3), p.group(5)) for p in pieces if p] == [
+        (" data-snapshot", "3", "one two three"),
+        (None, "4", "four "),
+        (" data-snapshot", "7", "one two three four five six seven "),
+    ]
+
+
+def _running_more(turn: Turn, text: str) -> None:
+    """The worker streamed on: the cache has `text`, one seq per word."""
+    turn.refresh_from_db()
+    with PartialReply(turn) as partial:
+        for word in re.findall(r"\S+\s*", text):
+            partial.add(word)

@@ -1,0 +1,7 @@
+"""The admin console (found by Django's admin autodiscovery as `web.admin`)."""
+
+from __future__ import annotations
+
+from . import accounts, checkpoints, login, sessions
+
+__all__ = ["accounts", "checkpoints", "login", "sessions"]

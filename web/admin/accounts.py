@@ -1,0 +1,148 @@
+"""Admin console for users, with how many sessions, branches and checkpoints each one has."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from accounts.models import ApiKey, SiteSettings, User
+from accounts.services import apikey_revoke, user_deactivate
+from checkpoints.models import Checkpoint
+from core.errors import InvalidInput
+from core.validation import clean_json_object
+from sessions_app.models import ExternalSession, InternalSession
+from web.admin.support import changelist_link, count_subquery, deletion_summary
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _UserCounts(TypedDict):
+    """What `UserAdmin.get_queryset` annotates on each user."""
+
+    session_count: int
+    branch_count: int
+    checkpoint_count: int
+
+
+class UserChangeForm(BaseUserChangeForm):
+    class Meta(BaseUserChangeForm.Meta):
+        model = User
+
+    def clean_metadata(self) -> dict[str, Any]:
+        try:
+            return clean_json_object(self.cleaned_data.get("metadata"), what="user metadata")
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+@admin.register(User)
+class UserAdmin(BaseUserAdmin):
+    form = UserChangeForm
+    # The stubs allow None for `fieldsets`; Django's UserAdmin always sets it.
+    fieldsets = (*(BaseUserAdmin.fieldsets or ()), ("Metadata", {"fields": ("metadata",)}))
+    list_display = (
+        "username",
+        "email",
+        "is_staff",
+        "date_joined",
+        "session_count",
+        "branch_count",
+        "checkpoint_count",
+    )
+
+    actions = ("deactivate",)
+
+    def save_model(
+        self, request: HttpRequest, obj: User, form: forms.ModelForm, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "is_active" in form.changed_data and not obj.is_active:
+            user_deactivate(user=obj)  # closes their open sockets
+
+    @admin.action(description="Deactivate the selected users", permissions=["change"])
+    def deactivate(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        for user in queryset:
+            user_deactivate(user=user)
+        self.message_user(
+            request, "The selected users are deactivated and signed out.", messages.SUCCESS
+        )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
+        # One correlated subquery per count: joining the three tables and counting distinct ids
+        # would multiply the rows (sessions x branches x checkpoints) before counting.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                session_count=count_subquery(ExternalSession.objects.all(), "owner"),
+                branch_count=count_subquery(InternalSession.objects.all(), "session__owner"),
+                checkpoint_count=count_subquery(Checkpoint.objects.all(), "branch__session__owner"),
+            )
+        )
+
+    @admin.display(description="sessions", ordering="session_count")
+    def session_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
+        return changelist_link(ExternalSession, f"owner={obj.pk}", obj.session_count)
+
+    @admin.display(description="branches", ordering="branch_count")
+    def branch_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
+        return changelist_link(InternalSession, f"owner={obj.pk}", obj.branch_count)
+
+    @admin.display(description="checkpoints", ordering="checkpoint_count")
+    def checkpoint_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
+        return changelist_link(Checkpoint, f"owner={obj.pk}", obj.checkpoint_count)
+
+    def get_deleted_objects(
+        self, objs: Sequence[User] | QuerySet[User], request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        pks = [obj.pk for obj in objs]
+        return deletion_summary(request, objs, ExternalSession.objects.filter(owner__in=pks))
+
+
+@admin.register(SiteSettings)
+class SiteSettingsAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "signup_open")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and not SiteSettings.objects.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: SiteSettings | None = None) -> bool:
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are made by their owners (the secret is shown to them only); the admin sees them and
+    can revoke them."""
+
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_select_related = ("user",)
+    search_fields = ("name", "prefix", "user__username")
+    readonly_fields = (
+        "user",
+        "name",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    actions = ("revoke",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected API keys", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset.select_related("user"):
+            apikey_revoke(user=key.user, key_id=key.pk)
+        self.message_user(request, "The selected API keys are revoked.", messages.SUCCESS)

@@ -1,0 +1,361 @@
+"""Admin console for sessions, branches and messages.
+
+Built for big data: every list reads its rows in one query (related rows joined, counts either
+denormalised or annotated as correlated subqueries), a branch page shows only the last messages of
+its history, and no page loads every user or every message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+
+from checkpoints.models import Checkpoint
+from core.errors import InvalidInput
+from core.model_choice import check_model_settings
+from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.selectors import branch_history
+from sessions_app.services import session_delete, session_update
+from web.admin.support import (
+    JSONFormField,
+    OwnerFilter,
+    ReadOnlyInlineMixin,
+    SessionOwnerFilter,
+    admin_link,
+    changelist_link,
+    count_subquery,
+    deletion_summary,
+    form_metadata,
+    form_name,
+    form_session_state,
+)
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from accounts.models import User
+
+RECENT_MESSAGES = 50
+PREVIEW_CHARS = 80
+TABLE_CONTENT_CHARS = 500
+
+
+class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = InternalSession
+    fk_name = "session"
+    verbose_name = "branch"
+    verbose_name_plural = "branches"
+    fields = readonly_fields = (
+        "branch_link",
+        "is_current",
+        "parent",
+        "fork_position",
+        "message_count",
+        "checkpoint_count",
+        "created_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[InternalSession]:
+        return super().get_queryset(request).select_related("parent")
+
+    @admin.display(description="branch")
+    def branch_link(self, obj: InternalSession) -> str:
+        return admin_link(obj, f"branch {obj.pk}") if obj.pk else "-"
+
+
+class _BranchCount(TypedDict):
+    """What `ExternalSessionAdmin.get_queryset` annotates on each session."""
+
+    branch_count: int
+
+
+class SessionForm(forms.ModelForm):
+    class Meta:
+        model = ExternalSession
+        fields = ["owner", "session_name", "metadata", "archived_at"]
+        field_classes = {"metadata": JSONFormField}
+
+    def clean_session_name(self) -> str:
+        return form_name(self.cleaned_data.get("session_name"), "session")
+
+    def clean_metadata(self) -> dict[str, Any]:
+        metadata = form_metadata(self.cleaned_data.get("metadata"), "session metadata")
+        try:
+            check_model_settings(metadata)
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from None
+        return metadata
+
+
+@admin.register(ExternalSession)
+class ExternalSessionAdmin(admin.ModelAdmin):
+    form = SessionForm
+    list_display = [
+        "id",
+        "session_name",
+        "owner",
+        "created_at",
+        "updated_at",
+        "archived_at",
+        "branch_count",
+    ]
+    list_select_related = ["owner"]
+    list_filter = [OwnerFilter, ("archived_at", admin.EmptyFieldListFilter)]
+    search_fields = ["session_name"]
+    date_hierarchy = "created_at"
+    raw_id_fields = ["owner"]
+    readonly_fields = ["id", "created_at", "updated_at", "branch_count"]
+    fields = [
+        "id",
+        "owner",
+        "session_name",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "archived_at",
+        "branch_count",
+    ]
+    inlines = [BranchInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExternalSession]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(branch_count=count_subquery(InternalSession.objects.all(), "session"))
+        )
+
+    @admin.display(description="branches", ordering="branch_count")
+    def branch_count(self, obj: WithAnnotations[ExternalSession, _BranchCount]) -> str:
+        return changelist_link(InternalSession, f"session__id__exact={obj.pk}", obj.branch_count)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # A session is created together with its first branch, by sessions_app.services.
+        return False
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: ExternalSession | None = None
+    ) -> list[str] | tuple[str, ...]:
+        # A session stays with its owner: its turns, keys and history are theirs.
+        return [*self.readonly_fields, "owner"] if obj is not None else self.readonly_fields
+
+    def save_model(
+        self, request: HttpRequest, obj: ExternalSession, form: SessionForm, change: bool
+    ) -> None:
+        # Through the service, so open tabs and integrations hear of it (session.changed).
+        session_update(
+            session=obj,
+            name=obj.session_name,
+            metadata=obj.metadata,
+            archived=obj.archived_at is not None,
+        )
+
+    def delete_model(self, request: HttpRequest, obj: ExternalSession) -> None:
+        session_delete(session=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ExternalSession]) -> None:
+        for session in queryset:
+            session_delete(session=session)
+
+    def get_deleted_objects(
+        self,
+        objs: Sequence[ExternalSession] | QuerySet[ExternalSession],
+        request: HttpRequest,
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        pks = [obj.pk for obj in objs]
+        return deletion_summary(request, objs, ExternalSession.objects.filter(pk__in=pks))
+
+
+class CheckpointInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = Checkpoint
+    fk_name = "branch"
+    fields = readonly_fields = (
+        "checkpoint_link",
+        "kind",
+        "message_count",
+        "description",
+        "created_at",
+    )
+
+    @admin.display(description="checkpoint")
+    def checkpoint_link(self, obj: Checkpoint) -> str:
+        return admin_link(obj) if obj.pk else "-"
+
+    @admin.display(description="kind")
+    def kind(self, obj: Checkpoint) -> str:
+        return "automatic" if obj.is_auto else "manual"
+
+
+class BranchForm(forms.ModelForm):
+    class Meta:
+        model = InternalSession
+        fields = ["session_state", "metadata"]
+        field_classes = {"session_state": JSONFormField, "metadata": JSONFormField}
+
+    def clean_session_state(self) -> dict[str, Any]:
+        return form_session_state(self.cleaned_data.get("session_state"))
+
+    def clean_metadata(self) -> dict[str, Any]:
+        return form_metadata(self.cleaned_data.get("metadata"), "branch metadata")
+
+
+@admin.register(InternalSession)
+class InternalSessionAdmin(admin.ModelAdmin):
+    form = BranchForm
+
+    class Media:
+        css = {"all": ["rollback/admin.css"]}  # no inline style: the Content Security Policy
+
+    list_display = [
+        "id",
+        "session",
+        "owner",
+        "is_current",
+        "parent_link",
+        "fork_position",
+        "message_count",
+        "checkpoint_count",
+        "created_at",
+    ]
+    list_select_related = ["session", "session__owner"]
+    list_filter = ["is_current", SessionOwnerFilter]
+    search_fields = ["agno_session_id", "session__session_name"]
+    readonly_fields = [
+        "id",
+        "session",
+        "agno_session_id",
+        "parent",
+        "fork_position",
+        "forked_from",
+        "message_count",
+        "checkpoint_count",
+        "is_current",
+        "created_at",
+        "recent_messages",
+    ]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    "session",
+                    "agno_session_id",
+                    "is_current",
+                    "parent",
+                    "fork_position",
+                    "forked_from",
+                    "message_count",
+                    "checkpoint_count",
+                    "created_at",
+                ]
+            },
+        ),
+        ("State", {"fields": ["session_state", "metadata"]}),
+        ("Messages", {"fields": ["recent_messages"]}),
+    ]
+    inlines = [CheckpointInline]
+
+    @admin.display(description="owner", ordering="session__owner")
+    def owner(self, obj: InternalSession) -> User:
+        return obj.session.owner
+
+    @admin.display(description="parent", ordering="parent")
+    def parent_link(self, obj: InternalSession) -> str:
+        # From parent_id alone: showing the parent object would cost a query per row.
+        if obj.parent_id is None:
+            return "-"
+        url = reverse("admin:sessions_app_internalsession_change", args=[obj.parent_id])
+        return format_html('<a href="{}">branch {}</a>', url, obj.parent_id)
+
+    @admin.display(description=f"last {RECENT_MESSAGES} messages")
+    def recent_messages(self, obj: InternalSession | None) -> str:
+        if obj is None or obj.pk is None:
+            return "-"
+        start = max(0, obj.message_count - RECENT_MESSAGES)
+        messages = branch_history(obj, start=start)
+        link = changelist_link(
+            Message,
+            f"branch__id__exact={obj.pk}",
+            f"Messages written in this branch ({obj.message_count - obj.fork_position})",
+        )
+        if not messages:
+            return format_html("<p>No messages.</p><p>{}</p>", link)
+        rows = format_html_join(
+            "\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            '<td class="message-content">{}</td><td>{}</td></tr>',
+            (
+                (
+                    message.position,
+                    message.role,
+                    message.tool_name or "",
+                    "this branch" if message.branch_id == obj.pk else f"branch {message.branch_id}",
+                    Truncator(message.content).chars(TABLE_CONTENT_CHARS),
+                    message.created_at,
+                )
+                for message in messages
+            ),
+        )
+        return format_html(
+            "<p>Messages {} to {} of {} in this branch's history{}. {}</p>"
+            "<table><thead><tr><th>position</th><th>role</th><th>tool</th><th>stored in</th>"
+            "<th>content</th><th>created</th></tr></thead><tbody>{}</tbody></table>",
+            start,
+            obj.message_count - 1,
+            obj.message_count,
+            f" (0 to {obj.fork_position - 1} inherited)" if obj.fork_position else "",
+            link,
+            rows,
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Branches are made by the services (session create, fork, restore).
+        return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: InternalSession | None = None
+    ) -> bool:
+        # Deleting a branch would take its child branches along and could leave the session
+        # without a current branch; the services never do that. Delete the session instead.
+        return False
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "branch",
+        "position",
+        "role",
+        "content_preview",
+        "tool_name",
+        "created_at",
+    ]
+    list_select_related = ["branch", "branch__session"]
+    list_filter = ["role"]
+    show_full_result_count = False
+    raw_id_fields = ["branch"]
+    # branch_id rather than branch: ordering by the relation would sort by the branch's own
+    # ordering through a join; (branch_id, position) is the unique index.
+    ordering = ["branch_id", "position"]
+
+    @admin.display(description="content")
+    def content_preview(self, obj: Message) -> str:
+        return Truncator(obj.content).chars(PREVIEW_CHARS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
+        return False

@@ -1,0 +1,78 @@
+"""The REST API's shapes for sessions, branches, messages and turns (see the public contract)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
+
+
+class SessionOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(source="session_name")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    metadata = serializers.JSONField()
+    current_branch = serializers.IntegerField(source="current_branch_id", allow_null=True)
+    branch_count = serializers.IntegerField()
+
+
+class SessionIn(StrictSerializer):
+    name = TextField(required=False, allow_blank=True, trim_whitespace=False)
+    metadata = JSONObjectField(required=False)
+
+
+class SessionCreateIn(SessionIn):
+    name = TextField(required=True, allow_blank=False, trim_whitespace=False)
+
+
+class BranchOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    session = serializers.IntegerField(source="session_id")
+    # DRF's metaclass takes declared fields out of the class, so this does not replace
+    # Field.parent at run time; the stubs cannot know that.
+    parent = serializers.IntegerField(  # type: ignore[assignment]
+        source="parent_id", allow_null=True
+    )
+    forked_from = serializers.IntegerField(source="forked_from_id", allow_null=True)
+    fork_position = serializers.IntegerField()
+    is_current = serializers.BooleanField()
+    message_count = serializers.IntegerField()
+    checkpoint_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class MessageOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    position = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    tool_name = serializers.CharField()
+    tool_args = serializers.JSONField(allow_null=True)
+    tool_result = serializers.CharField()
+    tool_call_id = serializers.CharField()
+    tool_calls = serializers.JSONField(allow_null=True)
+    metadata = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+
+
+class TurnOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    session = serializers.IntegerField(source="session_id")
+    branch = serializers.IntegerField(source="branch_id", allow_null=True)
+    status = serializers.CharField()
+    message = serializers.CharField()
+    reply = serializers.CharField()
+    finish_reason = serializers.CharField(allow_null=True)
+    tools_used = serializers.ListField(child=serializers.CharField())
+    checkpoint = serializers.IntegerField(source="checkpoint_id", allow_null=True)
+    rolled_back_to = serializers.IntegerField(source="rolled_back_to_id", allow_null=True)
+    error = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class TurnIn(StrictSerializer):
+    # Empty and oversized messages are refused by the turn service (400 and 413).
+    message = TextField(allow_blank=True, trim_whitespace=False)
+    wait = StrictBooleanField(required=False, default=False)

@@ -1,0 +1,249 @@
+"""REST API for sessions, messages, turns and branches (/api/v1/). Thin: validate, call a
+service, serialise. Another user's object is a 404, as a missing one."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import connection
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.models import User
+from agents.services import turn_submit
+from checkpoints.transfer import session_export, session_import
+from core.api import Pagination, paginate
+from core.api_schema import paginated
+from core.errors import InvalidInput
+from core.validation import clean_search
+from sessions_app.errors import ImportTooLarge
+from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.selectors import (
+    branch_history,
+    current_branch,
+    get_branch_for_user,
+    get_session_for_user,
+    get_turn_for_user,
+    session_branches,
+    sessions_for_user,
+    sessions_matching,
+    with_branch_summary,
+)
+from sessions_app.services import branch_activate, session_create, session_delete, session_update
+from sessions_app.turns import turn_cancel
+from web.api.serializers import (
+    BranchOut,
+    MessageOut,
+    SessionCreateIn,
+    SessionIn,
+    SessionOut,
+    TurnIn,
+    TurnOut,
+)
+
+if TYPE_CHECKING:
+    from sessions_app.models import AnyUser
+
+
+def _user(request: Request) -> User:
+    """The user of an API request."""
+    user = request.user
+    assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+    return user
+
+
+def _session_out(user: AnyUser, pk: int) -> dict[str, Any]:
+    session = with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
+    return SessionOut(session).data
+
+
+def branch_param(request: Request, session: ExternalSession) -> InternalSession:
+    """?branch=<id> names one of the session's branches; without it, the current one."""
+    raw = request.query_params.get("branch")
+    if raw in (None, ""):
+        return current_branch(session)
+    branch = get_branch_for_user(request.user, raw)
+    if branch.session_id != session.pk:
+        raise InvalidInput(f"Branch {raw} is not a branch of this session.")
+    return branch
+
+
+BRANCH_PARAM = OpenApiParameter(
+    "branch", int, description="a branch of this session (default: the current one)"
+)
+
+
+class SessionList(APIView):
+    @extend_schema(
+        operation_id="sessions_list",
+        parameters=[
+            OpenApiParameter("q", str, description="only sessions whose name or messages hold this")
+        ],
+        responses=paginated(SessionOut, "Session"),
+        summary="Your sessions, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        query = clean_search(request.query_params.get("q"))
+        sessions = sessions_matching(sessions_for_user(request.user), query)
+        qs = with_branch_summary(sessions).order_by("-created_at", "-id")
+        return paginate(self, qs, SessionOut)
+
+    @extend_schema(request=SessionCreateIn, responses={201: SessionOut}, summary="New session")
+    def post(self, request: Request) -> Response:
+        data = SessionCreateIn.validated(request.data)
+        session = session_create(
+            owner=_user(request), name=data["name"], metadata=data.get("metadata")
+        )
+        return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(APIView):
+    @extend_schema(responses=SessionOut)
+    def get(self, request: Request, pk: int) -> Response:
+        session = get_session_for_user(request.user, pk)
+        return Response(_session_out(request.user, session.pk))
+
+    @extend_schema(request=SessionIn, responses=SessionOut)
+    def patch(self, request: Request, pk: int) -> Response:
+        session = get_session_for_user(request.user, pk)
+        data = SessionIn.validated(request.data)
+        if "name" in data or "metadata" in data:
+            session_update(session=session, name=data.get("name"), metadata=data.get("metadata"))
+        return Response(_session_out(request.user, session.pk))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        session_delete(session=get_session_for_user(request.user, pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionMessages(APIView):
+    @extend_schema(
+        parameters=[BRANCH_PARAM],
+        responses=paginated(MessageOut, "Message"),
+        summary="The history of the current (or given) branch, oldest first",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = get_session_for_user(request.user, pk)
+        branch = branch_param(request, session)
+        paginator = Pagination()
+        # Positions are dense, so a page of history is a range of positions: no COUNT(*).
+        limit = paginator.get_limit(request)
+        assert limit is not None  # Pagination has a default_limit
+        paginator.limit = limit
+        paginator.offset = offset = paginator.get_offset(request)
+        paginator.count = branch.message_count
+        paginator.request = request
+        rows = branch_history(branch, start=offset, end=offset + limit)
+        return paginator.get_paginated_response(MessageOut(rows, many=True).data)
+
+
+class SessionTurns(APIView):
+    @extend_schema(
+        request=TurnIn,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="a retried POST with the same key returns the first turn",
+            )
+        ],
+        responses={201: TurnOut, 202: TurnOut},
+        summary="Send a message: 202 with the queued turn, or 201 once finished with wait",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        session = get_session_for_user(request.user, pk)
+        data = TurnIn.validated(request.data)
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 200:
+            raise InvalidInput("The Idempotency-Key header is longer than 200 characters.")
+        turn = turn_submit(session=session, message=data["message"], idempotency_key=key)
+        if data.get("wait"):
+            turn = _wait_for(turn)
+        finished = not turn.is_active
+        code = (
+            status.HTTP_201_CREATED if data.get("wait") and finished else status.HTTP_202_ACCEPTED
+        )
+        return Response(TurnOut(turn).data, status=code)
+
+
+def _wait_for(turn: Turn) -> Turn:
+    """Poll until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
+    Between polls the database connection goes back to the pool, so requests that wait never
+    starve the others of connections."""
+    deadline = time.monotonic() + settings.API_TURN_WAIT_SECONDS
+    delay = 0.05
+    while True:
+        turn.refresh_from_db()
+        if not turn.is_active or time.monotonic() >= deadline:
+            return turn
+        if not connection.in_atomic_block:
+            connection.close()
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+class TurnDetail(APIView):
+    @extend_schema(responses=TurnOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(TurnOut(get_turn_for_user(request.user, pk)).data)
+
+
+class TurnCancel(APIView):
+    @extend_schema(
+        request=None,
+        responses=TurnOut,
+        summary="Stop a queued or running turn: 200, now cancelled; 409 when it already ended",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        turn = turn_cancel(turn=get_turn_for_user(request.user, pk))
+        return Response(TurnOut(turn).data)
+
+
+class SessionBranches(APIView):
+    @extend_schema(
+        responses=paginated(BranchOut, "Branch"), summary="The session's branches, oldest first"
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = get_session_for_user(request.user, pk)
+        return paginate(self, session_branches(session), BranchOut)
+
+
+class BranchActivate(APIView):
+    @extend_schema(request=None, responses=BranchOut, summary="Make a branch current")
+    def post(self, request: Request, pk: int) -> Response:
+        branch = get_branch_for_user(request.user, pk)
+        branch_activate(branch=branch)
+        branch.refresh_from_db()
+        return Response(BranchOut(branch).data)
+
+
+class SessionExport(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The whole session as one document")
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(session_export(session=get_session_for_user(request.user, pk)))
+
+
+class SessionImport(APIView):
+    @extend_schema(
+        request=inline_serializer("ImportDocument", {"format": serializers.CharField()}),
+        responses={201: SessionOut},
+        summary="Import an exported session as a new session of yours",
+    )
+    def post(self, request: Request) -> Response:
+        limit = settings.ROLLBACK_IMPORT_MAX_BYTES
+        try:
+            length = int(request.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        if length > limit:
+            raise ImportTooLarge(f"The document is {length} bytes; the limit is {limit} bytes.")
+        session = session_import(owner=_user(request), raw=request.body)
+        return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)

@@ -1,0 +1,67 @@
+"""The REST API, /api/v1/ (see ../shared/api-contract.md)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.permissions import AllowAny
+
+from web.api import accounts as accounts_api
+from web.api import checkpoints as checkpoints_api
+from web.api import sessions as sessions_api
+
+app_name = "api"
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
+    """Any other address under /api/v1/ (an id that is not a number, say): JSON, like the rest."""
+    return JsonResponse({"detail": "Not found."}, status=404)
+
+
+urlpatterns = [
+    path("sessions/", sessions_api.SessionList.as_view(), name="sessions"),
+    path("sessions/import/", sessions_api.SessionImport.as_view(), name="session-import"),
+    path("sessions/<int:pk>/", sessions_api.SessionDetail.as_view(), name="session"),
+    path("sessions/<int:pk>/messages/", sessions_api.SessionMessages.as_view(), name="messages"),
+    path("sessions/<int:pk>/turns/", sessions_api.SessionTurns.as_view(), name="turns"),
+    path("sessions/<int:pk>/branches/", sessions_api.SessionBranches.as_view(), name="branches"),
+    path(
+        "sessions/<int:pk>/checkpoints/",
+        checkpoints_api.SessionCheckpoints.as_view(),
+        name="checkpoints",
+    ),
+    path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
+    path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
+    path("turns/<int:pk>/cancel/", sessions_api.TurnCancel.as_view(), name="turn-cancel"),
+    path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
+    path("checkpoints/<int:pk>/", checkpoints_api.CheckpointDetail.as_view(), name="checkpoint"),
+    path(
+        "checkpoints/<int:pk>/restore/",
+        checkpoints_api.CheckpointRestore.as_view(),
+        name="restore",
+    ),
+    path("keys/", accounts_api.KeyList.as_view(), name="keys"),
+    path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        name="schema",
+    ),
+    path(
+        "docs/",
+        # The Content Security Policy allows no inline script or style: the split view serves
+        # Swagger UI's start-up script as a file of its own (docs/?script=), and our template
+        # takes the page's inline style to static/rollback/swagger.css.
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api:schema",
+            template_name="api/swagger_ui.html",
+            permission_classes=[AllowAny],
+            authentication_classes=[],
+        ),
+        name="docs",
+    ),
+    re_path(r"", not_found),
+]

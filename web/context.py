@@ -1,0 +1,101 @@
+"""What the chat page shows, built once for the views and the WebSocket consumer alike, so a
+message looks the same whether it arrived with the page or over the stream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from checkpoints.models import Checkpoint
+from checkpoints.selectors import session_checkpoints
+from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.partial import partial_get
+from sessions_app.selectors import branch_history, current_branch, session_branches
+
+PAGE = 100
+CHECKPOINTS_SHOWN = 200
+
+
+@dataclass
+class BranchNode:
+    branch: InternalSession
+    label: str
+    children: list[BranchNode] = field(default_factory=list)
+
+
+def branch_label(branch: InternalSession) -> str:
+    """What the page calls a branch: "main" for the first line, then "branch 2", "branch 3"...
+    numbered in the order they were made within the session (as in the tree)."""
+    if branch.parent_id is None:
+        return "main"
+    earlier = InternalSession.objects.filter(session_id=branch.session_id, pk__lte=branch.pk)
+    return f"branch {earlier.count()}"
+
+
+def active_turn(session: ExternalSession) -> Turn | None:
+    return Turn.objects.filter(session=session).active().order_by("-created_at").first()
+
+
+def composer_state(session: ExternalSession) -> dict:
+    """What the composer's buttons need (Send waits and Stop shows while a turn runs): one query,
+    without the conversation."""
+    active = active_turn(session)
+    return {"session": session, "active_turn": active, "busy": active is not None}
+
+
+def conversation(session: ExternalSession, *, before: int | None = None) -> dict:
+    """The current branch's last messages (or the page before position `before`), the running
+    turn with its reply so far, and the last turn's failure when it can be retried."""
+    branch = current_branch(session)
+    end = branch.message_count if before is None else max(0, min(before, branch.message_count))
+    start = max(0, end - PAGE)
+    shown = branch_history(branch, start=start, end=end)
+    active = active_turn(session)
+    last = None
+    if before is None and active is None:
+        last = Turn.objects.filter(session=session).order_by("-created_at", "-id").first()
+        if last is not None and not (
+            last.status == Turn.Status.FAILED and last.branch_id == branch.pk
+        ):
+            last = None
+    return {
+        "session": session,
+        "branch": branch,
+        "branch_label": branch_label(branch),
+        "history": shown,
+        "earlier": start if start > 0 else None,
+        "active_turn": active if before is None else None,
+        "partial": partial_get(turn=active) if active is not None and before is None else None,
+        "failed_turn": last,
+        "busy": active is not None,
+    }
+
+
+def branch_tree(session: ExternalSession) -> list[BranchNode]:
+    branches = list(session_branches(session).select_related("forked_from").order_by("pk"))
+    nodes = {}
+    for number, b in enumerate(branches, start=1):
+        nodes[b.pk] = BranchNode(
+            branch=b, label="main" if b.parent_id is None else f"branch {number}"
+        )
+    roots = []
+    for b in branches:
+        node = nodes[b.pk]
+        if b.parent_id in nodes:
+            nodes[b.parent_id].children.append(node)
+        else:
+            roots.append(node)
+    return roots
+
+
+def panel(session: ExternalSession) -> dict:
+    checkpoints = list(session_checkpoints(session).select_related("branch")[:CHECKPOINTS_SHOWN])
+    return {
+        "session": session,
+        "checkpoints": checkpoints,
+        "tree": branch_tree(session),
+        "current": current_branch(session),
+    }
+
+
+def checkpoint_for_panel(checkpoint: Checkpoint) -> dict:
+    return {"cp": checkpoint, "session": checkpoint.branch.session}

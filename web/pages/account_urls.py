@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from web.pages import accounts as views
+
+app_name = "accounts"
+
+urlpatterns = [
+    path("signup/", views.signup, name="signup"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password/", views.PasswordChangeView.as_view(), name="password_change"),
+    path("profile/", views.profile, name="profile"),
+    path("profile/api-keys/", views.apikey_create_view, name="apikey_create"),
+    path("profile/api-keys/<int:key_id>/revoke/", views.apikey_revoke_view, name="apikey_revoke"),
+]

@@ -1,0 +1,191 @@
+"""Account pages: sign-up, log in and out, password change, and the profile (preferences and API
+keys). Each view parses the form, calls a service and renders or redirects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login as auth_login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.messages.views import SuccessMessageMixin
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from accounts.errors import SignupClosed, TooManyAttempts
+from accounts.models import ApiKey, User
+from accounts.services import (
+    apikey_create,
+    apikey_revoke,
+    preferences_update,
+    signup_is_open,
+    user_signup,
+)
+from core.client_ip import client_ip
+from core.errors import InvalidInput
+from core.http import domain_errors
+from web.pages.forms import (
+    ApiKeyCreateForm,
+    LoginForm,
+    PreferencesForm,
+    SignupForm,
+    add_domain_error,
+)
+from web.signin import lockout_status
+
+# Keys listed on the profile: every active one (at most 50) and the latest revoked ones.
+PROFILE_KEYS_SHOWN = 100
+
+
+def _user(request: HttpRequest) -> User:
+    """The user of a request to a @login_required view."""
+    user = request.user
+    assert isinstance(user, User)  # login_required lets only users in
+    return user
+
+
+def _closed(request: HttpRequest, exc: SignupClosed | None = None) -> HttpResponse:
+    """The sign-up page without its form; a refused POST answers 403."""
+    text = (exc or SignupClosed()).message
+    status = 403 if request.method == "POST" else 200
+    context = {"signup_open": False, "closed_text": text}
+    return render(request, "accounts/signup.html", context, status=status)
+
+
+@never_cache
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect(settings.LOGIN_REDIRECT_URL)
+    if not signup_is_open():
+        return _closed(request)
+    form = SignupForm(request.POST if request.method == "POST" else None)
+    status = 400 if form.is_bound else 200
+    limited: TooManyAttempts | None = None
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            user = user_signup(
+                username=data["username"],
+                password=data["password"],
+                email=data["email"],
+                client_ip=client_ip(request),
+            )
+        except SignupClosed as exc:
+            return _closed(request, exc)
+        except TooManyAttempts as exc:
+            add_domain_error(form, exc)
+            status, limited = 429, exc
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            auth_login(request, user)
+            messages.success(request, f"Welcome, {user.get_username()}: your account is ready.")
+            return redirect(settings.LOGIN_REDIRECT_URL)
+    response = render(
+        request, "accounts/signup.html", {"form": form, "signup_open": True}, status=status
+    )
+    if limited is not None:
+        response["Retry-After"] = str(limited.retry_after)
+    return response
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "accounts/login.html"
+    authentication_form = LoginForm
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return super().get_context_data(signup_open=signup_is_open(), **kwargs)
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        return lockout_status(super().form_invalid(form), form)
+
+
+class PasswordChangeView(SuccessMessageMixin, auth_views.PasswordChangeView):
+    template_name = "accounts/password_change.html"
+    success_url = reverse_lazy("accounts:profile")
+    success_message = "Your password is changed."
+
+
+def _profile_page(
+    request: HttpRequest,
+    *,
+    preferences_form: PreferencesForm | None = None,
+    key_form: ApiKeyCreateForm | None = None,
+    new_key: tuple[ApiKey, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    user = _user(request)
+    if preferences_form is None:
+        auto_checkpoint = user.preference("auto_checkpoint", True)
+        preferences_form = PreferencesForm(
+            initial={
+                "auto_checkpoint": auto_checkpoint is not False,
+                "theme": user.preference("theme", "system"),
+            }
+        )
+    keys = ApiKey.objects.for_user(user).order_by(
+        F("revoked_at").desc(nulls_first=True), "-created_at", "-id"
+    )[:PROFILE_KEYS_SHOWN]
+    context = {
+        "preferences_form": preferences_form,
+        "key_form": key_form or ApiKeyCreateForm(),
+        "api_keys": keys,
+        "new_key": new_key[0] if new_key else None,
+        "new_secret": new_key[1] if new_key else None,
+    }
+    return render(request, "accounts/profile.html", context, status=status)
+
+
+@login_required
+def profile(request: HttpRequest) -> HttpResponse:
+    """The profile; a POST saves the preferences."""
+    if request.method != "POST":
+        return _profile_page(request)
+    form = PreferencesForm(request.POST)
+    if form.is_valid():
+        try:
+            preferences_update(
+                user=_user(request),
+                auto_checkpoint=form.cleaned_data["auto_checkpoint"],
+                theme=form.cleaned_data["theme"],
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            messages.success(request, "Preferences saved.")
+            return redirect("accounts:profile")
+    return _profile_page(request, preferences_form=form, status=400)
+
+
+@login_required
+@require_POST
+@never_cache
+def apikey_create_view(request: HttpRequest) -> HttpResponse:
+    """Create a key and answer with the profile page showing its secret, once. The secret is
+    rendered in this response only, never stored (not even in the session) nor cached."""
+    form = ApiKeyCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            new_key = apikey_create(user=_user(request), name=form.cleaned_data["name"])
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            return _profile_page(request, new_key=new_key, status=201)
+    return _profile_page(request, key_form=form, status=400)
+
+
+@login_required
+@require_POST
+@domain_errors
+def apikey_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = apikey_revoke(user=_user(request), key_id=key_id)
+    messages.success(request, f"API key “{key.name}” is revoked; programs using it are refused.")
+    return redirect("accounts:profile")

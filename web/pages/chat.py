@@ -1,0 +1,261 @@
+"""The chat pages (HTML, htmx). Thin: parse, call a service, render a page or a partial."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import User
+from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
+from checkpoints.transfer import session_export, session_import
+from core.errors import DomainError
+from core.http import HtmxHttpRequest, domain_errors
+from core.validation import clean_search
+from sessions_app.models import ExternalSession, Message
+from sessions_app.selectors import (
+    get_branch_for_user,
+    get_session_for_user,
+    get_turn_for_user,
+    sessions_for_user,
+)
+from sessions_app.services import branch_activate, session_create, session_delete, session_update
+from sessions_app.turns import turn_cancel
+from web import context as pages
+
+SIDEBAR_SESSIONS = 200
+
+
+def _user(request: HttpRequest) -> User:
+    """The user of a request to a @login_required view."""
+    user = request.user
+    assert isinstance(user, User)  # login_required lets only users in
+    return user
+
+
+def _sidebar(
+    request: HttpRequest, current: ExternalSession | None = None, query: str = ""
+) -> dict[str, Any]:
+    sessions = sessions_for_user(request.user)
+    if query:
+        sessions = sessions.filter(session_name__icontains=query)
+    return {
+        "sessions": sessions[:SIDEBAR_SESSIONS],
+        "current": current,
+        "current_id": current.pk if current is not None else None,
+        "query": query,
+    }
+
+
+def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+    """Everything that depends on the current branch, as out-of-band swaps."""
+    context = {**pages.conversation(session), **pages.panel(session)}
+    return HttpResponse(render_to_string("sessions_app/_refresh.html", context, request))
+
+
+def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+    context = pages.conversation(session)
+    return render(request, "sessions_app/_composer.html", context)
+
+
+@login_required
+@require_GET
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    latest = sessions_for_user(request.user).order_by("-updated_at", "-id").first()
+    if latest is not None:
+        return redirect("chat:session", pk=latest.pk)
+    return render(request, "sessions_app/home.html", _sidebar(request))
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_new(request: HtmxHttpRequest) -> HttpResponse:
+    session = session_create(owner=_user(request), name=request.POST.get("name") or None)
+    return redirect("chat:session", pk=session.pk)
+
+
+@login_required
+@require_GET
+@domain_errors
+def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    context = {
+        **_sidebar(request, current=session),
+        **pages.conversation(session),
+        **pages.panel(session),
+        "max_input": settings.AGENT_MAX_INPUT_CHARS,
+    }
+    return render(request, "sessions_app/chat.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    query = clean_search(request.GET.get("q"))
+    current = request.GET.get("current")
+    context = _sidebar(request, query=query)
+    context["current_id"] = int(current) if current and current.isdigit() else None
+    return render(request, "sessions_app/_session_list.html", context)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_rename(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    # The sidebar asks with hx-prompt, which sends the answer in the HX-Prompt header.
+    name = request.POST.get("name") or (request.htmx.prompt if request.htmx else None) or ""
+    session_update(session=session, name=name)
+    current = request.GET.get("current", "")
+    context = _sidebar(request)
+    context["current_id"] = int(current) if current.isdigit() else None
+    if context["current_id"] == session.pk:  # its page is the one open: update its header too
+        context.update(pages.conversation(session), shown_here=True)
+    return render(request, "sessions_app/_rename_done.html", context)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    session_delete(session=session)
+    messages.success(request, f"Deleted “{session.session_name}”.")
+    response = HttpResponse(status=204)
+    response["HX-Redirect"] = "/chat/"
+    return response
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The page of messages before position `before` (the "load earlier" button)."""
+    session = get_session_for_user(request.user, pk)
+    before: int | None
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        before = None
+    context = pages.conversation(session, before=before)
+    return render(request, "sessions_app/_earlier.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_refresh(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def send(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    turn_submit(session=session, message=request.POST.get("message", ""))
+    return composer(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    turn_resubmit(turn=get_turn_for_user(request.user, turn_id, session=session))
+    return composer(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def cancel(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
+    """Stop: the turn ends cancelled; the composer's buttons (out of band) say so at once."""
+    session = get_session_for_user(request.user, pk)
+    turn = turn_cancel(turn=get_turn_for_user(request.user, turn_id, session=session))
+    context = {**pages.composer_state(session), "turn": turn.pk}
+    return render(request, "sessions_app/_turn_stopped.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def edit_form(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    message = (
+        Message.objects.for_user(request.user)
+        .filter(pk=message_id, branch__session=session, role=Message.Role.USER)
+        .first()
+    )
+    if message is None:
+        return HttpResponse(status=404)
+    return render(request, "sessions_app/_edit_form.html", {"session": session, "m": message})
+
+
+@login_required
+@require_POST
+@domain_errors
+def edit(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    turn_edit(session=session, message_id=message_id, text=request.POST.get("message", ""))
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def regenerate(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    turn_regenerate(session=session, message_id=message_id)
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def activate(request: HtmxHttpRequest, pk: int, branch_id: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    branch = get_branch_for_user(request.user, branch_id)
+    if branch.session_id != session.pk:
+        return HttpResponse(status=404)
+    branch_activate(branch=branch)
+    return refresh(request, session)
+
+
+@login_required
+@require_GET
+@domain_errors
+def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    body = json.dumps(session_export(session=session), ensure_ascii=False, indent=1)
+    response = HttpResponse(body, content_type="application/json")
+    slug = "".join(c if c.isalnum() else "-" for c in session.session_name)[:60] or "session"
+    response["Content-Disposition"] = f'attachment; filename="rollback-{slug}-{session.pk}.json"'
+    return response
+
+
+@login_required
+@require_POST
+def import_session(request: HtmxHttpRequest) -> HttpResponse:
+    upload = request.FILES.get("document")
+    if upload is None:
+        messages.error(request, "Choose an exported session file (.json) to import.")
+        return redirect("chat:home")
+    raw = upload.read(settings.ROLLBACK_IMPORT_MAX_BYTES + 1)
+    try:
+        session = session_import(owner=_user(request), raw=raw)
+    except DomainError as exc:  # a broken document, or no room for one more session
+        messages.error(request, f"Import failed: {exc.message}")
+        return redirect("chat:home")
+    messages.success(request, f"Imported “{session.session_name}”.")
+    return redirect("chat:session", pk=session.pk)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from web.pages import chat as views
+from web.pages import checkpoints as checkpoint_views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("new/", views.session_new, name="new"),
+    path("import/", views.import_session, name="import"),
+    path("sessions/", views.session_list, name="session_list"),
+    path("<int:pk>/", views.session_page, name="session"),
+    path("<int:pk>/rename/", views.session_rename, name="rename"),
+    path("<int:pk>/delete/", views.session_remove, name="delete"),
+    path("<int:pk>/export/", views.export, name="export"),
+    path("<int:pk>/messages/", views.conversation_page, name="earlier"),
+    path("<int:pk>/refresh/", views.conversation_refresh, name="refresh"),
+    path("<int:pk>/send/", views.send, name="send"),
+    path("<int:pk>/turns/<int:turn_id>/retry/", views.retry, name="retry"),
+    path("<int:pk>/turns/<int:turn_id>/cancel/", views.cancel, name="cancel"),
+    path("<int:pk>/messages/<int:message_id>/edit/", views.edit_form, name="edit_form"),
+    path("<int:pk>/messages/<int:message_id>/resend/", views.edit, name="edit"),
+    path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
+    path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
+    path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
+    path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
+    path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),
+    path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
+]

@@ -1,0 +1,88 @@
+"""Forms of the account pages: they check the shape of the input; the services decide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from accounts.models import THEMES
+from accounts.services import API_KEY_NAME_MAX_LENGTH
+from web.signin import LimitedAuthenticationForm
+
+THEME_LABELS = {"system": "Same as the system", "light": "Light", "dark": "Dark"}
+
+
+def _testid(field: forms.Field, testid: str, **attrs: str) -> None:
+    field.widget.attrs.update({"data-testid": testid, **attrs})
+
+
+def add_domain_error(form: forms.Form, exc: Exception) -> None:
+    """Show a domain error beside the field it is about, or above the form."""
+    field = getattr(exc, "field", None)
+    messages = getattr(exc, "messages", None) or [getattr(exc, "message", str(exc))]
+    form.add_error(field if field in form.fields else None, messages)
+
+
+class LoginForm(LimitedAuthenticationForm):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _testid(self.fields["username"], "username")
+        _testid(self.fields["password"], "password")
+
+
+class SignupForm(forms.Form):
+    username = forms.CharField(
+        max_length=150,
+        help_text="Letters, digits and @ . + - _ only.",
+        widget=forms.TextInput(attrs={"autocomplete": "username", "autofocus": True}),
+    )
+    email = forms.EmailField(
+        label="Email (optional)",
+        required=False,
+        widget=forms.EmailInput(attrs={"autocomplete": "email"}),
+    )
+    password = forms.CharField(
+        strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+    )
+    password2 = forms.CharField(
+        label="Password again",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("username", "password", "password2"):
+            _testid(self.fields[name], name)
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if cleaned is not None:  # Form.clean returns cleaned_data; only overrides return None.
+            password, password2 = cleaned.get("password"), cleaned.get("password2")
+            if password and password2 and password != password2:
+                self.add_error("password2", "The two passwords differ.")
+        return cleaned
+
+
+class PreferencesForm(forms.Form):
+    auto_checkpoint = forms.BooleanField(
+        label="Take automatic checkpoints after the agent uses a tool", required=False
+    )
+    theme = forms.ChoiceField(choices=[(theme, THEME_LABELS[theme]) for theme in THEMES])
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _testid(self.fields["auto_checkpoint"], "auto-checkpoint")
+        _testid(self.fields["theme"], "theme")
+
+
+class ApiKeyCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=API_KEY_NAME_MAX_LENGTH,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. my laptop script"}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _testid(self.fields["name"], "api-key-name")

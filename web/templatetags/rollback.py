@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+from django.utils.safestring import SafeString
+
+from web.rendering import render_markdown
+
+register = template.Library()
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    return render_markdown(text)
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    if value in (None, ""):
+        return ""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@register.filter
+def call_names(tool_calls: Any) -> str:
+    names: list[str] = []
+    for call in tool_calls or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict) and fn.get("name"):
+            names.append(str(fn["name"]))
+    return ", ".join(names)
