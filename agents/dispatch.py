@@ -40,6 +40,15 @@ def _run_here(turn_id: int) -> None:
         connection.close()
 
 
+def drain() -> None:
+    """Wait for the turns running on this process's pool to end (the tests call it after each
+    test, so no turn outlives the test that started it)."""
+    global _pool
+    pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
 def embedded() -> bool:
     """No broker: tasks run in this process (the defaults without REDIS_URL)."""
     return bool(current_app.conf.task_always_eager)

@@ -53,6 +53,16 @@ def _no_background_recovery(settings):
 
 
 @pytest.fixture(autouse=True)
+def _no_turn_outlives_its_test():
+    """A turn submitted without `inline_turns` runs on the embedded mode's thread pool: wait
+    for it before the database is emptied (SQLite answers "table is locked" otherwise)."""
+    yield
+    from agents.dispatch import drain
+
+    drain()
+
+
+@pytest.fixture(autouse=True)
 def _one_loop_channel_layer(request, settings):
     """Sockets driven in this process (WebsocketCommunicator) run each test in an event loop of
     its own, and channels_redis keeps its receiving state across loops (a receiver left by one
