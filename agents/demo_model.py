@@ -67,6 +67,29 @@ _INTENTS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# The summarising requests of agents.context start their instructions with this; the demo
+# model then answers with an extract of the conversation instead of its usual reply.
+SUMMARY_MARKER = "You write the running summary of a conversation"
+
+
+def _demo_summary(messages: list[Message]) -> str:
+    """An extract standing in for a summary: the start of each user message of the piece."""
+    text = messages[-1].content if messages and isinstance(messages[-1].content, str) else ""
+    asked = [
+        line[len("user: ") :].strip() for line in text.splitlines() if line.startswith("user: ")
+    ]
+    earlier = ""
+    if "<summary>" in text and "</summary>" in text:
+        earlier = text.split("<summary>", 1)[1].split("</summary>", 1)[0].strip()
+    points = "; ".join(a[:60] for a in asked if a)[:600]
+    summary = (
+        f"{earlier} The user then asked: {points}." if earlier else f"The user asked: {points}."
+    )
+    if len(summary) > 1500:  # keep the start and the latest points
+        summary = summary[:700] + " … " + summary[-700:]
+    return summary.strip()
+
+
 def _available(tools: list[dict[str, Any]] | None) -> set[str]:
     names = set()
     for tool in tools or []:
@@ -122,6 +145,9 @@ class DemoModel(Model):
     word_delay: float = 0.0
 
     def _decide(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> ModelResponse:
+        first = messages[0] if messages else None
+        if first is not None and SUMMARY_MARKER in str(first.content or ""):
+            return ModelResponse(role="assistant", content=_demo_summary(messages))
         last = messages[-1] if messages else None
         if last is not None and last.role == "tool":
             return ModelResponse(role="assistant", content=_after_tool(last))

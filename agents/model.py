@@ -15,6 +15,7 @@ retries stay off so that there is exactly one retry policy.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -197,9 +198,11 @@ def build_model(
     *,
     default_id: str | None = None,
     default_temperature: float | None = None,
+    max_tokens: int | None = None,
 ) -> Model:
     """A fresh agno model for one turn; InvalidInput when the session's settings ask for a
-    model or temperature it may not use."""
+    model or temperature it may not use. `max_tokens` replaces AGENT_MAX_OUTPUT_TOKENS (the
+    summaries of agents.context ask for less)."""
     chosen = model_settings(
         session_settings, default_id=default_id, default_temperature=default_temperature
     )
@@ -214,11 +217,29 @@ def build_model(
         max_retries=settings.AGENT_MAX_RETRIES,
         timeout=settings.AGENT_TIMEOUT,
         retries=0,
-        max_tokens=settings.AGENT_MAX_OUTPUT_TOKENS
-        if settings.AGENT_MAX_OUTPUT_TOKENS > 0
-        else None,
+        max_tokens=max_tokens
+        or (settings.AGENT_MAX_OUTPUT_TOKENS if settings.AGENT_MAX_OUTPUT_TOKENS > 0 else None),
         max_reply_chars=settings.AGENT_MAX_REPLY_CHARS,
     )
+
+
+def model_id_for(session_settings: dict | None) -> str:
+    """The id of the model a session's turns use (InvalidInput as build_model)."""
+    return DEMO_MODEL_ID if is_demo() else model_settings(session_settings)["id"]
+
+
+_OVERFLOW = re.compile(
+    r"context_length_exceeded|context length|context window|context size|maximum context"
+    r"|ContextWindowExceeded|too many tokens|prompt is too long|input is too long"
+    r"|reduce the length",
+    re.I,
+)
+
+
+def is_context_overflow(error: str) -> bool:
+    """Whether a model error says the request was longer than the model's window (OpenAI's
+    `context_length_exceeded`, and the words vLLM, llama.cpp, Ollama and gateways use)."""
+    return bool(_OVERFLOW.search(error or ""))
 
 
 def model_label(model: Model | None) -> str:

@@ -34,7 +34,6 @@ from core import events
 from core.errors import DomainError, InvalidInput
 from sessions_app.models import Turn
 from sessions_app.partial import PartialReply
-from sessions_app.selectors import branch_history
 from sessions_app.services import branch_set_state
 from sessions_app.turns import (
     CUT_NOTE,
@@ -50,8 +49,9 @@ from sessions_app.turns import (
     turn_store_messages,
 )
 
+from .context import ContextTooSmall, Fit, SummaryFailed, calibrate, fit_turn, overflowed
 from .history import from_agno, to_agno
-from .model import is_demo, model_label, reply_cut_off
+from .model import is_context_overflow, is_demo, model_label, reply_cut_off
 from .services import turns_recover
 
 if TYPE_CHECKING:
@@ -257,24 +257,69 @@ def _execute(
     agent: RollbackAgent, turn: Turn, beat: Heartbeat, partial: PartialReply
 ) -> RunOutput | None:
     branch = agent.refresh_branch()
-    history = branch_history(branch, end=turn.user_message_position)
-    messages = to_agno(history) + [AgnoMessage(role="user", content=turn.message)]
     agent.turn_position = turn.user_message_position
     agent.created_checkpoints = []
     agent.clear_rollback_request()
     label = model_label(agent.model)
     started = time.monotonic()
     got = Streamed(partial=partial)
-    try:
-        _stream(agent, turn, messages, beat, got)
-    except Exception as exc:
-        log.exception("turn %s failed", turn.pk)
-        got.output, got.error = None, f"{type(exc).__name__}: {exc}"
-    finally:
-        agent.turn_position = None
+    fit: Fit | None = None
+    for attempt in (1, 2):
+        try:
+            fit = fit_turn(
+                session=agent.external_session,
+                branch=branch,
+                end=turn.user_message_position or 0,
+                message=turn.message,
+                model=label,
+                stop=lambda: beat.lost,
+            )
+        except ContextTooSmall as exc:
+            agent.turn_position = None
+            fail_turn(turn, exc.message, {"model": label})
+            return None
+        except SummaryFailed as exc:
+            if exc.overflow and attempt == 1 and not beat.lost:
+                continue  # fitted again with the window the server stated
+            agent.turn_position = None
+            if beat.lost:
+                beat.check_cancelled()
+                return None
+            fail_turn(
+                turn,
+                "The earlier messages of this conversation could not be summarised to fit the "
+                f"model's window: {exc} Nothing was lost; send your message again once the model "
+                "server answers.",
+                {"model": label},
+            )
+            return None
+        agent.additional_context = fit.context_note
+        messages = to_agno(fit.history) + [AgnoMessage(role="user", content=turn.message)]
+        got = Streamed(partial=partial)
+        try:
+            _stream(agent, turn, messages, beat, got)
+        except Exception as exc:
+            log.exception("turn %s failed", turn.pk)
+            got.output, got.error = None, f"{type(exc).__name__}: {exc}"
+        failure = got.error or (
+            got.output.content
+            if got.output is not None and got.output.status == RunStatus.error
+            else None
+        )
+        if attempt == 1 and not got.text and not beat.lost and is_context_overflow(str(failure)):
+            # Our count fell short of the server's: count more, summarise more, ask once more.
+            log.warning("turn %s: the model's window was exceeded; fitting again", turn.pk)
+            overflowed(label, str(failure))
+            continue
+        break
+    agent.turn_position = None
+    if fit is not None and got.output is not None and not is_demo():
+        calibrate(label, estimated=fit.raw_tokens, reported=_first_input_tokens(got.output))
     output, error = got.output, got.error
     latency_ms = round((time.monotonic() - started) * 1000)
     meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
+    if fit is not None:
+        meta["context"] = fit.record()
     if beat.lost and not beat.cancelled:
         beat.check_cancelled()
     if beat.cancelled:
@@ -296,6 +341,14 @@ def _execute(
         log.exception("turn %s: the answer could not be stored", turn.pk)
         fail_turn(turn, f"The answer could not be stored: {type(exc).__name__}: {exc}", meta)
         return output
+
+
+def _first_input_tokens(output: RunOutput) -> int | None:
+    """The input tokens the server reported for the run's first request."""
+    for m in output.messages or []:
+        if m.role == "assistant" and not m.from_history and m.metrics is not None:
+            return m.metrics.input_tokens or None
+    return None
 
 
 def _usage(output: RunOutput) -> dict[str, int]:

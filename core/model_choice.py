@@ -68,9 +68,30 @@ def chosen_temperature(session_settings: dict) -> float | None:
     return float(value)
 
 
+CONTEXT_TOKENS_MIN, CONTEXT_TOKENS_MAX = 256, 10_000_000
+
+
+def chosen_context_tokens(session_settings: dict) -> int | None:
+    """The context window the session's settings give its model (None: AGENT_CONTEXT_TOKENS)."""
+    value = session_settings.get("context_tokens")
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not CONTEXT_TOKENS_MIN <= value <= CONTEXT_TOKENS_MAX
+    ):
+        raise InvalidInput(
+            f"The session's context window (settings.context_tokens) must be a whole number of "
+            f"tokens from {CONTEXT_TOKENS_MIN} to {CONTEXT_TOKENS_MAX:,}."
+        )
+    return value
+
+
 def check_model_settings(metadata: Any) -> None:
     """Refuse session metadata whose settings ask for a model or temperature not allowed."""
     chosen = metadata.get("settings") if isinstance(metadata, dict) else None
     if isinstance(chosen, dict):
         chosen_model(chosen)
         chosen_temperature(chosen)
+        chosen_context_tokens(chosen)

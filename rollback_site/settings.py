@@ -301,6 +301,11 @@ AGENT_ALLOWED_MODELS = [
 ]
 # Sent with each request as max_tokens (0: not sent, the server's own limit applies).
 AGENT_MAX_OUTPUT_TOKENS = env_int("AGENT_MAX_OUTPUT_TOKENS", 4096)
+# The model's context window in tokens: each request (instructions, tools, history, the new
+# message) plus the reply's reserve (AGENT_MAX_OUTPUT_TOKENS) fits in it. Older messages that do
+# not fit are summarised by the model (agents.context). A session may set its own
+# (metadata.settings.context_tokens).
+AGENT_CONTEXT_TOKENS = max(1, env_int("AGENT_CONTEXT_TOKENS", 128_000))
 # The most characters of one model response kept: a longer stream is stopped there and the reply
 # stored cut off, with a note, and finish_reason "length". Stored tool arguments and results are
 # bounded the same way.

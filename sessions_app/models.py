@@ -289,3 +289,30 @@ class Turn(models.Model):
             return None
         reason = self.metadata.get("finish_reason") if isinstance(self.metadata, dict) else None
         return reason if isinstance(reason, str) and reason else None
+
+
+class Summary(models.Model):
+    """A summary, written by the model, of a lineage prefix: the history up to and including
+    `last_message`. Every branch whose history holds that message shares the prefix (histories
+    form a tree), so one summary serves them all; nothing is copied per branch. A rewind that
+    deletes `last_message` deletes the summary with it."""
+
+    last_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="summaries")
+    # The summary covers the positions 0 .. end_position - 1 (last_message.position + 1).
+    end_position = models.PositiveIntegerField()
+    content = models.TextField()
+    model = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    # tokens (estimated), pieces (summarising requests made), source_messages
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name_plural = "summaries"
+        ordering = ["-end_position", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["last_message"], name="one_summary_per_prefix"),
+            time_in_range("created_at", name="summary_created_at_in_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"summary of positions 0-{self.end_position - 1}"

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from accounts.models import ApiKey, User
 
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
-from .models import ExternalSession, InternalSession, Message, Turn
+from .models import ExternalSession, InternalSession, Message, Summary, Turn
 
 if TYPE_CHECKING:
     from .models import AnyUser
@@ -120,10 +120,9 @@ def session_branches(session: ExternalSession) -> QuerySet[InternalSession]:
     return InternalSession.objects.filter(session=session).order_by("created_at", "id")
 
 
-def _history_sql() -> str:
+def _lineage_cte() -> str:
     q = connection.ops.quote_name
     branches = q(InternalSession._meta.db_table)
-    messages = q(Message._meta.db_table)
     # The lineage walks from the branch up through its parents. Each ancestor contributes its
     # messages below the fork position of the branch under it (capped by the bound carried from
     # below), so positions are distinct across the lineage and ORDER BY position is the history.
@@ -136,10 +135,69 @@ def _history_sql() -> str:
                    CASE WHEN l.fork_position < l.upper THEN l.fork_position ELSE l.upper END
             FROM {branches} p JOIN lineage l ON p.id = l.parent_id
         )
+    """
+
+
+def branch_lineage(branch: InternalSession, *, end: int | None = None) -> list[tuple[int, int]]:
+    """The branches whose messages make up the branch's history below `end`, each with the
+    position below which its messages belong to that history: (branch id, upper bound)."""
+    stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
+    with connection.cursor() as cursor:
+        cursor.execute(_lineage_cte() + "SELECT id, upper FROM lineage", [stop, branch.pk])
+        return [(int(row[0]), int(row[1])) for row in cursor.fetchall()]
+
+
+def lineage_summary(branch: InternalSession, *, end: int | None = None) -> Summary | None:
+    """The summary of the longest prefix of the branch's history below `end` that has one."""
+    lineage = [(b, upper) for b, upper in branch_lineage(branch, end=end) if upper > 0]
+    if not lineage:
+        return None
+    shared = Q()
+    for branch_id, upper in lineage:
+        shared |= Q(last_message__branch_id=branch_id, last_message__position__lt=upper)
+    return Summary.objects.filter(shared).order_by("-end_position", "-id").first()
+
+
+def history_size(
+    branch: InternalSession, *, start: int = 0, end: int | None = None
+) -> tuple[int, int]:
+    """How many characters (text, tool calls, tool results) and messages the branch's history
+    holds from `start` to `end`: one aggregate query, no message is loaded."""
+    stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
+    start = max(0, start)
+    if start >= stop:
+        return 0, 0
+    q = connection.ops.quote_name
+    messages = q(Message._meta.db_table)
+    calls = "CAST(m.tool_calls AS TEXT)"
+    sql = (
+        _lineage_cte()
+        + f"""
+        SELECT COALESCE(SUM(
+                   CASE WHEN m.role = 'tool' AND m.tool_result <> '' THEN LENGTH(m.tool_result)
+                        ELSE LENGTH(m.content) END
+                   + COALESCE(LENGTH({calls}), 0)), 0),
+               COUNT(*)
+        FROM {messages} m JOIN lineage l ON m.branch_id = l.id
+        WHERE m.position < l.upper AND m.position >= %s
+    """
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [stop, branch.pk, start])
+        chars, count = cursor.fetchone()
+    return int(chars or 0), int(count or 0)
+
+
+def _history_sql() -> str:
+    messages = connection.ops.quote_name(Message._meta.db_table)
+    return (
+        _lineage_cte()
+        + f"""
         SELECT m.* FROM {messages} m JOIN lineage l ON m.branch_id = l.id
         WHERE m.position < l.upper AND m.position >= %s
         ORDER BY m.position
     """
+    )
 
 
 def branch_history(

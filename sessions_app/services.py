@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -26,7 +26,8 @@ from sessions_app.errors import (
     SessionNotFound,
 )
 
-from .models import ExternalSession, InternalSession, Message
+from .models import ExternalSession, InternalSession, Message, Summary
+from .selectors import branch_history
 
 if TYPE_CHECKING:
     from checkpoints.models import Checkpoint
@@ -246,3 +247,28 @@ def branch_set_state(*, branch: InternalSession, session_state: Any) -> Internal
         raise BranchNotFound()
     branch.session_state = state
     return branch
+
+
+def summary_store(
+    *, branch: InternalSession, end: int, content: str, model: str, metadata: dict | None = None
+) -> Summary:
+    """Keep the model's summary of the branch's history below position `end`, keyed by the
+    message at `end - 1` so every branch sharing that prefix finds it. A summary of the same
+    prefix written meanwhile by another worker is kept and returned instead."""
+    last = branch_history(branch, start=end - 1, end=end)
+    if not last:
+        raise InvalidInput("There is nothing to summarise below that position.")
+    existing = Summary.objects.filter(last_message_id=last[0].pk).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return Summary.objects.create(
+                last_message_id=last[0].pk,
+                end_position=end,
+                content=storable_text(content),
+                model=model[:200],
+                metadata=metadata or {},
+            )
+    except IntegrityError:
+        return Summary.objects.get(last_message_id=last[0].pk)

@@ -157,10 +157,17 @@ def echo(body: dict) -> Reply:
     return Reply(f"Echo: {last_user_text(body)}")
 
 
+__all__ += ["count_tokens"]
+
+
 class FakeChatServer:
     """OpenAI-compatible chat completions server on 127.0.0.1, answering scripted items."""
 
-    def __init__(self) -> None:
+    def __init__(self, context_window: int | None = None) -> None:
+        # With a window, the server counts each request's tokens (count_tokens) as a real one
+        # would, refuses one that does not fit with OpenAI's 400 `context_length_exceeded`, and
+        # reports the count as the usage's prompt_tokens.
+        self.context_window = context_window
         self.requests: list[dict] = []
         # Streams whose client went away before the stream ended (it closed the connection).
         self.abandoned = 0
@@ -229,6 +236,8 @@ class FakeChatServer:
             self._queue.clear()
             self.requests.clear()
             self.abandoned = 0
+            self.context_window = None
+            self.default = echo
 
     @property
     def pending(self) -> int:
@@ -322,12 +331,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "The request body must be a JSON object.")
             return
         item = self.fake._take(body)
+        window = self.fake.context_window
+        prompt = count_tokens(body)
+        if window is not None:
+            completion = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+            if prompt + completion > window:
+                self._send_error(
+                    400,
+                    f"This model's maximum context length is {window} tokens. However, you "
+                    f"requested {prompt + completion} tokens ({prompt} in the messages, "
+                    f"{completion} in the completion). Please reduce the length of the messages "
+                    "or completion.",
+                    retry=False,
+                    code="context_length_exceeded",
+                )
+                return
         try:
             item = self.fake._resolve(item, body)
         except Exception as exc:
             traceback.print_exc()
             self._send_error(500, f"FakeChatServer: scripted item failed: {exc!r}", retry=False)
             return
+        if window is not None and isinstance(item, Reply | ToolCalls):
+            item.prompt_tokens = prompt
         self._answer(item, body)
 
     def do_DELETE(self) -> None:
@@ -524,6 +550,7 @@ class _Handler(BaseHTTPRequestHandler):
         message: str,
         retry_after_ms: int | None = None,
         retry: bool = True,
+        code: str | None = None,
     ) -> None:
         headers = {}
         if retry_after_ms is not None:
@@ -531,7 +558,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers["retry-after"] = str(-(-retry_after_ms // 1000))  # whole seconds, rounded up
         if not retry:
             headers["x-should-retry"] = "false"
-        self._send_json(status, error_body(status, message), headers)
+        body = error_body(status, message)
+        if code is not None:
+            body["error"]["code"] = code
+        self._send_json(status, body, headers)
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -550,6 +580,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
+
+
+def count_tokens(body: dict) -> int:
+    """A request's tokens as this server counts them: four characters of text, tool calls and
+    tool schemas to a token, and four tokens of framing per message."""
+    chars = 0
+    messages = body.get("messages") or []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+        elif content is not None:
+            chars += len(json.dumps(content))
+        if isinstance(m, dict) and m.get("tool_calls"):
+            chars += len(json.dumps(m["tool_calls"]))
+    if body.get("tools"):
+        chars += len(json.dumps(body["tools"]))
+    return -(-chars // 4) + 4 * len(messages)
 
 
 def _model_object(model_id: str) -> dict[str, Any]:

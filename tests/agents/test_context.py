@@ -1,0 +1,254 @@
+"""Long conversations within the model's context window (agents.context), against a local
+Chat Completions server that counts tokens and refuses a request longer than its window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.context import SUMMARY_INSTRUCTIONS, context_usage
+from agents.demo_model import SUMMARY_MARKER
+from agents.worker import run_turn
+from checkpoints.services import checkpoint_create, checkpoint_restore
+from core.errors import InvalidInput
+from sessions_app.models import Message, Summary, Turn
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import session_update
+from sessions_app.turns import turn_start
+from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW = 8_000
+
+
+@pytest.fixture
+def window(fake_llm, settings):
+    """A model with an 8,000-token window that answers summaries briefly, and the app told so."""
+    settings.AGENT_CONTEXT_TOKENS = WINDOW
+    settings.AGENT_MAX_OUTPUT_TOKENS = 1_000
+    fake_llm.context_window = WINDOW
+
+    def answer(body: dict) -> Reply:
+        first = body["messages"][0]["content"] or ""
+        if SUMMARY_MARKER in first:
+            return Reply(f"Summary #{len(summary_requests(fake_llm))} of the talk so far.")
+        return Reply("An answer.")
+
+    fake_llm.default = answer
+    return fake_llm
+
+
+def summary_requests(server) -> list[dict]:
+    return [r for r in server.requests if SUMMARY_MARKER in (r["messages"][0]["content"] or "")]
+
+
+def turn_requests(server) -> list[dict]:
+    return [r for r in server.requests if SUMMARY_MARKER not in (r["messages"][0]["content"] or "")]
+
+
+def grow(branch, count: int, size: int = 90) -> None:
+    """Append `count` alternating user/assistant messages of about `size` characters, in bulk."""
+    start = branch.message_count
+    Message.objects.bulk_create(
+        Message(
+            branch=branch,
+            position=start + i,
+            role="user" if i % 2 == 0 else "assistant",
+            content=f"message {start + i}: " + "lorem ipsum dolor sit amet " * (size // 27),
+        )
+        for i in range(count)
+    )
+    branch.message_count = start + count
+    branch.save(update_fields=["message_count"])
+
+
+def ask(session, text: str) -> Turn:
+    turn = turn_start(session=session, message=text)
+    run_turn(turn.pk)
+    turn.refresh_from_db()
+    return turn
+
+
+def test_a_3000_message_branch_fits_an_8000_token_window_and_is_summarised_once(window, session):
+    branch = current_branch(session)
+    grow(branch, 3000)
+
+    turn = ask(session, "what did we talk about?")
+
+    assert turn.status == "done", turn.error
+    assert turn.reply == "An answer."
+    final = turn_requests(window)
+    assert len(final) == 1  # the server never refused it
+    request = final[0]
+    assert count_tokens(request) + request["max_tokens"] <= WINDOW
+    assert request["max_tokens"] == 1_000
+    # Every summarising request fitted too, each building on the summary before it.
+    pieces = summary_requests(window)
+    assert len(pieces) > 1
+    for i, body in enumerate(pieces):
+        assert count_tokens(body) + body["max_tokens"] <= WINDOW
+        if i:
+            assert f"Summary #{i} of the talk so far." in body["messages"][-1]["content"]
+    # The model sees the last summary in its instructions, then the newest messages whole.
+    system = request["messages"][0]["content"]
+    assert f"Summary #{len(pieces)} of the talk so far." in system
+    summary = Summary.objects.order_by("-end_position").first()
+    assert summary is not None
+    assert turn.metadata["context"]["view_start"] == summary.end_position
+    assert turn.metadata["context"]["summary"] == summary.pk
+    shown = [m["content"] for m in request["messages"][1:]]
+    kept = branch_history(current_branch(session), start=summary.end_position, end=3000)
+    assert shown == [m.content for m in kept] + ["what did we talk about?"]
+    assert 0 < len(kept) < 3000
+    # A summary per piece, stored once: nothing is copied into the branch.
+    assert Summary.objects.count() == len(pieces)
+    assert current_branch(session).message_count == 3002
+
+    # The next turn reuses the summary: no summarising request.
+    window.requests.clear()
+    again = ask(session, "and then?")
+    assert again.status == "done", again.error
+    assert summary_requests(window) == []
+    assert f"Summary #{len(pieces)} of the talk so far." in window.messages()[0]["content"]
+
+
+def test_a_branch_restored_from_a_later_checkpoint_reuses_the_summary_and_a_rewind_below_drops_it(
+    window, session
+):
+    branch = current_branch(session)
+    grow(branch, 3000)
+    early = checkpoint_create(branch=current_branch(session), name="early", at=10)
+    assert ask(session, "first").status == "done"
+    summary = Summary.objects.order_by("-end_position").first()
+    made = Summary.objects.count()
+    later = checkpoint_create(branch=current_branch(session), name="later")
+    assert later.message_count > summary.end_position
+
+    restored = checkpoint_restore(checkpoint=later, session=session).branch
+    assert restored.pk != branch.pk
+    window.requests.clear()
+    turn = ask(session, "on the new branch")
+    assert turn.status == "done", turn.error
+    assert turn.branch_id == restored.pk
+    assert summary_requests(window) == []  # the parent's summary serves the new branch
+    assert summary.content in window.messages()[0]["content"]
+    assert Summary.objects.count() == made
+    assert context_usage(restored).summary == summary
+
+    # A rewind of the original branch below the summary's end drops the summaries above it.
+    checkpoint_restore(checkpoint=early, mode="rewind", session=session)
+    assert not Summary.objects.filter(end_position__gt=10).exists()
+    assert context_usage(current_branch(session)).summary is None
+
+
+def test_large_old_tool_results_are_shortened_before_anything_is_summarised(window, session):
+    branch = current_branch(session)
+    grow(branch, 2)
+    window.queue(
+        ToolCalls([ToolCall("calculate", {"expression": "2+2"})]),
+        Reply("Four."),
+    )
+    assert ask(session, "calculate 2+2").status == "done"
+    tool = [m for m in branch_history(current_branch(session)) if m.role == "tool"][0]
+    huge = "x" * 40_000  # about 11,000 tokens: more than the window
+    Message.objects.filter(pk=tool.pk).update(tool_result=huge, content=huge)
+    grow(current_branch(session), 4)
+
+    window.requests.clear()
+    turn = ask(session, "next")
+    assert turn.status == "done", turn.error
+    assert summary_requests(window) == []
+    sent_tool = [m for m in window.messages() if m["role"] == "tool"][0]["content"]
+    assert "[shortened for the model: 40,000 characters in all]" in sent_tool
+    assert len(sent_tool) < 2_000
+    # Only the request is shortened: the stored result is whole.
+    assert Message.objects.get(pk=tool.pk).tool_result == huge
+
+
+def test_a_window_too_small_for_the_message_and_the_reply_fails_before_the_model_is_called(
+    window, session, settings
+):
+    settings.AGENT_CONTEXT_TOKENS = 4_000
+    turn = ask(session, "word " * 5_000)
+    assert turn.status == "failed"
+    assert "more than the model's window of 4,000 tokens" in turn.error
+    assert "AGENT_MAX_OUTPUT_TOKENS" in turn.error
+    assert window.requests == []
+    assert [m.role for m in branch_history(current_branch(session))] == ["user"]
+
+
+def test_a_failed_summary_fails_the_turn_readably_and_the_next_turn_succeeds(
+    window, session, settings
+):
+    settings.AGENT_MAX_RETRIES = 0
+    grow(current_branch(session), 3000)
+    window.queue(Error(503, "upstream overloaded"))
+    turn = ask(session, "hello")
+    assert turn.status == "failed"
+    assert "could not be summarised" in turn.error
+    assert "HTTP 503" in turn.error
+    assert Summary.objects.count() == 0
+    assert turn_requests(window) == []
+
+    again = ask(session, "hello again")
+    assert again.status == "done", again.error
+    assert Summary.objects.exists()
+    history = [m.content for m in branch_history(current_branch(session))][-3:]
+    assert history == ["hello", "hello again", "An answer."] or history[-1] == "An answer."
+
+
+def test_a_server_with_a_smaller_window_than_configured_is_fitted_after_its_refusal(
+    window, session, settings
+):
+    window.context_window = 5_500  # AGENT_CONTEXT_TOKENS says 8,000: the server refuses first
+    grow(current_branch(session), 3000)
+    turn = ask(session, "hello")
+    assert turn.status == "done", turn.error
+    refused = [r for r in window.requests if count_tokens(r) + r["max_tokens"] > 5_500]
+    assert len(refused) == 1  # one refusal: its error states the window, which is used after
+    accepted = turn_requests(window)[-1]
+    assert count_tokens(accepted) + accepted["max_tokens"] <= 5_500
+    assert context_usage(current_branch(session)).limits.context == 5_500
+
+
+def test_the_server_reported_usage_calibrates_the_count(window, session):
+    grow(current_branch(session), 40, size=400)
+    assert ask(session, "one").status == "done"
+    usage = context_usage(current_branch(session))
+    # The server counts four characters to a token, we count three and a half: calibrated,
+    # the next request by our count is within a few percent of the server's.
+    body = turn_requests(window)[-1]
+    assert abs(usage.tokens - count_tokens(body)) / count_tokens(body) < 0.25
+
+
+def test_the_demo_model_summarises_offline(session, settings):
+    settings.OPENAI_API_KEY = settings.OPENAI_BASE_URL = ""
+    settings.AGENT_CONTEXT_TOKENS = 6_000
+    settings.AGENT_MAX_OUTPUT_TOKENS = 500
+    grow(current_branch(session), 600)
+    turn = ask(session, "hello")
+    assert turn.status == "done", turn.error
+    summary = Summary.objects.order_by("-end_position").first()
+    assert summary is not None and summary.content.startswith("The user asked: message 0")
+    assert SUMMARY_INSTRUCTIONS.startswith(SUMMARY_MARKER)
+
+
+def test_a_session_may_set_its_own_window_within_bounds(session):
+    session_update(session=session, metadata={"settings": {"context_tokens": 16_000}})
+    assert context_usage(current_branch(session)).limits.context == 16_000
+    for bad in (10, "big", 10**9, True, 2.5):
+        with pytest.raises(InvalidInput, match="context_tokens"):
+            session_update(session=session, metadata={"settings": {"context_tokens": bad}})
+
+
+def test_usage_counts_the_history_in_the_database(session, settings):
+    settings.AGENT_CONTEXT_TOKENS = 100_000
+    branch = current_branch(session)
+    empty = context_usage(branch)
+    grow(branch, 100, size=350)
+    usage = context_usage(current_branch(session))
+    assert usage.view_start == 0 and usage.summary is None
+    assert usage.tokens - empty.tokens == pytest.approx(100 * (350 // 27 * 27 + 13) / 3.5, rel=0.1)
+    assert json.dumps(usage.percent)
