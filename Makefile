@@ -8,6 +8,9 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# LiteLLM's proxy for tests/gateway, in a virtualenv of its own: it pins openai<3, websockets<16
+# and rich<14, older than the app's environment has.
+GATEWAY_VENV := .venv-gateway
 HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/rollback
@@ -27,7 +30,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+$(GATEWAY_VENV)/.installed: tests/gateway/requirements.txt
+	test -x $(GATEWAY_VENV)/bin/python || $(PYTHON) -m venv $(GATEWAY_VENV)
+	$(GATEWAY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(GATEWAY_VENV)/bin/python -m pip install --quiet -r tests/gateway/requirements.txt
+	touch $@
+
+install: $(VENV)/.installed $(GATEWAY_VENV)/.installed
 
 run: install
 	$(PY) manage.py migrate --noinput
@@ -69,4 +78,4 @@ bench: install
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest benchmarks -q -s -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) var/staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(GATEWAY_VENV) var/staticfiles .pytest_cache .ruff_cache

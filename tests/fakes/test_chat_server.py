@@ -193,6 +193,16 @@ def test_rate_limit_error(server):
     assert excinfo.value.code == "rate_limit_exceeded"
 
 
+def test_an_error_can_carry_a_code_of_its_own(server):
+    server.queue(Error(400, "too long", code="context_length_exceeded"))
+
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        create(server)
+
+    assert excinfo.value.status_code == 400
+    assert excinfo.value.code == "context_length_exceeded"
+
+
 def test_rate_limit_then_retry_succeeds(server):
     server.queue(Error(429), Reply("second time lucky"))
 

@@ -1,0 +1,193 @@
+"""Turns through a real gateway: LiteLLM's proxy between the app and the fake model server
+(conftest.py). They run in the PostgreSQL/Redis phase of `make test`, as CI runs a deployment."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from agents.worker import run_turn
+from core.events import listen
+from sessions_app.models import Turn
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.turns import turn_start
+from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+OVERFLOW_MESSAGE = (
+    "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+    "130512 tokens. Please reduce the length of the messages."
+)
+
+
+def ask(session, text: str, events: list | None = None) -> Turn:
+    """Start a turn and run it as a worker would, collecting the session's events."""
+    turn = turn_start(session=session, message=text)
+    stop = listen(session.pk, (events if events is not None else []).append)
+    try:
+        run_turn(turn.pk)
+    finally:
+        stop()
+    turn.refresh_from_db()
+    return turn
+
+
+def history(session) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in branch_history(current_branch(session))]
+
+
+def client(gateway, **kwargs) -> openai.OpenAI:
+    kwargs.setdefault("max_retries", 0)
+    return openai.OpenAI(base_url=gateway.base_url, api_key=gateway.key, timeout=20, **kwargs)
+
+
+def test_the_gateway_started_offline_and_serves_its_model(gateway):
+    models = [m.id for m in client(gateway).models.list().data]
+    assert models == [gateway.model]
+    assert gateway.startup_seconds < 60
+
+
+def test_a_plain_turn_is_streamed_through_the_gateway_and_stored_with_its_usage(
+    via_gateway, upstream, session
+):
+    upstream.queue(Reply("Hello from behind the gateway.", prompt_tokens=21, completion_tokens=6))
+    events: list[dict] = []
+    turn = ask(session, "hi", events)
+    assert turn.status == "done", turn.error
+    assert turn.reply == "Hello from behind the gateway."
+    assert history(session) == [("user", "hi"), ("assistant", "Hello from behind the gateway.")]
+    reply = branch_history(current_branch(session))[-1]
+    assert reply.metadata["input_tokens"] == 21 and reply.metadata["output_tokens"] == 6
+    # The upstream got the gateway's routing of our request: its own model name, streamed.
+    (body,) = upstream.requests
+    assert body["model"] == "fake-model" and body["stream"] is True
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    deltas = [e["delta"] for e in events if e["type"] == "message.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == "Hello from behind the gateway."
+
+
+def test_a_tool_turn_goes_through_the_gateway_both_ways(via_gateway, upstream, session):
+    upstream.queue(
+        ToolCalls([ToolCall("calculate", {"expression": "(2+3)*4"}, id="call_gw1")]),
+        Reply("It is 20."),
+    )
+    turn = ask(session, "what is (2+3)*4?")
+    assert turn.status == "done", turn.error
+    assert turn.reply == "It is 20." and turn.tools_used == ["calculate"]
+    stored = branch_history(current_branch(session))
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    result = stored[2]
+    assert (result.tool_name, result.tool_args, result.tool_result) == (
+        "calculate",
+        {"expression": "(2+3)*4"},
+        "20",
+    )
+    assert len(upstream.requests) == 2
+    # The first request offered the tool; the second carried the call and its result, by id.
+    assert "calculate" in [t["function"]["name"] for t in upstream.requests[0]["tools"]]
+    second = upstream.messages(1)
+    assert second[-2]["role"] == "assistant"
+    assert second[-2]["tool_calls"][0]["id"] == "call_gw1"
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_gw1"
+    assert second[-1]["content"] == "20"
+
+
+def test_a_429_passes_through_the_gateway_unretried_and_reshaped(gateway, upstream):
+    """The gateway is configured with num_retries: 0, so it hands the 429 to its client. It
+    renames the upstream's headers (`retry-after` becomes `llm_provider-retry-after`: our client
+    backs off on its own schedule) and rewrites the error's type and code."""
+    upstream.queue(Error(429, "slow down", retry_after_ms=1000))
+    with pytest.raises(openai.RateLimitError) as excinfo:
+        client(gateway).chat.completions.create(
+            model=gateway.model, messages=[{"role": "user", "content": "hi"}]
+        )
+    error = excinfo.value
+    assert error.status_code == 429
+    assert len(upstream.requests) == 1  # LiteLLM did not retry it
+    headers = error.response.headers
+    assert "retry-after" not in headers and "retry-after-ms" not in headers
+    assert headers["llm_provider-retry-after"] == "1"
+    assert headers["llm_provider-retry-after-ms"] == "1000"
+    body = error.response.json()["error"]
+    assert (body["type"], body["code"]) == ("throttling_error", "429")
+    assert "slow down" in body["message"]
+
+
+def test_a_429_is_retried_by_our_client_and_the_turn_succeeds(via_gateway, upstream, session):
+    upstream.queue(Error(429, "slow down", retry_after_ms=200), Reply("second time lucky"))
+    turn = ask(session, "hi")
+    assert turn.status == "done", turn.error
+    assert turn.reply == "second time lucky"
+    assert history(session) == [("user", "hi"), ("assistant", "second time lucky")]
+    assert len(upstream.requests) == 2  # the 429, then our client's retry
+
+
+def test_a_429_fails_the_turn_when_our_client_may_not_retry(
+    via_gateway, upstream, session, settings
+):
+    """The other half of the proof that our client, not the gateway, retried the 429 above."""
+    settings.AGENT_MAX_RETRIES = 0
+    upstream.queue(Error(429, "slow down", retry_after_ms=200), Reply("never sent"))
+    turn = ask(session, "hi")
+    assert turn.status == "failed"
+    assert "429" in turn.error
+    assert len(upstream.requests) == 1
+    assert history(session) == [("user", "hi")]
+
+
+def test_a_context_overflow_comes_back_through_the_gateway_as_a_400_without_its_code(
+    gateway, upstream
+):
+    """What the gateway returns for an upstream 400 `context_length_exceeded`, streamed or not:
+    the shape our code has to recognise as a context overflow behind a gateway. LiteLLM keeps the
+    status and the type but replaces the code with "400": only the message tells, prefixed with
+    LiteLLM's own exception name and followed by its notes."""
+    for stream in (False, True):
+        upstream.reset()
+        upstream.queue(Error(400, OVERFLOW_MESSAGE, code="context_length_exceeded"))
+        with pytest.raises(openai.BadRequestError) as excinfo:
+            response = client(gateway).chat.completions.create(
+                model=gateway.model,
+                messages=[{"role": "user", "content": "a very long history"}],
+                stream=stream,
+            )
+            list(response) if stream else None
+        error = excinfo.value
+        assert error.status_code == 400
+        assert len(upstream.requests) == 1  # not retried
+        body = error.response.json()
+        assert set(body) == {"error"}
+        assert set(body["error"]) == {"message", "type", "param", "code"}
+        assert (body["error"]["type"], body["error"]["param"], body["error"]["code"]) == (
+            "invalid_request_error",
+            None,
+            "400",
+        )
+        assert (error.code, error.type) == ("400", "invalid_request_error")
+        message = body["error"]["message"]
+        assert message.startswith(
+            "litellm.ContextWindowExceededError: litellm.BadRequestError: "
+            "ContextWindowExceededError: OpenAIException - " + OVERFLOW_MESSAGE
+        )
+        assert "context_length_exceeded" not in error.response.text
+
+
+def test_a_context_overflow_behind_the_gateway_fails_the_turn_unretried_for_now(
+    via_gateway, upstream, session
+):
+    """Today an overflow is an ordinary 400: the turn fails at once, the user's message kept."""
+    upstream.queue(Error(400, OVERFLOW_MESSAGE, code="context_length_exceeded"), Reply("never"))
+    turn = ask(session, "hi")
+    assert turn.status == "failed"
+    assert "400" in turn.error and "maximum context length" in turn.error
+    assert len(upstream.requests) == 1
+    assert history(session) == [("user", "hi")]
+
+
+@pytest.mark.skip(reason="needs the context window work")
+def test_a_context_overflow_behind_the_gateway_is_handled(via_gateway, upstream, session):
+    """Once the app recognises an overflow (a 400 whose message names ContextWindowExceededError
+    or "maximum context length", since the gateway drops the code), the turn handles it: the
+    history it sends is trimmed and the turn retried, or it fails saying the conversation is too
+    long for the model."""
