@@ -160,8 +160,10 @@ def say(branch: InternalSession, *texts: str) -> None:
         message_append(branch=branch, role="user" if i % 2 == 0 else "assistant", content=text)
 
 
-def grow(branch: InternalSession, n: int) -> None:
-    """Add n messages to a branch in bulk (for size tests), keeping its count right."""
+def grow(branch: InternalSession, n: int, size: int = 0) -> None:
+    """Add n messages to a branch in bulk (for size tests), keeping its count right; with
+    `size`, each is about that many characters long."""
+    filler = "lorem ipsum dolor sit amet " * (size // 27)
     branch.refresh_from_db()
     start = branch.message_count
     Message.objects.bulk_create(
@@ -170,7 +172,7 @@ def grow(branch: InternalSession, n: int) -> None:
                 branch=branch,
                 position=start + i,
                 role="user" if i % 2 == 0 else "assistant",
-                content=f"message {start + i}",
+                content=f"message {start + i}: {filler}" if size else f"message {start + i}",
             )
             for i in range(n)
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents.context import context_usage
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
 from sessions_app.models import ExternalSession, InternalSession, Turn
@@ -61,6 +62,7 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         "session": session,
         "branch": branch,
         "branch_label": branch_label(branch),
+        "context": context_usage(branch),
         "history": shown,
         "earlier": start if start > 0 else None,
         "active_turn": active if before is None else None,

@@ -16,6 +16,7 @@ from sessions_app.models import Message, Summary, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_update
 from sessions_app.turns import turn_start
+from tests.conftest import grow
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,22 +49,6 @@ def turn_requests(server) -> list[dict]:
     return [r for r in server.requests if SUMMARY_MARKER not in (r["messages"][0]["content"] or "")]
 
 
-def grow(branch, count: int, size: int = 90) -> None:
-    """Append `count` alternating user/assistant messages of about `size` characters, in bulk."""
-    start = branch.message_count
-    Message.objects.bulk_create(
-        Message(
-            branch=branch,
-            position=start + i,
-            role="user" if i % 2 == 0 else "assistant",
-            content=f"message {start + i}: " + "lorem ipsum dolor sit amet " * (size // 27),
-        )
-        for i in range(count)
-    )
-    branch.message_count = start + count
-    branch.save(update_fields=["message_count"])
-
-
 def ask(session, text: str) -> Turn:
     turn = turn_start(session=session, message=text)
     run_turn(turn.pk)
@@ -73,7 +58,7 @@ def ask(session, text: str) -> Turn:
 
 def test_a_3000_message_branch_fits_an_8000_token_window_and_is_summarised_once(window, session):
     branch = current_branch(session)
-    grow(branch, 3000)
+    grow(branch, 3000, 90)
 
     turn = ask(session, "what did we talk about?")
 
@@ -118,7 +103,7 @@ def test_a_branch_restored_from_a_later_checkpoint_reuses_the_summary_and_a_rewi
     window, session
 ):
     branch = current_branch(session)
-    grow(branch, 3000)
+    grow(branch, 3000, 90)
     early = checkpoint_create(branch=current_branch(session), name="early", at=10)
     assert ask(session, "first").status == "done"
     summary = Summary.objects.order_by("-end_position").first()
@@ -145,7 +130,7 @@ def test_a_branch_restored_from_a_later_checkpoint_reuses_the_summary_and_a_rewi
 
 def test_large_old_tool_results_are_shortened_before_anything_is_summarised(window, session):
     branch = current_branch(session)
-    grow(branch, 2)
+    grow(branch, 2, 90)
     window.queue(
         ToolCalls([ToolCall("calculate", {"expression": "2+2"})]),
         Reply("Four."),
@@ -154,7 +139,7 @@ def test_large_old_tool_results_are_shortened_before_anything_is_summarised(wind
     tool = [m for m in branch_history(current_branch(session)) if m.role == "tool"][0]
     huge = "x" * 40_000  # about 11,000 tokens: more than the window
     Message.objects.filter(pk=tool.pk).update(tool_result=huge, content=huge)
-    grow(current_branch(session), 4)
+    grow(current_branch(session), 4, 90)
 
     window.requests.clear()
     turn = ask(session, "next")
@@ -183,7 +168,7 @@ def test_a_failed_summary_fails_the_turn_readably_and_the_next_turn_succeeds(
     window, session, settings
 ):
     settings.AGENT_MAX_RETRIES = 0
-    grow(current_branch(session), 3000)
+    grow(current_branch(session), 3000, 90)
     window.queue(Error(503, "upstream overloaded"))
     turn = ask(session, "hello")
     assert turn.status == "failed"
@@ -203,7 +188,7 @@ def test_a_server_with_a_smaller_window_than_configured_is_fitted_after_its_refu
     window, session, settings
 ):
     window.context_window = 5_500  # AGENT_CONTEXT_TOKENS says 8,000: the server refuses first
-    grow(current_branch(session), 3000)
+    grow(current_branch(session), 3000, 90)
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error
     refused = [r for r in window.requests if count_tokens(r) + r["max_tokens"] > 5_500]
@@ -227,7 +212,7 @@ def test_the_demo_model_summarises_offline(session, settings):
     settings.OPENAI_API_KEY = settings.OPENAI_BASE_URL = ""
     settings.AGENT_CONTEXT_TOKENS = 6_000
     settings.AGENT_MAX_OUTPUT_TOKENS = 500
-    grow(current_branch(session), 600)
+    grow(current_branch(session), 600, 90)
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error
     summary = Summary.objects.order_by("-end_position").first()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import openai
 import pytest
 
+from agents.demo_model import SUMMARY_MARKER
 from agents.worker import run_turn
 from core.events import listen
 from sessions_app.models import Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.turns import turn_start
-from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
+from tests.conftest import grow
+from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -173,21 +175,26 @@ def test_a_context_overflow_comes_back_through_the_gateway_as_a_400_without_its_
         assert "context_length_exceeded" not in error.response.text
 
 
-def test_a_context_overflow_behind_the_gateway_fails_the_turn_unretried_for_now(
-    via_gateway, upstream, session
-):
-    """Today an overflow is an ordinary 400: the turn fails at once, the user's message kept."""
-    upstream.queue(Error(400, OVERFLOW_MESSAGE, code="context_length_exceeded"), Reply("never"))
-    turn = ask(session, "hi")
-    assert turn.status == "failed"
-    assert "400" in turn.error and "maximum context length" in turn.error
-    assert len(upstream.requests) == 1
-    assert history(session) == [("user", "hi")]
+def test_a_context_overflow_behind_the_gateway_is_handled(via_gateway, upstream, session, settings):
+    """The upstream's window is smaller than AGENT_CONTEXT_TOKENS says. Its refusal reaches us
+    through the gateway without its code, but its message names the window: the turn is fitted
+    to that window (older messages summarised) and sent again, and succeeds."""
+    settings.AGENT_CONTEXT_TOKENS = 8_000
+    settings.AGENT_MAX_OUTPUT_TOKENS = 1_000
+    upstream.context_window = 5_500
 
+    def answer(body: dict) -> Reply:
+        if SUMMARY_MARKER in (body["messages"][0]["content"] or ""):
+            return Reply("What was said so far, in short.")
+        return Reply("Fitted.")
 
-@pytest.mark.skip(reason="needs the context window work")
-def test_a_context_overflow_behind_the_gateway_is_handled(via_gateway, upstream, session):
-    """Once the app recognises an overflow (a 400 whose message names ContextWindowExceededError
-    or "maximum context length", since the gateway drops the code), the turn handles it: the
-    history it sends is trimmed and the turn retried, or it fails saying the conversation is too
-    long for the model."""
+    upstream.default = answer
+    grow(current_branch(session), 3000, 90)
+    turn = ask(session, "hello")
+    assert turn.status == "done", turn.error
+    assert turn.reply == "Fitted."
+    refused = [r for r in upstream.requests if count_tokens(r) + r["max_tokens"] > 5_500]
+    assert len(refused) == 1
+    assert all(count_tokens(r) + r["max_tokens"] <= 5_500 for r in upstream.requests[1:])
+    assert "What was said so far, in short." in upstream.messages()[0]["content"]
+    assert current_branch(session).message_count == 3002

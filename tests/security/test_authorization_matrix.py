@@ -156,6 +156,7 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/turns/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "turn"}),
     "/api/v1/turns/<int:pk>/cancel/": Rule(OWNER, ("POST",), {"pk": "turn"}),
     "/api/v1/branches/<int:pk>/activate/": Rule(OWNER, ("POST",), {"pk": "branch"}),
+    "/api/v1/branches/<int:pk>/context/": Rule(OWNER, ("GET",), {"pk": "branch"}),
     "/api/v1/checkpoints/<int:pk>/": Rule(OWNER, ("GET", "DELETE"), {"pk": "checkpoint"}),
     "/api/v1/checkpoints/<int:pk>/restore/": Rule(
         OWNER, ("POST",), {"pk": "checkpoint"}, {"mode": "rewind"}

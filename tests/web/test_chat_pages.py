@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -430,3 +431,28 @@ def test_delete_a_checkpoint_from_the_panel(as_alice, session, branch):
     response = as_alice.post(reverse("chat:checkpoint_delete", args=[cp.pk]), **HX)
     assert response.status_code == 200 and "doomed" not in response.content.decode()
     assert not Checkpoint.objects.exists()
+
+
+def test_the_page_shows_the_context_gauge_and_where_the_summary_begins(as_alice, session, settings):
+    from sessions_app.services import summary_store
+
+    settings.AGENT_CONTEXT_TOKENS = 20_000
+    settings.AGENT_MAX_OUTPUT_TOKENS = 1_000
+    branch = current_branch(session)
+    grow(branch, 60, 350)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    # About 60 x 350 characters and the instructions, at 3.5 characters a token, of 18,000.
+    shown = re.search(r'data-testid="context-gauge".*?context (\d+)%', page, re.S)
+    assert shown is not None and 35 <= int(shown.group(1)) <= 42
+    assert 'data-testid="context-summary"' not in page
+
+    summary_store(branch=branch, end=40, content="Alice asked about **loops**.", model="m")
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert "The first 40 messages reach the model as a summary." in page
+    assert 'data-testid="context-summary"' in page
+    assert "<strong>loops</strong>" in page  # rendered as sanitised Markdown
+    # The divider sits right before the first message the model sees whole.
+    divider = page.index('data-testid="context-summary"')
+    assert page.index("message 39:") < divider < page.index("message 40:")
+    grow(branch, 200, 350)
+    assert "context full" in as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()

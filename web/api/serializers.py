@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
@@ -56,6 +59,44 @@ class MessageOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class UsageOut(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
+class TurnContextOut(serializers.Serializer):
+    budget = serializers.IntegerField(help_text="The model's window in tokens.")
+    reserve = serializers.IntegerField(help_text="Tokens kept for the reply (max_tokens).")
+    tokens = serializers.IntegerField(help_text="The request, by Rollback's count.")
+    view_start = serializers.IntegerField(
+        help_text="Position of the first message sent whole; those before are summarised."
+    )
+    summary = serializers.IntegerField(allow_null=True)
+    summaries_made = serializers.IntegerField()
+
+
+class SummaryOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    end_position = serializers.IntegerField(help_text="It covers positions 0 .. end_position-1.")
+    content = serializers.CharField()
+    model = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class BranchContextOut(serializers.Serializer):
+    branch = serializers.IntegerField()
+    budget = serializers.IntegerField(help_text="The model's window in tokens.")
+    reserve = serializers.IntegerField(help_text="Tokens kept for the reply (max_tokens).")
+    used = serializers.IntegerField(help_text="The next request without the new message.")
+    percent = serializers.IntegerField(help_text="`used` as a share of what a request may take.")
+    message_count = serializers.IntegerField()
+    view_start = serializers.IntegerField(
+        help_text="Position of the first message the model sees whole; those before it are "
+        "summarised in `summary`."
+    )
+    summary = SummaryOut(allow_null=True)
+
+
 class TurnOut(serializers.Serializer):
     id = serializers.IntegerField()
     session = serializers.IntegerField(source="session_id")
@@ -68,8 +109,26 @@ class TurnOut(serializers.Serializer):
     checkpoint = serializers.IntegerField(source="checkpoint_id", allow_null=True)
     rolled_back_to = serializers.IntegerField(source="rolled_back_to_id", allow_null=True)
     error = serializers.CharField()
+    usage = serializers.SerializerMethodField()
+    context = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(UsageOut(allow_null=True))
+    def get_usage(self, turn: Any) -> dict | None:
+        usage = turn.metadata.get("usage") if isinstance(turn.metadata, dict) else None
+        if not isinstance(usage, dict) or not usage:
+            return None
+        return {
+            "input_tokens": usage.get("input_tokens") or 0,
+            "output_tokens": usage.get("output_tokens") or 0,
+        }
+
+    @extend_schema_field(TurnContextOut(allow_null=True))
+    def get_context(self, turn: Any) -> dict | None:
+        """How the turn's request fitted the model's window (null before it was sent)."""
+        context = turn.metadata.get("context") if isinstance(turn.metadata, dict) else None
+        return context if isinstance(context, dict) else None
 
 
 class TurnIn(StrictSerializer):

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import User
+from agents.context import context_usage
 from agents.services import turn_submit
 from checkpoints.transfer import session_export, session_import
 from core.api import Pagination, paginate
@@ -38,6 +39,7 @@ from sessions_app.selectors import (
 from sessions_app.services import branch_activate, session_create, session_delete, session_update
 from sessions_app.turns import turn_cancel
 from web.api.serializers import (
+    BranchContextOut,
     BranchOut,
     MessageOut,
     SessionCreateIn,
@@ -223,6 +225,32 @@ class BranchActivate(APIView):
         branch_activate(branch=branch)
         branch.refresh_from_db()
         return Response(BranchOut(branch).data)
+
+
+class BranchContext(APIView):
+    @extend_schema(
+        responses=BranchContextOut,
+        summary="How much of the model's window the branch uses, and the summary of what "
+        "the model no longer sees whole",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        branch = get_branch_for_user(request.user, pk)
+        usage = context_usage(branch)
+        summary = usage.summary
+        return Response(
+            BranchContextOut(
+                {
+                    "branch": branch.pk,
+                    "budget": usage.limits.context,
+                    "reserve": usage.limits.reserve,
+                    "used": usage.tokens,
+                    "percent": usage.percent,
+                    "message_count": usage.message_count,
+                    "view_start": usage.view_start,
+                    "summary": summary,
+                }
+            ).data
+        )
 
 
 class SessionExport(APIView):

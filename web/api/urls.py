@@ -37,6 +37,7 @@ urlpatterns = [
     path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
     path("turns/<int:pk>/cancel/", sessions_api.TurnCancel.as_view(), name="turn-cancel"),
     path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
+    path("branches/<int:pk>/context/", sessions_api.BranchContext.as_view(), name="context"),
     path("checkpoints/<int:pk>/", checkpoints_api.CheckpointDetail.as_view(), name="checkpoint"),
     path(
         "checkpoints/<int:pk>/restore/",
