@@ -455,4 +455,5 @@ def test_the_page_shows_the_context_gauge_and_where_the_summary_begins(as_alice,
     divider = page.index('data-testid="context-summary"')
     assert page.index("message 39:") < divider < page.index("message 40:")
     grow(branch, 200, 350)
-    assert "context full" in as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert "context full" in page
