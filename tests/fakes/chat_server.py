@@ -88,6 +88,7 @@ class Error:
     status: int = 500
     message: str = "injected failure"
     retry_after_ms: int | None = 10  # `retry-after-ms` / `retry-after` headers: fast client retries
+    code: str | None = None  # the error's `code` (default: the usual one for the status)
 
 
 @dataclass
@@ -126,9 +127,10 @@ _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
 }
 
 
-def error_body(status: int, message: str) -> dict[str, Any]:
+def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error shape: {"error": {"message", "type", "param", "code"}}."""
-    kind, code = _ERROR_KINDS.get(status, ("server_error", None))
+    kind, usual = _ERROR_KINDS.get(status, ("server_error", None))
+    code = code or usual
     if status < 500 and status not in _ERROR_KINDS:
         kind = "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
@@ -352,7 +354,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, item: Any, body: dict) -> None:
         stream = bool(body.get("stream"))
         if isinstance(item, Error):
-            self._send_error(item.status, item.message, retry_after_ms=item.retry_after_ms)
+            self._send_error(
+                item.status, item.message, retry_after_ms=item.retry_after_ms, code=item.code
+            )
         elif isinstance(item, Hang):
             self.fake._stopping.wait(item.seconds)
             self.close_connection = True
@@ -538,6 +542,7 @@ class _Handler(BaseHTTPRequestHandler):
         message: str,
         retry_after_ms: int | None = None,
         retry: bool = True,
+        code: str | None = None,
     ) -> None:
         headers = {}
         if retry_after_ms is not None:
@@ -545,7 +550,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["retry-after"] = str(-(-retry_after_ms // 1000))  # whole seconds, rounded up
         if not retry:
             headers["x-should-retry"] = "false"
-        self._send_json(status, error_body(status, message), headers)
+        self._send_json(status, error_body(status, message, code), headers)
 
     def _start_stream(self) -> None:
         self.send_response(200)

@@ -370,3 +370,10 @@ def test_a_usage_only_final_chunk_when_usage_is_asked_for(server):
     server.queue(Reply("hi", prompt_tokens=5, completion_tokens=2))
     chunks = list(create(server, stream=True, stream_options={"include_usage": True}))
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 7
+
+
+def test_an_error_can_carry_its_own_code(server):
+    server.queue(Error(400, "too long", code="context_length_exceeded"))
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        create(server)
+    assert excinfo.value.code == "context_length_exceeded"
