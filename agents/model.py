@@ -229,7 +229,7 @@ class ChatModel(OpenAILike):
         self.interrupted = False
         self._finished = False
         limit = self.max_tool_calls
-        if limit is not None and self.tool_calls_made >= limit:
+        if limit is not None and self.tool_calls_made and self.tool_calls_made >= limit:
             self.tool_limit_hit = True
             return ModelResponse(role="assistant", content=tool_limit_note(limit))
         return None

@@ -346,7 +346,11 @@ def report_unrun_tools(turn: Turn, new: list[NewMessage], got: Streamed) -> None
             continue
         call_id = m.tool_call_id or None
         events.tool_started(
-            session=turn.session_id, turn=turn.pk, tool=m.tool_name, args=m.tool_args, call_id=call_id
+            session=turn.session_id,
+            turn=turn.pk,
+            tool=m.tool_name,
+            args=m.tool_args,
+            call_id=call_id,
         )
         events.tool_finished(
             session=turn.session_id,
