@@ -3,7 +3,9 @@
 The model gets exactly the branch's history: user and assistant messages, assistant tool calls and
 their tool results. A history that would break the protocol (a tool call without its result, or a
 result without its call, as an imported document might hold) is repaired on the way out so the
-model server never refuses it.
+model server never refuses it, and so is a user message that follows another one (a failed turn
+leaves its user message without an answer): `alternate` joins them into one, because the chat
+templates of many models accept only alternating roles.
 """
 
 from __future__ import annotations
@@ -59,6 +61,27 @@ def to_agno(messages: list[Message]) -> list[AgnoMessage]:
             continue
         out.append(AgnoMessage(role=m.role, content=m.content, add_to_agent_memory=False))
     _drop_unanswered(out, pending)
+    return alternate(out)
+
+
+def alternate(messages: list[AgnoMessage]) -> list[AgnoMessage]:
+    """`messages` with each run of consecutive user messages joined into one (their texts
+    separated by a blank line), so no two user messages follow each other. The joined message
+    is the last of its run, keeping that one's flags: the turn's own new message stays new."""
+    out: list[AgnoMessage] = []
+    for m in messages:
+        before = out[-1] if out else None
+        if (
+            before is not None
+            and m.role == "user"
+            and before.role == "user"
+            and isinstance(m.content, str)
+            and isinstance(before.content, str)
+        ):
+            m.content = "\n\n".join(part for part in (before.content, m.content) if part)
+            out[-1] = m
+            continue
+        out.append(m)
     return out
 
 
@@ -103,8 +126,14 @@ def _metrics(message: AgnoMessage) -> dict[str, Any]:
     return out
 
 
-def from_agno(messages: list[AgnoMessage], *, model: str) -> list[NewMessage]:
-    """The messages a run added after the user's message, ready to store."""
+def from_agno(
+    messages: list[AgnoMessage], *, model: str, ran: set[str] | None = None
+) -> list[NewMessage]:
+    """The messages a run added after the user's message, ready to store. A tool result is
+    marked {"error": true} when its tool did not run: it raised (agno's `tool_call_error`), or
+    its call id is not in `ran`, the calls that ran (agno answers a call to an unknown tool,
+    with arguments that are not JSON, or past the tool-call limit with an error text of its
+    own and no flag)."""
     new: list[NewMessage] = []
     names: dict[str, str] = {}
     seen_user = False
@@ -130,6 +159,7 @@ def from_agno(messages: list[AgnoMessage], *, model: str) -> list[NewMessage]:
             )
         elif m.role == "tool":
             result = _text(m.content)
+            failed = bool(m.tool_call_error) or (ran is not None and m.tool_call_id not in ran)
             new.append(
                 NewMessage(
                     role="tool",
@@ -138,7 +168,7 @@ def from_agno(messages: list[AgnoMessage], *, model: str) -> list[NewMessage]:
                     tool_args=m.tool_args,
                     tool_result=result,
                     tool_call_id=m.tool_call_id or "",
-                    metadata={"error": True} if m.tool_call_error else {},
+                    metadata={"error": True} if failed else {},
                 )
             )
         elif m.role == "user":

@@ -15,10 +15,12 @@ retries stay off so that there is exactly one retry policy.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 from agno.exceptions import ModelProviderError
@@ -31,6 +33,8 @@ from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature, i
 
 from .demo_model import DemoModel
 
+log = logging.getLogger(__name__)
+
 _HINTS = {
     401: "check OPENAI_API_KEY",
     403: "check OPENAI_API_KEY and the model's access rights",
@@ -39,61 +43,106 @@ _HINTS = {
 }
 
 
+def attempts(cause: BaseException | None) -> int:
+    """How many requests the openai client really sent for the call that failed with `cause`:
+    it numbers its retries in the `x-stainless-retry-count` header of each request."""
+    request = getattr(cause, "request", None)
+    headers = getattr(request, "headers", None)
+    try:
+        return int(headers.get("x-stainless-retry-count", 0)) + 1 if headers is not None else 1
+    except (TypeError, ValueError):
+        return 1
+
+
 def explain(exc: ModelProviderError, model: ChatModel) -> ModelProviderError:
-    """The provider error in words a user can act on (agno keeps only the server's message)."""
+    """The provider error in words a user can act on (agno keeps only the server's message).
+    The model server's address is logged, never put in the text: users see this text."""
     cause = exc.__cause__
-    retries = f" (after {model.max_retries} retries)" if model.max_retries else ""
+    tries = attempts(cause)
+    after = f" after {tries} attempts" if tries > 1 else ""
     if isinstance(cause, openai.APITimeoutError):
-        text = f"the model server did not answer within {model.timeout:g} s{retries}"
+        text = f"the model server did not answer within {model.timeout:g} s{after}"
     elif isinstance(cause, openai.APIConnectionError):
-        where = model.base_url or "api.openai.com"
-        text = f"the connection to the model server at {where} failed{retries}"
+        log.warning(
+            "the connection to the model server at %s failed: %s",
+            model.base_url or "api.openai.com",
+            cause,
+        )
+        text = f"the connection to the model server failed{after}"
     elif isinstance(cause, openai.APIStatusError):
         status = cause.status_code
         hint = _HINTS.get(status) or ("a server error" if status >= 500 else "")
-        retried = retries if status in (408, 409, 429) or status >= 500 else ""
-        text = f"the model server answered HTTP {status}{retried}: {exc.message}"
+        text = f"the model server answered HTTP {status}{after}: {exc.message}"
         if hint:
             text += f" ({hint})"
     elif isinstance(cause, json.JSONDecodeError | ValueError):
         text = f"the model server sent an answer that could not be read ({cause})"
     else:
         text = exc.message
-    return ModelProviderError(
-        message=text, status_code=exc.status_code, model_name=model.name, model_id=model.id
+    # The same class (agno's ContextWindowExceededError stays one), with a readable text.
+    return type(exc)(
+        message=redact(text), status_code=exc.status_code, model_name=model.name, model_id=model.id
     )
+
+
+def redact(text: str) -> str:
+    """`text` without the model server's address or key (OPENAI_BASE_URL, OPENAI_API_KEY),
+    for anything a user sees: an error from a library may quote either."""
+    secrets = []
+    key = settings.OPENAI_API_KEY
+    if key and len(key) >= 4:
+        secrets.append((key, "[the API key]"))
+    base = settings.OPENAI_BASE_URL
+    if base:
+        parts = urlsplit(base)
+        secrets += [(base.rstrip("/"), "[the model server]")]
+        if parts.netloc:
+            secrets.append((parts.netloc, "[the model server]"))
+        if parts.hostname:
+            secrets.append((parts.hostname, "[the model server]"))
+    for secret, placeholder in secrets:
+        text = text.replace(secret, placeholder)
+    return text
 
 
 def _side_chars(delta: ModelResponse) -> int:
     """The characters of a streamed delta besides its text: tool-call arguments and reasoning."""
     count = len(delta.reasoning_content or "")
     for call in delta.tool_calls or []:
-        function = (
-            call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
-        )
-        arguments = (
-            function.get("arguments")
-            if isinstance(function, dict)
-            else getattr(function, "arguments", None)
-        )
+        function = _field(call, "function")
+        arguments = _field(function, "arguments")
         count += len(arguments) if isinstance(arguments, str) else 0
     return count
 
 
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+class ReplyTooLong(ModelProviderError):
+    """Tool-call arguments or reasoning passed AGENT_MAX_REPLY_CHARS."""
+
+
 class _ReplyBound:
-    """Counts one streamed response against the model's `max_reply_chars`."""
+    """Watches one streamed response: counts it against the model's `max_reply_chars`, and
+    notes the text that arrived and the tool calls it asks for."""
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
         self.used = 0
+        self.text = 0
+        self.calls: set[Any] = set()
 
     def take(self, delta: ModelResponse) -> bool:
         """Count `delta`, cutting its text to what is left; True when the stream must stop
         after it. Tool-call arguments or reasoning past the limit fail the response."""
         limit = self.model.max_reply_chars
         self.used += _side_chars(delta)
+        for call in delta.tool_calls or []:
+            index = _field(call, "index")
+            self.calls.add(index if index is not None else _field(call, "id"))
         if self.used > limit:
-            raise ModelProviderError(
+            raise ReplyTooLong(
                 message=f"the model's answer passed the limit of {limit} characters "
                 "(AGENT_MAX_REPLY_CHARS) before its text; it was stopped",
                 model_name=self.model.name,
@@ -103,21 +152,64 @@ class _ReplyBound:
             return False
         if self.used + len(delta.content) > limit:
             delta.content = delta.content[: limit - self.used]
+            self.text += len(delta.content)
             self.model.cut_off = "chars"
             return True
         self.used += len(delta.content)
+        self.text += len(delta.content)
         return False
+
+    def ended_early(self, exc: ModelProviderError | None) -> bool:
+        """The response ended without a finish (the stream closed, or broke with `exc`): True
+        when its text so far can be kept as an interrupted reply. A response with no text, or
+        with tool calls (whose arguments may be cut), cannot: that raises."""
+        if self.text and not self.calls:
+            self.model.interrupted = True
+            if exc is not None:
+                log.warning("the model's stream broke after %s characters: %s", self.text, exc)
+            return True
+        if exc is not None:
+            raise explain(exc, self.model) from exc
+        raise ModelProviderError(
+            message="the model's answer ended before it was finished"
+            + (" (its tool calls may be incomplete, so none was run)" if self.calls else ""),
+            model_name=self.model.name,
+            model_id=self.model.id,
+        )
+
+
+def tool_limit_note(limit: int) -> str:
+    calls = "tool call" if limit == 1 else "tool calls"
+    return f"Stopped after {limit} {calls} (the limit per turn)."
 
 
 @dataclass
 class ChatModel(OpenAILike):
     """agno's OpenAI-compatible chat model, with errors that say what went wrong and streamed
     responses of at most `max_reply_chars` characters: a longer one is cut there and its
-    request closed. `cut_off` says whether the last streamed response was cut short, by this
-    bound ("chars") or by the server's own limit, max_tokens ("tokens")."""
+    request closed. After each streamed response:
+
+    - `cut_off` says whether it was cut short, by this bound ("chars") or by the server's own
+      limit, max_tokens ("tokens");
+    - `interrupted` says whether it ended without a finish (the stream closed or broke after
+      some text arrived: that text is the answer, and the run goes on as if it had finished);
+    - `tool_calls_made` counts the tool calls asked for in this turn. Once they reach
+      `max_tool_calls`, the model sends no more requests: its next answer is a note saying so
+      (`tool_limit_hit`). `begin_turn()` starts counting again."""
 
     max_reply_chars: int = 200_000
+    max_tool_calls: int | None = None
     cut_off: str | None = None
+    interrupted: bool = False
+    tool_calls_made: int = 0
+    tool_limit_hit: bool = False
+    _finished: bool = False
+
+    def begin_turn(self) -> None:
+        self.tool_calls_made = 0
+        self.tool_limit_hit = False
+        self.cut_off = None
+        self.interrupted = False
 
     def invoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
         try:
@@ -131,8 +223,23 @@ class ChatModel(OpenAILike):
         except ModelProviderError as exc:
             raise explain(exc, self) from exc
 
-    def invoke_stream(self, *args: Any, **kwargs: Any) -> Iterator[ModelResponse]:
+    def _start_response(self) -> ModelResponse | None:
+        """Before a streamed request: the note that ends the turn instead, once the tool calls
+        reached the limit."""
         self.cut_off = None
+        self.interrupted = False
+        self._finished = False
+        limit = self.max_tool_calls
+        if limit is not None and self.tool_calls_made and self.tool_calls_made >= limit:
+            self.tool_limit_hit = True
+            return ModelResponse(role="assistant", content=tool_limit_note(limit))
+        return None
+
+    def invoke_stream(self, *args: Any, **kwargs: Any) -> Iterator[ModelResponse]:
+        note = self._start_response()
+        if note is not None:
+            yield note
+            return
         bound = _ReplyBound(self)
         stream = super().invoke_stream(*args, **kwargs)
         try:
@@ -141,15 +248,25 @@ class ChatModel(OpenAILike):
                 yield delta
                 if stop:
                     return
+        except ReplyTooLong:
+            raise
         except ModelProviderError as exc:
-            raise explain(exc, self) from exc
+            if bound.ended_early(exc):
+                return
+        else:
+            if not self._finished:
+                bound.ended_early(None)
         finally:
+            self.tool_calls_made += len(bound.calls)
             close = getattr(stream, "close", None)  # a generator: ends the request to the server
             if close is not None:
                 close()
 
     async def ainvoke_stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ModelResponse]:
-        self.cut_off = None
+        note = self._start_response()
+        if note is not None:
+            yield note
+            return
         bound = _ReplyBound(self)
         stream = super().ainvoke_stream(*args, **kwargs)
         try:
@@ -158,22 +275,42 @@ class ChatModel(OpenAILike):
                 yield delta
                 if stop:
                     return
+        except ReplyTooLong:
+            raise
         except ModelProviderError as exc:
-            raise explain(exc, self) from exc
+            if bound.ended_early(exc):
+                return
+        else:
+            if not self._finished:
+                bound.ended_early(None)
         finally:
+            self.tool_calls_made += len(bound.calls)
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
 
     def _parse_provider_response_delta(self, response_delta: Any) -> ModelResponse:
-        if any(choice.finish_reason == "length" for choice in response_delta.choices or []):
-            self.cut_off = self.cut_off or "tokens"
+        for choice in response_delta.choices or []:
+            if choice.finish_reason:
+                self._finished = True
+            if choice.finish_reason == "length":
+                self.cut_off = self.cut_off or "tokens"
         return super()._parse_provider_response_delta(response_delta)
 
 
 def reply_cut_off(model: Model | None) -> bool:
     """Whether the model's last streamed response was cut short by a length limit."""
     return isinstance(model, ChatModel) and model.cut_off is not None
+
+
+def reply_interrupted(model: Model | None) -> bool:
+    """Whether the model's last streamed response ended without a finish."""
+    return isinstance(model, ChatModel) and model.interrupted
+
+
+def tool_limit_hit(model: Model | None) -> bool:
+    """Whether the turn stopped because the model asked for more tool calls than allowed."""
+    return isinstance(model, ChatModel) and model.tool_limit_hit
 
 
 def model_settings(
@@ -220,6 +357,7 @@ def build_model(
         max_tokens=max_tokens
         or (settings.AGENT_MAX_OUTPUT_TOKENS if settings.AGENT_MAX_OUTPUT_TOKENS > 0 else None),
         max_reply_chars=settings.AGENT_MAX_REPLY_CHARS,
+        max_tool_calls=max_tool_calls(),
     )
 
 
@@ -240,6 +378,11 @@ def is_context_overflow(error: str) -> bool:
     """Whether a model error says the request was longer than the model's window (OpenAI's
     `context_length_exceeded`, and the words vLLM, llama.cpp, Ollama and gateways use)."""
     return bool(_OVERFLOW.search(error or ""))
+
+
+def max_tool_calls() -> int:
+    """AGENT_MAX_TOOL_CALLS, at least 0 (0: the first tool call ends the turn, none runs)."""
+    return max(0, settings.AGENT_MAX_TOOL_CALLS)
 
 
 def model_label(model: Model | None) -> str:

@@ -28,6 +28,7 @@ from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
+from .model import max_tool_calls
 from .runner import run_turn_with_agent
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class RollbackAgent(Agent):
         self.created_checkpoints: list[Checkpoint] = []
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
+        # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
+        kwargs.setdefault("tool_call_limit", max_tool_calls())
         super().__init__(
             model=model,
             tools=[

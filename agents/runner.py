@@ -38,6 +38,7 @@ from sessions_app.services import branch_set_state
 from sessions_app.turns import (
     CUT_NOTE,
     BranchMoved,
+    NewMessage,
     TurnTakenOver,
     cut_off,
     turn_claim,
@@ -50,8 +51,17 @@ from sessions_app.turns import (
 )
 
 from .context import ContextTooSmall, Fit, SummaryFailed, calibrate, fit_turn, overflowed
-from .history import from_agno, to_agno
-from .model import is_context_overflow, is_demo, model_label, reply_cut_off
+from .history import alternate, from_agno, to_agno
+from .model import (
+    ChatModel,
+    is_context_overflow,
+    is_demo,
+    model_label,
+    redact,
+    reply_cut_off,
+    reply_interrupted,
+    tool_limit_hit,
+)
 from .services import turns_recover
 
 if TYPE_CHECKING:
@@ -84,7 +94,9 @@ def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
 
 def fail_turn(turn: Turn, error: str, metadata: dict | None = None) -> None:
     """Fail the turn (`turn_fail` says so with `turn.failed`), unless it is no longer this
-    worker's: then whoever holds the turn now reports it."""
+    worker's: then whoever holds the turn now reports it. The model server's address and key
+    never reach the error text the user sees."""
+    error = redact(error)
     try:
         failed = turn_fail(turn=turn, error=error, metadata=metadata)
     except Exception:
@@ -176,6 +188,7 @@ class Streamed:
     error: str | None = None
     text: list[str] = field(default_factory=list)
     partial: PartialReply | None = None  # the reply so far, kept where a reload finds it
+    started: set[str] = field(default_factory=set)  # the tool calls whose start was relayed
 
 
 def _stream(
@@ -202,6 +215,7 @@ def _stream(
                         session=turn.session_id, turn=turn.pk, delta=event.content, seq=seq
                     )
             elif isinstance(event, ToolCallStartedEvent) and event.tool is not None:
+                got.started.add(event.tool.tool_call_id or "")
                 events.tool_started(
                     session=turn.session_id,
                     turn=turn.pk,
@@ -294,7 +308,11 @@ def _execute(
             )
             return None
         agent.additional_context = fit.context_note
-        messages = to_agno(fit.history) + [AgnoMessage(role="user", content=turn.message)]
+        messages = alternate(
+            [*to_agno(fit.history), AgnoMessage(role="user", content=turn.message)]
+        )
+        if isinstance(agent.model, ChatModel):
+            agent.model.begin_turn()
         got = Streamed(partial=partial)
         try:
             _stream(agent, turn, messages, beat, got)
@@ -333,6 +351,12 @@ def _execute(
         return output
     if output is None or error or output.status != RunStatus.completed:
         reason = error or (output.content if output is not None else None) or "no answer"
+        if is_context_overflow(str(reason)):
+            reason = (
+                f"{reason} (the request was longer than the model's window even after fitting "
+                "it: set AGENT_CONTEXT_TOKENS, or the session's settings.context_tokens, to the "
+                "model's real window)"
+            )
         fail_turn(turn, f"The model did not answer: {reason}", meta)
         return output
     try:
@@ -363,20 +387,63 @@ def _usage(output: RunOutput) -> dict[str, int]:
     return usage if any(usage.values()) else {}
 
 
+def finish_reason_of(agent: RollbackAgent, cut: bool) -> str:
+    """Why the run's reply ended: the tool-call limit, a length limit, a stream that ended
+    without a finish, or the model's own stop."""
+    if tool_limit_hit(agent.model):
+        return "tool_limit"
+    if cut:
+        return "length"
+    if reply_interrupted(agent.model):
+        return "interrupted"
+    return "stop"
+
+
+def report_unrun_tools(turn: Turn, new: list[NewMessage], got: Streamed) -> None:
+    """agno sends no events for a tool call it refused (an unknown tool, arguments that are
+    not JSON, a call past the limit): report each as started and finished with an error, so
+    that every call has exactly one `tool.started` and one `tool.finished`."""
+    for m in new:
+        if m.role != "tool" or not m.metadata.get("error") or m.tool_call_id in got.started:
+            continue
+        call_id = m.tool_call_id or None
+        events.tool_started(
+            session=turn.session_id,
+            turn=turn.pk,
+            tool=m.tool_name,
+            args=m.tool_args,
+            call_id=call_id,
+        )
+        events.tool_finished(
+            session=turn.session_id,
+            turn=turn.pk,
+            tool=m.tool_name,
+            call_id=call_id,
+            result=m.tool_result,
+            error=True,
+        )
+
+
 def _complete(
     agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict, got: Streamed
 ) -> RunOutput:
     """Store the run's messages, take the automatic checkpoint, carry out a rollback the model
     asked for and finish the turn, in one transaction; the services announce each change once it
     commits (checkpoint.created, branch.changed, turn.finished)."""
-    new = from_agno(output.messages or [], model=meta["model"])
+    ran = {t.tool_call_id for t in output.tools or [] if t.tool_call_id and not t.tool_call_error}
+    new = from_agno(output.messages or [], model=meta["model"], ran=ran)
+    report_unrun_tools(turn, new, got)
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     last = new[-1] if new and new[-1].role == "assistant" else None
+    if not reply.strip():
+        fail_turn(turn, "The model sent an empty reply.", meta)
+        return output
     # A reply cut short by a length limit (AGENT_MAX_REPLY_CHARS, or max_tokens at the server)
-    # is kept, marked as cut off, and the turn ends with finish_reason "length".
+    # is kept, marked as cut off, and the turn ends with finish_reason "length"; one whose stream
+    # ended without a finish is kept too, with "interrupted". Either can be continued.
     limit = settings.AGENT_MAX_REPLY_CHARS
     cut = reply_cut_off(agent.model) or (last is not None and len(last.content) > limit)
-    finish_reason = "length" if cut else "stop"
+    finish_reason = finish_reason_of(agent, cut)
     if cut:
         reply = cut_off(reply, limit)
         seq = got.partial.add(CUT_NOTE) if got.partial is not None else None
@@ -388,7 +455,9 @@ def _complete(
             last.content = cut_off(last.content, limit)
         if meta["demo"]:
             last.metadata["demo"] = True
-    tools_used = [m.tool_name for m in new if m.role == "tool" and m.tool_name]
+    tools_used = [
+        m.tool_name for m in new if m.role == "tool" and m.tool_name and not m.metadata.get("error")
+    ]
     requested = agent.requested_rollback
     auto = None
     rolled_back_to = None

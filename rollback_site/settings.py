@@ -310,6 +310,10 @@ AGENT_CONTEXT_TOKENS = max(1, env_int("AGENT_CONTEXT_TOKENS", 128_000))
 # stored cut off, with a note, and finish_reason "length". Stored tool arguments and results are
 # bounded the same way.
 AGENT_MAX_REPLY_CHARS = env_int("AGENT_MAX_REPLY_CHARS", 200_000)
+# The most tool calls the model may ask for in one turn. Past it the model gets no more requests
+# (at most AGENT_MAX_TOOL_CALLS + 1 per turn): the turn ends with a note and finish_reason
+# "tool_limit". 0 or less: no tool runs, the first tool call ends the turn.
+AGENT_MAX_TOOL_CALLS = env_int("AGENT_MAX_TOOL_CALLS", 20)
 # A worker running a turn touches its heartbeat every TURN_HEARTBEAT_SECONDS, on a thread of its
 # own, however slow the model. A running turn with no heartbeat for AGENT_TURN_STALE_SECONDS lost
 # its worker: the recovery job (every TURN_RECOVERY_SECONDS) queues it again for another worker,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.partial import partial_get
 from sessions_app.selectors import branch_history, current_branch, session_branches
 
@@ -58,9 +58,12 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
             last.status == Turn.Status.FAILED and last.branch_id == branch.pk
         ):
             last = None
+    ending = shown[-1] if shown and before is None and active is None else None
     return {
         "session": session,
         "branch": branch,
+        # The branch's last reply, when it was cut off: it gets a Continue button.
+        "continuable": ending.pk if ending is not None and is_cut_off(ending) else None,
         "branch_label": branch_label(branch),
         "context": context_usage(branch),
         "history": shown,
@@ -70,6 +73,16 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         "failed_turn": last,
         "busy": active is not None,
     }
+
+
+CUT_OFF = ("length", "interrupted")
+
+
+def is_cut_off(message: Message) -> bool:
+    """An assistant reply that ended before the model finished it (a length limit, or a stream
+    that ended early): it is shown as cut off and can be continued."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    return message.role == Message.Role.ASSISTANT and metadata.get("finish_reason") in CUT_OFF
 
 
 def branch_tree(session: ExternalSession) -> list[BranchNode]:

@@ -52,6 +52,10 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str = "stop"  # "length": the server stopped it at max_tokens
+    reasoning: str = ""  # when streaming: sent first, word by word, as `reasoning_content` deltas
+    role_only: bool = False  # when streaming: the first chunk is {"role": "assistant"}, no content
+    finish: bool = True  # when streaming: False ends the stream cleanly with no finish chunk
+    done: bool = True  # when streaming: False leaves out the final `data: [DONE]`
 
 
 @dataclass
@@ -71,6 +75,10 @@ class ToolCalls:
     text: str = ""
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    # When streaming: characters of a call's arguments per chunk (0: the arguments in two halves).
+    arg_chunk: int = 0
+    finish: bool = True  # when streaming: False ends the stream cleanly with no finish chunk
+    done: bool = True  # when streaming: False leaves out the final `data: [DONE]`
 
 
 @dataclass
@@ -455,7 +463,11 @@ class _Handler(BaseHTTPRequestHandler):
             deltas.extend({"content": piece} for piece in pieces)
         elif isinstance(item, Reply):
             delay = item.delay
-            deltas.append({"role": "assistant", "content": ""})
+            deltas.append(
+                {"role": "assistant"} if item.role_only else {"role": "assistant", "content": ""}
+            )
+            if item.reasoning:
+                deltas.extend({"reasoning_content": p} for p in split_words(item.reasoning))
             deltas.extend({"content": p} for p in split_words(item.text, item.chunk_size))
         else:
             deltas.append({"role": "assistant", "content": "" if item.text else None})
@@ -465,8 +477,8 @@ class _Handler(BaseHTTPRequestHandler):
                 head = {"index": index, "id": call_id, "type": "function"}
                 head["function"] = {"name": call.name, "arguments": ""}
                 deltas.append({"tool_calls": [head]})
-                half = (len(arguments) + 1) // 2
-                parts = [arguments[:half], arguments[half:]] if len(arguments) > 1 else [arguments]
+                size = item.arg_chunk or (len(arguments) + 1) // 2 or 1
+                parts = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
                 deltas.extend(
                     {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
                     for part in parts
@@ -486,16 +498,18 @@ class _Handler(BaseHTTPRequestHandler):
             return  # no finish chunk, no [DONE], no terminating 0-length chunk
         if delay and self.fake._stopping.wait(delay):
             return
-        self._send_event(
-            chunk({}, "tool_calls" if isinstance(item, ToolCalls) else item.finish_reason)
-        )
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if item.finish:
+            self._send_event(
+                chunk({}, "tool_calls" if isinstance(item, ToolCalls) else item.finish_reason)
+            )
+        if item.finish and (body.get("stream_options") or {}).get("include_usage"):
             usage_chunk = chunk({})
             usage_chunk["choices"] = []
             usage_chunk["usage"] = _usage(item)
             self._send_event(usage_chunk)
-        self._send_event("[DONE]")
-        self._end_stream()
+        if item.done:
+            self._send_event("[DONE]")
+        self._end_stream()  # a clean end of the body, [DONE] or not
 
     def _send_garbage(self, item: Garbage, stream: bool) -> None:
         if not stream:

@@ -319,3 +319,71 @@ def test_client_disconnect_does_not_kill_server(server):
     stream.close()
 
     assert create(server).choices[0].message.content == "Echo: hello"
+
+
+# --- quirks of real servers ------------------------------------------------------------------
+
+
+def raw_stream(server: FakeChatServer) -> list[str]:
+    """The `data:` payloads of a streamed answer, as sent."""
+    body = json.dumps({"model": "m", "messages": MESSAGES, "stream": True}).encode()
+    request = urllib.request.Request(
+        server.base_url + "/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        text = response.read().decode()
+    return [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_a_stream_can_end_without_done(server):
+    server.queue(Reply("no done here", done=False))
+    events = raw_stream(server)
+    assert "[DONE]" not in events
+    assert json.loads(events[-1])["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_stream_can_end_cleanly_without_a_finish_chunk(server):
+    server.queue(Reply("cut mid reply", finish=False, done=False))
+    chunks = list(create(server, stream=True))  # no error: the body ended properly
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "cut mid reply"
+    assert all(c.choices[0].finish_reason is None for c in chunks)
+
+
+def test_a_role_only_first_chunk_and_reasoning_deltas(server):
+    server.queue(Reply("The answer.", reasoning="Let me think.", role_only=True))
+    chunks = list(create(server, stream=True))
+    first = chunks[0].choices[0].delta
+    assert first.role == "assistant" and first.content is None
+    reasoning = "".join(
+        getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks
+    )
+    assert reasoning == "Let me think."
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "The answer."
+
+
+def test_tool_arguments_can_arrive_in_many_small_chunks(server):
+    server.queue(ToolCalls([ToolCall("f", {"expression": "1+2+3"})], arg_chunk=3))
+    chunks = list(create(server, stream=True))
+    parts = [
+        d.function.arguments
+        for c in chunks
+        for d in c.choices[0].delta.tool_calls or []
+        if d.function and d.function.arguments
+    ]
+    assert len(parts) == len('{"expression": "1+2+3"}') // 3 + 1
+    assert json.loads("".join(parts)) == {"expression": "1+2+3"}
+
+
+def test_a_usage_only_final_chunk_when_usage_is_asked_for(server):
+    server.queue(Reply("hi", prompt_tokens=5, completion_tokens=2))
+    chunks = list(create(server, stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 7
+
+
+def test_an_error_can_carry_its_own_code(server):
+    server.queue(Error(400, "too long", code="context_length_exceeded"))
+    with pytest.raises(openai.BadRequestError) as excinfo:
+        create(server)
+    assert excinfo.value.code == "context_length_exceeded"

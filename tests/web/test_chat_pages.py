@@ -457,3 +457,66 @@ def test_the_page_shows_the_context_gauge_and_where_the_summary_begins(as_alice,
     grow(branch, 200, 350)
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert "context full" in page
+
+
+def _reply(branch, content: str, finish_reason: str) -> Message:
+    return message_append(
+        branch=branch, role="assistant", content=content, metadata={"finish_reason": finish_reason}
+    )
+
+
+@pytest.mark.parametrize("finish_reason", ["length", "interrupted"])
+def test_a_cut_off_last_reply_is_badged_and_can_be_continued(
+    as_alice, session, branch, finish_reason
+):
+    say(branch, "question")
+    _reply(branch, "the first half", finish_reason)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert page.count('data-testid="cutoff-badge"') == 1
+    assert page.count('data-testid="continue"') == 1
+    assert f'hx-post="{reverse("chat:send", args=[session.pk])}"' in page
+    assert """hx-vals='{"message": "Continue."}'""" in page
+
+
+def test_only_the_last_reply_of_the_branch_offers_continue(as_alice, session, branch):
+    say(branch, "question")
+    _reply(branch, "cut", "length")
+    say(branch, "next question")
+    _reply(branch, "complete", "stop")
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert page.count('data-testid="cutoff-badge"') == 1  # the old reply is still shown cut off
+    assert 'data-testid="continue"' not in page
+
+
+def test_a_stopped_reply_keeps_its_own_badge_and_no_continue(as_alice, session, branch):
+    say(branch, "question")
+    message_append(
+        branch=branch,
+        role="assistant",
+        content="partial",
+        metadata={"stopped": True, "finish_reason": "cancelled"},
+    )
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="stopped-badge"' in page
+    assert 'data-testid="cutoff-badge"' not in page and 'data-testid="continue"' not in page
+
+
+def test_continue_sends_a_new_turn_through_the_composers_path(
+    as_alice, session, branch, fake_llm, inline_turns, django_capture_on_commit_callbacks
+):
+    say(branch, "question")
+    _reply(branch, "the first half", "interrupted")
+    fake_llm.queue(Reply("and the rest."))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = as_alice.post(
+            reverse("chat:send", args=[session.pk]), {"message": "Continue."}, **HX
+        )
+    assert response.status_code == 200
+    assert [m.content for m in branch_history(current_branch(session))] == [
+        "question",
+        "the first half",
+        "Continue.",
+        "and the rest.",
+    ]
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="continue"' not in page

@@ -110,7 +110,8 @@ class TurnOut(serializers.Serializer):
     rolled_back_to = serializers.IntegerField(source="rolled_back_to_id", allow_null=True)
     error = serializers.CharField()
     usage = serializers.SerializerMethodField()
-    context = serializers.SerializerMethodField()
+    # As `parent` above: the declared field, not Field.context, at run time.
+    context = serializers.SerializerMethodField()  # type: ignore[assignment]
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 

@@ -44,6 +44,7 @@ def alices_objects(alice, session, branch):
         "turn": turn.pk,
         "turn-cancel": turn.pk,
         "activate": branch.pk,
+        "context": branch.pk,
         "checkpoint": checkpoint.pk,
         "restore": checkpoint.pk,
         "key": key.pk,

@@ -132,3 +132,27 @@ def test_the_event_stream_refuses_another_users_key_and_a_bad_key(alice, bob):
             assert not connected, header
 
     async_to_sync(run)()
+
+
+def test_the_turn_says_how_it_ended_and_lists_only_tools_that_ran(
+    alice, fake_llm, inline_turns, settings
+):
+    settings.AGENT_MAX_TOOL_CALLS = 2
+    api = bearer_client(alice)
+    sid = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()["id"]
+
+    def turn(text):
+        body = {"message": text, "wait": True}
+        return api.post(f"/api/v1/sessions/{sid}/turns/", body, format="json").json()
+
+    fake_llm.queue(Reply("half a", finish=False))
+    assert turn("one")["finish_reason"] == "interrupted"
+    fake_llm.queue(
+        ToolCalls([ToolCall("no_such_tool", {}), ToolCall("calculate", {"expression": "1+1"})]),
+        ToolCalls([ToolCall("calculate", {"expression": "2+2"})]),
+    )
+    limited = turn("two")
+    assert limited["finish_reason"] == "tool_limit" and limited["tools_used"] == ["calculate"]
+    # The model asked for two calls (the limit; the unknown tool counts) in the first request of
+    # turn two: it got no second one.
+    assert len(fake_llm.requests) == 2
