@@ -45,7 +45,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
-from sessions_app.services import branch_fork, message_append, session_create
+from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
 from tests.security.conftest import bearer, browser, cookie_headers
 from web.ws.routing import websocket_urlpatterns
@@ -218,6 +218,8 @@ ADMIN_OBJECTS = {
     "sessions_app.ExternalSession": "session",
     "sessions_app.InternalSession": "branch",
     "sessions_app.Message": "user_message",
+    "sessions_app.Turn": "turn",
+    "sessions_app.Summary": "summary",
 }
 # Admin pages that are closed even to the superuser, by design: rows the services make (add),
 # rows that only go with their session (delete), the one settings row.
@@ -231,6 +233,10 @@ ADMIN_CLOSED = {
     "/admin/sessions_app/internalsession/<path:object_id>/delete/",
     "/admin/sessions_app/message/add/",
     "/admin/sessions_app/message/<path:object_id>/delete/",
+    "/admin/sessions_app/turn/add/",
+    "/admin/sessions_app/turn/<path:object_id>/delete/",
+    "/admin/sessions_app/summary/add/",
+    "/admin/sessions_app/summary/<path:object_id>/delete/",
 }
 
 
@@ -339,6 +345,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     checkpoint = checkpoint_create(branch=first, name=f"{SECRET} cp", description=SECRET)
     turn = turn_start(session=session, message=f"{SECRET} again")
     turn_fail(turn=turn, error=f"{SECRET} failure")
+    summary = summary_store(branch=first, end=2, content=f"{SECRET} summary", model="m")
     # The current branch inherits both messages; `first` is no longer current (one to switch to).
     branch_fork(branch=first, position=2, forked_from=checkpoint)
     key, _ = apikey_create(user=alice, name=f"{SECRET} key")
@@ -354,6 +361,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "assistant_message": answer.pk,
         "checkpoint": checkpoint.pk,
         "turn": turn.pk,
+        "summary": summary.pk,
         "key": key.pk,
         "group": Group.objects.create(name=f"{SECRET} group").pk,
         "site_settings": SiteSettings.load().pk,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -20,8 +21,8 @@ from django.utils.text import Truncator
 
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
-from core.model_choice import check_model_settings
-from sessions_app.models import ExternalSession, InternalSession, Message
+from core.model_choice import check_model_settings, is_demo
+from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
 from sessions_app.selectors import branch_history
 from sessions_app.services import session_delete, session_update
 from web.admin.support import (
@@ -359,3 +360,76 @@ class MessageAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
         return False
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the services write: the console shows them and changes nothing."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Turn)
+class TurnAdmin(_ReadOnlyAdmin):
+    """Turns, with what the users never see: the model server's address and the raw errors."""
+
+    list_display = ["id", "session", "status", "finish_reason", "model_used", "created_at"]
+    list_filter = ["status"]
+    list_select_related = ["session"]
+    show_full_result_count = False
+    raw_id_fields = ["session", "branch", "checkpoint", "rolled_back_to"]
+    ordering = ["-id"]
+    fields = readonly_fields = (
+        "id",
+        "session",
+        "branch",
+        "status",
+        "finish_reason",
+        "message",
+        "reply",
+        "tools_used",
+        "error",
+        "model_used",
+        "model_server",
+        "attempts",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "metadata",
+    )
+
+    @admin.display(description="model")
+    def model_used(self, obj: Turn) -> str:
+        return str(obj.metadata.get("model", "")) if isinstance(obj.metadata, dict) else ""
+
+    @admin.display(description="model server")
+    def model_server(self, obj: Turn) -> str:
+        """Where this deployment's turns go (OPENAI_BASE_URL; never shown to users)."""
+        if is_demo():
+            return "the offline demo model"
+        return settings.OPENAI_BASE_URL or "https://api.openai.com/v1 (OpenAI)"
+
+
+@admin.register(Summary)
+class SummaryAdmin(_ReadOnlyAdmin):
+    """The model's summaries of long histories (agents.context): one per shared prefix."""
+
+    list_display = ["id", "last_message", "end_position", "model", "created_at"]
+    list_select_related = ["last_message"]
+    show_full_result_count = False
+    ordering = ["-id"]
+    fields = readonly_fields = (
+        "id",
+        "last_message",
+        "end_position",
+        "content",
+        "model",
+        "created_at",
+        "metadata",
+    )

@@ -483,3 +483,32 @@ def test_message_admin_refuses_change_and_has_no_add(admin_client_, branch):
     assert admin_client_.post(delete_url, {"post": "yes"}).status_code == 403
     assert Message.objects.filter(pk=message.pk).exists()
     assert not changelist(admin_client_, "messages").context["has_add_permission"]
+
+
+def test_the_turn_page_shows_operators_the_model_server_and_summaries_are_listed(
+    admin_client_, session, branch, settings
+):
+    from sessions_app.services import summary_store
+    from sessions_app.turns import turn_fail, turn_start
+
+    settings.OPENAI_BASE_URL = "http://models.internal:8001/v1"
+    turn = turn_start(session=session, message="hi")
+    turn_fail(turn=turn, error="the model server answered HTTP 500")
+    page = admin_client_.get(reverse("admin:sessions_app_turn_change", args=[turn.pk]))
+    assert page.status_code == 200
+    assert "http://models.internal:8001/v1" in page.content.decode()
+    assert admin_client_.get(reverse("admin:sessions_app_turn_changelist")).status_code == 200
+
+    say(branch, "hello", "hi")
+    summary = summary_store(branch=branch, end=2, content="They greeted.", model="m")
+    listed = admin_client_.get(reverse("admin:sessions_app_summary_changelist"))
+    assert listed.status_code == 200
+    page = admin_client_.get(reverse("admin:sessions_app_summary_change", args=[summary.pk]))
+    assert "They greeted." in page.content.decode()
+    # Read-only: rows the services write.
+    assert (
+        admin_client_.post(
+            reverse("admin:sessions_app_turn_delete", args=[turn.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
