@@ -174,13 +174,17 @@ def turn_finished(
     tools_used: list[str],
     checkpoint: int | None,
     rolled_back_to: int | None,
+    finish_reason: str | None = None,
 ) -> None:
+    """The turn is done; `finish_reason` says how its reply ended (`stop`, `length`,
+    `interrupted`, `tool_limit`)."""
     _after_commit(
         {
             "type": "turn.finished",
             "session": session,
             "turn": turn,
             "status": "done",
+            "finish_reason": finish_reason,
             "reply": reply,
             "tools_used": tools_used,
             "checkpoint": checkpoint,

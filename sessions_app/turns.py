@@ -351,6 +351,7 @@ def turn_finish(
             tools_used=list(turn.tools_used),
             checkpoint=turn.checkpoint_id,
             rolled_back_to=turn.rolled_back_to_id,
+            finish_reason=turn.finish_reason,
         )
     return done == 1
 

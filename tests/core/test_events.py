@@ -38,8 +38,8 @@ SHAPES = {
     "branch.changed": {"session", "branch", "checkpoint", "deleted_checkpoints"},
     "session.changed": {"session", "name", "archived", "metadata"},
     "turn.started": {"session", "turn", "branch", "attempt"},
-    "turn.finished": {"session", "turn", "status", "reply", "tools_used", "checkpoint",
-                      "rolled_back_to"},
+    "turn.finished": {"session", "turn", "status", "finish_reason", "reply", "tools_used",
+                      "checkpoint", "rolled_back_to"},
     "turn.failed": {"session", "turn", "error"},
     "message.delta": {"session", "turn", "delta", "seq"},
     "tool.started": {"session", "turn", "tool", "args", "call_id"},
@@ -151,6 +151,7 @@ def test_a_tool_turn_announces_its_stream_its_automatic_checkpoint_and_its_end(
     auto = Checkpoint.objects.get(is_auto=True)
     assert of(events, "checkpoint.created")[0]["checkpoint"] == auto.pk
     assert of(events, "turn.finished")[0]["checkpoint"] == auto.pk
+    assert of(events, "turn.finished")[0]["finish_reason"] == "stop"
 
 
 # --- checkpoint.deleted ------------------------------------------------------------------------
@@ -319,7 +320,8 @@ def test_a_turn_sent_through_the_api_is_announced_from_start_to_end(
     turn = Turn.objects.get()
     assert of(events, "turn.finished")[0] == {
         "type": "turn.finished", "session": session.pk, "turn": turn.pk, "status": "done",
-        "reply": "Hello you", "tools_used": [], "checkpoint": None, "rolled_back_to": None,
+        "finish_reason": "stop", "reply": "Hello you", "tools_used": [], "checkpoint": None,
+        "rolled_back_to": None,
     }  # fmt: skip
 
 
