@@ -10,18 +10,63 @@
   "use strict";
   if (!window.markdownit || !window.DOMPurify) return;
 
-  var md = window.markdownit("commonmark", { html: false, linkify: false, breaks: true })
-    .enable(["table", "strikethrough"]);
+  var md = window.markdownit("commonmark", { html: false, linkify: true, breaks: true })
+    .enable(["table", "strikethrough", "linkify"]);
+  // Only addresses with their scheme become links, as on the server.
+  md.linkify.set({ fuzzyLink: false, fuzzyEmail: false });
+  var escapeHtml = md.utils.escapeHtml;
+  var LANGUAGE = /^[A-Za-z0-9_+#.\-]{1,32}$/;
+
+  // Code blocks in the server's frame (web/rendering.py): a head with the fence's language, then
+  // the code, plain (Pygments' colours come with the server's rendering when the turn ends).
+  function codeBlock(code, info) {
+    var word = (info || "").trim().split(/\s+/)[0] || "";
+    var language = LANGUAGE.test(word) ? word : "";
+    var head = '<div class="codeblock-head">' +
+      (language ? '<span class="codeblock-lang">' + escapeHtml(language) + "</span>" : "") + "</div>";
+    var cls = language ? ' class="language-' + escapeHtml(language) + '"' : "";
+    return '<div class="codeblock">' + head + "<pre><code" + cls + ">" + escapeHtml(code) +
+      "</code></pre></div>\n";
+  }
+  md.renderer.rules.fence = function (tokens, idx) {
+    return codeBlock(tokens[idx].content, tokens[idx].info);
+  };
+  md.renderer.rules.code_block = function (tokens, idx) {
+    return codeBlock(tokens[idx].content, "");
+  };
+  // Table cells' alignment as a class (the Content Security Policy forbids style attributes).
+  md.core.ruler.push("alignment_classes", function (state) {
+    state.tokens.forEach(function (token) {
+      if (token.type !== "th_open" && token.type !== "td_open") return;
+      var found = /^text-align:(left|center|right)$/.exec(token.attrGet("style") || "");
+      if (!token.attrs) return;
+      token.attrs = token.attrs.filter(function (a) { return a[0] !== "style"; });
+      if (found) token.attrSet("class", "align-" + found[1]);
+    });
+  });
+
   var TAGS = ["p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul",
     "ol", "li", "a", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th",
-    "td"];
+    "td", "div", "span"];
+  // The classes nh3 keeps, no others.
+  var ALIGN = /^align-(left|center|right)$/;
+  var CLASSES = {
+    DIV: /^(codeblock|codeblock-head)$/,
+    SPAN: /^codeblock-lang$/,
+    TH: ALIGN,
+    TD: ALIGN,
+    CODE: /^language-[A-Za-z0-9_+#.\-]{1,32}$/,
+  };
   var purify = window.DOMPurify();
-  // Only the class of <code> (the language of a fence) is kept, as nh3 does.
   purify.addHook("uponSanitizeAttribute", function (node, data) {
-    if (data.attrName === "class" && node.nodeName !== "CODE") data.keepAttr = false;
+    if (data.attrName !== "class") return;
+    var allowed = CLASSES[node.nodeName];
+    if (!allowed || !allowed.test(data.attrValue)) data.keepAttr = false;
   });
+  // Links open in a new tab, without handing it this page, as the server's rendering does.
   purify.addHook("afterSanitizeAttributes", function (node) {
     if (node.nodeName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer nofollow");
     }
   });

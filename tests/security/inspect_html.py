@@ -25,9 +25,11 @@ BAD_STYLE = re.compile(
     r"expression\s*\(|javascript:|vbscript:|url\s*\(|@import|behavior\s*:|binding"
 )
 # Attributes whose value is only ever shown as text (or a plain link): user text may be here.
-# `data-confirm` is the question app.js passes to window.confirm (plain text).
+# `data-confirm` is the question app.js passes to window.confirm (plain text); `data-copy` is
+# the text copy.js writes to the clipboard (plain text).
 TEXT_ATTRIBUTES = {
     "title", "value", "placeholder", "alt", "aria-label", "hx-confirm", "data-confirm", "href",
+    "data-copy",
 }  # fmt: skip
 VOID = {
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",

@@ -148,6 +148,35 @@ def test_bad_messages_get_a_notice_and_nothing_is_stored(
     assert not Message.objects.exists() and not Turn.objects.exists()
 
 
+def test_the_composer_carries_the_length_limit_without_cutting_a_paste(
+    as_alice, session, branch, settings, inline_turns
+):
+    """composer.js counts against data-max-chars; no maxlength would silently cut a long paste."""
+    settings.AGENT_MAX_INPUT_CHARS = 1234
+    user_message = message_append(branch=branch, role="user", content="hello")
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    after_send = as_alice.post(
+        reverse("chat:send", args=[session.pk]), {"message": "hi"}, **HX
+    ).content.decode()
+    edit = as_alice.get(
+        reverse("chat:edit_form", args=[session.pk, user_message.pk]), **HX
+    ).content.decode()
+    for html in (page, after_send, edit):
+        textarea = re.search(r"<textarea[^>]*>", html)
+        assert textarea and 'data-max-chars="1234"' in textarea.group()
+        assert "maxlength" not in textarea.group()
+    assert 'data-testid="char-limit"' in page and 'aria-describedby="composer-limit"' in page
+
+
+def test_every_message_has_a_copy_button_with_its_text(as_alice, session, branch):
+    message_append(branch=branch, role="user", content='say "hi"\n<b>now</b>')
+    message_append(branch=branch, role="assistant", content="**hi**")
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-copy="say &quot;hi&quot;\n&lt;b&gt;now&lt;/b&gt;"' in page
+    assert 'data-copy="**hi**"' in page
+    assert page.count('data-testid="copy-message"') == 2
+
+
 def test_a_second_message_while_the_agent_answers_is_refused(as_alice, session):
     as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "one"}, **HX)
     response = as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "two"}, **HX)

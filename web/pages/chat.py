@@ -91,7 +91,6 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         **_sidebar(request, current=session),
         **pages.conversation(session),
         **pages.panel(session),
-        "max_input": settings.AGENT_MAX_INPUT_CHARS,
     }
     return render(request, "sessions_app/chat.html", context)
 

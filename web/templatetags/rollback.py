@@ -4,6 +4,7 @@ import json
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils.safestring import SafeString
 
 from web.rendering import render_markdown
@@ -14,6 +15,12 @@ register = template.Library()
 @register.filter
 def markdown(text: str) -> SafeString:
     return render_markdown(text)
+
+
+@register.simple_tag
+def max_input_chars() -> int:
+    """The longest message the agent takes (the server refuses longer ones)."""
+    return settings.AGENT_MAX_INPUT_CHARS
 
 
 @register.filter
