@@ -97,16 +97,15 @@ def is_cut_off(message: Message) -> bool:
 
 def rollback_notice(
     turn: Turn | None, branch: InternalSession, labels: dict[int, str]
-) -> str | None:
+) -> dict[str, str] | None:
     """When the last turn ended with the agent rolling back and the page still shows the branch
-    that rollback made: what happened, for the page's notices."""
+    that rollback made: the checkpoint and the branch, for the page's notice."""
     if turn is None or turn.status != Turn.Status.DONE or turn.rolled_back_to is None:
         return None
     metadata = turn.metadata if isinstance(turn.metadata, dict) else {}
     if metadata.get("rollback_branch") != branch.pk:
         return None
-    name = turn.rolled_back_to.checkpoint_name
-    return f"The agent rolled back to checkpoint “{name}”: you are now on {labels[branch.pk]}."
+    return {"checkpoint": turn.rolled_back_to.checkpoint_name, "branch": labels[branch.pk]}
 
 
 def branch_tree(session: ExternalSession) -> list[BranchNode]:

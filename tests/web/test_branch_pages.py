@@ -41,7 +41,7 @@ def _page(client, session) -> str:
 
 
 def _text(fragment: str) -> str:
-    return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(fragment)).split())
+    return " ".join(re.sub(r"<[^>]+>", "", html.unescape(fragment)).split())
 
 
 def test_the_tree_and_the_header_use_the_same_labels_without_database_ids(
@@ -197,13 +197,17 @@ def test_after_the_agents_rollback_the_page_says_where_it_moved(
     run_turn(turn.pk)
     moved = current_branch(session)
     assert moved.forked_from_id == mark.pk
-    said = "The agent rolled back to checkpoint “start”: you are now on from “start”."
-    page = _page(as_alice, session)
-    assert 'data-testid="rollback-notice"' in page and said in page
+    said = (
+        "The agent rolled back to checkpoint “start”: you are now on a new branch, from “start”. "
+        "The branch you were on is kept in the tree."
+    )
+    notice = re.compile(r'data-testid="rollback-notice"[^>]*>(.*?)</div>')
+    found = notice.search(_page(as_alice, session))
+    assert found is not None and _text(found.group(1)) == said
     # What the socket sends the page when the turn ends carries the notice too.
-    turn.refresh_from_db()
     frame = render_event(session, {"type": "turn.finished", "turn": turn.pk, "session": session.pk})
-    assert said in html.unescape(frame)
+    found = notice.search(frame)
+    assert found is not None and _text(found.group(1)) == said
     # Once the user moves elsewhere, the notice goes.
     branch_activate(branch=talked)
     assert pages.conversation(session)["rollback_notice"] is None
