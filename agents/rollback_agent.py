@@ -23,6 +23,7 @@ from checkpoints.services import (
     checkpoint_restore,
 )
 from core.errors import DomainError
+from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
@@ -330,7 +331,7 @@ class RollbackAgent(Agent):
             f"• Type: {'Automatic' if cp.is_auto else 'Manual'}",
             f"• Created: {_when(cp)}",
             f"• Conversation Length: {cp.message_count} messages",
-            f"• Branch: {cp.branch_id}",
+            f"• Branch: {branch_label(cp.branch)}",
         ]
         if cp.description:
             lines.append(f"• Description: {cp.description}")

@@ -489,6 +489,8 @@ def _complete(
                 try:
                     if agent.carry_out_rollback():
                         rolled_back_to = agent.last_rollback
+                        # The branch it made: the page tells the user they were moved there.
+                        meta["rollback_branch"] = agent.internal_session.pk
                 except DomainError as exc:
                     meta["rollback_error"] = exc.message
             if not turn_finish(

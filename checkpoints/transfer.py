@@ -67,6 +67,7 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
     for b in _parents_first(branches):
         by_branch[b.pk] = {
             "id": b.pk,
+            "name": b.name,
             "parent": b.parent_id,
             "fork_position": b.fork_position,
             "forked_from": b.forked_from_id,
@@ -165,6 +166,7 @@ class CheckpointDoc(_Strict):
 
 class BranchDoc(_Strict):
     id: int
+    name: str = Field(default="", max_length=NAME_MAX_LENGTH)  # "": its default label
     parent: int | None = None
     fork_position: int = Field(default=0, ge=0)
     forked_from: int | None = None
@@ -318,6 +320,8 @@ def _check_values(doc: ExportDoc) -> None:
             where = f"branch {b.id}"
             time(b.created_at, f"created_at of {where}")
             clean_metadata(b.metadata, what=f"metadata of {where}")
+            if b.name.strip():
+                clean_name(b.name, what=f"{where}'s")
             clean_session_state(b.session_state, what=f"session state of {where}")
             for i, m in enumerate(b.messages):
                 at = f"message {i} of {where}"
@@ -375,6 +379,7 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
             fork_position=b.fork_position,
             forked_from_id=checkpoint_ids[b.forked_from] if b.forked_from is not None else None,
             message_count=b.fork_position + len(b.messages),
+            name=b.name.strip(),
             session_state=b.session_state,
             is_current=b.is_current,
             checkpoint_count=len(b.checkpoints),

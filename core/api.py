@@ -24,11 +24,17 @@ class Pagination(LimitOffsetPagination):
     max_limit = 1000
 
 
-def paginate(view: APIView, queryset: QuerySet[Any], serializer: type[BaseSerializer]) -> Response:
+def paginate(
+    view: APIView,
+    queryset: QuerySet[Any],
+    serializer: type[BaseSerializer],
+    context: dict[str, Any] | None = None,
+) -> Response:
     """A list answer through DRF's paginator: the contract's count, next, previous, results."""
     paginator = Pagination()
     page = paginator.paginate_queryset(queryset, view.request, view=view)
-    return paginator.get_paginated_response(serializer(page, many=True).data)
+    data = serializer(page, many=True, context=context or {}).data
+    return paginator.get_paginated_response(data)
 
 
 def _flatten(errors: Any, prefix: str = "") -> list[str]:

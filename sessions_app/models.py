@@ -88,6 +88,9 @@ class InternalSession(models.Model):
 
     session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="branches")
     agno_session_id = models.CharField(max_length=64, unique=True, default=new_agno_session_id)
+    # The name its owner gave it; empty: the page and the API call it by its default label
+    # (sessions_app.labels).
+    name = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="")
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )

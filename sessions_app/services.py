@@ -238,6 +238,25 @@ def branch_activate(*, branch: InternalSession) -> InternalSession:
     return branch
 
 
+@transaction.atomic
+def branch_rename(*, branch: InternalSession, name: Any) -> InternalSession:
+    """Give a branch a name (1 to NAME_MAX_LENGTH characters, trimmed). Announced as
+    `branch.changed` naming the session's current branch, which a rename does not move: the
+    event tells watchers the branches changed (so they read them again) without claiming a
+    switch; `session.changed` would claim the session itself was renamed."""
+    clean = clean_name(name, what="branch")
+    if not InternalSession.objects.filter(pk=branch.pk).update(name=clean):
+        raise BranchNotFound()
+    branch.name = clean
+    current = (
+        InternalSession.objects.filter(session_id=branch.session_id, is_current=True)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    events.branch_changed(session=branch.session_id, branch=current or branch.pk)
+    return branch
+
+
 def branch_set_state(*, branch: InternalSession, session_state: Any) -> InternalSession:
     """Store the state the agent left after a turn. It is model output: text a database cannot
     store is cleaned, not refused; a state deeper than JSON_MAX_DEPTH (InvalidInput) or larger

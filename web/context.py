@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
+from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.partial import partial_get
 from sessions_app.selectors import branch_history, current_branch, session_branches
+from sessions_app.versions import message_versions
 
 PAGE = 100
 CHECKPOINTS_SHOWN = 200
@@ -23,13 +25,10 @@ class BranchNode:
     children: list[BranchNode] = field(default_factory=list)
 
 
-def branch_label(branch: InternalSession) -> str:
-    """What the page calls a branch: "main" for the first line, then "branch 2", "branch 3"...
-    numbered in the order they were made within the session (as in the tree)."""
-    if branch.parent_id is None:
-        return "main"
-    earlier = InternalSession.objects.filter(session_id=branch.session_id, pk__lte=branch.pk)
-    return f"branch {earlier.count()}"
+def _branches(session: ExternalSession) -> list[InternalSession]:
+    """The session's branches with the checkpoints they were restored from: one query, for the
+    labels, the tree and the versions of messages."""
+    return list(session_branches(session).select_related("forked_from"))
 
 
 def active_turn(session: ExternalSession) -> Turn | None:
@@ -50,10 +49,19 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
     end = branch.message_count if before is None else max(0, min(before, branch.message_count))
     start = max(0, end - PAGE)
     shown = branch_history(branch, start=start, end=end)
+    branches = _branches(session)
+    labels = branch_labels(branches)
     active = active_turn(session)
     last = None
+    notice = None
     if before is None and active is None:
-        last = Turn.objects.filter(session=session).order_by("-created_at", "-id").first()
+        last = (
+            Turn.objects.filter(session=session)
+            .select_related("rolled_back_to")
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        notice = rollback_notice(last, branch, labels)
         if last is not None and not (
             last.status == Turn.Status.FAILED and last.branch_id == branch.pk
         ):
@@ -64,7 +72,9 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         "branch": branch,
         # The branch's last reply, when it was cut off: it gets a Continue button.
         "continuable": ending.pk if ending is not None and is_cut_off(ending) else None,
-        "branch_label": branch_label(branch),
+        "branch_label": labels.get(branch.pk, ""),
+        "versions": message_versions(branches, shown, current=branch.pk),
+        "rollback_notice": notice,
         "context": context_usage(branch),
         "history": shown,
         "earlier": start if start > 0 else None,
@@ -85,13 +95,25 @@ def is_cut_off(message: Message) -> bool:
     return message.role == Message.Role.ASSISTANT and metadata.get("finish_reason") in CUT_OFF
 
 
+def rollback_notice(
+    turn: Turn | None, branch: InternalSession, labels: dict[int, str]
+) -> dict[str, str] | None:
+    """When the last turn ended with the agent rolling back and the page still shows the branch
+    that rollback made: the checkpoint and the branch, for the page's notice."""
+    if turn is None or turn.status != Turn.Status.DONE or turn.rolled_back_to is None:
+        return None
+    metadata = turn.metadata if isinstance(turn.metadata, dict) else {}
+    if metadata.get("rollback_branch") != branch.pk:
+        return None
+    return {"checkpoint": turn.rolled_back_to.checkpoint_name, "branch": labels[branch.pk]}
+
+
 def branch_tree(session: ExternalSession) -> list[BranchNode]:
-    branches = list(session_branches(session).select_related("forked_from").order_by("pk"))
+    branches = _branches(session)
+    labels = branch_labels(branches)
     nodes = {}
-    for number, b in enumerate(branches, start=1):
-        nodes[b.pk] = BranchNode(
-            branch=b, label="main" if b.parent_id is None else f"branch {number}"
-        )
+    for b in branches:
+        nodes[b.pk] = BranchNode(branch=b, label=labels[b.pk])
     roots = []
     for b in branches:
         node = nodes[b.pk]

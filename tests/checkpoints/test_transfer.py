@@ -62,6 +62,7 @@ def _shape(session: ExternalSession) -> dict:
         "branches": [
             {
                 "parent": index.get(b.parent_id),
+                "name": b.name,
                 "fork_position": b.fork_position,
                 "forked_from": cps.get(b.forked_from_id),
                 "is_current": b.is_current,
@@ -100,6 +101,25 @@ def test_export_then_import_gives_an_identical_copy(rich_session, bob):
     # And the copy exports to the same document, but for ids and time of export.
     again = session_export(session=copy_)
     assert len(again["branches"]) == 3
+
+
+def test_a_branch_keeps_its_name_through_export_and_import(rich_session, bob):
+    from sessions_app.services import branch_rename
+
+    branch_rename(branch=current_branch(rich_session), name="the chosen line")
+    doc = session_export(session=rich_session)
+    assert sorted(b["name"] for b in doc["branches"]) == ["", "", "the chosen line"]
+    copy_ = session_import(owner=bob, raw=json.dumps(doc))
+    assert current_branch(copy_).name == "the chosen line"
+    assert _shape(copy_) == _shape(rich_session)
+
+
+def test_an_imported_branch_name_over_200_characters_is_refused(rich_session, bob):
+    doc = session_export(session=rich_session)
+    doc["branches"][0]["name"] = "n" * 201
+    with pytest.raises(ImportRejected):
+        session_import(owner=bob, raw=json.dumps(doc))
+    assert not ExternalSession.objects.filter(owner=bob).exists()
 
 
 def test_export_is_versioned_and_names_each_branch_once(rich_session):

@@ -244,6 +244,27 @@ def test_switching_branch_is_announced_once_on_the_page_and_through_the_api(
     assert kinds(events) == ["branch.changed"] and events[0]["branch"] == other.pk
 
 
+def test_renaming_a_branch_is_announced_once_as_branch_changed_naming_the_current_branch(
+    page, api, session, talked, mark
+):
+    """A rename moves no branch: the event names the branch that stays current (so no watcher
+    thinks the view switched) and tells watchers to read the branches again; the refused rename
+    sends nothing."""
+    from checkpoints.services import checkpoint_restore
+
+    restored = checkpoint_restore(checkpoint=mark).branch  # current; `talked` is not
+    url = reverse("chat:branch_rename", args=[session.pk, talked.pk])
+    events = heard(session.pk, lambda: page.post(url, {"name": "old line"}, **HX))
+    assert events == [
+        {"type": "branch.changed", "session": session.pk, "branch": restored.pk,
+         "checkpoint": None, "deleted_checkpoints": []}
+    ]  # fmt: skip
+    rename = f"/api/v1/branches/{talked.pk}/"
+    events = heard(session.pk, lambda: api.patch(rename, {"name": "line"}, format="json"))
+    assert kinds(events) == ["branch.changed"] and events[0]["branch"] == restored.pk
+    assert heard(session.pk, lambda: api.patch(rename, {"name": ""}, format="json")) == []
+
+
 def test_editing_a_message_announces_the_new_branch_then_the_turn(
     page, session, talked, inline_turns, fake_llm
 ):

@@ -109,7 +109,7 @@ def test_typed_fields_and_an_open_edit_form_survive_another_tabs_turn_and_branch
     branch = current_branch_id(page)
     expect(other.get_by_test_id("current-branch")).to_have_attribute("data-branch-id", branch)
     expect(other.get_by_test_id("branch-notice")).to_be_visible()
-    expect(other.get_by_test_id("branch-notice")).to_contain_text("branch 2")
+    expect(other.get_by_test_id("branch-notice")).to_contain_text("from “after-one”")
     expect(other.locator("#messages [data-role=user]")).to_have_count(1)
     tab_b_kept_everything()
     # The tab that switched says nothing about "elsewhere".

@@ -120,6 +120,9 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
         OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
     ),
+    "/chat/<int:pk>/branches/<int:branch_id>/rename/": Rule(
+        OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}, {"name": "pwned"}
+    ),
     "/chat/<int:pk>/checkpoints/": Rule(
         OWNER, ("POST",), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
@@ -155,6 +158,7 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/sessions/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/api/v1/turns/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "turn"}),
     "/api/v1/turns/<int:pk>/cancel/": Rule(OWNER, ("POST",), {"pk": "turn"}),
+    "/api/v1/branches/<int:pk>/": Rule(OWNER, ("PATCH",), {"pk": "branch"}, {"name": "pwned"}),
     "/api/v1/branches/<int:pk>/activate/": Rule(OWNER, ("POST",), {"pk": "branch"}),
     "/api/v1/branches/<int:pk>/context/": Rule(OWNER, ("GET",), {"pk": "branch"}),
     "/api/v1/checkpoints/<int:pk>/": Rule(OWNER, ("GET", "DELETE"), {"pk": "checkpoint"}),
@@ -608,7 +612,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 6, MIXED
+    assert len(MIXED) == 7, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

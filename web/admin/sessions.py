@@ -216,6 +216,7 @@ class InternalSessionAdmin(admin.ModelAdmin):
 
     list_display = [
         "id",
+        "name",
         "session",
         "owner",
         "is_current",
@@ -228,8 +229,10 @@ class InternalSessionAdmin(admin.ModelAdmin):
     list_select_related = ["session", "session__owner"]
     list_filter = ["is_current", SessionOwnerFilter]
     search_fields = ["agno_session_id", "session__session_name"]
+    # The name is changed where its event is sent: the page, the API (sessions_app.branch_rename).
     readonly_fields = [
         "id",
+        "name",
         "session",
         "agno_session_id",
         "parent",
@@ -247,6 +250,7 @@ class InternalSessionAdmin(admin.ModelAdmin):
             {
                 "fields": [
                     "id",
+                    "name",
                     "session",
                     "agno_session_id",
                     "is_current",

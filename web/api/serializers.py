@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
+from sessions_app.labels import branch_label
+from sessions_app.models import InternalSession
 
 
 class SessionOut(serializers.Serializer):
@@ -29,9 +32,18 @@ class SessionCreateIn(SessionIn):
     name = TextField(required=True, allow_blank=False, trim_whitespace=False)
 
 
+class BranchIn(StrictSerializer):
+    name = TextField(required=True, allow_blank=True, trim_whitespace=False)
+
+
 class BranchOut(serializers.Serializer):
+    """A branch. `name` is what the pages call it too: the name given to it, else its default
+    label ("main", "edit of message 3", ...; see sessions_app.labels). Give the serializer the
+    session's labels in its context (`labels`) to spare a query per branch."""
+
     id = serializers.IntegerField()
     session = serializers.IntegerField(source="session_id")
+    name = serializers.SerializerMethodField()
     # DRF's metaclass takes declared fields out of the class, so this does not replace
     # Field.parent at run time; the stubs cannot know that.
     parent = serializers.IntegerField(  # type: ignore[assignment]
@@ -43,6 +55,13 @@ class BranchOut(serializers.Serializer):
     message_count = serializers.IntegerField()
     checkpoint_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_name(self, branch: InternalSession) -> str:
+        labels = self.context.get("labels")
+        if isinstance(labels, dict) and branch.pk in labels:
+            return str(labels[branch.pk])
+        return branch_label(branch)
 
 
 class MessageOut(serializers.Serializer):

@@ -24,6 +24,7 @@ from core.api_schema import paginated
 from core.errors import InvalidInput
 from core.validation import clean_search
 from sessions_app.errors import ImportTooLarge
+from sessions_app.labels import session_branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import (
     branch_history,
@@ -36,10 +37,17 @@ from sessions_app.selectors import (
     sessions_matching,
     with_branch_summary,
 )
-from sessions_app.services import branch_activate, session_create, session_delete, session_update
+from sessions_app.services import (
+    branch_activate,
+    branch_rename,
+    session_create,
+    session_delete,
+    session_update,
+)
 from sessions_app.turns import turn_cancel
 from web.api.serializers import (
     BranchContextOut,
+    BranchIn,
     BranchOut,
     MessageOut,
     SessionCreateIn,
@@ -215,7 +223,22 @@ class SessionBranches(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
-        return paginate(self, session_branches(session), BranchOut)
+        labels = session_branch_labels(session)
+        return paginate(self, session_branches(session), BranchOut, {"labels": labels})
+
+
+class BranchDetail(APIView):
+    @extend_schema(
+        request=BranchIn,
+        responses=BranchOut,
+        summary="Name a branch (1 to 200 characters; the pages show the name too)",
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        branch = get_branch_for_user(request.user, pk)
+        data = BranchIn.validated(request.data)
+        branch = branch_rename(branch=branch, name=data["name"])
+        branch.refresh_from_db()
+        return Response(BranchOut(branch).data)
 
 
 class BranchActivate(APIView):

@@ -36,6 +36,7 @@ urlpatterns = [
     path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
     path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
     path("turns/<int:pk>/cancel/", sessions_api.TurnCancel.as_view(), name="turn-cancel"),
+    path("branches/<int:pk>/", sessions_api.BranchDetail.as_view(), name="branch"),
     path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
     path("branches/<int:pk>/context/", sessions_api.BranchContext.as_view(), name="context"),
     path("checkpoints/<int:pk>/", checkpoints_api.CheckpointDetail.as_view(), name="checkpoint"),

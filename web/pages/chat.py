@@ -16,9 +16,10 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 from checkpoints.transfer import session_export, session_import
-from core.errors import DomainError
+from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from core.validation import clean_search
+from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession, Message
 from sessions_app.selectors import (
     get_branch_for_user,
@@ -26,7 +27,13 @@ from sessions_app.selectors import (
     get_turn_for_user,
     sessions_for_user,
 )
-from sessions_app.services import branch_activate, session_create, session_delete, session_update
+from sessions_app.services import (
+    branch_activate,
+    branch_rename,
+    session_create,
+    session_delete,
+    session_update,
+)
 from sessions_app.turns import turn_cancel
 from web import context as pages
 
@@ -228,6 +235,33 @@ def activate(request: HtmxHttpRequest, pk: int, branch_id: int) -> HttpResponse:
     if branch.session_id != session.pk:
         return HttpResponse(status=404)
     branch_activate(branch=branch)
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def branch_rename_view(request: HtmxHttpRequest, pk: int, branch_id: int) -> HttpResponse:
+    """Rename a branch from the tree. Refused names come back in the form, with what was typed."""
+    session = get_session_for_user(request.user, pk)
+    branch = get_branch_for_user(request.user, branch_id)
+    if branch.session_id != session.pk:
+        return HttpResponse(status=404)
+    typed = request.POST.get("name", "")
+    try:
+        branch_rename(branch=branch, name=typed)
+    except InvalidInput as exc:
+        context = {
+            "session": session,
+            "branch": branch,
+            "label": branch_label(branch),
+            "typed": typed,
+            "error": exc.message,
+        }
+        response = render(request, "sessions_app/_branch_rename_form.html", context, status=400)
+        response["HX-Retarget"] = f"#rename-branch-{branch.pk}"
+        response["HX-Reswap"] = "outerHTML"
+        return response
     return refresh(request, session)
 
 

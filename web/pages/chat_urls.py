@@ -25,6 +25,11 @@ urlpatterns = [
     path("<int:pk>/messages/<int:message_id>/resend/", views.edit, name="edit"),
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
     path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
+    path(
+        "<int:pk>/branches/<int:branch_id>/rename/",
+        views.branch_rename_view,
+        name="branch_rename",
+    ),
     path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
     path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),

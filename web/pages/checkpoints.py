@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from checkpoints.selectors import get_checkpoint_for_user, rewind_preview
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
 from core.http import domain_errors
+from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
 from web import context as pages
@@ -39,7 +40,8 @@ def save(request: HttpRequest, pk: int) -> HttpResponse:
 @domain_errors
 def detail(request: HttpRequest, cp_id: int) -> HttpResponse:
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
-    return render(request, "checkpoints/_detail.html", {"cp": checkpoint})
+    context = {"cp": checkpoint, "branch_label": branch_label(checkpoint.branch)}
+    return render(request, "checkpoints/_detail.html", context)
 
 
 @login_required
@@ -60,7 +62,11 @@ def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session
     if request.method == "GET":
-        context = {"cp": checkpoint, "preview": rewind_preview(checkpoint)}
+        context = {
+            "cp": checkpoint,
+            "preview": rewind_preview(checkpoint),
+            "branch_label": branch_label(checkpoint.branch),
+        }
         return render(request, "checkpoints/_restore_dialog.html", context)
     checkpoint_restore(
         checkpoint=checkpoint, mode=request.POST.get("mode", "branch"), session=session

@@ -43,3 +43,9 @@ def call_names(tool_calls: Any) -> str:
         if isinstance(fn, dict) and fn.get("name"):
             names.append(str(fn["name"]))
     return ", ".join(names)
+
+
+@register.simple_tag
+def versions_of(versions: Any, message_id: int) -> Any:
+    """The versions of one message (web.context.conversation's `versions`), or None."""
+    return versions.get(message_id) if isinstance(versions, dict) else None

@@ -1,0 +1,214 @@
+"""Branches on the chat page: names and labels, renaming in place, the version switcher on a
+message, the rewind dialog naming the branch it cuts, and the notice after the agent's rollback."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.urls import reverse
+
+from checkpoints.services import checkpoint_create
+from sessions_app.models import InternalSession
+from sessions_app.selectors import current_branch
+from sessions_app.services import branch_activate, branch_fork
+from sessions_app.turns import turn_start
+from tests.conftest import say
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from web import context as pages
+from web.ws.consumers import render_event
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def as_alice(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def talked(branch):
+    say(branch, "one", "reply one", "two", "reply two")
+    branch.refresh_from_db()
+    return branch
+
+
+def _page(client, session) -> str:
+    return html.unescape(client.get(reverse("chat:session", args=[session.pk])).content.decode())
+
+
+def _text(fragment: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", html.unescape(fragment)).split())
+
+
+def test_the_tree_and_the_header_use_the_same_labels_without_database_ids(
+    as_alice, session, talked
+):
+    mark = checkpoint_create(branch=talked, name="start")
+    branch_fork(branch=talked, position=2, forked_from=mark)
+    edit = branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
+    page = _page(as_alice, session)
+    labels = re.findall(r'data-testid="branch-label">([^<]*)<', page)
+    assert labels == ["main", "from “start”", "edit of message 3"]
+    header = re.search(r'data-testid="current-branch"[^>]*>([^<]*)<', page)
+    assert header is not None and header.group(1).startswith("edit of message 3 ·")
+    assert f"branch {edit.pk}" not in page
+
+
+def test_renaming_from_the_tree_shows_the_name_in_the_tree_and_the_header(
+    as_alice, session, talked
+):
+    url = reverse("chat:branch_rename", args=[session.pk, talked.pk])
+    response = as_alice.post(url, {"name": "  plan A  "}, **HX)
+    assert response.status_code == 200
+    body = html.unescape(response.content.decode())
+    assert 'data-testid="branch-label">plan A<' in body
+    assert re.search(r'data-testid="current-branch"[^>]*>plan A ·', body)
+    talked.refresh_from_db()
+    assert talked.name == "plan A"
+    assert 'value="plan A"' in _page(as_alice, session)  # the form shows the name to edit
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [("   ", "cannot be empty"), ("y" * 201, "201 characters long; the limit is 200")],
+)
+def test_a_bad_name_comes_back_in_the_form_with_what_was_typed(
+    as_alice, session, talked, typed, says
+):
+    url = reverse("chat:branch_rename", args=[session.pk, talked.pk])
+    response = as_alice.post(url, {"name": typed}, **HX)
+    assert response.status_code == 400
+    assert response["HX-Retarget"] == f"#rename-branch-{talked.pk}"
+    assert response["HX-Reswap"] == "outerHTML"
+    body = html.unescape(response.content.decode())
+    assert 'data-testid="branch-rename-error"' in body and says in body
+    assert f'value="{typed}"' in body  # nothing typed is lost
+    talked.refresh_from_db()
+    assert talked.name == ""
+
+
+def test_a_branch_of_another_session_is_not_renamed_through_this_one(
+    as_alice, alice, session, talked
+):
+    from sessions_app.services import session_create
+
+    other = session_create(owner=alice, name="other")
+    url = reverse("chat:branch_rename", args=[other.pk, talked.pk])
+    assert as_alice.post(url, {"name": "x"}, **HX).status_code == 404
+    talked.refresh_from_db()
+    assert talked.name == ""
+
+
+def test_an_edited_message_shows_a_switcher_that_leads_to_the_original(as_alice, session, talked):
+    edit = branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
+    say(edit, "two, edited", "reply to the edit")
+    page = _page(as_alice, session)
+    assert page.count('data-testid="versions"') == 1
+    switcher = page[page.index('data-testid="versions"') :]
+    switcher = switcher[: switcher.index("</button>", switcher.index("version-next"))]
+    assert ">2/2<" in switcher
+    back = reverse("chat:activate", args=[session.pk, talked.pk])
+    assert f'hx-post="{back}"' in switcher
+    assert re.search(r'data-testid="version-next"[^>]*disabled', switcher)
+    # It sits on the edited message.
+    edited_at = page.index("two, edited")
+    message_starts = page.rfind("data-role=", 0, edited_at)
+    assert page.rfind('data-testid="versions"', 0, edited_at) > message_starts
+
+    branch_activate(branch=talked)
+    page = _page(as_alice, session)
+    assert ">1/2<" in page
+    assert f'hx-post="{reverse("chat:activate", args=[session.pk, edit.pk])}"' in page
+
+
+def test_the_session_page_queries_do_not_grow_with_branches_and_versions(as_alice, session, talked):
+    def queries() -> int:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as seen:
+            as_alice.get(reverse("chat:session", args=[session.pk]))
+        return len(seen)
+
+    branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
+    branch_activate(branch=talked)
+    few = queries()
+    for i in range(20):
+        fork = branch_fork(branch=talked, position=i % 4, metadata={"edited_message": i})
+        say(fork, f"edit {i}")
+    branch_activate(branch=talked)
+    assert queries() == few
+
+
+def test_the_rewind_dialog_names_the_branch_it_cuts_and_what_goes(as_alice, session, talked):
+    mark = checkpoint_create(branch=talked, name="early")
+    say(talked, "three", "reply three")
+    checkpoint_create(branch=talked, name="late")
+    branch_fork(branch=talked, position=5, make_current=False)
+    response = as_alice.get(reverse("chat:checkpoint_restore", args=[mark.pk]), **HX)
+    warning = re.search(r'data-testid="rewind-warning">(.*?)</span>', response.content.decode())
+    assert warning is not None
+    assert _text(warning.group(1)) == (
+        "Cuts the branch “main” back to this checkpoint: permanently deletes 2 later messages, "
+        "1 later checkpoint and 1 branch forked from them."
+    )
+    InternalSession.objects.filter(pk=talked.pk).update(name="the long road")
+    response = as_alice.get(reverse("chat:checkpoint_restore", args=[mark.pk]), **HX)
+    assert "Cuts the branch “the long road” back" in html.unescape(response.content.decode())
+
+
+def test_checkpoint_details_name_the_branch_by_its_label(as_alice, session, talked):
+    mark = checkpoint_create(branch=talked, name="start")
+    fork = branch_fork(branch=talked, position=4, forked_from=mark)
+    say(fork, "more")
+    later = checkpoint_create(branch=fork, name="later")
+    body = html.unescape(
+        as_alice.get(reverse("chat:checkpoint_detail", args=[later.pk])).content.decode()
+    )
+    assert "on “from “start””" in body
+    assert f"branch {fork.pk}" not in body
+
+
+def test_the_agents_checkpoint_info_names_the_branch_by_its_label(session, talked):
+    from agents.rollback_agent import RollbackAgent
+
+    InternalSession.objects.filter(pk=talked.pk).update(name="research")
+    mark = checkpoint_create(branch=talked, name="start")
+    agent = RollbackAgent(external_session_id=session.pk, model=None, skip_session_creation=True)
+    info = agent.get_checkpoint_info_tool(mark.pk)
+    assert "• Branch: research" in info
+
+
+def test_after_the_agents_rollback_the_page_says_where_it_moved(
+    as_alice, session, talked, fake_llm
+):
+    from agents.worker import run_turn
+
+    mark = checkpoint_create(branch=talked, name="start")
+    fake_llm.queue(
+        ToolCalls([ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": "start"})]),
+        Reply("Rolled back."),
+    )
+    turn = turn_start(session=session, message="roll back to the start")
+    run_turn(turn.pk)
+    moved = current_branch(session)
+    assert moved.forked_from_id == mark.pk
+    said = (
+        "The agent rolled back to checkpoint “start”: you are now on a new branch, from “start”. "
+        "The branch you were on is kept in the tree."
+    )
+    notice = re.compile(r'data-testid="rollback-notice"[^>]*>(.*?)</div>')
+    found = notice.search(_page(as_alice, session))
+    assert found is not None and _text(found.group(1)) == said
+    # What the socket sends the page when the turn ends carries the notice too.
+    frame = render_event(session, {"type": "turn.finished", "turn": turn.pk, "session": session.pk})
+    found = notice.search(frame)
+    assert found is not None and _text(found.group(1)) == said
+    # Once the user moves elsewhere, the notice goes.
+    branch_activate(branch=talked)
+    assert pages.conversation(session)["rollback_notice"] is None
+    assert 'data-testid="rollback-notice"' not in _page(as_alice, session)
