@@ -61,11 +61,13 @@ def _message_ids(query: str, terms: list[str]) -> QuerySet[Message] | None:
     """The messages whose text matches, as a subquery; None when no engine can answer."""
     table = connection.ops.quote_name(Message._meta.db_table)
     if connection.vendor == "postgresql":
+        # Written out as in the index (a literal length, not a parameter), so the planner uses it.
         sql = (
-            f"SELECT id FROM {table} WHERE to_tsvector('simple', left(content, %s)) "
+            f"SELECT id FROM {table} WHERE "
+            f"to_tsvector('simple', left(content, {int(SEARCH_INDEXED_CHARS)})) "
             "@@ websearch_to_tsquery('simple', %s)"
         )
-        return Message.objects.filter(pk__in=RawSQL(sql, [SEARCH_INDEXED_CHARS, query]))
+        return Message.objects.filter(pk__in=RawSQL(sql, [query]))
     if connection.vendor == "sqlite":
         expression = fts5_expression(terms)
         fts = connection.ops.quote_name(FTS_TABLE)

@@ -96,9 +96,7 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/import/": Rule(LOGIN, ("POST",)),
     "/chat/sessions/": Rule(LOGIN, ("GET",)),
     "/chat/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "session"}),
-    "/chat/<int:pk>/rename/": Rule(
-        OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned"}
-    ),
+    "/chat/<int:pk>/rename/": Rule(OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned"}),
     "/chat/<int:pk>/archive/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/unarchive/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/delete/": Rule(OWNER, ("POST",), {"pk": "session"}),

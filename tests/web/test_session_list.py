@@ -144,8 +144,7 @@ def test_home_opens_the_most_recently_active_session_not_an_archived_one(as_alic
     first = session_create(owner=alice, name="First")
     second = session_create(owner=alice, name="Second")
     message_append(branch=first.branches.get(), role="user", content="back to this one")
-    assert as_alice.get(reverse("chat:home"))["Location"] == reverse("chat:session", args=[first.pk])
+    home = reverse("chat:home")
+    assert as_alice.get(home)["Location"] == reverse("chat:session", args=[first.pk])
     as_alice.post(reverse("chat:archive", args=[first.pk]), **HX)
-    assert as_alice.get(reverse("chat:home"))["Location"] == reverse(
-        "chat:session", args=[second.pk]
-    )
+    assert as_alice.get(home)["Location"] == reverse("chat:session", args=[second.pk])
