@@ -10,7 +10,8 @@ engines behind it.
   bounds the index and keeps a huge message from failing its insert (a tsvector holds at most
   1 MB).
 - SQLite: an FTS5 table over message content (external content: it keeps only the index), kept
-  in step by INSERT and DELETE triggers (messages are never updated), created by migration 0009.
+  in step by triggers on insert and delete (and on update, though messages are never updated),
+  created by migration 0009.
   Each term of the query is quoted as an FTS5 string, so quotes and operators a user types are
   plain text and cannot break the MATCH syntax; should MATCH fail anyway, the search falls back
   to a substring scan.

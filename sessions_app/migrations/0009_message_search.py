@@ -15,16 +15,22 @@ INDEXED_CHARS = 100_000  # search.SEARCH_INDEXED_CHARS when this was written
 SQLITE_UP = [
     f"CREATE VIRTUAL TABLE {FTS} USING fts5(content, content='{MESSAGES}', content_rowid='id', "
     "tokenize='unicode61 remove_diacritics 2')",
-    # Messages are written once and never updated: inserts and deletes are all there is to follow.
+    # Messages are written once and never updated by the app; the update trigger is there so
+    # that a hand-made change (a script, a test) cannot leave the index out of step, which in
+    # an external-content table would make a later delete corrupt it.
     f"CREATE TRIGGER {FTS}_insert AFTER INSERT ON {MESSAGES} BEGIN "
     f"INSERT INTO {FTS}(rowid, content) VALUES (new.id, new.content); END",
     f"CREATE TRIGGER {FTS}_delete AFTER DELETE ON {MESSAGES} BEGIN "
     f"INSERT INTO {FTS}({FTS}, rowid, content) VALUES ('delete', old.id, old.content); END",
+    f"CREATE TRIGGER {FTS}_update AFTER UPDATE OF content ON {MESSAGES} BEGIN "
+    f"INSERT INTO {FTS}({FTS}, rowid, content) VALUES ('delete', old.id, old.content); "
+    f"INSERT INTO {FTS}(rowid, content) VALUES (new.id, new.content); END",
     f"INSERT INTO {FTS}({FTS}) VALUES ('rebuild')",
 ]
 SQLITE_DOWN = [
     f"DROP TRIGGER IF EXISTS {FTS}_insert",
     f"DROP TRIGGER IF EXISTS {FTS}_delete",
+    f"DROP TRIGGER IF EXISTS {FTS}_update",
     f"DROP TABLE IF EXISTS {FTS}",
 ]
 POSTGRES_UP = [

@@ -106,3 +106,17 @@ def test_search_only_narrows_the_sessions_it_is_given(alice, chats):
     greeting, recipe = chats
     only_recipe = ExternalSession.objects.filter(pk=recipe.pk)
     assert list(search_sessions(only_recipe, "hello")) == []
+
+
+def test_a_message_changed_by_hand_is_found_by_its_new_text(alice, chats):
+    from sessions_app.models import Message
+
+    greeting, _ = chats
+    Message.objects.filter(branch__session=greeting, content="hello two worlds").update(
+        content="goodbye moon"
+    )
+    assert found(alice, "goodbye") == {"New session"}
+    assert found(alice, "hello") == set()
+    session_delete(session=greeting)  # and deleting it afterwards leaves the index sound
+    assert found(alice, "goodbye") == set()
+    assert found(alice, "flour") == {"Pancake recipe"}
