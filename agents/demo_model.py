@@ -72,6 +72,23 @@ _INTENTS: list[tuple[str, re.Pattern[str]]] = [
 SUMMARY_MARKER = "You write the running summary of a conversation"
 
 
+# The titling requests of agents.titles start their instructions with this; the demo model then
+# answers with a title made of the first words of the user's first message.
+TITLE_MARKER = "You give conversations short titles"
+
+
+def _demo_title(messages: list[Message]) -> str:
+    text = messages[-1].content if messages and isinstance(messages[-1].content, str) else ""
+    asked = next(
+        (line[len("user: ") :] for line in text.splitlines() if line.startswith("user: ")), ""
+    )
+    words = re.findall(r"[^\W_]+(?:['’-][^\W_]+)*", asked)[:6]
+    if not words:
+        return "Conversation"
+    title = " ".join(words)
+    return title[:1].upper() + title[1:]
+
+
 def _demo_summary(messages: list[Message]) -> str:
     """An extract standing in for a summary: the start of each user message of the piece."""
     text = messages[-1].content if messages and isinstance(messages[-1].content, str) else ""
@@ -148,6 +165,8 @@ class DemoModel(Model):
         first = messages[0] if messages else None
         if first is not None and SUMMARY_MARKER in str(first.content or ""):
             return ModelResponse(role="assistant", content=_demo_summary(messages))
+        if first is not None and TITLE_MARKER in str(first.content or ""):
+            return ModelResponse(role="assistant", content=_demo_title(messages))
         last = messages[-1] if messages else None
         if last is not None and last.role == "tool":
             return ModelResponse(role="assistant", content=_after_tool(last))

@@ -1,4 +1,5 @@
-"""What a worker does with a turn id: claim the turn, build its agent, run it (agents.runner)."""
+"""What a worker does with a turn id: claim the turn, build its agent, run it (agents.runner),
+then name the session if it has no name yet (agents.titles)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from sessions_app.turns import turn_claim
 from .model import build_model
 from .rollback_agent import RollbackAgent, auto_checkpoint_enabled
 from .runner import execute_turn, fail_turn
+from .titles import session_autotitle
 
 log = logging.getLogger(__name__)
 
@@ -50,4 +52,5 @@ def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:
         return turn
     execute_turn(agent, turn)
     turn.refresh_from_db()
+    session_autotitle(turn)  # after the turn has finished: the reply never waits for a title
     return turn

@@ -13,6 +13,7 @@ from accounts.models import ApiKey, User
 
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
 from .models import ExternalSession, InternalSession, Message, Summary, Turn
+from .search import search_sessions
 
 if TYPE_CHECKING:
     from .models import AnyUser
@@ -83,13 +84,21 @@ def sessions_for_user(user: AnyUser) -> QuerySet[ExternalSession]:
     return ExternalSession.objects.for_user(user).order_by("-created_at", "-id")
 
 
-def sessions_matching(sessions: QuerySet[ExternalSession], query: str) -> QuerySet[ExternalSession]:
-    """The sessions whose name, or the text of any of whose messages, contains `query`
-    (ignoring case); all of them for an empty query."""
-    if not query:
-        return sessions
-    messages = Message.objects.filter(branch__session=OuterRef("pk"), content__icontains=query)
-    return sessions.filter(Q(session_name__icontains=query) | Exists(messages))
+SESSION_ORDERS = {
+    "created": ("-created_at", "-id"),
+    "activity": ("-updated_at", "-id"),
+}
+
+
+def sessions_listed(
+    user: AnyUser, *, query: str = "", archived: bool = False, order: str = "created"
+) -> QuerySet[ExternalSession]:
+    """The user's sessions as lists show them: the archived ones or the others, matching `query`
+    (names and message text, see sessions_app/search.py), newest first by creation or, with
+    order="activity", most recently active first."""
+    sessions = ExternalSession.objects.for_user(user)
+    sessions = sessions.filter(archived_at__isnull=not archived)
+    return search_sessions(sessions, query).order_by(*SESSION_ORDERS[order])
 
 
 def with_branch_summary(sessions: QuerySet[ExternalSession]) -> QuerySet[ExternalSession]:

@@ -99,6 +99,19 @@ def session_update(
     return session
 
 
+@transaction.atomic
+def session_title_set(*, session: ExternalSession, title: str) -> ExternalSession | None:
+    """Give an untitled session (still named DEFAULT_SESSION_NAME) the title the model wrote
+    for it; None, and nothing changes, when it has a name by now (a rename while the model was
+    writing wins). Announced like any rename (`session.changed`)."""
+    locked = lock_session(session.pk)
+    if locked.session_name != DEFAULT_SESSION_NAME:
+        return None
+    updated = session_update(session=locked, name=title)
+    session.session_name, session.updated_at = updated.session_name, updated.updated_at
+    return updated
+
+
 def session_delete(*, session: ExternalSession) -> None:
     """Delete a session with all its branches, messages and checkpoints; the sockets watching
     it close."""

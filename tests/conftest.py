@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -88,8 +89,19 @@ def model_server():
     """A real local Chat Completions server (tests/fakes/chat_server.py), for the whole run."""
     from tests.fakes.chat_server import FakeChatServer
 
-    with FakeChatServer() as server:
+    with FakeChatServer(aside=answer_titles) as server:
         yield server
+
+
+def answer_titles(body: dict) -> Any:
+    """The side answer of the model server: a session's automatic title (agents.titles), so the
+    titling request after a first turn never takes an answer a test queued for its turns. A test
+    of titles sets `llm.aside = None` to script them."""
+    from agents.demo_model import TITLE_MARKER
+    from tests.fakes.chat_server import Reply
+
+    first = (body.get("messages") or [{}])[0].get("content")
+    return Reply("Fake title") if TITLE_MARKER in str(first or "") else None
 
 
 @pytest.fixture

@@ -71,6 +71,18 @@
     var dialog = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("dialog");
     if (dialog && status >= 400) { dialog.close(); dialog.remove(); }
   });
+  // Renaming a session in place: the field arrives focused with the name selected; Esc keeps the
+  // old name (the form's Cancel), Enter saves (the form's own submit).
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || !event.target.closest) return;
+    var form = event.target.closest("[data-rename-form]");
+    var cancel = form && form.querySelector("[data-rename-cancel]");
+    if (cancel) { event.preventDefault(); cancel.click(); }
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var field = event.target.querySelector && event.target.querySelector("[data-rename-form] input[name=name]");
+    if (field) { field.focus(); field.select(); }
+  });
   // Scrolling (follow the latest only from the bottom) is live.js's.
   document.addEventListener("DOMContentLoaded", function () { openDialogs(document); });
 })();

@@ -328,6 +328,21 @@ def test_renaming_is_announced_once_on_the_page_through_the_api_and_in_the_admin
         ], name  # fmt: skip
 
 
+def test_archiving_is_announced_once_on_the_page_and_through_the_api(page, api, session):
+    url = f"/api/v1/sessions/{session.pk}/"
+    actions = [
+        (lambda: page.post(reverse("chat:archive", args=[session.pk]), **HX), True),
+        (lambda: page.post(reverse("chat:unarchive", args=[session.pk]), **HX), False),
+        (lambda: api.patch(url, {"archived": True}, format="json"), True),
+        (lambda: api.patch(url, {"archived": False}, format="json"), False),
+    ]
+    for action, archived in actions:
+        assert heard(session.pk, action) == [
+            {"type": "session.changed", "session": session.pk, "name": "Python basics",
+             "archived": archived, "metadata": {}}
+        ]  # fmt: skip
+
+
 # --- turns -------------------------------------------------------------------------------------
 
 

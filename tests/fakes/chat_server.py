@@ -173,7 +173,9 @@ __all__ += ["count_tokens"]
 class FakeChatServer:
     """OpenAI-compatible chat completions server on 127.0.0.1, answering scripted items."""
 
-    def __init__(self, context_window: int | None = None) -> None:
+    def __init__(
+        self, context_window: int | None = None, aside: Callable[[dict], Any] | None = None
+    ) -> None:
         # With a window, the server counts each request's tokens (count_tokens) as a real one
         # would, refuses one that does not fit with OpenAI's 400 `context_length_exceeded`, and
         # reports the count as the usage's prompt_tokens.
@@ -182,6 +184,12 @@ class FakeChatServer:
         # Streams whose client went away before the stream ended (it closed the connection).
         self.abandoned = 0
         self.default: Callable[[dict], Any] = echo
+        # Answers some requests on the side (say, the small titling request an app makes after
+        # a turn): an item for a request answers it, None leaves it to the queue. Requests it
+        # answers are recorded in `aside_requests`, not `requests`, and take no queued item.
+        self.aside: Callable[[dict], Any] | None = aside
+        self._aside = aside
+        self.aside_requests: list[dict] = []
         self._queue: deque[Any] = deque()
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -245,6 +253,8 @@ class FakeChatServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.aside_requests.clear()
+            self.aside = self._aside
             self.abandoned = 0
             self.context_window = None
             self.default = echo
@@ -265,7 +275,11 @@ class FakeChatServer:
 
     def _take(self, body: dict) -> Any:
         """Record the request and return the (unresolved) item that answers it."""
+        side = self.aside(body) if self.aside is not None else None
         with self._lock:
+            if side is not None:
+                self.aside_requests.append(body)
+                return side
             self.requests.append(body)
             return self._queue.popleft() if self._queue else None
 

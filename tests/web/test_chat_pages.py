@@ -213,20 +213,20 @@ def test_rename_and_a_too_long_name(as_alice, session):
     assert session.session_name == "Renamed"
 
 
-def test_rename_from_the_sidebar_prompt_updates_the_open_page_header(as_alice, alice, session):
+def test_rename_in_the_sidebar_updates_the_open_page_header(as_alice, alice, session):
     url = reverse("chat:rename", args=[session.pk]) + f"?current={session.pk}"
-    response = as_alice.post(url, HTTP_HX_PROMPT="From the prompt", **HX)
+    response = as_alice.post(url, {"name": "From the sidebar"}, **HX)
     body = response.content.decode()
-    assert response.status_code == 200 and "From the prompt" in body
+    assert response.status_code == 200 and "From the sidebar" in body
     assert 'id="conv-header" hx-swap-oob="morph"' in body and 'data-testid="current-branch"' in body
     session.refresh_from_db()
-    assert session.session_name == "From the prompt"
+    assert session.session_name == "From the sidebar"
 
 
 def test_renaming_another_session_leaves_the_open_pages_header_alone(as_alice, alice, session):
     other = session_create(owner=alice, name="Other")
     url = reverse("chat:rename", args=[other.pk]) + f"?current={session.pk}"
-    body = as_alice.post(url, HTTP_HX_PROMPT="Other renamed", **HX).content.decode()
+    body = as_alice.post(url, {"name": "Other renamed"}, **HX).content.decode()
     assert "Other renamed" in body and "conv-header" not in body
 
 

@@ -106,6 +106,29 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
     async_to_sync(run)()
 
 
+def test_a_renamed_session_updates_the_pages_header_and_sidebar_entry_live(client, alice, session):
+    from sessions_app.services import session_update
+
+    headers = _cookie_headers(client, alice)
+
+    async def run():
+        communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
+        assert ok
+        await database_sync_to_async(session_update)(
+            session=session, name="<i>Titled</i>", archived=True
+        )
+        frame = await communicator.receive_from(timeout=5)
+        assert 'id="conv-header" hx-swap-oob="morph"' in frame
+        assert f'id="session-link-{session.pk}" hx-swap-oob="morph"' in frame
+        assert frame.count("&lt;i&gt;Titled&lt;/i&gt;") >= 2 and "<i>" not in frame
+        assert 'data-testid="archived-badge"' in frame
+        # Never the composer: a draft survives.
+        assert 'id="composer"' not in frame and 'id="messages"' not in frame
+        await communicator.disconnect(timeout=10)
+
+    async_to_sync(run)()
+
+
 def test_bob_hears_nothing_of_alices_session(client, alice, bob, session):
     from sessions_app.services import session_create
 

@@ -18,6 +18,7 @@ class SessionOut(serializers.Serializer):
     name = serializers.CharField(source="session_name")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    archived_at = serializers.DateTimeField(allow_null=True)
     metadata = serializers.JSONField()
     current_branch = serializers.IntegerField(source="current_branch_id", allow_null=True)
     branch_count = serializers.IntegerField()
@@ -26,10 +27,12 @@ class SessionOut(serializers.Serializer):
 class SessionIn(StrictSerializer):
     name = TextField(required=False, allow_blank=True, trim_whitespace=False)
     metadata = JSONObjectField(required=False)
+    archived = StrictBooleanField(required=False)
 
 
-class SessionCreateIn(SessionIn):
+class SessionCreateIn(StrictSerializer):
     name = TextField(required=True, allow_blank=False, trim_whitespace=False)
+    metadata = JSONObjectField(required=False)
 
 
 class BranchIn(StrictSerializer):

@@ -27,6 +27,7 @@ from sessions_app.errors import ImportTooLarge
 from sessions_app.labels import session_branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import (
+    SESSION_ORDERS,
     branch_history,
     current_branch,
     get_branch_for_user,
@@ -34,7 +35,7 @@ from sessions_app.selectors import (
     get_turn_for_user,
     session_branches,
     sessions_for_user,
-    sessions_matching,
+    sessions_listed,
     with_branch_summary,
 )
 from sessions_app.services import (
@@ -84,6 +85,18 @@ def branch_param(request: Request, session: ExternalSession) -> InternalSession:
     return branch
 
 
+def _flag(raw: str | None, *, name: str) -> bool:
+    """A true/false query parameter; absent is false."""
+    if raw in (None, ""):
+        return False
+    value = str(raw).lower()
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise InvalidInput(f"{name} must be true or false.")
+
+
 BRANCH_PARAM = OpenApiParameter(
     "branch", int, description="a branch of this session (default: the current one)"
 )
@@ -93,16 +106,31 @@ class SessionList(APIView):
     @extend_schema(
         operation_id="sessions_list",
         parameters=[
-            OpenApiParameter("q", str, description="only sessions whose name or messages hold this")
+            OpenApiParameter(
+                "q", str, description="only sessions whose name or message text matches this"
+            ),
+            OpenApiParameter(
+                "order",
+                str,
+                enum=["created", "activity"],
+                description="created (default): newest first; activity: most recently active first",
+            ),
+            OpenApiParameter(
+                "archived", bool, description="true: the archived sessions (and only those)"
+            ),
         ],
         responses=paginated(SessionOut, "Session"),
-        summary="Your sessions, newest first",
+        summary="Your sessions, newest first (or most recently active first)",
     )
     def get(self, request: Request) -> Response:
-        query = clean_search(request.query_params.get("q"))
-        sessions = sessions_matching(sessions_for_user(request.user), query)
-        qs = with_branch_summary(sessions).order_by("-created_at", "-id")
-        return paginate(self, qs, SessionOut)
+        params = request.query_params
+        query = clean_search(params.get("q"))
+        order = params.get("order") or "created"
+        if order not in SESSION_ORDERS:
+            raise InvalidInput("order must be created or activity.")
+        archived = _flag(params.get("archived"), name="archived")
+        sessions = sessions_listed(request.user, query=query, archived=archived, order=order)
+        return paginate(self, with_branch_summary(sessions), SessionOut)
 
     @extend_schema(request=SessionCreateIn, responses={201: SessionOut}, summary="New session")
     def post(self, request: Request) -> Response:
@@ -123,8 +151,13 @@ class SessionDetail(APIView):
     def patch(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         data = SessionIn.validated(request.data)
-        if "name" in data or "metadata" in data:
-            session_update(session=session, name=data.get("name"), metadata=data.get("metadata"))
+        if data:
+            session_update(
+                session=session,
+                name=data.get("name"),
+                metadata=data.get("metadata"),
+                archived=data.get("archived"),
+            )
         return Response(_session_out(request.user, session.pk))
 
     @extend_schema(responses={204: None})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -11,7 +13,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_GET, require_POST
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
@@ -25,7 +28,8 @@ from sessions_app.selectors import (
     get_branch_for_user,
     get_session_for_user,
     get_turn_for_user,
-    sessions_for_user,
+    parse_pk,
+    sessions_listed,
 )
 from sessions_app.services import (
     branch_activate,
@@ -47,18 +51,71 @@ def _user(request: HttpRequest) -> User:
     return user
 
 
+def _date_groups(sessions: list[ExternalSession]) -> list[dict[str, Any]]:
+    """Sessions (most recently active first) under "Today", "Yesterday", "Previous 7 days" and
+    "Older", by their last activity in the site's time zone; empty groups left out."""
+    today = timezone.localdate()
+    bounds = [
+        ("Today", today),
+        ("Yesterday", today - timedelta(days=1)),
+        ("Previous 7 days", today - timedelta(days=7)),
+    ]
+    groups: list[dict[str, Any]] = []
+    for session in sessions:
+        day = timezone.localdate(session.updated_at)
+        label = next((name for name, start in bounds if day >= start), "Older")
+        if not groups or groups[-1]["label"] != label:
+            groups.append({"label": label, "sessions": []})
+        groups[-1]["sessions"].append(session)
+    return groups
+
+
+def _list_state(request: HttpRequest) -> tuple[str, bool, int | None]:
+    """What the sidebar list shows, from a request's query string: the search, whether the
+    archived sessions are listed, and which session's page it sits on."""
+    query = clean_search(request.GET.get("q"))
+    archived = request.GET.get("archived") in ("1", "true")
+    current = parse_pk(request.GET.get("current"))
+    return query, archived, current
+
+
 def _sidebar(
-    request: HttpRequest, current: ExternalSession | None = None, query: str = ""
+    request: HttpRequest,
+    current: ExternalSession | None = None,
+    query: str = "",
+    archived: bool = False,
+    current_id: int | None = None,
 ) -> dict[str, Any]:
-    sessions = sessions_for_user(request.user)
-    if query:
-        sessions = sessions.filter(session_name__icontains=query)
+    """The sidebar's list: the user's sessions (or the archived ones) matching `query`, most
+    recently active first, grouped by date."""
+    sessions = sessions_listed(request.user, query=query, archived=archived, order="activity")
+    shown = list(sessions[:SIDEBAR_SESSIONS])
+    if current is not None:
+        current_id = current.pk
+    state = {"q": query} if query else {}
+    if archived:
+        state["archived"] = "1"
+    if current_id is not None:
+        state["current"] = str(current_id)
     return {
-        "sessions": sessions[:SIDEBAR_SESSIONS],
+        "sessions": shown,
+        "groups": _date_groups(shown),
         "current": current,
-        "current_id": current.pk if current is not None else None,
+        "current_id": current_id,
         "query": query,
+        "archived_view": archived,
+        "list_state": urlencode(state),
     }
+
+
+def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+    """The sidebar's list again after a change to `session` (rename, archive), in the state the
+    request names; the page's header too when `session` is the one shown."""
+    query, archived, current = _list_state(request)
+    context = _sidebar(request, query=query, archived=archived, current_id=current)
+    if current == session.pk:  # its page is the one open: update its header too
+        context.update(pages.conversation(session), shown_here=True)
+    return render(request, "sessions_app/_list_changed.html", context)
 
 
 def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
@@ -75,7 +132,7 @@ def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
 @login_required
 @require_GET
 def home(request: HtmxHttpRequest) -> HttpResponse:
-    latest = sessions_for_user(request.user).order_by("-updated_at", "-id").first()
+    latest = sessions_listed(request.user, order="activity").first()
     if latest is not None:
         return redirect("chat:session", pk=latest.pk)
     return render(request, "sessions_app/home.html", _sidebar(request))
@@ -106,35 +163,63 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @domain_errors
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    query = clean_search(request.GET.get("q"))
-    current = request.GET.get("current")
-    context = _sidebar(request, query=query)
-    context["current_id"] = int(current) if current and current.isdigit() else None
+    query, archived, current = _list_state(request)
+    context = _sidebar(request, query=query, archived=archived, current_id=current)
     return render(request, "sessions_app/_session_list.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@domain_errors
+def session_rename(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """GET: the list entry as a form holding the current name; POST: rename, then the list (or
+    the form again with the reason, when the name is refused)."""
+    session = get_session_for_user(request.user, pk)
+    context = {"s": session, "value": session.session_name, "list_state": request.GET.urlencode()}
+    if request.method == "GET":
+        return render(request, "sessions_app/_session_rename.html", context)
+    name = request.POST.get("name", "")
+    try:
+        session_update(session=session, name=name)
+    except InvalidInput as exc:
+        context.update(error=exc.message, value=name)
+        response = render(request, "sessions_app/_session_rename.html", context, status=400)
+        response["HX-Retarget"] = f"#session-{session.pk}"
+        response["HX-Reswap"] = "outerHTML"
+        return response
+    return _list_changed(request, session)
 
 
 @login_required
 @require_POST
 @domain_errors
-def session_rename(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def session_archive(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
-    # The sidebar asks with hx-prompt, which sends the answer in the HX-Prompt header.
-    name = request.POST.get("name") or (request.htmx.prompt if request.htmx else None) or ""
-    session_update(session=session, name=name)
-    current = request.GET.get("current", "")
-    context = _sidebar(request)
-    context["current_id"] = int(current) if current.isdigit() else None
-    if context["current_id"] == session.pk:  # its page is the one open: update its header too
-        context.update(pages.conversation(session), shown_here=True)
-    return render(request, "sessions_app/_rename_done.html", context)
+    session_update(session=session, archived=True)
+    return _list_changed(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_unarchive(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    session_update(session=session, archived=False)
+    return _list_changed(request, session)
 
 
 @login_required
 @require_POST
 @domain_errors
 def session_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Delete a session. From the sidebar of another session's page, it only leaves the list;
+    the page shown goes home (the most recently active session) only when it was this one's."""
     session = get_session_for_user(request.user, pk)
     session_delete(session=session)
+    query, archived, current = _list_state(request)
+    if request.htmx and current is not None and current != session.pk:
+        context = _sidebar(request, query=query, archived=archived, current_id=current)
+        return render(request, "sessions_app/_session_list.html", context)
     messages.success(request, f"Deleted “{session.session_name}”.")
     response = HttpResponse(status=204)
     response["HX-Redirect"] = "/chat/"

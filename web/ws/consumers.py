@@ -311,6 +311,10 @@ def render_event(session: ExternalSession, event: dict) -> str:
     if kind == "turn.cancelled":  # what was streamed stays on the page, marked stopped
         context = {**pages.composer_state(session), "turn": int(event["turn"])}
         return render_to_string("sessions_app/_turn_stopped.html", context)
+    if kind == "session.changed":  # renamed (by hand or by the automatic title), archived
+        session.refresh_from_db()
+        context = {**pages.conversation(session), "s": session, "oob": True}
+        return render_to_string("sessions_app/_session_changed.html", context)
     if kind in ("turn.started", "turn.finished", "turn.failed", "branch.changed"):
         session.refresh_from_db()
         context = {**pages.conversation(session), **pages.panel(session)}

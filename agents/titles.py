@@ -1,0 +1,98 @@
+"""Automatic titles: once a session still called "New session" has its first answered exchange,
+the model names it.
+
+The title is a separate, small request (TITLE_MAX_TOKENS) through a throwaway agno Agent, like
+the summaries of agents.context, made after the turn has finished, so the reply is never held up
+and a failure costs nothing but the title: it is logged, and the next turn (of the first
+TITLE_TURNS exchanges) tries again. A name the user gives meanwhile always wins
+(sessions_app.services.session_title_set). The offline demo model answers these requests too
+(agents.demo_model.TITLE_MARKER).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from agno.agent import Agent
+from agno.run.base import RunStatus
+
+from core.validation import NAME_MAX_LENGTH
+from sessions_app.models import ExternalSession, Turn
+from sessions_app.services import DEFAULT_SESSION_NAME, session_title_set
+
+from .demo_model import TITLE_MARKER
+from .model import build_model
+
+log = logging.getLogger(__name__)
+
+TITLE_MAX_TOKENS = 20
+TITLE_MAX_CHARS = 80
+TITLE_TURNS = 3  # an untitled session is titled after one of its first exchanges, not later
+EXCERPT_CHARS = 600
+
+TITLE_INSTRUCTIONS = (
+    f"{TITLE_MARKER}. You get the start of a conversation. Answer with its title only: at most "
+    "six words, in the conversation's language, no quotes, no final full stop."
+)
+
+
+def clean_title(text: str) -> str:
+    """The model's answer as a session name: one line, without quotes, markup or a final full
+    stop, at most TITLE_MAX_CHARS characters; "" when nothing usable is left."""
+    line = next((part for part in text.strip().splitlines() if part.strip()), "")
+    line = re.sub(r"^(title|titre)\s*:\s*", "", line.strip(), flags=re.I)
+    line = re.sub(r"\s+", " ", line.strip(" \t*#`\"'“”‘’«»"))
+    line = line.rstrip(" .")
+    line = "".join(c for c in line if c.isprintable())
+    if len(line) > TITLE_MAX_CHARS:
+        line = line[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+    return line[:NAME_MAX_LENGTH]
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS] + "…"
+
+
+def wants_title(turn: Turn) -> bool:
+    """Whether the turn just answered is one of the first exchanges of a session still named
+    DEFAULT_SESSION_NAME."""
+    if turn.status != Turn.Status.DONE or not turn.reply.strip():
+        return False
+    position = turn.user_message_position
+    if position is None or position >= TITLE_TURNS * 2:
+        return False
+    name = (
+        ExternalSession.objects.filter(pk=turn.session_id)
+        .values_list("session_name", flat=True)
+        .first()
+    )
+    return name == DEFAULT_SESSION_NAME
+
+
+def session_autotitle(turn: Turn) -> str | None:
+    """Ask the model for the title of the turn's session and store it; the title, or None when
+    none was wanted or the model gave none. Never raises: a title is not worth a failure."""
+    try:
+        if not wants_title(turn):
+            return None
+        session = ExternalSession.objects.get(pk=turn.session_id)
+        agent = Agent(
+            model=build_model(session.settings, max_tokens=TITLE_MAX_TOKENS),
+            instructions=TITLE_INSTRUCTIONS,
+            db=None,
+            telemetry=False,
+            markdown=False,
+        )
+        prompt = f"user: {_excerpt(turn.message)}\nassistant: {_excerpt(turn.reply)}"
+        output = agent.run(input=prompt)
+        content = output.content if isinstance(output.content, str) else ""
+        title = clean_title(content) if output.status == RunStatus.completed else ""
+        if not title:
+            log.warning("no title for session %s: %s", session.pk, content.strip()[:200])
+            return None
+        return title if session_title_set(session=session, title=title) is not None else None
+    except Exception:
+        log.exception("could not title the session of turn %s", turn.pk)
+        return None
