@@ -50,7 +50,7 @@ def _run(statements: dict):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0008_summary"),
+        ("sessions_app", "0009_branch_name"),
     ]
 
     operations = [
