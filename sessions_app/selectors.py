@@ -120,6 +120,15 @@ def session_branches(session: ExternalSession) -> QuerySet[InternalSession]:
     return InternalSession.objects.filter(session=session).order_by("created_at", "id")
 
 
+def branch_label(branch: InternalSession) -> str:
+    """What the pages and the agent call a branch: "main" for the first line, then "branch 2",
+    "branch 3"... numbered in the order they were made within the session (as in the tree)."""
+    if branch.parent_id is None:
+        return "main"
+    earlier = InternalSession.objects.filter(session_id=branch.session_id, pk__lte=branch.pk)
+    return f"branch {earlier.count()}"
+
+
 def _lineage_cte() -> str:
     q = connection.ops.quote_name
     branches = q(InternalSession._meta.db_table)

@@ -10,7 +10,12 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.partial import partial_get
-from sessions_app.selectors import branch_history, current_branch, session_branches
+from sessions_app.selectors import (
+    branch_history,
+    branch_label,
+    current_branch,
+    session_branches,
+)
 
 PAGE = 100
 CHECKPOINTS_SHOWN = 200
@@ -21,15 +26,6 @@ class BranchNode:
     branch: InternalSession
     label: str
     children: list[BranchNode] = field(default_factory=list)
-
-
-def branch_label(branch: InternalSession) -> str:
-    """What the page calls a branch: "main" for the first line, then "branch 2", "branch 3"...
-    numbered in the order they were made within the session (as in the tree)."""
-    if branch.parent_id is None:
-        return "main"
-    earlier = InternalSession.objects.filter(session_id=branch.session_id, pk__lte=branch.pk)
-    return f"branch {earlier.count()}"
 
 
 def active_turn(session: ExternalSession) -> Turn | None:
