@@ -369,7 +369,10 @@ def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
         {"name": "after-intro", "description": "we said hi"},
         **HX,
     )
-    assert response.status_code == 200 and "after-intro" in response.content.decode()
+    body = response.content.decode()
+    assert response.status_code == 200 and "Saved “after-intro”." in body
+    # The list is fetched again with the page's filter; the tree and the count are updated.
+    assert 'id="checkpoint-reload"' in body and 'id="checkpoint-total"' in body
     cp = Checkpoint.objects.get()
     assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
 

@@ -26,6 +26,7 @@ urlpatterns = [
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
     path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
     path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
+    path("<int:pk>/checkpoints/list/", checkpoint_views.checkpoint_list, name="checkpoint_list"),
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
     path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
