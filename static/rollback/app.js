@@ -71,6 +71,29 @@
     var dialog = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("dialog");
     if (dialog && status >= 400) { dialog.close(); dialog.remove(); }
   });
+  // [data-copy="#id"] copies that element's text (a new API key); where the clipboard is not
+  // available, the text is selected for the reader to copy.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy"));
+    if (!source) return;
+    var status = button.parentNode.querySelector("[data-copy-status]");
+    function say(text) { if (status) status.textContent = text; }
+    function select() {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      say("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(source.textContent.trim()).then(function () { say("Copied."); }, select);
+    } else {
+      select();
+    }
+  });
   // Scrolling (follow the latest only from the bottom) is live.js's.
   document.addEventListener("DOMContentLoaded", function () { openDialogs(document); });
 })();

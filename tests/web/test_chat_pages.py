@@ -523,3 +523,19 @@ def test_continue_sends_a_new_turn_through_the_composers_path(
     ]
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="continue"' not in page
+
+
+# --- the demo model's hint ---------------------------------------------------------------------
+
+
+def test_the_demo_hint_shows_under_the_composer_with_the_demo_model(as_alice, session, settings):
+    settings.OPENAI_API_KEY = ""
+    settings.OPENAI_BASE_URL = ""
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="demo-hint"' in page and "Esc stops a reply" in page
+
+
+def test_no_demo_hint_with_a_real_model(as_alice, session, fake_llm):
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="demo-hint"' not in page and "demo model" not in page.lower()
+    assert "Esc stops a reply" in page
