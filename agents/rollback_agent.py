@@ -15,7 +15,7 @@ from agno.models.base import Model
 from agno.run.agent import RunOutput
 
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import find_session_checkpoint, session_checkpoints
+from checkpoints.selectors import find_session_checkpoint, namesakes, session_checkpoints
 from checkpoints.services import (
     checkpoint_cleanup_auto,
     checkpoint_create,
@@ -265,8 +265,11 @@ class RollbackAgent(Agent):
         except DomainError as exc:
             return f"✗ Could not create the checkpoint: {exc.message}"
         self.created_checkpoints.append(checkpoint)
-        name = checkpoint.checkpoint_name
-        return f"✓ Checkpoint '{name}' created successfully (ID: {checkpoint.pk})"
+        saved = checkpoint.checkpoint_name
+        answer = f"✓ Checkpoint '{saved}' created successfully (ID: {checkpoint.pk})"
+        if name is not None and name.strip() and saved != name.strip():
+            answer += f". The name '{name.strip()}' was taken in this conversation."
+        return answer
 
     def list_checkpoints_tool(self) -> str:
         """List the checkpoints of this conversation, newest first."""
@@ -289,17 +292,29 @@ class RollbackAgent(Agent):
             checkpoint_id_or_name: the checkpoint's id (a number) or its name.
         """
         try:
-            checkpoint = find_session_checkpoint(self.external_session, checkpoint_id_or_name)
+            checkpoint = find_session_checkpoint(
+                self.external_session, checkpoint_id_or_name, branch=self.refresh_branch()
+            )
         except DomainError as exc:
             return f"✗ {exc.message} Use list_checkpoints_tool to see the checkpoints."
         if self.session_state is None:
             self.session_state = {}
         self.session_state["rollback_requested"] = True
         self.session_state["rollback_checkpoint_id"] = checkpoint.pk
-        return (
-            f"✓ Rollback to checkpoint '{checkpoint.checkpoint_name}' (ID: {checkpoint.pk}) "
-            "requested. It will happen as soon as this reply ends."
+        answer = (
+            f"✓ Rollback to checkpoint '{checkpoint.checkpoint_name}' (ID: {checkpoint.pk}, "
+            f"{branch_label(checkpoint.branch)}, created {_when(checkpoint)} UTC) requested. "
+            "It will happen as soon as this reply ends."
         )
+        others = namesakes(checkpoint)
+        if others and not str(checkpoint_id_or_name).strip().isdigit():
+            answer += (
+                f" {others} other checkpoint{' shares' if others == 1 else 's share'} this name; "
+                "this is "
+                "the newest one in the current line of conversation (or, if none is, in the "
+                "session). To pick another, roll back by its ID (see list_checkpoints_tool)."
+            )
+        return answer
 
     def delete_checkpoint_tool(self, checkpoint_id: int) -> str:
         """Delete one checkpoint of this conversation (its messages are kept).

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from core.validation import NAME_MAX_LENGTH
 from sessions_app.errors import CheckpointNotFound
 from sessions_app.models import ExternalSession, InternalSession
-from sessions_app.selectors import parse_pk
+from sessions_app.selectors import branch_lineage, parse_pk
 
 from .models import Checkpoint
 
@@ -43,9 +44,22 @@ def session_checkpoints(
     return qs.order_by("-created_at", "-id")
 
 
-def find_session_checkpoint(session: ExternalSession, id_or_name: object) -> Checkpoint:
-    """A checkpoint of this session by id, or by name (the newest of that name; exact match
-    first, then ignoring case). Checkpoints of other sessions are never found."""
+def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
+    """The checkpoints that mark a point of this branch's history: its own, and those of its
+    ancestors at or before the point where the history left them. Newest first."""
+    reach = Q()
+    for branch_id, upper in branch_lineage(branch):
+        reach |= Q(branch_id=branch_id, message_count__lte=upper)
+    return Checkpoint.objects.filter(reach).order_by("-created_at", "-id")
+
+
+def find_session_checkpoint(
+    session: ExternalSession, id_or_name: object, *, branch: InternalSession | None = None
+) -> Checkpoint:
+    """A checkpoint of this session by id, or by name (exact match first, then ignoring case).
+    Several checkpoints may share a name (automatic ones do): the newest of them in `branch`'s
+    history wins when `branch` is given, else the newest in the session. Checkpoints of other
+    sessions are never found."""
     qs = Checkpoint.objects.filter(branch__session=session).select_related("branch")
     if isinstance(id_or_name, bool):
         raise CheckpointNotFound()
@@ -62,13 +76,49 @@ def find_session_checkpoint(session: ExternalSession, id_or_name: object) -> Che
         raise CheckpointNotFound("Give a checkpoint id or name.")
     name = id_or_name.strip()
     newest = ("-created_at", "-id")
-    found = (
-        qs.filter(checkpoint_name=name).order_by(*newest).first()
-        or qs.filter(checkpoint_name__iexact=name).order_by(*newest).first()
+    scopes = [qs]
+    if branch is not None and branch.session_id == session.pk:
+        scopes.insert(0, qs.filter(pk__in=lineage_checkpoints(branch).values("pk")))
+    for scope in scopes:
+        found = (
+            scope.filter(checkpoint_name=name).order_by(*newest).first()
+            or scope.filter(checkpoint_name__iexact=name).order_by(*newest).first()
+        )
+        if found is not None:
+            return found
+    raise CheckpointNotFound(f"There is no checkpoint named {name!r} in this session.")
+
+
+def namesakes(checkpoint: Checkpoint) -> int:
+    """How many other checkpoints of the checkpoint's session share its name (ignoring case)."""
+    return (
+        Checkpoint.objects.filter(
+            branch__session_id=checkpoint.branch.session_id,
+            checkpoint_name__iexact=checkpoint.checkpoint_name,
+        )
+        .exclude(pk=checkpoint.pk)
+        .count()
     )
-    if found is None:
-        raise CheckpointNotFound(f"There is no checkpoint named {name!r} in this session.")
-    return found
+
+
+def unused_checkpoint_name(session_id: int, name: str, *, limit: int = NAME_MAX_LENGTH) -> str:
+    """`name`, or `name (2)`, `name (3)`... the first that no checkpoint of the session has
+    (ignoring case), kept within `limit` characters."""
+    taken = {
+        n.lower()
+        for n in Checkpoint.objects.filter(
+            branch__session_id=session_id, checkpoint_name__istartswith=name[: limit - 8]
+        ).values_list("checkpoint_name", flat=True)
+    }
+    if name.lower() not in taken:
+        return name
+    number = 2
+    while True:
+        suffix = f" ({number})"
+        candidate = name[: limit - len(suffix)] + suffix
+        if candidate.lower() not in taken:
+            return candidate
+        number += 1
 
 
 def branches_forked_after(branch_id: int, position: int) -> list[int]:

@@ -26,7 +26,7 @@ from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.services import branch_fork, branch_make_current, lock_session
 
 from .models import Checkpoint
-from .selectors import branches_forked_after
+from .selectors import branches_forked_after, unused_checkpoint_name
 
 RestoreMode = Literal["branch", "rewind"]
 RESTORE_MODES = ("branch", "rewind")
@@ -63,11 +63,15 @@ def checkpoint_create(
     at: int | None = None,
 ) -> Checkpoint:
     """Mark the branch's current position (or position `at` of its own part). One row; no
-    message is read or copied."""
+    message is read or copied. A manual checkpoint's name is unique in its session: a name
+    already taken gets a number ("draft (2)"), so a rollback by name is never ambiguous between
+    checkpoints someone named. Automatic checkpoints ("after-calculate") may repeat."""
     clean = clean_name(name, what="checkpoint", default=default_checkpoint_name())
     text = clean_description(description)
     meta = clean_metadata(metadata, what="checkpoint metadata")
     lock_session(branch.session_id)
+    if not is_auto:
+        clean = unused_checkpoint_name(branch.session_id, clean)
     try:
         locked = (
             InternalSession.objects.select_for_update()

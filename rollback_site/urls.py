@@ -5,10 +5,14 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from web.admin import login as admin_login
+from web.pages import errors
 
 admin.site.site_header = "Rollback console"
 admin.site.site_title = "Rollback console"
 admin.site.index_title = "Users, sessions, branches and checkpoints"
+
+handler404 = errors.not_found
+handler500 = errors.server_error
 
 urlpatterns = [
     # The admin's login under the sign-in limits' 429 (the limits themselves hold for any login).

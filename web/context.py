@@ -4,10 +4,14 @@ message looks the same whether it arrived with the page or over the stream."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
 
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import session_checkpoints
+from checkpoints.selectors import lineage_checkpoints, session_checkpoints
+from core.errors import InvalidInput
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.partial import partial_get
@@ -15,7 +19,10 @@ from sessions_app.selectors import branch_history, current_branch, session_branc
 from sessions_app.versions import message_versions
 
 PAGE = 100
-CHECKPOINTS_SHOWN = 200
+CHECKPOINT_PAGE = 20  # checkpoints listed at first, and added by each "Show older"
+CHECKPOINTS_MAX_SHOWN = 500  # the most a live update re-lists (what the reader had loaded)
+CHECKPOINT_KINDS = ("all", "manual", "auto")
+CHECKPOINT_SCOPES = ("all", "branch")
 
 
 @dataclass
@@ -124,13 +131,83 @@ def branch_tree(session: ExternalSession) -> list[BranchNode]:
     return roots
 
 
-def panel(session: ExternalSession) -> dict:
-    checkpoints = list(session_checkpoints(session).select_related("branch")[:CHECKPOINTS_SHOWN])
+@dataclass(frozen=True)
+class CheckpointFilter:
+    """Which checkpoints the panel lists: every kind or one (manual, auto), of every branch or
+    of the current branch's line (its own and those it inherits)."""
+
+    kind: str = "all"
+    scope: str = "all"
+
+    @classmethod
+    def parse(cls, data: Any) -> CheckpointFilter:
+        kind = data.get("kind") or "all"
+        scope = data.get("scope") or "all"
+        if kind not in CHECKPOINT_KINDS:
+            raise InvalidInput("Show manual, automatic or all checkpoints (kind).")
+        if scope not in CHECKPOINT_SCOPES:
+            raise InvalidInput("Show the checkpoints of this branch or of all branches (scope).")
+        return cls(kind=kind, scope=scope)
+
+    @property
+    def is_default(self) -> bool:
+        return self == CheckpointFilter()
+
+
+def checkpoint_page(
+    session: ExternalSession,
+    *,
+    chosen: CheckpointFilter | None = None,
+    before: int | None = None,
+    count: int = CHECKPOINT_PAGE,
+    shown: int = 0,
+) -> dict:
+    """One page of the panel's checkpoints, newest first: the first `count` that match the
+    filter, or those older than checkpoint `before`. `shown` is how many the list held before
+    this page (so a live update can list as many again)."""
+    chosen = chosen or CheckpointFilter()
+    current = current_branch(session)
+    qs = lineage_checkpoints(current) if chosen.scope == "branch" else session_checkpoints(session)
+    if chosen.kind != "all":
+        qs = qs.filter(is_auto=chosen.kind == "auto")
+    if before is not None:
+        cursor = (
+            Checkpoint.objects.filter(pk=before, branch__session=session)
+            .values("created_at")
+            .first()
+        )
+        if cursor is None:  # deleted meantime: ids stand in for the order
+            qs = qs.filter(pk__lt=before)
+        else:
+            at = cursor["created_at"]
+            qs = qs.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=before))
+    count = max(1, min(count, CHECKPOINTS_MAX_SHOWN))
+    rows = list(qs.select_related("branch")[: count + 1])
+    page = rows[:count]
     return {
         "session": session,
-        "checkpoints": checkpoints,
-        "tree": branch_tree(session),
+        "current": current,
+        "cp_filter": chosen,
+        "checkpoints": page,
+        "older": page[-1].pk if len(rows) > count else None,
+        "shown": shown + len(page),
+        "total": session_checkpoints(session).count(),
+    }
+
+
+def panel(session: ExternalSession) -> dict:
+    """The side panel as a page load shows it: the branch tree and the newest checkpoints."""
+    return {**checkpoint_page(session), "tree": branch_tree(session)}
+
+
+def panel_live(session: ExternalSession) -> dict:
+    """What a live update of the side panel carries (checkpoints/_panel_oob.html): the tree
+    and the count; the page fetches its list again itself, with its own filter."""
+    return {
+        "session": session,
         "current": current_branch(session),
+        "tree": branch_tree(session),
+        "total": session_checkpoints(session).count(),
     }
 
 

@@ -83,6 +83,29 @@
     var field = event.target.querySelector && event.target.querySelector("[data-rename-form] input[name=name]");
     if (field) { field.focus(); field.select(); }
   });
+  // [data-copy-target="#id"] copies that element's text (a new API key); where the clipboard is not
+  // available, the text is selected for the reader to copy.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy-target]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy-target"));
+    if (!source) return;
+    var status = button.parentNode.querySelector("[data-copy-status]");
+    function say(text) { if (status) status.textContent = text; }
+    function select() {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      say("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(source.textContent.trim()).then(function () { say("Copied."); }, select);
+    } else {
+      select();
+    }
+  });
   // Scrolling (follow the latest only from the bottom) is live.js's.
   document.addEventListener("DOMContentLoaded", function () { openDialogs(document); });
 })();

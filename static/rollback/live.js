@@ -167,8 +167,15 @@
 
   // A branch switched by another tab (or the agent, or the API) is followed and announced; this
   // tab's own requests switch silently.
+  // A fetch that a live update itself starts (data-live-fetch: the panel's list reloading with
+  // its filter) is not the reader's request.
+  function readerRequest(event) {
+    var elt = event.detail && event.detail.elt;
+    return !(elt && elt.hasAttribute && elt.hasAttribute("data-live-fetch"));
+  }
   var ownRequests = 0;
   document.addEventListener("htmx:beforeRequest", function (event) {
+    if (!readerRequest(event)) return;
     ownRequests += 1;
     var release = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("[data-live-release]");
     if (release) {
@@ -176,7 +183,8 @@
       if (form) form.removeAttribute("data-live-keep");
     }
   });
-  document.addEventListener("htmx:afterRequest", function () {
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!readerRequest(event)) return;
     ownRequests = Math.max(0, ownRequests - 1);
   });
   document.addEventListener("htmx:wsBeforeMessage", function () {

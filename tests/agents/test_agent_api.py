@@ -230,3 +230,29 @@ def test_a_state_grown_past_the_limit_is_not_saved_and_the_answer_is(
     assert roles == ["user", "assistant", "tool", "assistant"]
     # The automatic checkpoint after the tool holds the state that was kept.
     assert Checkpoint.objects.get(pk=turn.checkpoint_id).session_state == {"kept": 1}
+
+
+def test_rollback_by_a_shared_name_says_which_checkpoint_it_picked(session, branch):
+    say(branch, "a", "b")
+    older = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
+    say(branch, "c", "d")
+    newer = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
+    agent = AgentService().resume_agent(session.pk)
+    answer = agent.rollback_to_checkpoint_tool("after-calculate")
+    assert f"(ID: {newer.pk}, main, created " in answer
+    assert "1 other checkpoint shares this name" in answer
+    assert "roll back by its ID" in answer
+    assert agent.requested_rollback == newer.pk
+    by_id = agent.rollback_to_checkpoint_tool(str(older.pk))
+    assert f"(ID: {older.pk}, main" in by_id and "this name" not in by_id
+
+
+def test_creating_a_checkpoint_under_a_taken_name_says_the_name_it_got(session, branch):
+    agent = AgentService().resume_agent(session.pk)
+    agent.create_checkpoint("draft")
+    answer = agent.create_checkpoint("draft")
+    cp = Checkpoint.objects.get(checkpoint_name="draft (2)")
+    assert answer == (
+        f"✓ Checkpoint 'draft (2)' created successfully (ID: {cp.pk}). "
+        "The name 'draft' was taken in this conversation."
+    )

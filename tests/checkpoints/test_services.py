@@ -5,7 +5,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import get_checkpoint_for_user, session_checkpoints
+from checkpoints.selectors import (
+    find_session_checkpoint,
+    get_checkpoint_for_user,
+    lineage_checkpoints,
+    session_checkpoints,
+)
 from checkpoints.services import (
     branch_rewind,
     checkpoint_cleanup_auto,
@@ -340,3 +345,55 @@ def test_cleanup_refuses_a_bad_keep_count(branch, bad):
     with pytest.raises(InvalidInput):
         checkpoint_cleanup_auto(keep_latest=bad)
     assert Checkpoint.objects.count() == 1
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+def test_a_manual_checkpoint_with_a_taken_name_gets_a_number(session, branch):
+    first = checkpoint_create(branch=branch, name="dup")
+    second = checkpoint_create(branch=branch, name="dup")
+    third = checkpoint_create(branch=branch, name="DUP")
+    other = session_create(owner=session.owner, name="other")
+    elsewhere = checkpoint_create(branch=current_branch(other), name="dup")
+    assert [first.checkpoint_name, second.checkpoint_name, third.checkpoint_name] == [
+        "dup",
+        "dup (2)",
+        "DUP (3)",
+    ]
+    assert elsewhere.checkpoint_name == "dup"  # unique within a session, not across sessions
+    assert find_session_checkpoint(session, "dup (2)") == second
+
+
+def test_a_suffixed_name_stays_within_the_limit(branch):
+    long = "n" * 200
+    checkpoint_create(branch=branch, name=long)
+    again = checkpoint_create(branch=branch, name=long)
+    assert again.checkpoint_name == "n" * 196 + " (2)"
+
+
+def test_automatic_checkpoints_may_share_a_name(branch):
+    names = {
+        checkpoint_create(branch=branch, name="after-calculate", is_auto=True).checkpoint_name
+        for _ in range(2)
+    }
+    assert names == {"after-calculate"}
+
+
+def test_a_name_resolves_to_the_newest_in_the_current_line_before_the_session(session, branch):
+    say(branch, "a", "b")
+    old = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
+    fork = checkpoint_create(branch=branch, name="fork")
+    say(branch, "c", "d")
+    on_main = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
+    new_branch = checkpoint_restore(checkpoint=fork).branch
+    # The newest of that name in the session is on main, after the fork: not this line's.
+    assert find_session_checkpoint(session, "after-calculate") == on_main
+    assert find_session_checkpoint(session, "after-calculate", branch=new_branch) == old
+    assert set(lineage_checkpoints(new_branch)) == {old, fork}
+    say(new_branch, "e")
+    mine = checkpoint_create(branch=new_branch, name="after-calculate", is_auto=True)
+    assert find_session_checkpoint(session, "AFTER-calculate", branch=new_branch) == mine
+    # A name only found off this line still resolves, to the newest in the session.
+    checkpoint_create(branch=branch, name="only-on-main")
+    assert find_session_checkpoint(session, "only-on-main", branch=new_branch).branch == branch

@@ -65,3 +65,23 @@ def test_the_api_docs_render_under_the_policy(page, app):
     page.goto(f"{app.base_url}/api/v1/docs/")
     expect(page.locator(".swagger-ui .title")).to_contain_text("Rollback API")
     expect(page.locator(".opblock").first).to_be_visible()
+
+
+def test_a_new_api_key_is_shown_once_with_a_copy_button(page, app):
+    sign_up(page, app.base_url)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_test_id("profile-link").click()
+    page.get_by_test_id("api-key-name").fill("laptop")
+    page.get_by_test_id("create-api-key").click()
+    page.wait_for_url(re.compile(r"/accounts/profile/#api-keys$"))
+    secret = page.get_by_test_id("new-api-key").inner_text().strip()
+    assert len(secret) >= 20
+    copy = page.get_by_role("button", name="Copy the new API key")
+    copy.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("[data-copy-status]")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == secret
+    # A refresh lands on the GET: no second key, and the secret is not shown again.
+    page.reload()
+    expect(page.get_by_test_id("api-key-row")).to_have_count(1)
+    expect(page.get_by_test_id("new-api-key")).to_have_count(0)

@@ -128,6 +128,7 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/checkpoints/": Rule(
         OWNER, ("POST",), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
+    "/chat/<int:pk>/checkpoints/list/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/checkpoints/<int:cp_id>/": Rule(OWNER, ("GET",), {"cp_id": "checkpoint"}),
     "/chat/checkpoints/<int:cp_id>/delete/": Rule(OWNER, ("POST",), {"cp_id": "checkpoint"}),
     "/chat/checkpoints/<int:cp_id>/restore/": Rule(

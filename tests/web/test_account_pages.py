@@ -414,11 +414,14 @@ def test_a_bad_theme_is_refused_and_nothing_saved(alice_client, alice):
 def test_a_new_api_key_is_shown_once(alice_client, alice):
     response = alice_client.post(reverse("accounts:apikey_create"), {"name": "laptop"})
 
-    assert response.status_code == 201
-    assert "no-store" in response["Cache-Control"]
+    # POST, then redirect: the browser ends on a GET, so a refresh makes no other key.
+    assert response.status_code == 303
+    assert response["Location"] == reverse("accounts:profile") + "#api-keys"
     key = ApiKey.objects.get(user=alice)
-    html = response.content.decode()
-    assert 'data-testid="new-api-key"' in html
+    shown = alice_client.get(reverse("accounts:profile"))
+    assert "no-store" in shown["Cache-Control"]
+    html = shown.content.decode()
+    assert 'data-testid="new-api-key"' in html and 'data-testid="copy-api-key"' in html
     start = html.index('data-testid="new-api-key">') + len('data-testid="new-api-key">')
     secret = html[start : html.index("<", start)].strip()
     assert apikey_authenticate(secret) == alice
@@ -428,7 +431,37 @@ def test_a_new_api_key_is_shown_once(alice_client, alice):
     assert secret not in later
     assert 'data-testid="new-api-key"' not in later
     assert key.prefix in later and "laptop" in later
+    assert ApiKey.objects.filter(user=alice).count() == 1
     assert secret not in str(dict(alice_client.session))
+
+
+def test_the_new_secret_is_never_whole_in_the_session(alice_client, alice):
+    alice_client.post(reverse("accounts:apikey_create"), {"name": "laptop"})
+    stored = str(dict(alice_client.session))
+    cookie = alice_client.cookies["new_api_key"]
+    secret = bytes(
+        a ^ b
+        for a, b in zip(
+            bytes.fromhex(cookie.value),
+            bytes.fromhex(alice_client.session["new_api_key"]["pad"]),
+            strict=True,
+        )
+    ).decode()
+    assert apikey_authenticate(secret) == alice
+    assert secret not in stored and secret not in cookie.value
+    assert cookie["httponly"] and cookie["samesite"] == "Strict"
+    alice_client.get(reverse("accounts:profile"))
+    assert "new_api_key" not in alice_client.session
+
+
+def test_another_browser_never_sees_the_new_secret(alice_client, alice):
+    from django.test import Client
+
+    alice_client.post(reverse("accounts:apikey_create"), {"name": "laptop"})
+    other = Client()
+    other.force_login(alice)
+    page = other.get(reverse("accounts:profile")).content.decode()
+    assert 'data-testid="new-api-key"' not in page
 
 
 def test_api_key_name_errors_are_shown(alice_client):

@@ -398,7 +398,10 @@ def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
         {"name": "after-intro", "description": "we said hi"},
         **HX,
     )
-    assert response.status_code == 200 and "after-intro" in response.content.decode()
+    body = response.content.decode()
+    assert response.status_code == 200 and "Saved “after-intro”." in body
+    # The list is fetched again with the page's filter; the tree and the count are updated.
+    assert 'id="checkpoint-reload"' in body and 'id="checkpoint-total"' in body
     cp = Checkpoint.objects.get()
     assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
 
@@ -549,3 +552,19 @@ def test_continue_sends_a_new_turn_through_the_composers_path(
     ]
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="continue"' not in page
+
+
+# --- the demo model's hint ---------------------------------------------------------------------
+
+
+def test_the_demo_hint_shows_under_the_composer_with_the_demo_model(as_alice, session, settings):
+    settings.OPENAI_API_KEY = ""
+    settings.OPENAI_BASE_URL = ""
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="demo-hint"' in page and "Esc stops a reply" in page
+
+
+def test_no_demo_hint_with_a_real_model(as_alice, session, fake_llm):
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="demo-hint"' not in page and "demo model" not in page.lower()
+    assert "Esc stops a reply" in page

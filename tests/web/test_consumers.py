@@ -92,7 +92,9 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
         assert "&lt;b&gt;x&lt;/b&gt;" in frame and "<b>" not in frame
         await database_sync_to_async(events.turn_failed)(session=session.pk, turn=3, error="x")
         frame = await communicator.receive_from(timeout=5)
-        assert 'id="messages"' in frame and 'id="side-panel"' in frame
+        assert 'id="messages"' in frame and 'id="branch-tree"' in frame
+        # The panel's list is fetched again by the page with its own filter, never replaced.
+        assert 'id="checkpoint-reload"' in frame and 'id="checkpoint-filter"' not in frame
         # Only the composer's buttons are swapped, never its textarea: a draft survives.
         assert 'id="composer-actions"' in frame and 'id="composer"' not in frame
         # Stopped: the streamed text stays on the page, marked stopped; the buttons follow.

@@ -169,8 +169,8 @@ def test_every_private_page_fragment_and_api_answer_is_never_stored(as_alice, ev
 
 
 def test_the_response_showing_a_new_api_key_is_never_stored(as_alice):
-    response = as_alice.post(reverse("accounts:apikey_create"), {"name": "laptop"})
-    assert response.status_code == 201
+    response = as_alice.post(reverse("accounts:apikey_create"), {"name": "laptop"}, follow=True)
+    assert response.redirect_chain == [(reverse("accounts:profile") + "#api-keys", 303)]
     assert 'data-testid="new-api-key"' in response.content.decode()
     assert "no-store" in response.headers["Cache-Control"]
 

@@ -3,6 +3,7 @@ keys). Each view parses the form, calls a service and renders or redirects."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.conf import settings
@@ -13,9 +14,9 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.messages.views import SuccessMessageMixin
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -42,6 +43,49 @@ from web.signin import lockout_status
 
 # Keys listed on the profile: every active one (at most 50) and the latest revoked ones.
 PROFILE_KEYS_SHOWN = 100
+
+# A new key's secret travels from the POST that made it to the one GET that shows it split in
+# two: a random pad in the session and the secret masked with it in a short-lived cookie. Neither
+# alone reveals it (so the session table never holds a secret), and the GET drops both.
+NEW_KEY_SESSION = "new_api_key"
+NEW_KEY_COOKIE = "new_api_key"
+NEW_KEY_MAX_AGE = 300
+
+
+def _xor(data: bytes, pad: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(data, pad, strict=True))
+
+
+def _stash_new_key(request: HttpRequest, response: HttpResponse, key: ApiKey, secret: str) -> None:
+    data = secret.encode()
+    pad = secrets.token_bytes(len(data))
+    request.session[NEW_KEY_SESSION] = {"id": key.pk, "pad": pad.hex()}
+    response.set_cookie(
+        NEW_KEY_COOKIE,
+        _xor(data, pad).hex(),
+        max_age=NEW_KEY_MAX_AGE,
+        path=reverse("accounts:profile"),
+        secure=request.is_secure(),
+        httponly=True,
+        samesite="Strict",
+    )
+
+
+def _take_new_key(request: HttpRequest) -> tuple[ApiKey, str] | None:
+    """The key made by this browser's last POST and its secret, once; None after that."""
+    stash = request.session.pop(NEW_KEY_SESSION, None)
+    masked = request.COOKIES.get(NEW_KEY_COOKIE, "")
+    if not isinstance(stash, dict) or not masked:
+        return None
+    try:
+        secret = _xor(bytes.fromhex(masked), bytes.fromhex(str(stash.get("pad")))).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    key_id = stash.get("id")
+    if not isinstance(key_id, int):
+        return None
+    key = ApiKey.objects.for_user(_user(request)).filter(pk=key_id).first()
+    return (key, secret) if key is not None else None
 
 
 def _user(request: HttpRequest) -> User:
@@ -145,10 +189,16 @@ def _profile_page(
 
 
 @login_required
+@never_cache
 def profile(request: HttpRequest) -> HttpResponse:
-    """The profile; a POST saves the preferences."""
+    """The profile; a POST saves the preferences. Right after a key is made, the page shows its
+    secret, once."""
     if request.method != "POST":
-        return _profile_page(request)
+        new_key = _take_new_key(request)
+        response = _profile_page(request, new_key=new_key)
+        if NEW_KEY_COOKIE in request.COOKIES:
+            response.delete_cookie(NEW_KEY_COOKIE, path=reverse("accounts:profile"))
+        return response
     form = PreferencesForm(request.POST)
     if form.is_valid():
         try:
@@ -169,8 +219,9 @@ def profile(request: HttpRequest) -> HttpResponse:
 @require_POST
 @never_cache
 def apikey_create_view(request: HttpRequest) -> HttpResponse:
-    """Create a key and answer with the profile page showing its secret, once. The secret is
-    rendered in this response only, never stored (not even in the session) nor cached."""
+    """Create a key and send the browser (303) to the profile, which shows its secret once: a
+    refresh there shows it no more and makes no other key. The secret is never stored whole,
+    not even in the session, nor cached."""
     form = ApiKeyCreateForm(request.POST)
     if form.is_valid():
         try:
@@ -178,7 +229,10 @@ def apikey_create_view(request: HttpRequest) -> HttpResponse:
         except InvalidInput as exc:
             add_domain_error(form, exc)
         else:
-            return _profile_page(request, new_key=new_key, status=201)
+            response = HttpResponseRedirect(reverse("accounts:profile") + "#api-keys")
+            response.status_code = 303
+            _stash_new_key(request, response, *new_key)
+            return response
     return _profile_page(request, key_form=form, status=400)
 
 

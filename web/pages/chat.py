@@ -120,7 +120,7 @@ def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpRespons
 
 def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
     """Everything that depends on the current branch, as out-of-band swaps."""
-    context = {**pages.conversation(session), **pages.panel(session)}
+    context = {**pages.conversation(session), **pages.panel_live(session)}
     return HttpResponse(render_to_string("sessions_app/_refresh.html", context, request))
 
 

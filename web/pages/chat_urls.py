@@ -33,6 +33,7 @@ urlpatterns = [
         name="branch_rename",
     ),
     path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
+    path("<int:pk>/checkpoints/list/", checkpoint_views.checkpoint_list, name="checkpoint_list"),
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
     path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),

@@ -1,14 +1,17 @@
-"""The checkpoint panel (HTML, htmx): save, details, delete, restore."""
+"""The checkpoint panel (HTML, htmx): the list (filtered, a page at a time), save, details,
+delete, restore."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from checkpoints.selectors import get_checkpoint_for_user, rewind_preview
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
+from core.errors import InvalidInput
 from core.http import domain_errors
 from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession
@@ -17,8 +20,39 @@ from web import context as pages
 from web.pages.chat import refresh
 
 
-def _panel(request: HttpRequest, session: ExternalSession) -> HttpResponse:
-    return render(request, "checkpoints/_panel.html", pages.panel(session))
+def _panel_update(request: HttpRequest, session: ExternalSession, html: str = "") -> HttpResponse:
+    """`html` for the request's own target, with the panel's live update (the tree, the count,
+    and the list fetched again with the page's filter)."""
+    live = render_to_string("checkpoints/_panel_oob.html", pages.panel_live(session), request)
+    return HttpResponse(html + live)
+
+
+def _number(value: str | None, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or len(value) > 12:
+        raise InvalidInput(f"{what} must be a whole number.")
+    return int(value)
+
+
+@login_required
+@require_GET
+@domain_errors
+def checkpoint_list(request: HttpRequest, pk: int) -> HttpResponse:
+    """A page of the panel's checkpoints: `kind` (all, manual, auto) and `scope` (all, branch)
+    filter; `before` (a checkpoint id) asks for those older than it. Without `before`, the first
+    `shown` (at least a page) are listed: a live update lists as many as the reader had."""
+    session = get_session_for_user(request.user, pk)
+    chosen = pages.CheckpointFilter.parse(request.GET)
+    before = _number(request.GET.get("before"), "before")
+    shown = _number(request.GET.get("shown"), "shown") or 0
+    if before is None:
+        page = pages.checkpoint_page(
+            session, chosen=chosen, count=max(shown, pages.CHECKPOINT_PAGE)
+        )
+    else:
+        page = pages.checkpoint_page(session, chosen=chosen, before=before, shown=shown)
+    return render(request, "checkpoints/_checkpoint_page.html", {**page, "older_page": before})
 
 
 @login_required
@@ -26,13 +60,16 @@ def _panel(request: HttpRequest, session: ExternalSession) -> HttpResponse:
 @domain_errors
 def save(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
-    checkpoint_create(
+    saved = checkpoint_create(
         branch=current_branch(session),
         name=request.POST.get("name") or None,
         description=request.POST.get("description", ""),
         metadata={"trigger": "manual"},
     )
-    return _panel(request, session)
+    context = {"session": session, "saved": saved}
+    return _panel_update(
+        request, session, render_to_string("checkpoints/_save_form.html", context, request)
+    )
 
 
 @login_required
@@ -51,7 +88,7 @@ def delete(request: HttpRequest, cp_id: int) -> HttpResponse:
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session
     checkpoint_delete(checkpoint=checkpoint)
-    return _panel(request, session)
+    return _panel_update(request, session)
 
 
 @login_required

@@ -307,7 +307,7 @@ def render_event(session: ExternalSession, event: dict) -> str:
         return render_to_string("sessions_app/_stream_tool.html", context)
     if kind in ("checkpoint.created", "checkpoint.deleted"):
         session.refresh_from_db()
-        return render_to_string("checkpoints/_panel_oob.html", pages.panel(session))
+        return render_to_string("checkpoints/_panel_oob.html", pages.panel_live(session))
     if kind == "turn.cancelled":  # what was streamed stays on the page, marked stopped
         context = {**pages.composer_state(session), "turn": int(event["turn"])}
         return render_to_string("sessions_app/_turn_stopped.html", context)
@@ -317,6 +317,6 @@ def render_event(session: ExternalSession, event: dict) -> str:
         return render_to_string("sessions_app/_session_changed.html", context)
     if kind in ("turn.started", "turn.finished", "turn.failed", "branch.changed"):
         session.refresh_from_db()
-        context = {**pages.conversation(session), **pages.panel(session)}
+        context = {**pages.conversation(session), **pages.panel_live(session)}
         return render_to_string("sessions_app/_refresh.html", context)
     return ""

@@ -130,7 +130,9 @@ class Command(BaseCommand):
             self._line("Say which checkpoint: /rollback ID_OR_NAME (see /list)")
             return
         try:
-            checkpoint = find_session_checkpoint(self.session, arg)
+            checkpoint = find_session_checkpoint(
+                self.session, arg, branch=self.agent.internal_session if self.agent else None
+            )
             agent = self._call(self.service.rollback_to_checkpoint, self.session.pk, checkpoint.pk)
         except CheckpointNotFound as exc:
             self._line(f"  [error] {exc.message} Use /list to see the checkpoints.")

@@ -1,0 +1,58 @@
+"""The 404 and 500 pages: styled like the app, with a way back; JSON under /api/."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+
+@pytest.mark.django_db
+def test_a_missing_chat_is_the_styled_404_page(client, alice):
+    client.force_login(alice)
+    response = client.get("/chat/999999/")
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "rollback/app.css" in html and 'data-testid="error-page"' in html
+    assert f'href="{reverse("chat:home")}" data-testid="error-home"' in html
+
+
+@pytest.mark.django_db
+def test_another_users_chat_is_the_same_404_page(client, bob, session):
+    client.force_login(bob)
+    response = client.get(f"/chat/{session.pk}/")
+    assert response.status_code == 404 and 'data-testid="error-page"' in response.content.decode()
+    assert session.session_name not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_unknown_address_is_the_styled_404_page(client):
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404 and 'data-testid="error-page"' in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_api_answers_404_in_json(client, alice):
+    client.force_login(alice)
+    for url in ("/api/v1/sessions/999999/", "/api/v1/nowhere/", "/api/v2/sessions/"):
+        response = client.get(url)
+        assert response.status_code == 404, url
+        assert response["Content-Type"] == "application/json", url
+        assert set(response.json()) == {"detail"} and "found" in response.json()["detail"], url
+
+
+@pytest.mark.urls("tests.web.boom_urls")
+def test_a_server_error_is_the_static_500_page():
+    # No django_db mark: the 500 page is served even when the database is out of reach.
+    client = Client(raise_request_exception=False)
+    response = client.get("/boom/")
+    assert response.status_code == 500
+    html = response.content.decode()
+    assert "rollback/app.css" in html and 'data-testid="error-page"' in html
+    assert 'href="/" data-testid="error-home"' in html and "boom" not in html
+
+
+@pytest.mark.urls("tests.web.boom_urls")
+def test_a_server_error_under_the_api_is_json():
+    response = Client(raise_request_exception=False).get("/api/v1/boom/")
+    assert response.status_code == 500 and response.json() == {"detail": "Server error."}
