@@ -172,7 +172,9 @@ def test_when_every_attempt_dies_the_page_shows_the_failure_and_takes_a_new_mess
     expect(page.get_by_test_id("message-input")).to_be_enabled()
     chat(page, "third")
     assert message_texts(page, "user") == ["first", "second", "third"]
-    assert last_reply(page) == "Echo: third"
+    # The failed turn's message and the new one reach the model as one user message (roles
+    # alternate, as strict chat templates require); both stay separate on the page.
+    assert last_reply(page) == "Echo: second\n\nthird"
 
 
 CANCEL_THROUGH_THE_API = """async (id) => {
