@@ -106,6 +106,56 @@
       select();
     }
   });
+  // Layout: "Sessions" collapses the sidebar on a wide screen and opens it as a drawer on a narrow
+  // one; "Checkpoints & branches" opens the panel's drawer below 1000 px. Esc or ✕ closes a drawer.
+  var NARROW = window.matchMedia("(max-width: 700px)");
+  function shown(el) {
+    if (!el) return false;
+    var style = getComputedStyle(el);
+    return style.display !== "none" && style.visibility !== "hidden";
+  }
+  function syncLayout() {
+    document.querySelectorAll("[data-layout-toggle]").forEach(function (button) {
+      var target = document.getElementById(button.getAttribute("aria-controls"));
+      button.setAttribute("aria-expanded", shown(target) ? "true" : "false");
+    });
+  }
+  function closeDrawer(which) {
+    var cls = which === "panel" ? "panel-open" : "sidebar-open";
+    if (!document.body.classList.contains(cls)) return false;
+    document.body.classList.remove(cls);
+    var button = document.querySelector('[data-layout-toggle="' + which + '"]');
+    syncLayout();
+    if (button) button.focus();
+    return true;
+  }
+  document.addEventListener("click", function (event) {
+    var toggle = event.target.closest && event.target.closest("[data-layout-toggle]");
+    var close = event.target.closest && event.target.closest("[data-layout-close]");
+    if (close) { closeDrawer(close.getAttribute("data-layout-close")); return; }
+    if (!toggle) return;
+    var which = toggle.getAttribute("data-layout-toggle");
+    if (which === "panel") {
+      document.body.classList.toggle("panel-open");
+      document.body.classList.remove("sidebar-open");
+    } else if (NARROW.matches) {
+      document.body.classList.toggle("sidebar-open");
+      document.body.classList.remove("panel-open");
+    } else {
+      document.body.classList.toggle("sidebar-collapsed");
+    }
+    syncLayout();
+    var target = document.getElementById(toggle.getAttribute("aria-controls"));
+    var first = shown(target) && target.querySelector("input, button:not(.drawer-close), a, select, textarea");
+    if (first && (document.body.classList.contains("panel-open") || document.body.classList.contains("sidebar-open"))) first.focus();
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || event.defaultPrevented) return;
+    if (document.querySelector("dialog[open]")) return;
+    if (closeDrawer("panel") || closeDrawer("sidebar")) event.preventDefault();
+  });
+  window.addEventListener("resize", syncLayout);
+  document.addEventListener("DOMContentLoaded", syncLayout);
   // Scrolling (follow the latest only from the bottom) is live.js's.
   document.addEventListener("DOMContentLoaded", function () { openDialogs(document); });
 })();

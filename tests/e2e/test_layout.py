@@ -1,0 +1,155 @@
+"""The chat at 1366, 960 and 390 pixels wide, and by keyboard alone: nothing leaves the viewport,
+the sidebar collapses (a drawer on a phone), the checkpoint and branch panel is a drawer below
+1000 px, Send stays on screen, and edit, regenerate, rename and delete are reached with Tab."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.fakes.chat_server import Reply
+
+from .conftest import FINISHED_ASSISTANT, chat, new_session, sign_up
+
+pytestmark = pytest.mark.e2e
+
+SIZES = {"wide": (1366, 800), "medium": (960, 800), "phone": (390, 844)}
+
+
+def no_horizontal_overflow(page) -> None:
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths
+
+
+def start(page, app, llm, size: str) -> None:
+    sign_up(page, app.base_url)
+    new_session(page)
+    width, height = SIZES[size]
+    page.set_viewport_size({"width": width, "height": height})
+    llm.queue(Reply("A reply with a long line: `" + "x" * 400 + "`\n\n```\n" + "y" * 600 + "\n```"))
+    chat(page, "hello at " + size)
+
+
+def test_wide_shows_all_three_columns_and_the_sidebar_collapses(page, app, llm):
+    start(page, app, llm, "wide")
+    no_horizontal_overflow(page)
+    sidebar, panel = page.locator("#sidebar"), page.locator("#side-panel")
+    expect(sidebar).to_be_visible()
+    expect(panel).to_be_visible()
+    expect(page.get_by_test_id("toggle-panel")).to_be_hidden()
+    expect(page.get_by_test_id("branch-tree")).to_be_in_viewport(ratio=1)
+
+    toggle = page.get_by_test_id("toggle-sidebar")
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    toggle.click()
+    expect(sidebar).to_be_hidden()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    no_horizontal_overflow(page)
+    toggle.click()
+    expect(sidebar).to_be_visible()
+
+
+def test_medium_opens_the_panel_as_a_drawer(page, app, llm):
+    start(page, app, llm, "medium")
+    no_horizontal_overflow(page)
+    panel = page.locator("#side-panel")
+    expect(panel).to_be_hidden()
+    toggle = page.get_by_test_id("toggle-panel")
+    expect(toggle).to_be_visible()
+    toggle.click()
+    expect(panel).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    tree = page.get_by_test_id("branch-tree")
+    expect(tree).to_be_visible()
+    expect(tree).to_be_in_viewport(ratio=1)
+    page.get_by_test_id("checkpoint-name").scroll_into_view_if_needed()
+    expect(page.get_by_test_id("checkpoint-name")).to_be_in_viewport(ratio=1)
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(toggle).to_be_focused()
+    no_horizontal_overflow(page)
+
+
+def test_a_phone_keeps_send_on_screen_and_reaches_sessions_and_the_panel(page, app, llm):
+    start(page, app, llm, "phone")
+    no_horizontal_overflow(page)
+    send = page.get_by_test_id("send")
+    expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("#side-panel")).to_be_hidden()
+    expect(send).to_be_in_viewport(ratio=1)
+    expect(page.get_by_test_id("message-input")).to_be_in_viewport(ratio=1)
+    expect(page.locator(FINISHED_ASSISTANT).last.locator(".body")).to_be_in_viewport(ratio=1)
+
+    page.get_by_test_id("toggle-sidebar").click()
+    sidebar = page.locator("#sidebar")
+    expect(sidebar).to_be_visible()
+    expect(page.get_by_test_id("new-session").first).to_be_in_viewport(ratio=1)
+    page.get_by_test_id("close-sidebar").click()
+    expect(sidebar).to_be_hidden()
+
+    page.get_by_test_id("toggle-panel").click()
+    expect(page.get_by_test_id("branch-tree")).to_be_visible()
+    expect(page.get_by_test_id("branch-tree")).to_be_in_viewport(ratio=1)
+    page.get_by_test_id("close-panel").click()
+    expect(page.locator("#side-panel")).to_be_hidden()
+    no_horizontal_overflow(page)
+
+
+# --- keyboard only ---------------------------------------------------------------------------
+
+
+def tab_to(page, locator, limit: int = 400) -> None:
+    """Press Tab until `locator` has the focus (it must be reachable and visible by keyboard)."""
+    handle = locator.element_handle()
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("el => document.activeElement === el", handle):
+            assert locator.is_visible()
+            return
+    raise AssertionError(f"{locator} is never reached with Tab")
+
+
+def test_edit_regenerate_rename_and_delete_by_keyboard_alone(page, app, llm):
+    page.set_viewport_size({"width": 1366, "height": 800})
+    sign_up(page, app.base_url)
+    new_session(page)
+    llm.queue(Reply("first answer"))
+    chat(page, "first question")
+    replies = page.locator(f"{FINISHED_ASSISTANT} .body")
+
+    # Regenerate the reply.
+    llm.queue(Reply("second answer"))
+    tab_to(page, page.get_by_test_id("regenerate").last)
+    page.keyboard.press("Enter")
+    expect(replies.last).to_have_text("second answer")
+
+    # Edit the question.
+    tab_to(page, page.get_by_test_id("edit-message").first)
+    page.keyboard.press("Enter")
+    box = page.get_by_test_id("edit-input")
+    expect(box).to_be_visible()
+    box.focus()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("edited question")
+    llm.queue(Reply("answer to the edit"))
+    tab_to(page, page.get_by_test_id("edit-send"))
+    page.keyboard.press("Enter")
+    expect(replies.last).to_have_text("answer to the edit")
+
+    # Rename the session in place.
+    entry = page.locator("#session-list [data-testid=session]").first
+    tab_to(page, entry.get_by_test_id("rename-session"))
+    page.keyboard.press("Enter")
+    field = entry.locator("input[name=name]")
+    expect(field).to_be_focused()
+    page.keyboard.type("Keyboard only")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("session-title")).to_have_text("Keyboard only")
+
+    # Delete it (the confirmation accepted from the keyboard's point of view: Enter on OK).
+    page.once("dialog", lambda dialog: dialog.accept())
+    entry = page.locator("#session-list [data-testid=session]").first
+    tab_to(page, entry.get_by_test_id("delete-session"))
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    expect(page.locator("#session-list [data-testid=session]")).to_have_count(0)
