@@ -127,7 +127,8 @@ class Contexts:
 
     def new(self, **options):
         """A new context; `options` go to Playwright's new_context (say, timezone_id)."""
-        context = self.browser.new_context(viewport={"width": 1280, "height": 900}, **options)
+        options = {"viewport": {"width": 1280, "height": 900}, **options}
+        context = self.browser.new_context(**options)
         context.set_default_timeout(TIMEOUT_MS)
         context.add_init_script(WS_TRACKER)
         context.add_init_script(CSP_WATCH)

@@ -153,3 +153,18 @@ def test_edit_regenerate_rename_and_delete_by_keyboard_alone(page, app, llm):
     with page.expect_navigation():
         page.keyboard.press("Enter")
     expect(page.locator("#session-list [data-testid=session]")).to_have_count(0)
+
+
+def test_a_touch_screen_shows_every_messages_actions_without_hover(contexts, app, llm):
+    page = contexts.new(
+        viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True
+    ).new_page()
+    sign_up(page, app.base_url)
+    page.get_by_test_id("toggle-sidebar").click()  # the sessions drawer, on the home page
+    new_session(page)
+    llm.queue(Reply("touch answer"))
+    chat(page, "touch question")
+    expect(page.get_by_test_id("edit-message").first).to_be_visible()
+    expect(page.get_by_test_id("regenerate").last).to_be_visible()
+    page.get_by_test_id("edit-message").first.tap()
+    expect(page.get_by_test_id("edit-input")).to_be_visible()
