@@ -4,14 +4,14 @@ engines behind it.
 - PostgreSQL: full-text search. The query is read with `websearch_to_tsquery` (what people type
   into a search box: words, "quoted phrases", `or`, `-word`; it never fails on any input) and
   matched against `to_tsvector('simple', left(content, SEARCH_INDEXED_CHARS))`, the very
-  expression of the GIN index migration 0009 creates, so the search reads the index instead of
+  expression of the GIN index migration 0010 creates, so the search reads the index instead of
   every message. The `simple` configuration (no stemming, no stop words) suits conversations in
   any language. Only the first SEARCH_INDEXED_CHARS characters of a message are indexed: that
   bounds the index and keeps a huge message from failing its insert (a tsvector holds at most
   1 MB).
 - SQLite: an FTS5 table over message content (external content: it keeps only the index), kept
   in step by triggers on insert and delete (and on update, though messages are never updated),
-  created by migration 0009.
+  created by migration 0010.
   Each term of the query is quoted as an FTS5 string, so quotes and operators a user types are
   plain text and cannot break the MATCH syntax; should MATCH fail anyway, the search falls back
   to a substring scan.
