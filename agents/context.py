@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agno.agent import Agent
-from agno.run.base import RunStatus
 from django.conf import settings
 from django.core.cache import cache
 
@@ -36,7 +34,7 @@ from sessions_app.selectors import branch_history, history_size, lineage_summary
 from sessions_app.services import summary_store
 
 from .demo_model import SUMMARY_MARKER
-from .model import build_model, is_context_overflow, model_id_for, model_label
+from .model import ask_once, build_model, is_context_overflow, model_id_for, model_label
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +245,7 @@ def fit_turn(
             "settings.context_tokens). Shorten the message, or raise the window."
         )
     summary = lineage_summary(branch, end=end)
+    summary_budget = _summary_budget(limits, fixed)
     made: list[Summary] = []
     while True:
         start = summary.end_position if summary is not None else 0
@@ -261,7 +260,7 @@ def fit_turn(
             used = fixed + _summary_tokens(summary, ratio) + sum(sizes)
             return Fit(history, summary, start, used, limits, made, ratio)
         # Keep the newest units whole, within a share of what a summary leaves; summarise the rest.
-        after_summary = limits.usable - fixed - _summary_budget(limits, fixed, ratio)
+        after_summary = limits.usable - fixed - summary_budget
         keep_room = max(0, int(after_summary * KEEP_SHARE))
         kept, total = 0, 0
         for size in reversed(sizes):
@@ -270,7 +269,7 @@ def fit_turn(
             total += size
             kept += 1
         older = units[: len(units) - kept]
-        if not older:  # cannot happen: the units fit in `room` otherwise
+        if not older:  # only when a stored summary is longer than a new one may be: send as is
             return Fit(history, summary, start, fixed + total, limits, made, ratio)
         summary = _summarise(
             session=session,
@@ -278,6 +277,7 @@ def fit_turn(
             units=older,
             previous=summary,
             limits=limits,
+            reply_tokens=summary_budget,
             model=model,
             ratio=ratio,
             stop=stop,
@@ -295,7 +295,7 @@ def _summary_tokens(summary: Summary | None, ratio: float) -> int:
     return tokens(len(summary.content) + 200, ratio=ratio)
 
 
-def _summary_budget(limits: Limits, fixed: int, ratio: float) -> int:
+def _summary_budget(limits: Limits, fixed: int) -> int:
     """The tokens a summary may take (its reply limit), a quarter of what the new message
     leaves at most."""
     return max(64, min(SUMMARY_MAX_TOKENS, (limits.usable - fixed) // 4))
@@ -324,14 +324,15 @@ def _summarise(
     units: list[list[Message]],
     previous: Summary | None,
     limits: Limits,
+    reply_tokens: int,
     model: str,
     ratio: float,
     stop: Callable[[], bool],
     made: list[Summary],
 ) -> Summary:
-    """Summarise `units` (the history after `previous`) in pieces that each fit the window;
-    each piece's summary is stored as soon as it is written. Returns the last."""
-    reply_tokens = _summary_budget(limits, 0, ratio)
+    """Summarise `units` (the history after `previous`) in pieces that each fit the window,
+    each summary at most `reply_tokens` long; each piece's summary is stored as soon as it is
+    written. Returns the last."""
     # What one summarising request may hold besides the earlier summary: its window, less the
     # summary's reply, the instructions and the earlier summary (at most a reply's worth).
     piece_chars = int(
@@ -365,18 +366,10 @@ def _summarise(
             f"{earlier}The conversation continues:\n{text}\n\n"
             "Write the updated summary of the whole conversation so far."
         )
-        agent = Agent(
-            model=summariser,
-            instructions=SUMMARY_INSTRUCTIONS,
-            db=None,
-            telemetry=False,
-            markdown=False,
-        )
-        output = agent.run(input=prompt)
-        content = output.content if isinstance(output.content, str) else ""
-        if output.status != RunStatus.completed or not content.strip():
+        answered, content = ask_once(summariser, SUMMARY_INSTRUCTIONS, prompt)
+        if not answered or not content.strip():
             reason = content.strip() or "it sent no summary"
-            overflow = output.status == RunStatus.error and is_context_overflow(reason)
+            overflow = not answered and is_context_overflow(reason)
             if overflow:
                 overflowed(model, reason)
             raise SummaryFailed(reason[:500], overflow=overflow)

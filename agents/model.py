@@ -23,10 +23,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import openai
+from agno.agent import Agent
 from agno.exceptions import ModelProviderError
 from agno.models.base import Model
 from agno.models.openai.like import OpenAILike
 from agno.models.response import ModelResponse
+from agno.run.base import RunStatus
 from django.conf import settings
 
 from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature, is_demo
@@ -359,6 +361,15 @@ def build_model(
         max_reply_chars=settings.AGENT_MAX_REPLY_CHARS,
         max_tool_calls=max_tool_calls(),
     )
+
+
+def ask_once(model: Model, instructions: str, prompt: str) -> tuple[bool, str]:
+    """One request to the model outside any turn (a summary, a title): no tools, no history,
+    no storage. (True, its answer) when it answered; (False, the readable error) when not."""
+    agent = Agent(model=model, instructions=instructions, db=None, telemetry=False, markdown=False)
+    output = agent.run(input=prompt)
+    content = output.content if isinstance(output.content, str) else ""
+    return output.status == RunStatus.completed, content
 
 
 def model_id_for(session_settings: dict | None) -> str:

@@ -1,7 +1,7 @@
 """Automatic titles: once a session still called "New session" has its first answered exchange,
 the model names it.
 
-The title is a separate, small request (TITLE_MAX_TOKENS) through a throwaway agno Agent, like
+The title is a separate, small request (TITLE_MAX_TOKENS, through agents.model.ask_once), like
 the summaries of agents.context, made after the turn has finished, so the reply is never held up
 and a failure costs nothing but the title: it is logged, and the next turn (of the first
 TITLE_TURNS exchanges) tries again. A name the user gives meanwhile always wins
@@ -14,15 +14,12 @@ from __future__ import annotations
 import logging
 import re
 
-from agno.agent import Agent
-from agno.run.base import RunStatus
-
 from core.validation import NAME_MAX_LENGTH
 from sessions_app.models import ExternalSession, Turn
 from sessions_app.services import DEFAULT_SESSION_NAME, session_title_set
 
 from .demo_model import TITLE_MARKER
-from .model import build_model
+from .model import ask_once, build_model
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +75,10 @@ def session_autotitle(turn: Turn) -> str | None:
         if not wants_title(turn):
             return None
         session = ExternalSession.objects.get(pk=turn.session_id)
-        agent = Agent(
-            model=build_model(session.settings, max_tokens=TITLE_MAX_TOKENS),
-            instructions=TITLE_INSTRUCTIONS,
-            db=None,
-            telemetry=False,
-            markdown=False,
-        )
         prompt = f"user: {_excerpt(turn.message)}\nassistant: {_excerpt(turn.reply)}"
-        output = agent.run(input=prompt)
-        content = output.content if isinstance(output.content, str) else ""
-        title = clean_title(content) if output.status == RunStatus.completed else ""
+        model = build_model(session.settings, max_tokens=TITLE_MAX_TOKENS)
+        answered, content = ask_once(model, TITLE_INSTRUCTIONS, prompt)
+        title = clean_title(content) if answered else ""
         if not title:
             log.warning("no title for session %s: %s", session.pk, content.strip()[:200])
             return None
