@@ -28,6 +28,7 @@ from sessions_app.services import session_delete, session_update
 from web.admin.support import (
     JSONFormField,
     OwnerFilter,
+    ReadOnlyAdmin,
     ReadOnlyInlineMixin,
     SessionOwnerFilter,
     admin_link,
@@ -334,7 +335,7 @@ class InternalSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ReadOnlyAdmin):
     list_display = [
         "id",
         "branch",
@@ -356,31 +357,9 @@ class MessageAdmin(admin.ModelAdmin):
     def content_preview(self, obj: Message) -> str:
         return Truncator(obj.content).chars(PREVIEW_CHARS)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
-        return False
-
-
-class _ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows the services write: the console shows them and changes nothing."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Turn)
-class TurnAdmin(_ReadOnlyAdmin):
+class TurnAdmin(ReadOnlyAdmin):
     """Turns, with what the users never see: the model server's address and the raw errors."""
 
     list_display = ["id", "session", "status", "finish_reason", "model_used", "created_at"]
@@ -421,7 +400,7 @@ class TurnAdmin(_ReadOnlyAdmin):
 
 
 @admin.register(Summary)
-class SummaryAdmin(_ReadOnlyAdmin):
+class SummaryAdmin(ReadOnlyAdmin):
     """The model's summaries of long histories (agents.context): one per shared prefix."""
 
     list_display = ["id", "last_message", "end_position", "model", "created_at"]

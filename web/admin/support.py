@@ -164,6 +164,19 @@ def deletion_summary(
     return deleted, model_count, perms_needed, []
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the services write: the console shows them and changes nothing."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class ReadOnlyInlineMixin:
     """An inline that only shows rows: no add, no change, no delete."""
 
