@@ -194,6 +194,23 @@ def grow(branch: InternalSession, n: int, size: int = 0) -> None:
     branch.refresh_from_db()
 
 
+def ask(session, text: str, events: list | None = None):
+    """Start a turn and run it as a worker would (agents.worker.run_turn), collecting the
+    session's events in `events`; the turn, finished."""
+    from agents.worker import run_turn
+    from core.events import listen
+    from sessions_app.turns import turn_start
+
+    turn = turn_start(session=session, message=text)
+    stop = listen(session.pk, (events if events is not None else []).append)
+    try:
+        run_turn(turn.pk)
+    finally:
+        stop()
+    turn.refresh_from_db()
+    return turn
+
+
 def contents(messages) -> list[str]:
     return [m.content for m in messages]
 

@@ -9,14 +9,12 @@ import pytest
 
 from agents.context import SUMMARY_INSTRUCTIONS, context_usage
 from agents.demo_model import SUMMARY_MARKER
-from agents.worker import run_turn
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from core.errors import InvalidInput
-from sessions_app.models import Message, Summary, Turn
+from sessions_app.models import Message, Summary
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_update
-from sessions_app.turns import turn_start
-from tests.conftest import grow
+from tests.conftest import ask, grow
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,13 +45,6 @@ def summary_requests(server) -> list[dict]:
 
 def turn_requests(server) -> list[dict]:
     return [r for r in server.requests if SUMMARY_MARKER not in (r["messages"][0]["content"] or "")]
-
-
-def ask(session, text: str) -> Turn:
-    turn = turn_start(session=session, message=text)
-    run_turn(turn.pk)
-    turn.refresh_from_db()
-    return turn
 
 
 def test_a_3000_message_branch_fits_an_8000_token_window_and_is_summarised_once(window, session):

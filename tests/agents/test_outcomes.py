@@ -10,7 +10,8 @@ from agno.models.message import Message as AgnoMessage
 from agents.history import alternate
 from checkpoints.models import Checkpoint
 from sessions_app.selectors import branch_history, current_branch
-from tests.agents.test_turns import ask, history, sent
+from tests.agents.test_turns import history, sent
+from tests.conftest import ask
 from tests.fakes.chat_server import Drop, Error, Reply, ToolCall, ToolCalls
 from tests.procs import free_port
 

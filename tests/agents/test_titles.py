@@ -8,9 +8,10 @@ import pytest
 from agents.demo_model import TITLE_MARKER
 from agents.titles import TITLE_INSTRUCTIONS, TITLE_MAX_TOKENS, clean_title
 from agents.worker import run_turn
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import ExternalSession
 from sessions_app.services import session_create, session_title_set, session_update
 from sessions_app.turns import turn_start
+from tests.conftest import ask
 from tests.core.test_events import heard
 from tests.fakes.chat_server import Error, Reply
 
@@ -27,13 +28,6 @@ def scripted(fake_llm):
     """The fake server with titling requests scripted like any other (no side answer)."""
     fake_llm.aside = None
     return fake_llm
-
-
-def ask(session, text: str) -> Turn:
-    turn = turn_start(session=session, message=text)
-    run_turn(turn.pk)
-    turn.refresh_from_db()
-    return turn
 
 
 def name_of(session) -> str:

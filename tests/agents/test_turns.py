@@ -20,6 +20,7 @@ from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create, session_update
 from sessions_app.turns import CUT_NOTE, turn_cancel, turn_start
+from tests.conftest import ask
 from tests.fakes.chat_server import (
     Drop,
     Error,
@@ -32,18 +33,6 @@ from tests.fakes.chat_server import (
 
 # Real commits, as in a worker: events sent after a commit arrive in the order they happen.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def ask(session, text: str, events: list | None = None) -> Turn:
-    """Start a turn and run it as a worker would, collecting the session's events."""
-    turn = turn_start(session=session, message=text)
-    stop = listen(session.pk, (events if events is not None else []).append)
-    try:
-        run_turn(turn.pk)
-    finally:
-        stop()
-    turn.refresh_from_db()
-    return turn
 
 
 def sent(server, i: int = -1) -> list[tuple[str, str]]:

@@ -5,14 +5,13 @@ light and the dark theme."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import PASSWORD, new_session, send_message, wait_turn_done
+from .conftest import new_session, send_message, sign_in_as_staff, wait_turn_done
 
 pytestmark = pytest.mark.e2e
 
@@ -31,17 +30,6 @@ RUN = """async () => {
 def violations(page) -> list[dict]:
     page.evaluate(AXE + "\n;0")
     return page.evaluate(RUN)
-
-
-def sign_in_as_staff(page, app, app_settings) -> None:
-    username = f"a11y{uuid.uuid4().hex[:10]}"
-    make = f"User.objects.create_superuser({username!r}, password={PASSWORD!r})"
-    app.manage(app_settings, "shell", "-c", f"from accounts.models import User; {make}")
-    page.goto(f"{app.base_url}/accounts/login/")
-    page.get_by_test_id("username").fill(username)
-    page.get_by_test_id("password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_test_id("submit").click()
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

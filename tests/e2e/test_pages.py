@@ -5,12 +5,11 @@ pages had anything blocked by the policy."""
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import PASSWORD, chat, new_session, sign_up
+from .conftest import chat, new_session, sign_in_as_staff, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -41,14 +40,7 @@ def test_revoking_an_api_key_asks_first(page, app):
 
 
 def test_the_console_works_under_the_policy(page, app, app_settings, llm):
-    username = f"staff{uuid.uuid4().hex[:10]}"
-    make_staff = f"User.objects.create_superuser({username!r}, password={PASSWORD!r})"
-    app.manage(app_settings, "shell", "-c", f"from accounts.models import User; {make_staff}")
-    page.goto(f"{app.base_url}/accounts/login/")
-    page.get_by_test_id("username").fill(username)
-    page.get_by_test_id("password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_test_id("submit").click()
+    sign_in_as_staff(page, app, app_settings)
     new_session(page)
     chat(page, "a line\nand another")
     branch_id = page.get_by_test_id("current-branch").get_attribute("data-branch-id")

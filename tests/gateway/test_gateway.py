@@ -7,12 +7,8 @@ import openai
 import pytest
 
 from agents.demo_model import SUMMARY_MARKER
-from agents.worker import run_turn
-from core.events import listen
-from sessions_app.models import Turn
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.turns import turn_start
-from tests.conftest import grow
+from tests.conftest import ask, grow
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -21,18 +17,6 @@ OVERFLOW_MESSAGE = (
     "This model's maximum context length is 128000 tokens. However, your messages resulted in "
     "130512 tokens. Please reduce the length of the messages."
 )
-
-
-def ask(session, text: str, events: list | None = None) -> Turn:
-    """Start a turn and run it as a worker would, collecting the session's events."""
-    turn = turn_start(session=session, message=text)
-    stop = listen(session.pk, (events if events is not None else []).append)
-    try:
-        run_turn(turn.pk)
-    finally:
-        stop()
-    turn.refresh_from_db()
-    return turn
 
 
 def history(session) -> list[tuple[str, str]]:
