@@ -53,6 +53,37 @@ def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.filter(reach).order_by("-created_at", "-id")
 
 
+def checkpoints_page(
+    session: ExternalSession,
+    *,
+    current: InternalSession,
+    kind: str = "all",
+    scope: str = "all",
+    before: int | None = None,
+    count: int,
+) -> tuple[list[Checkpoint], int | None]:
+    """One page of the session's checkpoints, newest first: of one kind ("manual", "auto") or
+    all, of the current branch's line ("branch") or all branches, older than checkpoint `before`
+    when given. The page, and the id to ask the next page `before` (None at the end)."""
+    qs = lineage_checkpoints(current) if scope == "branch" else session_checkpoints(session)
+    if kind != "all":
+        qs = qs.filter(is_auto=kind == "auto")
+    if before is not None:
+        cursor = (
+            Checkpoint.objects.filter(pk=before, branch__session=session)
+            .values("created_at")
+            .first()
+        )
+        if cursor is None:  # deleted meantime: ids stand in for the order
+            qs = qs.filter(pk__lt=before)
+        else:
+            at = cursor["created_at"]
+            qs = qs.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=before))
+    rows = list(qs.select_related("branch")[: count + 1])
+    page = rows[:count]
+    return page, (page[-1].pk if len(rows) > count else None)
+
+
 def find_session_checkpoint(
     session: ExternalSession, id_or_name: object, *, branch: InternalSession | None = None
 ) -> Checkpoint:

@@ -174,7 +174,7 @@ def turn_finished(
     tools_used: list[str],
     checkpoint: int | None,
     rolled_back_to: int | None,
-    finish_reason: str | None = None,
+    finish_reason: str | None,
 ) -> None:
     """The turn is done; `finish_reason` says how its reply ended (`stop`, `length`,
     `interrupted`, `tool_limit`)."""

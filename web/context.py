@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
-
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import lineage_checkpoints, session_checkpoints
+from checkpoints.selectors import checkpoints_page, session_checkpoints
 from core.errors import InvalidInput
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
@@ -167,29 +165,16 @@ def checkpoint_page(
     this page (so a live update can list as many again)."""
     chosen = chosen or CheckpointFilter()
     current = current_branch(session)
-    qs = lineage_checkpoints(current) if chosen.scope == "branch" else session_checkpoints(session)
-    if chosen.kind != "all":
-        qs = qs.filter(is_auto=chosen.kind == "auto")
-    if before is not None:
-        cursor = (
-            Checkpoint.objects.filter(pk=before, branch__session=session)
-            .values("created_at")
-            .first()
-        )
-        if cursor is None:  # deleted meantime: ids stand in for the order
-            qs = qs.filter(pk__lt=before)
-        else:
-            at = cursor["created_at"]
-            qs = qs.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=before))
     count = max(1, min(count, CHECKPOINTS_MAX_SHOWN))
-    rows = list(qs.select_related("branch")[: count + 1])
-    page = rows[:count]
+    page, older = checkpoints_page(
+        session, current=current, kind=chosen.kind, scope=chosen.scope, before=before, count=count
+    )
     return {
         "session": session,
         "current": current,
         "cp_filter": chosen,
         "checkpoints": page,
-        "older": page[-1].pk if len(rows) > count else None,
+        "older": older,
         "shown": shown + len(page),
         "total": session_checkpoints(session).count(),
     }
