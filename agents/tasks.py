@@ -19,7 +19,7 @@ def run_turn_task(turn_id: int) -> str:
 
 @shared_task(name="agents.cleanup_auto_checkpoints")
 def cleanup_auto_checkpoints_task(keep_latest: int | None = None) -> int:
-    keep = settings.ROLLBACK_AUTO_CHECKPOINTS_KEEP if keep_latest is None else keep_latest
+    keep = settings.RETENTION_KEEP_LATEST_AUTO if keep_latest is None else keep_latest
     return checkpoint_cleanup_auto(keep_latest=keep)
 
 

@@ -32,6 +32,23 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
+def env_count(name: str, default: int, *, meaning: str) -> int:
+    """A whole number of 0 or more (`meaning` says what it counts, for the message). Anything else
+    stops the start with a clear message, rather than a traceback or a silent default."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not valid: it must be a whole number of 0 or more ({meaning})."
+        )
+    return number
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     """A comma-separated list."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
@@ -147,10 +164,12 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_celery_beat",
     "accounts",
     "sessions_app",
     "checkpoints",
     "agents",
+    "ops",
     "web",
 ]
 
@@ -328,13 +347,12 @@ TURN_QUEUE_TIMEOUT = env_int("TURN_QUEUE_TIMEOUT", 15 * 60)
 # POST /api/v1/turns/{id}/cancel/), then closes the model's stream.
 TURN_STOP_POLL_SECONDS = float(os.environ.get("TURN_STOP_POLL_SECONDS", "").strip() or 0.5)
 
-# Retention: run `celery -A rollback_site beat` beside the workers to keep, every night, only the
-# newest ROLLBACK_AUTO_CHECKPOINTS_KEEP automatic checkpoints of each branch.
+# Periodic jobs: `celery -A rollback_site beat` runs them, from schedules kept in the database
+# (django-celery-beat) and edited in the admin under "Periodic tasks". The retention rules
+# (ops.retention) are scheduled there by a migration, each nightly; the recovery of turns is
+# infrastructure and scheduled here.
+CELERY_BEAT_SCHEDULER = "ops.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
-    "cleanup-auto-checkpoints": {
-        "task": "agents.cleanup_auto_checkpoints",
-        "schedule": 24 * 60 * 60,
-    },
     # Take over or fail turns whose worker died (see TURN_HEARTBEAT_SECONDS above). A run that
     # no worker picked up in time is dropped, not stacked behind the next one.
     "recover-turns": {
@@ -344,13 +362,27 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Retention (ops.retention; each rule is also a management command with --dry-run) ----------
+# Automatic checkpoints older than RETENTION_AUTO_CHECKPOINT_DAYS are deleted, always keeping the
+# newest RETENTION_KEEP_LATEST_AUTO of each branch, every named checkpoint and every checkpoint a
+# branch was forked from. Sessions untouched for RETENTION_ARCHIVE_DAYS are archived (never
+# deleted). 0 days turns a rule off. A value that is negative or not a number stops the start.
+RETENTION_AUTO_CHECKPOINT_DAYS = env_count(
+    "RETENTION_AUTO_CHECKPOINT_DAYS", 7, meaning="days; 0 turns the rule off"
+)
+RETENTION_KEEP_LATEST_AUTO = env_count(
+    "RETENTION_KEEP_LATEST_AUTO", 5, meaning="automatic checkpoints kept per branch"
+)
+RETENTION_ARCHIVE_DAYS = env_count(
+    "RETENTION_ARCHIVE_DAYS", 30, meaning="days; 0 turns the rule off"
+)
+
 # Pause between the demo model's streamed words, so its replies visibly stream in.
 DEMO_MODEL_WORD_DELAY = float(os.environ.get("DEMO_MODEL_WORD_DELAY", "").strip() or 0.02)
 os.environ.setdefault("AGNO_TELEMETRY", "false")
 
 # --- Rollback limits ------------------------------------------------------------------------
 ROLLBACK_IMPORT_MAX_BYTES = env_int("ROLLBACK_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
-ROLLBACK_AUTO_CHECKPOINTS_KEEP = env_int("ROLLBACK_AUTO_CHECKPOINTS_KEEP", 20)
 # The largest metadata of a session, branch, checkpoint or message, and the largest session state
 # of a branch (which every checkpoint copies), measured as compact JSON in UTF-8.
 ROLLBACK_METADATA_MAX_BYTES = env_int("ROLLBACK_METADATA_MAX_BYTES", 64 * 1024)
