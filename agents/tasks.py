@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.conf import settings
-
-from checkpoints.services import checkpoint_cleanup_auto
 
 from .services import turns_recover
 from .worker import run_turn
@@ -15,12 +12,6 @@ from .worker import run_turn
 def run_turn_task(turn_id: int) -> str:
     turn = run_turn(turn_id)
     return turn.status if turn is not None else "not queued"
-
-
-@shared_task(name="agents.cleanup_auto_checkpoints")
-def cleanup_auto_checkpoints_task(keep_latest: int | None = None) -> int:
-    keep = settings.RETENTION_KEEP_LATEST_AUTO if keep_latest is None else keep_latest
-    return checkpoint_cleanup_auto(keep_latest=keep)
 
 
 @shared_task(name="agents.recover_turns", ignore_result=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models.expressions import Window
+from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
 from sessions_app.errors import CheckpointNotFound
@@ -185,3 +188,32 @@ def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:
         "checkpoints": later,
         "branches": len(doomed),
     }
+
+
+def auto_checkpoints_beyond(
+    *,
+    keep_latest: int,
+    older_than: datetime | None = None,
+    session_id: int | None = None,
+    branch_id: int | None = None,
+) -> QuerySet[Checkpoint]:
+    """The automatic checkpoints that retention may delete: those past the newest `keep_latest`
+    of their branch (and, with `older_than`, taken before it), never one a branch was forked
+    from. Named checkpoints are never among them. The newest ones are counted over all the
+    branch's automatic checkpoints, whatever their age; the age only narrows what goes."""
+    autos = Checkpoint.objects.auto()
+    if session_id is not None:
+        autos = autos.filter(branch__session_id=session_id)
+    if branch_id is not None:
+        autos = autos.filter(branch_id=branch_id)
+    ranked = autos.annotate(
+        rank=Window(
+            RowNumber(),
+            partition_by=[F("branch_id")],
+            order_by=[F("created_at").desc(), F("id").desc()],
+        )
+    )
+    beyond = Checkpoint.objects.filter(pk__in=ranked.filter(rank__gt=keep_latest).values("pk"))
+    if older_than is not None:
+        beyond = beyond.filter(created_at__lt=older_than)
+    return beyond.exclude(Exists(InternalSession.objects.filter(forked_from=OuterRef("pk"))))

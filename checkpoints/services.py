@@ -8,25 +8,30 @@ which costs what there is to discard and no more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from django.db import transaction
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value
-from django.db.models.expressions import Window
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core import events
 from core.errors import InvalidInput
 from core.validation import clean_description, clean_metadata, clean_name
-from sessions_app.errors import BranchNotFound, CheckpointNotFound, RewindOutOfRange
+from sessions_app.errors import (
+    BranchNotFound,
+    CheckpointNotFound,
+    RewindOutOfRange,
+    SessionNotFound,
+)
 from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.services import branch_fork, branch_make_current, lock_session
 
 from .models import Checkpoint
-from .selectors import branches_forked_after, unused_checkpoint_name
+from .selectors import auto_checkpoints_beyond, branches_forked_after, unused_checkpoint_name
 
 RestoreMode = Literal["branch", "rewind"]
 RESTORE_MODES = ("branch", "rewind")
@@ -259,42 +264,57 @@ def checkpoint_restore(
     return RestoreResult(branch=new, mode=mode)
 
 
-@transaction.atomic
 def checkpoint_cleanup_auto(
     *,
     keep_latest: int,
+    older_than: datetime | None = None,
     branch: InternalSession | None = None,
     session: ExternalSession | None = None,
+    on_session: Callable[[int, list[int]], None] | None = None,
 ) -> int:
-    """Delete automatic checkpoints beyond the newest `keep_latest` of each branch (of one branch,
-    of one session's branches, or of every branch). Manual checkpoints are never touched.
-    Returns how many were deleted."""
+    """Delete the automatic checkpoints retention may delete (`auto_checkpoints_beyond`: past
+    the newest `keep_latest` of each branch, taken before `older_than` when given, never a fork
+    point nor a named checkpoint), of one branch, of one session's branches, or of every branch.
+
+    Each session is done in a transaction of its own, under its lock, and chooses again what to
+    delete once it holds the lock: a restore that forks from a checkpoint meanwhile keeps it, and
+    an overlapping second cleanup finds nothing left to delete. `on_session(session_id, ids)` is
+    called after each session's deletions commit. Returns how many were deleted."""
     if isinstance(keep_latest, bool) or not isinstance(keep_latest, int) or keep_latest < 0:
         raise InvalidInput("keep_latest must be a whole number, 0 or more.")
-    qs = Checkpoint.objects.auto()
+    scope: dict[str, Any] = {"keep_latest": keep_latest, "older_than": older_than}
     if branch is not None:
-        qs = qs.filter(branch=branch)
-    if session is not None:
-        qs = qs.filter(branch__session=session)
-    ranked = qs.annotate(
-        rank=Window(
-            RowNumber(),
-            partition_by=[F("branch_id")],
-            order_by=[F("created_at").desc(), F("id").desc()],
+        scope["branch_id"] = branch.pk
+    session_ids = (
+        [session.pk]
+        if session is not None
+        else sorted(
+            set(auto_checkpoints_beyond(**scope).values_list("branch__session_id", flat=True))
         )
     )
+    total = 0
+    for session_id in session_ids:
+        gone = _cleanup_session(session_id, scope)
+        total += len(gone)
+        if on_session is not None and gone:
+            on_session(session_id, gone)
+    return total
+
+
+@transaction.atomic
+def _cleanup_session(session_id: int, scope: dict[str, Any]) -> list[int]:
+    try:
+        lock_session(session_id)
+    except SessionNotFound:
+        return []  # deleted meanwhile, with its checkpoints
     doomed = list(
-        ranked.filter(rank__gt=keep_latest).values_list("id", "branch_id", "branch__session_id")
+        auto_checkpoints_beyond(session_id=session_id, **scope).values_list("id", "branch_id")
     )
     if not doomed:
-        return 0
-    ids = [pk for pk, _, _ in doomed]
+        return []
+    ids = [pk for pk, _ in doomed]
     for start in range(0, len(ids), 500):
         Checkpoint.objects.filter(pk__in=ids[start : start + 500]).delete()
-    _recount({branch_id for _, branch_id, _ in doomed})
-    by_session: dict[int, list[int]] = {}
-    for pk, _, session_id in doomed:
-        by_session.setdefault(session_id, []).append(pk)
-    for session_id, gone in by_session.items():
-        events.checkpoints_deleted(session=session_id, checkpoints=gone)
-    return len(ids)
+    _recount({branch_id for _, branch_id in doomed})
+    events.checkpoints_deleted(session=session_id, checkpoints=ids)
+    return ids

@@ -26,9 +26,10 @@ class AuditRecord(models.Model):
         FAILED = "failed"
 
     class Trigger(models.TextChoices):
-        SCHEDULE = "schedule"
-        COMMAND = "command"
-        ADMIN = "admin"
+        SCHEDULE = "schedule"  # beat, from a schedule of "Periodic tasks"
+        TASK = "task"  # the task queued by hand (the admin's "Run selected tasks")
+        COMMAND = "command"  # a management command
+        ADMIN = "admin"  # an admin action
 
     rule = models.CharField(max_length=40, choices=Rule.choices)
     # What the rule ran on: empty for the whole site, "user 42" for an erasure.

@@ -16,6 +16,8 @@ from .models import ExternalSession, InternalSession, Message, Summary, Turn
 from .search import search_sessions
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from .models import AnyUser
 
 
@@ -99,6 +101,16 @@ def sessions_listed(
     sessions = ExternalSession.objects.for_user(user)
     sessions = sessions.filter(archived_at__isnull=not archived)
     return search_sessions(sessions, query).order_by(*SESSION_ORDERS[order])
+
+
+def sessions_idle(*, since: datetime) -> QuerySet[ExternalSession]:
+    """Sessions nobody has touched since `since` (no message, turn, rename or other change: their
+    `updated_at` is older), not archived, with no turn queued or running."""
+    return (
+        ExternalSession.objects.active()
+        .filter(updated_at__lt=since)
+        .exclude(Exists(Turn.objects.active().filter(session=OuterRef("pk"))))
+    )
 
 
 def with_branch_summary(sessions: QuerySet[ExternalSession]) -> QuerySet[ExternalSession]:

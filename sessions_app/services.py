@@ -27,9 +27,11 @@ from sessions_app.errors import (
 )
 
 from .models import ExternalSession, InternalSession, Message, Summary
-from .selectors import branch_history
+from .selectors import branch_history, sessions_idle
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from checkpoints.models import Checkpoint
 
 DEFAULT_SESSION_NAME = "New session"
@@ -97,6 +99,22 @@ def session_update(
         metadata=session.metadata,
     )
     return session
+
+
+@transaction.atomic
+def session_archive_if_idle(*, session_id: int, since: datetime) -> bool:
+    """Archive a session that is still idle since `since` once its lock is held (a message or a
+    turn that came meanwhile keeps it listed). Announced like any archiving (`session.changed`);
+    its owner brings it back from the Archived list. Returns whether it was archived."""
+    try:
+        lock_session(session_id)
+    except SessionNotFound:
+        return False
+    session = sessions_idle(since=since).filter(pk=session_id).first()
+    if session is None:
+        return False
+    session_update(session=session, archived=True)
+    return True
 
 
 @transaction.atomic

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,13 +16,14 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.rollback_agent import RollbackAgent
-from agents.tasks import cleanup_auto_checkpoints_task
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core.events import group_name
-from sessions_app.models import InternalSession, Turn
+from ops.tasks import archive_idle_sessions_task, prune_auto_checkpoints_task
+from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import current_branch
 from tests.conftest import say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -186,8 +188,11 @@ def test_deleting_a_checkpoint_is_announced_once_whichever_way(
 
 def test_the_retention_job_and_the_cleanup_tool_announce_what_they_deleted(session, talked):
     autos = [checkpoint_create(branch=talked, name=f"a{i}", is_auto=True) for i in range(4)]
-    job = cleanup_auto_checkpoints_task.apply
-    events = heard(session.pk, lambda: job(kwargs={"keep_latest": 2}))
+    Checkpoint.objects.filter(pk__in=[c.pk for c in autos]).update(
+        created_at=timezone.now() - timedelta(days=30)
+    )
+    job = prune_auto_checkpoints_task.apply
+    events = heard(session.pk, lambda: job(kwargs={"keep_latest": 2, "days": 7}))
     oldest = [c.pk for c in autos[:2]]
     assert events == [{"type": "checkpoint.deleted", "session": session.pk, "checkpoints": oldest}]
     agent = RollbackAgent(external_session_id=session.pk, model=None, skip_session_creation=True)
@@ -196,6 +201,22 @@ def test_the_retention_job_and_the_cleanup_tool_announce_what_they_deleted(sessi
         {"type": "checkpoint.deleted", "session": session.pk, "checkpoints": [autos[2].pk]}
     ]
     assert heard(session.pk, lambda: agent.cleanup_auto_checkpoints_tool(keep_latest=1)) == []
+
+
+def test_the_archiving_job_announces_the_session_archived(session):
+    ExternalSession.objects.filter(pk=session.pk).update(
+        updated_at=timezone.now() - timedelta(days=40)
+    )
+    events = heard(session.pk, lambda: archive_idle_sessions_task.apply(kwargs={"days": 30}))
+    assert events == [
+        {
+            "type": "session.changed",
+            "session": session.pk,
+            "name": session.session_name,
+            "archived": True,
+            "metadata": session.metadata,
+        }
+    ]
 
 
 # --- branch.changed ----------------------------------------------------------------------------

@@ -7,16 +7,20 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from accounts.models import ApiKey, SiteSettings, User
 from accounts.services import apikey_revoke, user_deactivate
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import clean_json_object
+from ops.audit import Who
+from ops.erasure import user_erase, user_holdings
 from sessions_app.models import ExternalSession, InternalSession
 from web.admin.support import changelist_link, count_subquery, deletion_summary
 
@@ -58,7 +62,7 @@ class UserAdmin(BaseUserAdmin):
         "checkpoint_count",
     )
 
-    actions = ("deactivate",)
+    actions = ("deactivate", "erase")
 
     def save_model(
         self, request: HttpRequest, obj: User, form: forms.ModelForm, change: bool
@@ -74,6 +78,39 @@ class UserAdmin(BaseUserAdmin):
         self.message_user(
             request, "The selected users are deactivated and signed out.", messages.SUCCESS
         )
+
+    @admin.action(
+        description="Erase the selected users completely (asks first)", permissions=["delete"]
+    )
+    def erase(self, request: HttpRequest, queryset: QuerySet[User]) -> HttpResponse | None:
+        """A confirmation page that counts what goes, then the erasure of each user (never of
+        the staff user doing it): every row of theirs, in every table (ops.erasure)."""
+        users = [user for user in queryset if user.pk != request.user.pk]
+        if len(users) < len(queryset):
+            self.message_user(
+                request, "You cannot erase yourself: you were left out.", messages.WARNING
+            )
+        if not users:
+            return None
+        if request.POST.get("confirmed") == "yes":
+            assert isinstance(request.user, User)
+            for user in users:
+                record = user_erase(user=user, who=Who.admin(request.user))
+                self.message_user(
+                    request,
+                    f"User {record.parameters['user']} is erased: {record.affected} rows deleted "
+                    f"(audit record {record.pk}).",
+                    messages.SUCCESS,
+                )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Erase these users completely?",
+            "opts": self.model._meta,
+            "users": [(user, user_holdings(user)) for user in users],
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/ops/erase_confirmation.html", context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
         # One correlated subquery per count: joining the three tables and counting distinct ids

@@ -1,0 +1,110 @@
+"""Erasing a user on request: every row of theirs in every table, in one transaction. Their
+sessions (with branches, messages, summaries, checkpoints and turns), API keys, browser logins,
+the admin's log entries about them and their objects, their name on audit records, and the
+account itself. Their open sockets close. The audit record of the erasure keeps counts and the
+user's former id, nothing of what they wrote or were called."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.contrib.sessions.models import Session
+from django.db import transaction
+from django.db.models import Model, Q
+
+from accounts.models import ApiKey
+from checkpoints.models import Checkpoint
+from core import events
+from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
+from sessions_app.services import lock_session, session_delete
+
+from .audit import Outcome, Progress, Who, run_audited
+from .models import AuditRecord
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+
+def _login_sessions(user: User) -> Iterator[str]:
+    """The keys of the browser logins (Django sessions) of `user`."""
+    wanted = str(user.pk)
+    for session in Session.objects.iterator(chunk_size=2000):
+        if session.get_decoded().get("_auth_user_id") == wanted:
+            yield session.session_key
+
+
+def _admin_log_about(user: User) -> Q:
+    """The admin's log entries about the user or any object of theirs (their text repeats the
+    object's name)."""
+    owned: list[tuple[type[Model], Iterable[int]]] = [
+        (type(user), [user.pk]),
+        (ExternalSession, ExternalSession.objects.filter(owner=user).values_list("pk", flat=True)),
+        (
+            InternalSession,
+            InternalSession.objects.filter(session__owner=user).values_list("pk", flat=True),
+        ),
+        (
+            Checkpoint,
+            Checkpoint.objects.filter(branch__session__owner=user).values_list("pk", flat=True),
+        ),
+        (ApiKey, ApiKey.objects.filter(user=user).values_list("pk", flat=True)),
+    ]
+    about = Q(user=user)
+    for model, ids in owned:
+        content_type = ContentType.objects.get_for_model(model)
+        about |= Q(content_type=content_type, object_id__in=[str(pk) for pk in ids])
+    return about
+
+
+def user_holdings(user: User) -> dict[str, int]:
+    """How many rows of each kind are the user's: what an erasure deletes."""
+    return {
+        "sessions": ExternalSession.objects.filter(owner=user).count(),
+        "branches": InternalSession.objects.filter(session__owner=user).count(),
+        "messages": Message.objects.filter(branch__session__owner=user).count(),
+        "summaries": Summary.objects.filter(last_message__branch__session__owner=user).count(),
+        "checkpoints": Checkpoint.objects.filter(branch__session__owner=user).count(),
+        "turns": Turn.objects.filter(session__owner=user).count(),
+        "api_keys": ApiKey.objects.filter(user=user).count(),
+        "browser_logins": sum(1 for _ in _login_sessions(user)),
+        "admin_log_entries": LogEntry.objects.filter(_admin_log_about(user)).count(),
+    }
+
+
+def user_erase(*, user: User, who: Who, dry_run: bool = False) -> AuditRecord:
+    """Erase everything of `user` (dry: count it). The record's target is "user <id>"."""
+    user_id = user.pk
+
+    def work(progress: Progress) -> Outcome:
+        holdings = user_holdings(user)
+        if not dry_run:
+            _erase(user, progress)
+        return Outcome(affected=sum(holdings.values()) + 1, details={"rows": holdings})
+
+    return run_audited(
+        rule=AuditRecord.Rule.ERASE_USER,
+        who=who,
+        dry_run=dry_run,
+        parameters={"user": user_id},
+        target=f"user {user_id}",
+        work=work,
+    )
+
+
+@transaction.atomic
+def _erase(user: User, progress: Progress) -> None:
+    logins = list(_login_sessions(user))
+    LogEntry.objects.filter(_admin_log_about(user)).delete()
+    for session_id in ExternalSession.objects.filter(owner=user).values_list("pk", flat=True):
+        # Under the session's lock, like every structural change: a worker storing an answer
+        # there waits, then finds the session gone.
+        session_delete(session=lock_session(session_id))
+        progress()
+    Session.objects.filter(session_key__in=logins).delete()
+    # Records of runs this user started by hand keep the run, not the name.
+    AuditRecord.objects.filter(actor=user).update(actor=None, actor_name="")
+    type(user).objects.filter(pk=user.pk).delete()
+    events.sockets_close_user(user=user.pk)
