@@ -19,6 +19,7 @@ from accounts.models import ApiKey
 from checkpoints.models import Checkpoint
 from core import events
 from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
+from sessions_app.search import search_index_forget_deleted
 from sessions_app.services import lock_session, session_delete
 
 from .audit import Outcome, Progress, Who, run_audited
@@ -107,4 +108,5 @@ def _erase(user: User, progress: Progress) -> None:
     # Records of runs this user started by hand keep the run, not the name.
     AuditRecord.objects.filter(actor=user).update(actor=None, actor_name="")
     type(user).objects.filter(pk=user.pk).delete()
+    search_index_forget_deleted()
     events.sockets_close_user(user=user.pk)

@@ -98,3 +98,15 @@ def search_sessions(sessions: QuerySet[ExternalSession], query: str) -> QuerySet
         matched = Message.objects.filter(content__icontains=query)
     in_messages = Exists(matched.filter(branch__session=OuterRef("pk")))
     return sessions.filter(_names_matching(terms) | Q(in_messages))
+
+
+def search_index_forget_deleted() -> None:
+    """Make the search index forget deleted messages for good. SQLite's FTS5 records a deletion
+    as a marker and keeps the words in its older segments until they are merged: 'optimize'
+    merges them all (its cost grows with the index, so only an erasure calls it). PostgreSQL's
+    index follows the table's rows, which its vacuum reclaims."""
+    if connection.vendor != "sqlite":
+        return
+    fts = connection.ops.quote_name(FTS_TABLE)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")

@@ -38,12 +38,21 @@ from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
 from django.forms.models import model_to_dict
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+from django_celery_beat.models import (
+    ClockedSchedule,
+    CrontabSchedule,
+    IntervalSchedule,
+    PeriodicTask,
+    SolarSchedule,
+)
 
 from accounts.models import ApiKey, SiteSettings, User
 from accounts.services import apikey_create, apikey_revoke
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
+from ops.models import AuditRecord
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
@@ -207,12 +216,14 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|accounts|checkpoints|sessions_app)/$": Rule(
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|ops|sessions_app)/$": Rule(
         STAFF, ("GET",), url="/admin/sessions_app/"
     ),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
+    # Run a retention rule now (the audit records' list): staff with ops.add_auditrecord.
+    "/admin/ops/auditrecord/run/": Rule(MODEL, ("POST",), answers=(302,)),
 }
 
 # Which of alice's objects fills the object id of each model's admin pages.
@@ -227,6 +238,12 @@ ADMIN_OBJECTS = {
     "sessions_app.Message": "user_message",
     "sessions_app.Turn": "turn",
     "sessions_app.Summary": "summary",
+    "ops.AuditRecord": "audit_record",
+    "django_celery_beat.PeriodicTask": "periodic_task",
+    "django_celery_beat.IntervalSchedule": "interval",
+    "django_celery_beat.CrontabSchedule": "crontab",
+    "django_celery_beat.SolarSchedule": "solar",
+    "django_celery_beat.ClockedSchedule": "clocked",
 }
 # Admin pages that are closed even to the superuser, by design: rows the services make (add),
 # rows that only go with their session (delete), the one settings row.
@@ -244,6 +261,9 @@ ADMIN_CLOSED = {
     "/admin/sessions_app/turn/<path:object_id>/delete/",
     "/admin/sessions_app/summary/add/",
     "/admin/sessions_app/summary/<path:object_id>/delete/",
+    # The audit trail is written by the jobs only.
+    "/admin/ops/auditrecord/add/",
+    "/admin/ops/auditrecord/<path:object_id>/delete/",
 }
 
 
@@ -357,6 +377,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     branch_fork(branch=first, position=2, forked_from=checkpoint)
     key, _ = apikey_create(user=alice, name=f"{SECRET} key")
     session_create(owner=bob, name="bob's own")
+    interval = IntervalSchedule.objects.create(every=5, period="seconds")
     clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")
     clerk.is_staff = True
     clerk.save()
@@ -373,6 +394,16 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "group": Group.objects.create(name=f"{SECRET} group").pk,
         "site_settings": SiteSettings.load().pk,
         "session_type": ContentType.objects.get_for_model(ExternalSession).pk,
+        "audit_record": AuditRecord.objects.create(
+            rule=AuditRecord.Rule.ERASE_USER, trigger="admin", actor=alice, error=SECRET
+        ).pk,
+        "periodic_task": PeriodicTask.objects.create(
+            name=f"{SECRET} task", task="ops.archive_idle_sessions", interval=interval
+        ).pk,
+        "interval": interval.pk,
+        "crontab": CrontabSchedule.objects.create(minute="7").pk,
+        "solar": SolarSchedule.objects.create(event="sunset", latitude=1, longitude=2).pk,
+        "clocked": ClockedSchedule.objects.create(clocked_time=timezone.now()).pk,
         "clerk": clerk,
     }
 

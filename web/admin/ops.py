@@ -10,11 +10,10 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
-from django.views.decorators.http import require_POST
 
 from ops.models import AuditRecord
 from ops.tasks import RULE_TASKS
@@ -83,7 +82,7 @@ class AuditRecordAdmin(ReadOnlyAdmin):
     def get_urls(self) -> list[URLPattern]:
         run = path(
             "run/",
-            self.admin_site.admin_view(require_POST(self.run_view)),
+            self.admin_site.admin_view(self.run_view),
             name="ops_auditrecord_run",
         )
         return [run, *super().get_urls()]
@@ -104,6 +103,8 @@ class AuditRecordAdmin(ReadOnlyAdmin):
         without Redis it runs here and now."""
         if not request.user.has_perm(RUN_PERMISSION):
             raise PermissionDenied
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
         back = HttpResponseRedirect(reverse("admin:ops_auditrecord_changelist"))
         task = RULE_TASKS.get(request.POST.get("rule", ""))  # type: ignore[call-overload]
         if task is None:
