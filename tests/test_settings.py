@@ -315,3 +315,43 @@ def test_static_files_stay_cacheable(behind_proxy):
     assert response.status_code == 200
     assert "max-age" in response.headers["Cache-Control"]
     assert "no-store" not in response.headers["Cache-Control"]
+
+
+# --- Retention settings -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RETENTION_AUTO_CHECKPOINT_DAYS", "-1"),
+        ("RETENTION_KEEP_LATEST_AUTO", "five"),
+        ("RETENTION_ARCHIVE_DAYS", "2.5"),
+    ],
+)
+def test_a_retention_setting_that_is_negative_or_not_a_number_stops_the_start(
+    tmp_path, name, value
+):
+    result = manage(environment(tmp_path, **{name: value}), "check")
+    assert result.returncode != 0
+    assert (
+        f"ImproperlyConfigured: {name}={value!r} is not valid: it must be a whole number of 0 or"
+        " more" in result.stderr
+    )
+
+
+def test_retention_settings_are_read_from_the_environment(tmp_path):
+    env = environment(
+        tmp_path,
+        RETENTION_AUTO_CHECKPOINT_DAYS="3",
+        RETENTION_KEEP_LATEST_AUTO="0",
+        RETENTION_ARCHIVE_DAYS=" 0 ",
+    )
+    result = manage(
+        env,
+        "shell",
+        "-c",
+        "from django.conf import settings as s; print(s.RETENTION_AUTO_CHECKPOINT_DAYS,"
+        " s.RETENTION_KEEP_LATEST_AUTO, s.RETENTION_ARCHIVE_DAYS)",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "3 0 0"
