@@ -186,6 +186,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every line logged and every answer given for a request carries its id.
+    "web.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # After WhiteNoise: static files keep their own caching and carry no policy.
