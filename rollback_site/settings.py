@@ -523,7 +523,8 @@ LOGOUT_REDIRECT_URL = "accounts:login"
 # Every line goes to standard error, as text (LOG_FORMAT=text, the default) or as one JSON object
 # per line (LOG_FORMAT=json), with the ids of what it is about: the request (X-Request-ID), the
 # user, the session and the turn (core.logs; a turn's lines in a worker carry the id of the
-# request that queued it). This dict is the only logging configuration.
+# request that queued it). This dict is the only logging configuration: daphne's access log
+# (rollback_site.serve), Celery's worker and beat (rollback_site.celery) use it too.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", choices=("text", "json"))
 LOG_LEVEL = env_choice(
     "LOG_LEVEL", "info", choices=("debug", "info", "warning", "error", "critical")
