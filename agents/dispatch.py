@@ -35,7 +35,7 @@ def _run_here(turn_id: int) -> None:
     try:
         current_app.tasks[RUN_TURN_TASK].apply(args=[turn_id])
     except Exception:
-        log.exception("turn %s failed in process", turn_id)
+        log.exception("turn %s failed in process", turn_id, extra={"turn_id": turn_id})
     finally:
         connection.close()
 

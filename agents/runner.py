@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
 from checkpoints.services import checkpoint_create
-from core import events
+from core import events, logs
 from core.errors import DomainError, InvalidInput
 from sessions_app.models import Turn
 from sessions_app.partial import PartialReply
@@ -68,6 +68,8 @@ if TYPE_CHECKING:
     from .rollback_agent import RollbackAgent
 
 log = logging.getLogger(__name__)
+# One line at the end of every turn (report_turn): its outcome, the model's latency and tokens.
+turns_log = logging.getLogger("rollback.turns")
 
 
 def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
@@ -83,7 +85,11 @@ def run_turn_with_agent(agent: RollbackAgent, message: str) -> RunOutput | None:
         if turn is None:  # taken by a worker meanwhile (cannot happen unless it was enqueued)
             agent.last_turn = Turn.objects.get(pk=queued.pk)
             return None
-        output = execute_turn(agent, turn)
+        with logs.bound(**turn.log_ids()):
+            try:
+                output = execute_turn(agent, turn)
+            finally:
+                report_turn(turn)
         turn.refresh_from_db()
         agent.last_turn = turn
         return output
@@ -112,6 +118,51 @@ def fail_turn(turn: Turn, error: str, metadata: dict | None = None) -> None:
         )
 
 
+def report_turn(turn: Turn) -> None:
+    """Log how the worker's attempt at `turn` ended, in one line (logger `rollback.turns`,
+    "turn finished"): its status and finish reason, the model, its latency (`latency_ms` for the
+    whole run, `first_token_ms` to the reply's first text), the tokens it reported and the tools
+    run; a failed turn's error, at WARNING. A turn taken from this worker meanwhile (its attempt
+    is no longer the turn's) is reported as `taken_over`, and its new worker reports the rest."""
+    try:
+        row = (
+            Turn.objects.filter(pk=turn.pk)
+            .values("status", "attempts", "error", "tools_used", "metadata")
+            .first()
+        )
+    except Exception:  # the database is away: the turn's own lines said what happened
+        log.warning("turn %s: could not read how it ended", turn.pk, exc_info=True)
+        return
+    if row is None:
+        turns_log.info("turn finished", extra={"status": "deleted", "attempt": turn.attempts})
+        return
+    meta = row["metadata"] if isinstance(row["metadata"], dict) else {}
+    status = row["status"]
+    if row["attempts"] != turn.attempts or status in Turn.ACTIVE:
+        status = "taken_over"
+    usage = meta.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    tools = row["tools_used"] if isinstance(row["tools_used"], list) else []
+    fields: dict[str, Any] = {
+        "status": status,
+        "finish_reason": meta.get("finish_reason")
+        or ("cancelled" if status == Turn.Status.CANCELLED else None),
+        "model": meta.get("model"),
+        "latency_ms": meta.get("latency_ms"),
+        "first_token_ms": meta.get("first_token_ms"),
+        "input_tokens": usage.get("input_tokens"),
+        "output_tokens": usage.get("output_tokens"),
+        "total_tokens": usage.get("total_tokens"),
+        "tool_calls": len(tools),
+        "tools": tools,
+        "attempt": turn.attempts,
+    }
+    failed = status == Turn.Status.FAILED
+    if failed:
+        fields["error"] = row["error"]
+    turns_log.log(logging.WARNING if failed else logging.INFO, "turn finished", extra=fields)
+
+
 class Heartbeat:
     """Touches the turn's heartbeat every TURN_HEARTBEAT_SECONDS on a thread of its own, so a
     slow model (minutes between tokens) never looks like a dead worker, and notes when the turn
@@ -134,7 +185,9 @@ class Heartbeat:
     def __enter__(self) -> Heartbeat:
         if not self._inline:
             self._thread = threading.Thread(
-                target=self._run, name=f"turn-{self.turn.pk}-heartbeat", daemon=True
+                target=logs.in_this_context(self._run),
+                name=f"turn-{self.turn.pk}-heartbeat",
+                daemon=True,
             )
             self._thread.start()
         return self
@@ -189,6 +242,10 @@ class Streamed:
     text: list[str] = field(default_factory=list)
     partial: PartialReply | None = None  # the reply so far, kept where a reload finds it
     started: set[str] = field(default_factory=set)  # the tool calls whose start was relayed
+    # When the run's first request to the model went out, and when the reply's first text
+    # arrived (time.monotonic()).
+    sent_at: float = field(default_factory=time.monotonic)
+    first_at: float | None = None
 
 
 def _stream(
@@ -209,6 +266,8 @@ def _stream(
                 got.output = event
             elif isinstance(event, RunContentEvent):
                 if isinstance(event.content, str) and event.content:
+                    if got.first_at is None:
+                        got.first_at = time.monotonic()
                     got.text.append(event.content)
                     seq = got.partial.add(event.content) if got.partial is not None else None
                     events.message_delta(
@@ -336,6 +395,10 @@ def _execute(
     output, error = got.output, got.error
     latency_ms = round((time.monotonic() - started) * 1000)
     meta: dict[str, Any] = {"model": label, "demo": is_demo(), "latency_ms": latency_ms}
+    if got.first_at is not None:
+        # From the agent's first request to the model (after fitting the window, summaries
+        # included) to the reply's first text: tool rounds before the reply count.
+        meta["first_token_ms"] = round((got.first_at - got.sent_at) * 1000)
     if fit is not None:
         meta["context"] = fit.record()
     if beat.lost and not beat.cancelled:

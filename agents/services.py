@@ -47,11 +47,19 @@ def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
     done = turn_recover_stale(session_id=session.pk if session is not None else None)
     for turn in done.requeued:
         log.warning(
-            "turn %s: its worker stopped; queued again (attempt %s done)", turn.pk, turn.attempts
+            "turn %s: its worker stopped; queued again (attempt %s done)",
+            turn.pk,
+            turn.attempts,
+            extra={"session_id": turn.session_id, "turn_id": turn.pk},
         )
         _run_after_commit(turn.pk)
     for turn in done.failed:
-        log.warning("turn %s failed: %s", turn.pk, turn.error)
+        log.warning(
+            "turn %s failed: %s",
+            turn.pk,
+            turn.error,
+            extra={"session_id": turn.session_id, "turn_id": turn.pk},
+        )
     return done
 
 

@@ -9,12 +9,13 @@ import socket
 
 from agno.models.base import Model
 
+from core import logs
 from sessions_app.models import Turn
 from sessions_app.turns import turn_claim
 
 from .model import build_model
 from .rollback_agent import RollbackAgent, auto_checkpoint_enabled
-from .runner import execute_turn, fail_turn
+from .runner import execute_turn, fail_turn, report_turn
 from .titles import session_autotitle
 
 log = logging.getLogger(__name__)
@@ -35,22 +36,33 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
 
 def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:
     """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
-    another worker took over, a deleted session): the reason is logged and nothing is stored."""
-    turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
-    if turn is None:
-        state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
-        log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")
-        return None
+    another worker took over, a deleted session): the reason is logged and nothing is stored.
+    Every line logged meanwhile (agno's, openai's and httpx's included) carries the turn's ids
+    and those of the request that queued it; the last one reports the outcome (report_turn)."""
+    with logs.bound(turn_id=turn_id):
+        turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+        if turn is None:
+            state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+            log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")
+            return None
+        with logs.bound(**turn.log_ids()):
+            try:
+                _run_claimed(turn, model)
+            finally:
+                report_turn(turn)
+        return turn
+
+
+def _run_claimed(turn: Turn, model: Model | None) -> None:
     if turn.branch_id is None:
         fail_turn(turn, "The branch of this turn was deleted before it could run.")
-        return turn
+        return
     try:
         agent = agent_for_turn(turn, model)
     except Exception as exc:  # a broken configuration must fail the turn, not leave it running
-        log.exception("could not build the agent for turn %s", turn_id)
+        log.exception("could not build the agent for turn %s", turn.pk)
         fail_turn(turn, f"The agent could not start: {exc}")
-        return turn
+        return
     execute_turn(agent, turn)
     turn.refresh_from_db()
     session_autotitle(turn)  # after the turn has finished: the reply never waits for a title
-    return turn

@@ -1,13 +1,30 @@
-"""The Celery app, `rollback_site.celery:app`. Without REDIS_URL tasks run eagerly in process."""
+"""The Celery app, `rollback_site.celery:app`. Without REDIS_URL tasks run eagerly in process.
+
+A worker or beat would otherwise set up logging its own way (replacing the root logger's
+handlers with its own format: `worker_hijack_root_logger`). Connecting `setup_logging` tells
+Celery to leave logging alone: the receiver applies settings.LOGGING, as Django does in every
+other process, so worker and beat lines follow LOG_FORMAT and LOG_LEVEL (Celery's `--loglevel`
+and `--logfile` are not used) and carry the ids of the turn they run.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
 
 app = Celery("rollback")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@setup_logging.connect
+def use_django_logging(**kwargs: Any) -> None:
+    from django.conf import settings
+    from django.utils.log import configure_logging
+
+    configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)

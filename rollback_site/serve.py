@@ -9,7 +9,9 @@ ROLLBACK_MAX_REQUEST_BYTES (at once when Content-Length says so), answers 413 an
 connection: the application never sees that request, and at most the limit was buffered.
 
 The options are daphne's own, unchanged (`-b 0.0.0.0 -p 8000`, `--proxy-headers`, ...); the
-application is always ours.
+application is always ours. daphne's access log, which goes to standard output unless
+`--access-log FILE` sends it elsewhere, is written through logging (logger `rollback.access`),
+so it follows LOG_FORMAT like every other line.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import os
 import sys
 from typing import Any
 
-from daphne import http_protocol
-from daphne.cli import CommandLineInterface
+from daphne import cli, http_protocol
+from daphne.access import AccessLogGenerator
 
 APPLICATION = "rollback_site.asgi:application"
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("rollback.access")
 
 
 class BoundedRequest(http_protocol.WebRequest):
@@ -82,6 +85,40 @@ class BoundedRequest(http_protocol.WebRequest):
         log.warning("refused a request body over %d bytes from %s", self.max_body, client)
 
 
+class AccessLog(AccessLogGenerator):
+    """daphne's access log: one line per request (and per WebSocket step), through logging when
+    it goes to standard output; a file given with --access-log keeps daphne's own format."""
+
+    def write_entry(
+        self,
+        host: str,
+        date: Any,
+        request: str,
+        status: int | None = None,
+        length: int | None = None,
+        ident: str | None = None,
+        user: str | None = None,
+    ) -> None:
+        if self.stream is not sys.stdout:
+            super().write_entry(host, date, request, status, length, ident, user)
+            return
+        method, _, path = request.partition(" ")
+        access_log.info(
+            '%s "%s" %s %s',
+            host,
+            request,
+            status or "-",
+            length or "-",
+            extra={
+                "client": host,
+                "method": method,
+                "path": path,
+                "status": status,
+                "size": length,
+            },
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
     from django.conf import settings
@@ -89,8 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     BoundedRequest.max_body = settings.ROLLBACK_MAX_REQUEST_BYTES
     # daphne's HTTPFactory gives each new connection this module's `WebRequest` class.
     http_protocol.WebRequest = BoundedRequest
+    # The command line makes its access log with this name.
+    cli.AccessLogGenerator = AccessLog
     args = sys.argv[1:] if argv is None else argv
-    CommandLineInterface().run([*args, APPLICATION])
+    cli.CommandLineInterface().run([*args, APPLICATION])
 
 
 if __name__ == "__main__":

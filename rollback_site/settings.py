@@ -49,6 +49,18 @@ def env_count(name: str, default: int, *, meaning: str) -> int:
     return number
 
 
+def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
+    """One of `choices` (case does not matter). Anything else stops the start with a clear
+    message."""
+    value = os.environ.get(name, "").strip().lower() or default
+    if value not in choices:
+        raise ImproperlyConfigured(
+            f"{name}={os.environ.get(name, '')!r} is not valid: it must be one of "
+            f"{', '.join(choices)}."
+        )
+    return value
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     """A comma-separated list."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
@@ -174,6 +186,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every line logged and every answer given for a request carries its id.
+    "web.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # After WhiteNoise: static files keep their own caching and carry no policy.
@@ -505,9 +519,44 @@ LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "chat:home"
 LOGOUT_REDIRECT_URL = "accounts:login"
 
+# --- Logs --------------------------------------------------------------------------------------
+# Every line goes to standard error, as text (LOG_FORMAT=text, the default) or as one JSON object
+# per line (LOG_FORMAT=json), with the ids of what it is about: the request (X-Request-ID), the
+# user, the session and the turn (core.logs; a turn's lines in a worker carry the id of the
+# request that queued it). This dict is the only logging configuration: daphne's access log
+# (rollback_site.serve), Celery's worker and beat (rollback_site.celery) use it too.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", choices=("text", "json"))
+LOG_LEVEL = env_choice(
+    "LOG_LEVEL", "info", choices=("debug", "info", "warning", "error", "critical")
+).upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "filters": {"context": {"()": "core.logs.ContextFilter"}},
+    "formatters": {
+        "text": {"()": "core.logs.TextFormatter"},
+        "json": {"()": "core.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+            # Also for loggers that set a level of their own (agno sets INFO on every run).
+            "level": LOG_LEVEL,
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's own console handler (in DEBUG) would print its lines a second time,
+        # unformatted: they go to the root's handler, at the root's level, like every other's.
+        "django": {"handlers": [], "level": "NOTSET"},
+        # agno gives its loggers a handler of its own (plain text, to standard output) unless
+        # they are configured before it is imported: configured here, they go to the root's
+        # handler. agno sets their level itself on every run.
+        **{
+            name: {"handlers": [], "level": "INFO", "propagate": True}
+            for name in ("agno", "agno-team", "agno-workflow")
+        },
+    },
 }

@@ -9,7 +9,7 @@ never copy a message, and a branch's history is read by one recursive query (see
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
@@ -247,7 +247,8 @@ class Turn(models.Model):
     # the worker holding the current attempt may store the answer or finish the turn.
     attempts = models.PositiveSmallIntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # model, usage, latency_ms, demo
+    # model, usage, latency_ms, first_token_ms, finish_reason, demo, worker, request_id (of the
+    # request that queued it)
     metadata = models.JSONField(default=dict, blank=True)
     # An API client's Idempotency-Key: a retried POST gets this turn back instead of a new one.
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
@@ -281,6 +282,17 @@ class Turn(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
+
+    def log_ids(self) -> dict[str, Any]:
+        """The ids every log line about this turn carries (core.logs): the request that queued
+        it, its user, its session, itself."""
+        meta = self.metadata if isinstance(self.metadata, dict) else {}
+        return {
+            "request_id": meta.get("request_id"),
+            "user_id": self.session.owner_id,
+            "session_id": self.session_id,
+            "turn_id": self.pk,
+        }
 
     @property
     def finish_reason(self) -> str | None:

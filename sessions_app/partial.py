@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from core import logs
+
 from .models import Turn
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,9 @@ class PartialReply:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> PartialReply:
-        self._thread = threading.Thread(target=self._run, name=f"{self.key}-writer", daemon=True)
+        self._thread = threading.Thread(
+            target=logs.in_this_context(self._run), name=f"{self.key}-writer", daemon=True
+        )
         self._thread.start()
         return self
 

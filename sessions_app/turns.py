@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from core import events
+from core import events, logs
 from core.errors import InvalidInput
 from core.validation import storable_json, storable_text
 from sessions_app.errors import BranchNotFound, MessageTooLong, TurnAlreadyEnded, TurnInProgress
@@ -90,6 +90,13 @@ def clean_user_message(message: Any) -> str:
     return message
 
 
+def _origin() -> dict[str, Any]:
+    """The id of the request queuing a turn, kept on it: the worker's log lines for the turn
+    carry it (Turn.log_ids)."""
+    request_id = logs.current().get("request_id")
+    return {"request_id": request_id} if request_id else {}
+
+
 def turn_start(
     *,
     session: ExternalSession,
@@ -115,7 +122,7 @@ def turn_start(
                 branch=branch,
                 message=text,
                 user_message_position=stored.position,
-                metadata={"user_message_id": stored.pk},
+                metadata={"user_message_id": stored.pk, **_origin()},
                 idempotency_key=idempotency_key,
             )
     except IntegrityError:
@@ -146,7 +153,7 @@ def turn_retry(*, turn: Turn) -> Turn:
             branch=branch,
             message=turn.message,
             user_message_position=position,
-            metadata={"retry_of": turn.pk},
+            metadata={"retry_of": turn.pk, **_origin()},
         )
 
 

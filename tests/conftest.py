@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -7,6 +8,7 @@ import pytest
 from django.db import connection
 
 from checkpoints.services import checkpoint_create
+from core.logs import ContextFilter
 from sessions_app.models import InternalSession, Message
 from sessions_app.services import message_append, session_create
 
@@ -139,6 +141,34 @@ def celery_eager():
 def inline_turns(settings, celery_eager):
     """Run a submitted turn in the calling thread when its transaction commits."""
     settings.ROLLBACK_RUN_TURNS_INLINE = True
+
+
+class Records(logging.Handler):
+    """Keeps every record that reaches the root logger, its ids filled in as settings.LOGGING's
+    handler fills them (core.logs.ContextFilter)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.addFilter(ContextFilter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def log_records():
+    """The records logged during the test, down to DEBUG, with their ids (a list)."""
+    handler = Records()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler.records
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 @pytest.fixture

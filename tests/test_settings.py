@@ -6,6 +6,7 @@ process of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -131,6 +132,32 @@ def test_a_trusted_origin_without_its_scheme_is_refused(tmp_path):
     result = manage(env, "check")
     assert result.returncode != 0
     assert "DJANGO_CSRF_TRUSTED_ORIGINS: 'rollback.example' is not an origin" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["xml", "JSONL", "1"])
+def test_a_log_format_other_than_text_or_json_is_refused(tmp_path, value):
+    result = manage(environment(tmp_path, LOG_FORMAT=value), "check")
+    assert result.returncode != 0
+    assert (
+        f"ImproperlyConfigured: LOG_FORMAT={value!r} is not valid: it must be one of text, json."
+        in result.stderr
+    )
+
+
+def test_a_log_level_that_is_no_level_is_refused(tmp_path):
+    result = manage(environment(tmp_path, LOG_LEVEL="loud"), "check")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: LOG_LEVEL='loud' is not valid" in result.stderr
+
+
+def test_json_logs_are_one_object_per_line(tmp_path):
+    """LOG_FORMAT=json (any case) sets up the JSON formatter on the one handler: a line logged
+    by a management command comes out as JSON on standard error."""
+    code = "import logging; logging.getLogger('rollback.check').warning('hello')"
+    result = manage(environment(tmp_path, LOG_FORMAT="Json"), "shell", "-c", code)
+    assert result.returncode == 0, result.stderr
+    logged = json.loads(result.stderr.strip().splitlines()[-1])
+    assert logged["message"] == "hello" and logged["logger"] == "rollback.check"
 
 
 # --- Production settings --------------------------------------------------------------------------

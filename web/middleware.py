@@ -1,14 +1,74 @@
 """Headers on the app's own responses (pages, fragments, the API; static files are WhiteNoise's):
-the Content Security Policy, and no caching of anything private."""
+the Content Security Policy, and no caching of anything private. And the request's id, on its
+log lines and its response."""
 
 from __future__ import annotations
 
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware, PolicyParts
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
+
+from core import logs
+
+# An id a proxy in front gave the request (a UUID, a hex or base64 token, ...) is kept when it is
+# this short and plain; anything else could forge or break a log line, and is replaced.
+REQUEST_ID_HEADER = "X-Request-ID"
+SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:+=/-]{1,128}")
+
+
+def request_id_for(request: HttpRequest) -> str:
+    """The request's incoming X-Request-ID when it is sane, else a new one (uuid4, hex)."""
+    incoming = request.headers.get(REQUEST_ID_HEADER, "")
+    if SANE_REQUEST_ID.fullmatch(incoming):
+        return incoming
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (`request.request_id`), binds it and the signed-in user's id to
+    the request's log lines (core.logs), and returns it in the X-Request-ID response header.
+    First in MIDDLEWARE, so the others' lines and answers carry it too. The user is known once
+    the other middleware ran (`process_view`); an API key is read later, by DRF inside the view
+    (web.api.authentication binds that user)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        request_id = request.request_id = request_id_for(request)  # type: ignore[attr-defined]
+        with logs.bound(request_id=request_id, user_id=None, session_id=None, turn_id=None):
+            response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        request_id = request.request_id = request_id_for(request)  # type: ignore[attr-defined]
+        get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]] = self.get_response
+        with logs.bound(request_id=request_id, user_id=None, session_id=None, turn_id=None):
+            response = await get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        return response
+
+    def process_view(self, request: HttpRequest, *args: Any) -> None:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            logs.bind(user_id=user.pk)
 
 
 class ContentSecurityPolicyMiddleware(CSPMiddleware):

@@ -9,6 +9,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.services import apikey_authenticate, bearer_key
+from core import logs
 
 if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
@@ -28,6 +29,9 @@ class BearerKeyAuthentication(BaseAuthentication):
         user = apikey_authenticate(raw)
         if user is None:
             raise AuthenticationFailed("Invalid or revoked API key.")
+        # Read inside the view, after the middleware bound the request's ids: the rest of the
+        # request's lines (and the turn it queues) name this user.
+        logs.bind(user_id=user.pk)
         return (user, None)
 
     def authenticate_header(self, request: Request) -> str:
