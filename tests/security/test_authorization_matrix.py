@@ -213,6 +213,9 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
+    # The operator's dashboard (web.admin_site): everyone's figures, each section behind the view
+    # permissions of what it shows; staff who may see no section are refused.
+    "/admin/dashboard/": Rule(MODEL, ("GET",)),
 }
 
 # Which of alice's objects fills the object id of each model's admin pages.
