@@ -263,7 +263,7 @@ def test_the_usage_figures_are_cached_for_a_minute_and_say_when_they_were_comput
     assert again.context["usage"].totals.messages == before.totals.messages == 1
     assert again.context["usage"].computed_at == before.computed_at
     words = " ".join(again.content.decode().split())
-    assert "computed at most once every 60 seconds; these are as of" in words
+    assert "computed at most once every 60 seconds (these at" in words
 
     cache.clear()  # a minute later
     assert admin_client_.get(URL).context["usage"].totals.messages == 2
