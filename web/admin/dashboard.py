@@ -47,7 +47,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "audit": ("ops.view_auditrecord",),
 }
-# Beyond this page the offset alone would make the query slow; nobody pages that far by hand.
+# The highest page number taken as one (half a million users); anything above is junk in the
+# address, answered with the first page.
 MAX_PAGE = 10_000
 
 
