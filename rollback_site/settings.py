@@ -164,7 +164,8 @@ X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    # django.contrib.admin, with the operator's dashboard among the admin site's pages.
+    "web.admin_site.RollbackAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

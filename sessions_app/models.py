@@ -274,7 +274,16 @@ class Turn(models.Model):
             time_in_range("heartbeat_at", name="turn_heartbeat_at_in_range", null=True),
             time_in_range("finished_at", name="turn_finished_at_in_range", null=True),
         ]
-        indexes = [models.Index(fields=["session", "created_at"], name="turn_session_created")]
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="turn_session_created"),
+            # The operator's dashboard lists the newest failures: a small index of failed turns
+            # only, instead of a scan of every turn.
+            models.Index(
+                fields=["-finished_at", "-id"],
+                condition=Q(status="failed"),
+                name="turn_failed_newest",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.status})"

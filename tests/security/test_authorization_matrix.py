@@ -224,6 +224,9 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
     # Run a retention rule now (the audit records' list): staff with ops.add_auditrecord.
     "/admin/ops/auditrecord/run/": Rule(MODEL, ("POST",), answers=(302,)),
+    # The operator's dashboard (web.admin_site): everyone's figures, each section behind the view
+    # permissions of what it shows; staff who may see no section are refused.
+    "/admin/dashboard/": Rule(MODEL, ("GET",)),
 }
 
 # Which of alice's objects fills the object id of each model's admin pages.

@@ -24,7 +24,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.template import Context, Template, TemplateSyntaxError
 from django.test import Client
 
-from accounts.models import ApiKey
+from accounts.models import ApiKey, User
 from accounts.services import apikey_create
 from agents.worker import run_turn
 from checkpoints.models import Checkpoint
@@ -309,6 +309,13 @@ def test_the_admin_shows_every_payload_as_text(alice, admin_user):
             f"/admin/sessions_app/externalsession/?q={quote(payload)}",
             f"searching the sessions for {payload!r}",
         )
+    # The operator's dashboard: failed turns' errors (long ones open in <details>), the names of
+    # their sessions, and usernames.
+    for i, (one, payload) in enumerate(zip(sessions[:20], PAYLOADS, strict=False)):
+        assert turn_fail(turn=turn_start(session=one, message="hi"), error=payload + " ." * i * 5)
+    for payload in NAMES[20:25]:
+        User.objects.create(username=payload)
+    look("/admin/dashboard/", "the operator's dashboard", [*NAMES[:25], *PAYLOADS[:20]])
     # A change made in the admin is remembered under the object's name: its history page.
     one = sessions[0]
     url = f"/admin/sessions_app/externalsession/{one.pk}/change/"

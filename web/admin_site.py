@@ -1,0 +1,45 @@
+"""The console's admin site: Django's own, with the operator's dashboard (`/admin/dashboard/`,
+web.admin.dashboard) among its pages and linked from its index. `RollbackAdminConfig` takes
+django.contrib.admin's place in INSTALLED_APPS, so `admin.site` is this site.
+
+It lives outside web.admin on purpose, and reaches the dashboard through imports inside its
+methods: importing web.admin registers the models on `admin.site`, which creates this site on
+first use, so the site's module cannot import web.admin while it is being imported itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.apps import AdminConfig
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, URLResolver, path, reverse
+
+
+class RollbackAdminSite(admin.AdminSite):
+    def get_urls(self) -> list[URLResolver | URLPattern]:
+        # Before Django's own, whose last pattern catches every other address.
+        return [
+            path("dashboard/", self.admin_view(self.dashboard), name="dashboard"),
+            *super().get_urls(),
+        ]
+
+    def dashboard(self, request: HttpRequest) -> HttpResponse:
+        from web.admin import dashboard  # see the module's docstring
+
+        return dashboard.dashboard(request, site=self)
+
+    def each_context(self, request: HttpRequest) -> dict[str, Any]:
+        from web.admin import dashboard  # see the module's docstring
+
+        context = super().each_context(request)
+        # The index links the dashboard for those who may see some of it.
+        shown = dashboard.visible_sections(request.user)
+        context["dashboard_url"] = (
+            reverse("admin:dashboard", current_app=self.name) if shown else ""
+        )
+        return context
+
+
+class RollbackAdminConfig(AdminConfig):
+    default_site = "web.admin_site.RollbackAdminSite"
