@@ -1,6 +1,6 @@
-"""GET /healthz in process: its answer, its headers and the heartbeats it reads. The served
-processes (a real worker and beat stopped and started, PostgreSQL and Redis down) are
-tests/deploy/test_health.py's."""
+"""GET /healthz in process: its answer, its headers, the heartbeats it reads, and the worker's
+heartbeat thread. The served processes (a real worker and beat stopped and started, PostgreSQL
+and Redis down) are tests/deploy/test_health.py's."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.core.cache import caches
 from django.test import Client
 
-from ops.health import BEAT_KEY, WORKER_KEY, heartbeat_record
+from ops.health import BEAT_KEY, CACHE_ALIAS, WORKER_KEY, heartbeat_record
+from ops.heartbeat import Heart
 
 pytestmark = pytest.mark.django_db
 
@@ -154,6 +156,26 @@ def test_a_hung_redis_fails_the_cache_check_within_the_check_timeout(
     assert checks["worker"] == {"ok": False, "error": "unknown: the cache did not answer"}
     assert checks["database"]["ok"]
     assert elapsed < settings.HEALTH_CHECK_TIMEOUT + 1.5, elapsed
+
+
+def test_the_worker_heart_beats_until_stopped():
+    """The bootstep's object, as the worker starts and stops it."""
+    health_cache = caches[CACHE_ALIAS]
+    heart = Heart("worker1@host", interval=0.05)
+    heart.start()
+    try:
+        deadline = time.monotonic() + 5
+        while health_cache.get(WORKER_KEY) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = health_cache.get(WORKER_KEY)
+        assert first is not None and first["hostname"] == "worker1@host"
+        time.sleep(0.3)
+        assert health_cache.get(WORKER_KEY)["at"] > first["at"]  # it goes on beating
+    finally:
+        heart.stop()
+    health_cache.delete(WORKER_KEY)
+    time.sleep(0.3)
+    assert health_cache.get(WORKER_KEY) is None  # and stops with the worker
 
 
 @pytest.mark.parametrize(
