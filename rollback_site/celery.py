@@ -15,6 +15,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import setup_logging
 
+from ops.heartbeat import WorkerHeartbeat
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
 
 app = Celery("rollback")
@@ -28,3 +30,7 @@ def use_django_logging(**kwargs: Any) -> None:
     from django.utils.log import configure_logging
 
     configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+
+
+# Each worker says it is alive, for /healthz (ops.health).
+app.steps["worker"].add(WorkerHeartbeat)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -59,6 +60,22 @@ def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
             f"{', '.join(choices)}."
         )
     return value
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A duration in seconds, more than 0. Anything else stops the start with a clear message."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:  # also refuses nan
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not valid: it must be a number of seconds above 0."
+        )
+    return seconds
 
 
 def env_list(name: str, default: str = "") -> list[str]:
@@ -129,6 +146,9 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", P
 SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600 if PRODUCTION else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# /healthz answers over plain HTTP too: a load balancer probes each server directly, often without
+# TLS. The Host header must still be one of DJANGO_ALLOWED_HOSTS (400 otherwise).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 for _origin in CSRF_TRUSTED_ORIGINS:
     if not _origin.startswith(("https://", "http://")):
@@ -296,7 +316,7 @@ if REDIS_URL:
             },
         }
     }
-    CACHES = {
+    CACHES: dict[str, dict[str, Any]] = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
@@ -319,6 +339,43 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
+
+# --- Health (/healthz, ops.health) -------------------------------------------------------------
+# /healthz checks the database, the cache and, with Celery (REDIS_URL set), that a worker and beat
+# are alive. Each check of the database or Redis gives up after HEALTH_CHECK_TIMEOUT seconds, so
+# the answer comes within a few seconds even when a server is down or hangs (the pool alone would
+# wait DATABASE_POOL_TIMEOUT for a connection, redis-py 5 s to connect and 5 s for an answer).
+# A worker records a heartbeat in the cache every HEALTH_HEARTBEAT_SECONDS (from a thread of its
+# own, so a long turn does not stop it); beat records one as it wakes, which django-celery-beat's
+# scheduler does at least every 5 s. A worker (any one) or beat silent for more than
+# HEALTH_WORKER_MAX_AGE or HEALTH_BEAT_MAX_AGE seconds counts as down: several missed beats, so a
+# Redis failover or a slow write is no false alarm, and a dead worker shows within half a minute.
+# Beat's age is longer: a wake can wait on the database and the broker, and a missing beat only
+# delays the recovery of turns. Worker, beat and web clocks must agree (NTP).
+HEALTH_CHECK_TIMEOUT = env_seconds("HEALTH_CHECK_TIMEOUT", 2)
+HEALTH_HEARTBEAT_SECONDS = env_seconds("HEALTH_HEARTBEAT_SECONDS", 5)
+HEALTH_WORKER_MAX_AGE = env_seconds("HEALTH_WORKER_MAX_AGE", 30)
+HEALTH_BEAT_MAX_AGE = env_seconds("HEALTH_BEAT_MAX_AGE", 60)
+if HEALTH_WORKER_MAX_AGE <= HEALTH_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        f"HEALTH_WORKER_MAX_AGE ({HEALTH_WORKER_MAX_AGE:g} s) must be longer than"
+        f" HEALTH_HEARTBEAT_SECONDS ({HEALTH_HEARTBEAT_SECONDS:g} s), or every worker looks down."
+    )
+if HEALTH_BEAT_MAX_AGE <= 5:
+    raise ImproperlyConfigured(
+        f"HEALTH_BEAT_MAX_AGE ({HEALTH_BEAT_MAX_AGE:g} s) must be longer than 5 s (beat wakes at"
+        " least every 5 s), or beat looks down."
+    )
+# The health check's own client of the cache: the same store and keys (in memory: the same
+# LOCATION, so the same store), with short timeouts on Redis.
+CACHES["health"] = {
+    **CACHES["default"],
+    "OPTIONS": (
+        {"socket_connect_timeout": HEALTH_CHECK_TIMEOUT, "socket_timeout": HEALTH_CHECK_TIMEOUT}
+        if REDIS_URL
+        else {}
+    ),
+}
 
 # --- The agent ------------------------------------------------------------------------------
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "").strip()

@@ -5,7 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from web.admin import login as admin_login
-from web.pages import errors
+from web.pages import errors, health
 
 admin.site.site_header = "Rollback console"
 admin.site.site_title = "Rollback console"
@@ -21,5 +21,7 @@ urlpatterns = [
     path("accounts/", include("web.pages.account_urls")),
     path("api/v1/", include("web.api.urls")),
     path("chat/", include("web.pages.chat_urls")),
+    # For load balancers and monitoring: public, JSON, 200 or 503 (the contract's GET /healthz).
+    path("healthz", health.healthz, name="healthz"),
     path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),
 ]

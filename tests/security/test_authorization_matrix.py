@@ -143,6 +143,9 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/checkpoints/<int:cp_id>/restore/": Rule(
         OWNER, ("GET", "POST"), {"cp_id": "checkpoint"}, {"mode": "rewind"}
     ),
+    # Health, for load balancers: no user data. 503 where Celery is configured (the PostgreSQL
+    # and Redis phase) and no worker runs beside the tests.
+    "/healthz": Rule(PUBLIC, ("GET",), answers=(200, 503)),
 }
 
 API_RULES: dict[str, Rule] = {

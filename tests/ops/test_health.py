@@ -1,0 +1,204 @@
+"""GET /healthz in process: its answer, its headers, the heartbeats it reads, and the worker's
+heartbeat thread. The served processes (a real worker and beat stopped and started, PostgreSQL
+and Redis down) are tests/deploy/test_health.py's."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.cache import caches
+from django.test import Client
+
+from ops.health import BEAT_KEY, CACHE_ALIAS, WORKER_KEY, heartbeat_record
+from ops.heartbeat import Heart
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def embedded(settings):
+    """The embedded mode: Celery tasks run in the web process (no REDIS_URL)."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+
+
+@pytest.fixture
+def with_celery(settings):
+    """Celery configured, as with REDIS_URL: a worker and beat are expected."""
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.HEALTH_WORKER_MAX_AGE = 30
+    settings.HEALTH_BEAT_MAX_AGE = 60
+
+
+def test_healthz_answers_200_naming_the_database_and_the_cache(client, embedded):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["celery"].startswith("not configured")
+    assert set(body["checks"]) == {"database", "cache"}  # no worker to check in process
+    for part in ("database", "cache"):
+        check = body["checks"][part]
+        assert check["ok"] is True and isinstance(check["ms"], float) and "error" not in check
+
+
+def test_healthz_is_never_cached_and_sets_no_cookie(client, alice, embedded):
+    anonymous = client.get("/healthz")
+    client.force_login(alice)
+    signed_in = client.get("/healthz")
+    for response in (anonymous, signed_in):
+        assert response.status_code == 200
+        assert "no-store" in response["Cache-Control"]
+        assert not response.cookies, response.cookies  # no session, no CSRF cookie
+
+
+def test_healthz_answers_head(client, embedded):
+    response = client.head("/healthz")
+    assert response.status_code == 200
+    assert not response.content
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete", "options"])
+def test_healthz_refuses_other_methods_with_405_even_without_a_csrf_token(method, embedded):
+    response = getattr(Client(enforce_csrf_checks=True), method)("/healthz")
+    assert response.status_code == 405
+    assert response["Allow"] == "GET, HEAD"
+
+
+def test_healthz_answers_over_plain_http_when_https_is_required(client, settings, embedded):
+    """Production redirects http to https, but a load balancer probes servers over plain HTTP."""
+    settings.SECURE_SSL_REDIRECT = True
+    assert client.get("/accounts/login/").status_code == 301
+    assert client.get("/healthz").status_code == 200
+
+
+def test_healthz_answers_only_to_allowed_hosts(client, embedded):
+    assert client.get("/healthz", HTTP_HOST="10.1.2.3").status_code == 400
+
+
+def test_with_celery_and_no_heartbeat_healthz_answers_503_naming_worker_and_beat(
+    client, with_celery
+):
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "fail" and body["celery"] == "configured"
+    assert body["checks"]["database"]["ok"] and body["checks"]["cache"]["ok"]
+    assert body["checks"]["worker"] == {"ok": False, "error": "no heartbeat"}
+    assert body["checks"]["beat"] == {"ok": False, "error": "no heartbeat"}
+    assert "no-store" in response["Cache-Control"]
+
+
+def test_with_fresh_heartbeats_healthz_answers_200_without_showing_hostnames(client, with_celery):
+    heartbeat_record(WORKER_KEY, hostname="worker1@db-host-secret")
+    heartbeat_record(BEAT_KEY, hostname="beat-host-secret", at=time.time() - 50)
+    response = client.get("/healthz")
+    assert response.status_code == 200, response.json()
+    checks = response.json()["checks"]
+    assert checks["worker"]["ok"] and 0 <= checks["worker"]["age_seconds"] < 5
+    assert checks["beat"]["ok"] and 50 <= checks["beat"]["age_seconds"] < 55
+    assert b"secret" not in response.content
+
+
+def test_a_stale_worker_heartbeat_fails_the_worker_alone(client, with_celery):
+    heartbeat_record(WORKER_KEY, hostname="w@h", at=time.time() - 31)
+    heartbeat_record(BEAT_KEY, hostname="b")
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["worker"]["ok"] is False and checks["worker"]["age_seconds"] >= 31
+    assert checks["worker"]["error"].startswith("no heartbeat for 3")
+    assert checks["beat"]["ok"] and checks["database"]["ok"] and checks["cache"]["ok"]
+
+
+def test_a_stale_beat_heartbeat_fails_beat_alone(client, with_celery):
+    heartbeat_record(WORKER_KEY, hostname="w@h")
+    heartbeat_record(BEAT_KEY, hostname="b", at=time.time() - 61)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["beat"]["ok"] is False and checks["beat"]["error"] == "no heartbeat for 61 s"
+    assert checks["worker"]["ok"]
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """The port of a server that takes connections and never answers: a hung Redis."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield server.getsockname()[1]
+
+
+@pytest.mark.redis
+def test_a_hung_redis_fails_the_cache_check_within_the_check_timeout(
+    client, settings, with_celery, silent_server
+):
+    """The health alias gives up after HEALTH_CHECK_TIMEOUT (redis-py alone waits 5 s)."""
+    hung = {**settings.CACHES["health"], "LOCATION": f"redis://127.0.0.1:{silent_server}/0"}
+    settings.CACHES = {**settings.CACHES, "health": hung}
+    started = time.monotonic()
+    response = client.get("/healthz")
+    elapsed = time.monotonic() - started
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["cache"]["ok"] is False
+    assert checks["cache"]["error"] == f"no answer within {settings.HEALTH_CHECK_TIMEOUT:g} s"
+    assert checks["worker"] == {"ok": False, "error": "unknown: the cache did not answer"}
+    assert checks["database"]["ok"]
+    assert elapsed < settings.HEALTH_CHECK_TIMEOUT + 1.5, elapsed
+
+
+def test_the_worker_heart_beats_until_stopped():
+    """The bootstep's object, as the worker starts and stops it."""
+    health_cache = caches[CACHE_ALIAS]
+    heart = Heart("worker1@host", interval=0.05)
+    heart.start()
+    try:
+        deadline = time.monotonic() + 5
+        while health_cache.get(WORKER_KEY) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = health_cache.get(WORKER_KEY)
+        assert first is not None and first["hostname"] == "worker1@host"
+        time.sleep(0.3)
+        assert health_cache.get(WORKER_KEY)["at"] > first["at"]  # it goes on beating
+    finally:
+        heart.stop()
+    health_cache.delete(WORKER_KEY)
+    time.sleep(0.3)
+    assert health_cache.get(WORKER_KEY) is None  # and stops with the worker
+
+
+@pytest.mark.parametrize(
+    ("settings_env", "message"),
+    [
+        (
+            {"HEALTH_HEARTBEAT_SECONDS": "5", "HEALTH_WORKER_MAX_AGE": "5"},
+            "every worker looks down",
+        ),
+        ({"HEALTH_BEAT_MAX_AGE": "4"}, "beat looks down"),
+        ({"HEALTH_CHECK_TIMEOUT": "0"}, "HEALTH_CHECK_TIMEOUT='0' is not valid"),
+        ({"HEALTH_WORKER_MAX_AGE": "soon"}, "HEALTH_WORKER_MAX_AGE='soon' is not valid"),
+    ],
+)
+def test_max_ages_that_would_always_fail_stop_the_start(settings_env, message, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(ROLLBACK_VAR_DIR=str(tmp_path), **settings_env)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
