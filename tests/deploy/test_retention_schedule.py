@@ -34,7 +34,7 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
     recent = client.post("/sessions/", {"name": "used today"})
     database.query(
         "UPDATE sessions_app_externalsession SET updated_at = now() - interval '40 days' "
-        "WHERE id = %s",
+        "WHERE id = %s RETURNING id",
         idle["id"],
     )
     # The operator makes the nightly rule run every 2 seconds (the admin's "Periodic tasks").
