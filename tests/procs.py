@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,6 +47,20 @@ def app_env(var_dir: Path, model_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def manage(env: dict[str, str], *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`manage.py ARGS` run to its end in `env`, whatever its exit status (`kwargs` go to
+    subprocess.run)."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        **kwargs,
+    )
+
+
 def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -76,14 +91,7 @@ class Services:
 
     def manage(self, env: dict[str, str], *args: str) -> str:
         """Run a management command to its end; its standard output."""
-        result = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        result = manage(env, *args)
         if result.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
         return result.stdout

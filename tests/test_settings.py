@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.procs import Services, app_env, free_port
+from tests.procs import Services, app_env, free_port, manage
 
 ROOT = Path(__file__).resolve().parents[1]
 # Long and varied enough for Django's check; used by the tests only.
@@ -41,17 +40,6 @@ def environment(var_dir: Path, **settings: str) -> dict[str, str]:
     }
     env.update(ROLLBACK_VAR_DIR=str(var_dir), **settings)
     return env
-
-
-def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def setting_values(env: dict[str, str], *names: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.procs import ROOT, Services, app_env
+from tests.procs import Services, app_env, manage
 
 ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
 sqlite_phase = pytest.mark.skipif(
@@ -174,19 +174,6 @@ class Load:
             except Exception as exc:  # reported by the test, which fails on any
                 with self.lock:
                     self.errors.append(f"client {n}: {exc!r}")
-
-
-def manage(env: dict[str, str], *args: str, **kwargs) -> subprocess.CompletedProcess:
-    """`manage.py ARGS` to its end, whatever its exit status."""
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        **kwargs,
-    )
 
 
 def serve(env: dict[str, str], log_dir: Path) -> tuple[Services, str, str]:
