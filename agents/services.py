@@ -12,11 +12,13 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
+from accounts.models import User
 from core.errors import InvalidInput, NotFound
 from sessions_app.errors import TurnInProgress
+from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession, Message, Turn
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.services import branch_fork
+from sessions_app.services import branch_fork, session_for_key
 from sessions_app.turns import (
     Recovery,
     clean_user_message,
@@ -112,6 +114,16 @@ def turn_submit(*, session: ExternalSession, message: Any, idempotency_key: str 
             raise
         return earlier
     return turn
+
+
+def chat_submit(*, owner: User, session_key: Any, message: Any, idempotency_key: str = "") -> Turn:
+    """Start a turn on the owner's session of `session_key` (sessions_app.keys), made on first
+    use; otherwise exactly `turn_submit` (the Idempotency-Key, TurnInProgress). The key and the
+    message are checked before anything is written, so bad input leaves no session behind."""
+    parse_session_key(session_key)
+    clean_user_message(message)
+    session = session_for_key(owner=owner, session_key=session_key)
+    return turn_submit(session=session, message=message, idempotency_key=idempotency_key)
 
 
 def turn_resubmit(*, turn: Turn) -> Turn:

@@ -32,6 +32,7 @@ from core.validation import (
     storable_text,
 )
 from sessions_app.errors import ImportRejected, ImportTooLarge
+from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.services import session_quota_check
 
@@ -109,6 +110,7 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
             "name": session.session_name,
             "metadata": session.metadata,
             "created_at": _iso(session.created_at),
+            "session_key": session.session_key or None,
         },
         "branches": list(by_branch.values()),
     }
@@ -182,6 +184,8 @@ class SessionDoc(_Strict):
     name: str = Field(max_length=NAME_MAX_LENGTH)
     metadata: dict = Field(default_factory=dict)
     created_at: datetime | None = None
+    # Optional, so documents from before session keys still import.
+    session_key: str | None = None
 
 
 class ExportDoc(_Strict):
@@ -316,6 +320,8 @@ def _check_values(doc: ExportDoc) -> None:
     try:
         time(doc.session.created_at, "session's created_at")
         clean_metadata(doc.session.metadata, what="session metadata")
+        if doc.session.session_key:
+            parse_session_key(doc.session.session_key)
         for b in doc.branches:
             where = f"branch {b.id}"
             time(b.created_at, f"created_at of {where}")
@@ -361,6 +367,16 @@ def session_import(*, owner: User, raw: bytes | str) -> ExternalSession:
         raise ImportRejected(f"The document could not be stored: {exc}".strip()) from None
 
 
+def _free_key(owner: User, key: str | None) -> str:
+    """The imported session keeps its session key when the owner has no session of that key
+    (a conversation moved to another account or server goes on answering its integration);
+    otherwise it gets none, and the session already at that key keeps it (an import never takes
+    a key over). Call it holding the owner's lock (`session_quota_check`)."""
+    if not key or ExternalSession.objects.filter(owner=owner, session_key=key).exists():
+        return ""
+    return key
+
+
 @transaction.atomic
 def _write(owner: User, doc: ExportDoc) -> ExternalSession:
     session_quota_check(owner=owner)
@@ -369,6 +385,7 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
         session_name=doc.session.name.strip(),
         metadata=doc.session.metadata,
         created_at=_when(doc.session.created_at),
+        session_key=_free_key(owner, doc.session.session_key),
     )
     branch_ids: dict[int, int] = {}
     checkpoint_ids: dict[int, int] = {}

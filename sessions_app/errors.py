@@ -60,3 +60,7 @@ class SessionLimitReached(Conflict):
             f"the most one account may keep is {limit}. "
             "Delete some you no longer need first."
         )
+
+
+class InvalidSessionKey(InvalidInput):
+    """A session key not of the form agent:<agentId>:<scope>:<chatId> (sessions_app.keys)."""

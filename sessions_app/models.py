@@ -49,6 +49,11 @@ class ExternalSession(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(default=timezone.now)
     archived_at = models.DateTimeField(null=True, blank=True)
+    # An integration's own address for the conversation (sessions_app.keys); empty: none (the API
+    # shows null). Empty rather than NULL, like Turn.idempotency_key: one "no value" for the
+    # column, in Django's way for text. Unique per owner: two users with the same key each have
+    # their own session.
+    session_key = models.CharField(max_length=255, blank=True, default="")
 
     objects = ExternalSessionQuerySet.as_manager()
 
@@ -61,6 +66,13 @@ class ExternalSession(models.Model):
             time_in_range("created_at", name="session_created_at_in_range"),
             time_in_range("updated_at", name="session_updated_at_in_range"),
             time_in_range("archived_at", name="session_archived_at_in_range", null=True),
+            # Its index serves the lookup of a user's session by key (owner, session_key).
+            models.UniqueConstraint(
+                fields=["owner", "session_key"],
+                condition=~Q(session_key=""),
+                name="session_key_unique_per_owner",
+                violation_error_message="This user already has a session with this key.",
+            ),
         ]
 
     def __str__(self) -> str:

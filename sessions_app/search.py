@@ -16,8 +16,9 @@ engines behind it.
   plain text and cannot break the MATCH syntax; should MATCH fail anyway, the search falls back
   to a substring scan.
 
-Either way names match by substring (every term must appear, ignoring case), so a partial word
-still finds a title, and messages match by whole words (all of them).
+Either way names and session keys match by substring (every term must appear in one or the other,
+ignoring case), so a partial word still finds a title, and messages match by whole words (all of
+them).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def fts5_expression(terms: list[str]) -> str:
 def _names_matching(terms: list[str]) -> Q:
     condition = Q()
     for term in terms:
-        condition &= Q(session_name__icontains=term)
+        condition &= Q(session_name__icontains=term) | Q(session_key__icontains=term)
     return condition
 
 
@@ -84,7 +85,8 @@ def _message_ids(query: str, terms: list[str]) -> QuerySet[Message] | None:
 
 
 def search_sessions(sessions: QuerySet[ExternalSession], query: str) -> QuerySet[ExternalSession]:
-    """Those of `sessions` whose name holds every word of `query` or one of whose messages
+    """Those of `sessions` whose name or session key holds every word of `query` (each word in
+    one or the other), or one of whose messages
     matches it; all of them for an empty query, none for a query with no word in it. Only ever
     narrows `sessions`, so a search never reaches beyond the sessions it was given."""
     query = query.strip()

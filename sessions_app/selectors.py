@@ -93,13 +93,21 @@ SESSION_ORDERS = {
 
 
 def sessions_listed(
-    user: AnyUser, *, query: str = "", archived: bool = False, order: str = "created"
+    user: AnyUser,
+    *,
+    query: str = "",
+    archived: bool = False,
+    order: str = "created",
+    session_key: str | None = None,
 ) -> QuerySet[ExternalSession]:
     """The user's sessions as lists show them: the archived ones or the others, matching `query`
-    (names and message text, see sessions_app/search.py), newest first by creation or, with
-    order="activity", most recently active first."""
+    (names, session keys and message text, see sessions_app/search.py), with `session_key`
+    only the session of that exact key, newest first by creation or, with order="activity",
+    most recently active first."""
     sessions = ExternalSession.objects.for_user(user)
     sessions = sessions.filter(archived_at__isnull=not archived)
+    if session_key is not None:
+        sessions = sessions.filter(session_key=session_key)
     return search_sessions(sessions, query).order_by(*SESSION_ORDERS[order])
 
 

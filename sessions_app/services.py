@@ -26,6 +26,7 @@ from sessions_app.errors import (
     SessionNotFound,
 )
 
+from .keys import clean_session_key, parse_session_key
 from .models import ExternalSession, InternalSession, Message, Summary
 from .selectors import branch_history, sessions_idle
 
@@ -50,17 +51,54 @@ def session_quota_check(*, owner: User) -> None:
 
 @transaction.atomic
 def session_create(
-    *, owner: User, name: str | None = None, metadata: Any = None
+    *,
+    owner: User,
+    name: str | None = None,
+    metadata: Any = None,
+    session_key: str = "",
 ) -> ExternalSession:
     """A new session with its first, current, empty branch. Its settings may choose only an
-    allowed model and temperature (core.model_choice)."""
+    allowed model and temperature (core.model_choice). With `session_key` (sessions_app.keys),
+    integrations find it by that key (`session_for_key`); a key the owner already uses is
+    refused by the database (IntegrityError)."""
     name = clean_name(name, what="session", default=DEFAULT_SESSION_NAME)
     metadata = clean_metadata(metadata, what="session metadata")
     check_model_settings(metadata)
+    if session_key:
+        session_key = clean_session_key(session_key)
     session_quota_check(owner=owner)
-    session = ExternalSession.objects.create(owner=owner, session_name=name, metadata=metadata)
+    session = ExternalSession.objects.create(
+        owner=owner, session_name=name, metadata=metadata, session_key=session_key
+    )
     InternalSession.objects.create(session=session, is_current=True)
     return session
+
+
+def session_for_key(*, owner: User, session_key: Any) -> ExternalSession:
+    """The owner's session of `session_key`, made on first use (named after the key's parts,
+    see `SessionKey.default_name`). A malformed key is refused (InvalidSessionKey) before
+    anything is read or written. Race-free: the creation holds the lock on the owner's row
+    (`session_quota_check`) and looks again once it has it, so two first uses at once make one
+    session; the unique constraint (owner, session_key) backs it up. An archived session of the
+    key is still its session."""
+    key = parse_session_key(session_key)
+    text = str(key)
+    mine = ExternalSession.objects.filter(owner=owner, session_key=text)
+    found = mine.first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            session_quota_check(owner=owner)
+            found = mine.first()
+            if found is not None:
+                return found
+            return session_create(owner=owner, name=key.default_name, session_key=text)
+    except IntegrityError:
+        found = mine.first()
+        if found is None:
+            raise
+        return found
 
 
 def session_update(

@@ -377,3 +377,45 @@ def test_import_keeps_times_at_the_edges_of_the_range(rich_session, bob):
     assert copy_.created_at.year == 1970
     first = Message.objects.filter(branch__session=copy_).order_by("branch_id", "position")[0]
     assert first.created_at.isoformat() == "1970-01-01T00:00:00+00:00"
+
+
+# --- Session keys ------------------------------------------------------------------------------
+
+KEY = "agent:shket:per-peer:telegram:12345"
+
+
+def test_export_carries_the_session_key_and_an_import_keeps_it_when_free(bob, alice):
+    from sessions_app.services import session_for_key
+
+    keyed = session_for_key(owner=alice, session_key=KEY)
+    doc = session_export(session=keyed)
+    assert doc["session"]["session_key"] == KEY
+    # Moved to another account (or server): the integration's key goes on finding it there.
+    moved = session_import(owner=bob, raw=json.dumps(doc))
+    assert moved.session_key == KEY
+    assert session_for_key(owner=bob, session_key=KEY).pk == moved.pk
+
+
+def test_an_import_never_takes_over_a_key_in_use(alice):
+    from sessions_app.services import session_for_key
+
+    keyed = session_for_key(owner=alice, session_key=KEY)
+    copy_ = session_import(owner=alice, raw=json.dumps(session_export(session=keyed)))
+    assert copy_.pk != keyed.pk and copy_.session_key == ""
+    assert session_for_key(owner=alice, session_key=KEY).pk == keyed.pk
+    assert session_export(session=copy_)["session"]["session_key"] is None
+
+
+def test_a_document_without_a_session_key_still_imports(rich_session, bob):
+    doc = session_export(session=rich_session)
+    assert doc["session"].pop("session_key") is None
+    assert session_import(owner=bob, raw=json.dumps(doc)).session_key == ""
+
+
+@pytest.mark.parametrize("key", ["agent:shket:main", "agent:x:everyone:1", 12345, "a\x00"])
+def test_an_import_with_a_malformed_session_key_is_refused_and_nothing_written(
+    rich_session, bob, key
+):
+    doc = session_export(session=rich_session)
+    doc["session"]["session_key"] = key
+    _rejects(bob, json.dumps(doc), "session")

@@ -66,6 +66,7 @@ ALL = ("GET", "POST", "PUT", "PATCH", "DELETE")
 # Alice's own requests run in this order, so a DELETE does not remove what a GET needs.
 OWNER_ORDER = ("GET", "PUT", "PATCH", "POST", "DELETE")
 
+ALICES_KEY = "agent:shket:main:12345"
 PUBLIC, LOGIN, OWNER, STAFF, MODEL = "public", "login", "owner", "staff", "model"
 
 
@@ -155,6 +156,8 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/sessions/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's"}),
     "/api/v1/sessions/import/": Rule(LOGIN, ("POST",), data={"format": "nope"}),
     "/api/v1/keys/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's key"}),
+    # Alice's session has this very key: bob's post makes and talks to a session of his own.
+    "/api/v1/chat/": Rule(LOGIN, ("POST",), data={"session_key": ALICES_KEY, "message": "pwned"}),
     "/api/v1/keys/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "key"}),
     "/api/v1/sessions/<int:pk>/": Rule(
         OWNER,
@@ -371,7 +374,7 @@ def _admin_labels() -> list[str]:
 def world(alice, bob, django_user_model) -> dict[str, Any]:
     """Alice's objects, one of each kind, every text carrying SECRET; bob's own session; a
     staff member without permissions."""
-    session = session_create(owner=alice, name=f"{SECRET} session")
+    session = session_create(owner=alice, name=f"{SECRET} session", session_key=ALICES_KEY)
     first = InternalSession.objects.get(session=session, is_current=True)
     question = message_append(branch=first, role="user", content=f"{SECRET} question")
     answer = message_append(branch=first, role="assistant", content=f"{SECRET} answer")

@@ -568,3 +568,21 @@ def test_no_demo_hint_with_a_real_model(as_alice, session, fake_llm):
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="demo-hint"' not in page and "demo model" not in page.lower()
     assert "Esc stops a reply" in page
+
+
+def test_the_header_shows_the_session_key_escaped(as_alice, alice):
+    from sessions_app.services import session_for_key
+
+    keyed = session_for_key(owner=alice, session_key="agent:x:main:<b>&\"'")
+    page = as_alice.get(reverse("chat:session", args=[keyed.pk])).content.decode()
+    shown = re.search(
+        r'<code class="badge session-key" data-testid="session-key"[^>]*>(.*?)</code>', page
+    )
+    assert shown is not None
+    assert shown.group(1) == "agent:x:main:&lt;b&gt;&amp;&quot;&#x27;"
+    assert "<b>&" not in page
+
+
+def test_the_header_shows_no_key_for_a_session_without_one(as_alice, session):
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert 'data-testid="session-key"' not in page

@@ -108,17 +108,25 @@ class ExternalSessionAdmin(admin.ModelAdmin):
         "updated_at",
         "archived_at",
         "branch_count",
+        "session_key",
     ]
     list_select_related = ["owner"]
-    list_filter = [OwnerFilter, ("archived_at", admin.EmptyFieldListFilter)]
-    search_fields = ["session_name"]
+    list_filter = [
+        OwnerFilter,
+        ("archived_at", admin.EmptyFieldListFilter),
+        ("session_key", admin.EmptyFieldListFilter),
+    ]
+    search_fields = ["session_name", "session_key"]
     date_hierarchy = "created_at"
     raw_id_fields = ["owner"]
-    readonly_fields = ["id", "created_at", "updated_at", "branch_count"]
+    # The key is the integration's address for the session: shown, not edited (an edit would
+    # leave the integration talking to another session, or to none).
+    readonly_fields = ["id", "session_key", "created_at", "updated_at", "branch_count"]
     fields = [
         "id",
         "owner",
         "session_name",
+        "session_key",
         "metadata",
         "created_at",
         "updated_at",

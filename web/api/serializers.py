@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
 from sessions_app.labels import branch_label
-from sessions_app.models import InternalSession
+from sessions_app.models import ExternalSession, InternalSession
 
 
 class SessionOut(serializers.Serializer):
@@ -22,6 +22,14 @@ class SessionOut(serializers.Serializer):
     metadata = serializers.JSONField()
     current_branch = serializers.IntegerField(source="current_branch_id", allow_null=True)
     branch_count = serializers.IntegerField()
+    session_key = serializers.SerializerMethodField(
+        help_text="The key an integration addresses this session by (POST /chat/), or null. "
+        "Set when POST /chat/ makes the session; not changed by PATCH."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_session_key(self, session: ExternalSession) -> str | None:
+        return session.session_key or None
 
 
 class SessionIn(StrictSerializer):
@@ -158,3 +166,22 @@ class TurnIn(StrictSerializer):
     # Empty and oversized messages are refused by the turn service (400 and 413).
     message = TextField(allow_blank=True, trim_whitespace=False)
     wait = StrictBooleanField(required=False, default=False)
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class SessionKeyField(serializers.Field):
+    """Taken as sent: the service checks it (sessions_app.keys) and its refusal says what form a
+    key has, whatever was wrong (not text, a NUL, a missing part)."""
+
+    def to_internal_value(self, data: object) -> object:
+        return data
+
+    def to_representation(self, value: object) -> object:
+        return value
+
+
+class ChatIn(TurnIn):
+    session_key = SessionKeyField(
+        help_text="agent:<agentId>:<scope>:<chatId>; scope is main, per-peer or "
+        "per-channel-peer. Your session of this key is made on first use.",
+    )

@@ -17,13 +17,14 @@ from rest_framework.views import APIView
 
 from accounts.models import User
 from agents.context import context_usage
-from agents.services import turn_submit
+from agents.services import chat_submit, turn_submit
 from checkpoints.transfer import session_export, session_import
 from core.api import Pagination, paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
 from core.validation import clean_search
 from sessions_app.errors import ImportTooLarge
+from sessions_app.keys import clean_session_key
 from sessions_app.labels import session_branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import (
@@ -50,6 +51,7 @@ from web.api.serializers import (
     BranchContextOut,
     BranchIn,
     BranchOut,
+    ChatIn,
     MessageOut,
     SessionCreateIn,
     SessionIn,
@@ -102,6 +104,14 @@ BRANCH_PARAM = OpenApiParameter(
 )
 
 
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="a retried POST with the same key returns the first turn",
+)
+
+
 class SessionList(APIView):
     @extend_schema(
         operation_id="sessions_list",
@@ -118,6 +128,12 @@ class SessionList(APIView):
             OpenApiParameter(
                 "archived", bool, description="true: the archived sessions (and only those)"
             ),
+            OpenApiParameter(
+                "session_key",
+                str,
+                description="only the session of this key (agent:<agentId>:<scope>:<chatId>), "
+                "matched exactly",
+            ),
         ],
         responses=paginated(SessionOut, "Session"),
         summary="Your sessions, newest first (or most recently active first)",
@@ -129,7 +145,11 @@ class SessionList(APIView):
         if order not in SESSION_ORDERS:
             raise InvalidInput("order must be created or activity.")
         archived = _flag(params.get("archived"), name="archived")
-        sessions = sessions_listed(request.user, query=query, archived=archived, order=order)
+        raw_key = params.get("session_key")
+        session_key = None if raw_key in (None, "") else clean_session_key(raw_key)
+        sessions = sessions_listed(
+            request.user, query=query, archived=archived, order=order, session_key=session_key
+        )
         return paginate(self, with_branch_summary(sessions), SessionOut)
 
     @extend_schema(request=SessionCreateIn, responses={201: SessionOut}, summary="New session")
@@ -190,31 +210,53 @@ class SessionMessages(APIView):
 class SessionTurns(APIView):
     @extend_schema(
         request=TurnIn,
-        parameters=[
-            OpenApiParameter(
-                "Idempotency-Key",
-                str,
-                OpenApiParameter.HEADER,
-                description="a retried POST with the same key returns the first turn",
-            )
-        ],
+        parameters=[IDEMPOTENCY_KEY],
         responses={201: TurnOut, 202: TurnOut},
         summary="Send a message: 202 with the queued turn, or 201 once finished with wait",
     )
     def post(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         data = TurnIn.validated(request.data)
-        key = request.headers.get("Idempotency-Key", "").strip()
-        if len(key) > 200:
-            raise InvalidInput("The Idempotency-Key header is longer than 200 characters.")
+        key = _idempotency_key(request)
         turn = turn_submit(session=session, message=data["message"], idempotency_key=key)
-        if data.get("wait"):
-            turn = _wait_for(turn)
-        finished = not turn.is_active
-        code = (
-            status.HTTP_201_CREATED if data.get("wait") and finished else status.HTTP_202_ACCEPTED
+        return _turn_answer(turn, wait=data["wait"])
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > 200:
+        raise InvalidInput("The Idempotency-Key header is longer than 200 characters.")
+    return key
+
+
+def _turn_answer(turn: Turn, *, wait: bool) -> Response:
+    """A turn just submitted: 202 with it as it stands, or with `wait`, 201 once it has ended
+    (202 if it has not by API_TURN_WAIT_SECONDS)."""
+    if wait:
+        turn = _wait_for(turn)
+    finished = not turn.is_active
+    code = status.HTTP_201_CREATED if wait and finished else status.HTTP_202_ACCEPTED
+    return Response(TurnOut(turn).data, status=code)
+
+
+class Chat(APIView):
+    @extend_schema(
+        request=ChatIn,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: TurnOut, 202: TurnOut},
+        summary="Send a message to your session of a session key (made on first use): as "
+        "POST /sessions/{id}/turns/",
+    )
+    def post(self, request: Request) -> Response:
+        data = ChatIn.validated(request.data)
+        idempotency_key = _idempotency_key(request)
+        turn = chat_submit(
+            owner=_user(request),
+            session_key=data["session_key"],
+            message=data["message"],
+            idempotency_key=idempotency_key,
         )
-        return Response(TurnOut(turn).data, status=code)
+        return _turn_answer(turn, wait=data["wait"])
 
 
 def _wait_for(turn: Turn) -> Turn:

@@ -45,6 +45,7 @@ urlpatterns = [
         checkpoints_api.CheckpointRestore.as_view(),
         name="restore",
     ),
+    path("chat/", sessions_api.Chat.as_view(), name="chat"),
     path("keys/", accounts_api.KeyList.as_view(), name="keys"),
     path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
     path(

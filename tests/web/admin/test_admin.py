@@ -512,3 +512,22 @@ def test_the_turn_page_shows_operators_the_model_server_and_summaries_are_listed
         ).status_code
         == 403
     )
+
+
+def test_sessions_are_listed_searched_and_filtered_by_key(admin_client_, alice):
+    from sessions_app.services import session_for_key
+
+    keyed = session_for_key(owner=alice, session_key="agent:shket:per-peer:98765")
+    plain = session_create(owner=alice, name="no key here")
+    url = reverse(CHANGELISTS["sessions"])
+    listing = admin_client_.get(url).content.decode()
+    assert "agent:shket:per-peer:98765" in listing
+    found = admin_client_.get(url, {"q": "per-peer:987"}).context["cl"].result_list
+    assert [s.pk for s in found] == [keyed.pk]
+    with_key = admin_client_.get(url, {"session_key__isempty": "0"}).context["cl"].result_list
+    without = admin_client_.get(url, {"session_key__isempty": "1"}).context["cl"].result_list
+    assert [s.pk for s in with_key] == [keyed.pk] and [s.pk for s in without] == [plain.pk]
+    change = admin_client_.get(
+        reverse("admin:sessions_app_externalsession_change", args=[keyed.pk])
+    ).content.decode()
+    assert "agent:shket:per-peer:98765" in change and 'name="session_key"' not in change

@@ -15,7 +15,7 @@ from web.api import urls as api_urls
 
 pytestmark = pytest.mark.django_db
 PUBLIC = {"schema", "docs"}
-WITHOUT_ID = {"sessions", "session-import", "keys"}
+WITHOUT_ID = {"sessions", "session-import", "keys", "chat"}
 
 
 def _routes():

@@ -15,6 +15,7 @@ from tests.fakes.chat_server import Reply
 
 pytestmark = pytest.mark.django_db
 SESSION_FIELDS = {"id", "name", "created_at", "metadata", "current_branch", "branch_count"}
+SESSION_FIELDS |= {"updated_at", "archived_at", "session_key"}
 BRANCH_FIELDS = {"id", "session", "parent", "forked_from", "is_current", "message_count"}
 MESSAGE_FIELDS = {"id", "role", "content", "tool_name", "tool_args", "tool_result", "created_at"}
 CHECKPOINT_FIELDS = {"id", "name", "description", "is_auto", "branch", "message_count"}
