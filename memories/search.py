@@ -25,6 +25,8 @@ from django.db import DatabaseError, connection
 from django.db.models import BooleanField, FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
+from core.validation import storable_text
+
 from .models import Memory
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ FTS_TABLE = "memories_memory_fts"
 TABLE = "memories_memory"
 SEARCH_INDEXED_CHARS = 100_000
 MAX_TERMS = 16
+MAX_QUERY_CHARS = 2_000
 # bm25's weights of the FTS5 columns, in their order: key, l0_abstract, l1_overview, l2_details.
 FTS_WEIGHTS = (10.0, 10.0, 4.0, 1.0)
 # On SQLite, the rank of a memory starts from the level of its best match (all the terms in the
@@ -118,7 +121,8 @@ def search_memories(
     """Those of `memories` that match `query`, best match first (then newest); all of them,
     newest first, for an empty query; none for a query without a word. Only ever narrows
     `memories`, so a search never reaches beyond the memories it was given."""
-    query = query.strip()
+    # Text no database takes in a query (NUL, lone surrogates) is dropped; a sentence is cut.
+    query = storable_text(query).strip()[:MAX_QUERY_CHARS]
     if not query:
         return memories.order_by("-created_at", "-id")
     terms = search_terms(query)

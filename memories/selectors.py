@@ -40,6 +40,15 @@ def memories_listed(user: User | AnonymousUser, *, query: str = "") -> MemoryQue
     return search_memories(memories, query)
 
 
+def memories_recalled(user: User, query: str, *, limit: int) -> list[Memory]:
+    """What the agent's recall returns: the best matches of any word of `query`, or the newest
+    memories for an empty query; at most `limit`."""
+    memories = memories_for_user(user)
+    if not query.strip():
+        return list(memories.newest_first()[:limit])
+    return list(search_memories(memories, query, any_term=True)[:limit])
+
+
 def prompt_memories(user: User, message: str, *, budget: int) -> list[Memory]:
     """The memories whose L0 lines the system prompt carries for a turn: those most relevant to
     `message` (the search, any of its words), then the most used and newest, for as long as
