@@ -10,6 +10,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.models import User
+
 from .errors import MemoryKeyTaken, MemoryLimitReached
 from .models import Memory
 from .validation import clean_fields
@@ -17,13 +19,11 @@ from .validation import clean_fields
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from accounts.models import User
-
 
 def _quota_check(user: User) -> None:
     """Refuse one more memory when the user has MEMORY_MAX_PER_USER. Locks the user's row, so
     two creations at once cannot both take the last place."""
-    type(user).objects.select_for_update().only("pk").get(pk=user.pk)
+    User.objects.select_for_update().only("pk").get(pk=user.pk)
     limit = settings.MEMORY_MAX_PER_USER
     count = Memory.objects.filter(user=user).count()
     if count >= limit:

@@ -121,4 +121,11 @@ def clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(fields) - set(CLEANERS))
     if unknown:
         raise InvalidInput(f"Unknown memory field: {', '.join(unknown)}.")
-    return {name: CLEANERS[name](value) for name, value in fields.items()}
+    cleaned = {}
+    for name, value in fields.items():
+        try:
+            cleaned[name] = CLEANERS[name](value)
+        except InvalidInput as exc:
+            exc.field = name  # type: ignore[attr-defined]  # a form shows it beside the field
+            raise
+    return cleaned
