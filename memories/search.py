@@ -22,7 +22,7 @@ import logging
 import re
 
 from django.db import DatabaseError, connection
-from django.db.models import BooleanField, FloatField, Q, QuerySet
+from django.db.models import BooleanField, F, FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from core.validation import storable_text
@@ -71,7 +71,9 @@ def fts5_expression(terms: list[str], *, any_term: bool) -> str:
     return (" OR " if any_term else " ").join(quoted)
 
 
-def _postgres(memories: QuerySet[Memory], query: str, terms: list[str], any_term: bool):
+def _postgres(
+    memories: QuerySet[Memory], query: str, terms: list[str], any_term: bool
+) -> QuerySet[Memory]:
     vector = vector_sql(connection.ops.quote_name(TABLE))
     if any_term:
         tsquery = "(" + " || ".join(["plainto_tsquery('simple', %s)"] * len(terms)) + ")"
@@ -85,7 +87,9 @@ def _postgres(memories: QuerySet[Memory], query: str, terms: list[str], any_term
     return memories.filter(matched).annotate(rank=rank)
 
 
-def _sqlite(memories: QuerySet[Memory], terms: list[str], any_term: bool):
+def _sqlite(
+    memories: QuerySet[Memory], terms: list[str], any_term: bool
+) -> QuerySet[Memory] | None:
     expression = fts5_expression(terms, any_term=any_term)
     fts = connection.ops.quote_name(FTS_TABLE)
     table = connection.ops.quote_name(TABLE)
@@ -139,7 +143,8 @@ def search_memories(
             part = Q(l0_abstract__icontains=term) | Q(key__icontains=term)
             condition = (condition | part) if any_term else (condition & part)
         return memories.filter(condition).order_by("-created_at", "-id")
-    return found.order_by("-rank", "-created_at", "-id")
+    # The annotation `rank` is unknown to the type checker's plugin: ordered by expression.
+    return found.order_by(F("rank").desc(), "-created_at", "-id")
 
 
 def search_index_forget_deleted() -> None:

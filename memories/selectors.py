@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 
 from .errors import MemoryNotFound
 from .models import Memory, MemoryQuerySet
@@ -32,7 +32,7 @@ def memory_by_key(user: User, key: str) -> Memory | None:
     return memories_for_user(user).filter(key=key.strip().lower()).first()
 
 
-def memories_listed(user: User | AnonymousUser, *, query: str = "") -> MemoryQuerySet:
+def memories_listed(user: User | AnonymousUser, *, query: str = "") -> QuerySet[Memory]:
     """The user's memories: best match first for a search, else newest first."""
     memories = memories_for_user(user)
     if not query.strip():
