@@ -40,9 +40,10 @@ log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 3.5  # English prose is about 4, code about 3: err towards counting more
 MESSAGE_TOKENS = 4  # each message's role and framing
-# The instructions and the tool schemas agno sends with every request (measured: about 2,800
-# characters for the built-in tools), with room to spare.
-SYSTEM_CHARS = 3_600
+# The instructions and the tool schemas agno sends with every request (measured: about 4,500
+# characters for the built-in tools, the memory tools included), with room to spare. The L0
+# lines of the user's memories come on top (fit_turn's `extra_chars`).
+SYSTEM_CHARS = 5_400
 SAFETY = 0.95  # the share of the window a request may fill by our count
 KEEP_SHARE = 0.5  # after summarising, the newest messages fill at most this share of what is left
 SUMMARY_MAX_TOKENS = 1_024
@@ -230,13 +231,15 @@ def fit_turn(
     message: str,
     model: str,
     stop: Callable[[], bool] = lambda: False,
+    extra_chars: int = 0,
 ) -> Fit:
     """The history to send for a turn whose user message sits at `end`, summarising what does
-    not fit. ContextTooSmall when the window cannot hold the message and the reply's reserve;
+    not fit; `extra_chars` more of instructions (the user's memories) are sent too.
+    ContextTooSmall when the window cannot hold the message and the reply's reserve;
     SummaryFailed when a needed summary could not be written."""
     limits = limits_for(session, model)
     ratio = ratio_for(model)
-    fixed = tokens(SYSTEM_CHARS + len(message), messages=2, ratio=ratio)
+    fixed = tokens(SYSTEM_CHARS + extra_chars + len(message), messages=2, ratio=ratio)
     if fixed > limits.usable:
         raise ContextTooSmall(
             f"This message needs about {fixed:,} tokens with the instructions, and the reply "

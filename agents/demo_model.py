@@ -26,6 +26,18 @@ DEMO_NOTICE = (
 _NAME = r"[\"'“”‘’]?(?P<name>[^\"'“”‘’]+?)[\"'“”‘’]?"
 _INTENTS: list[tuple[str, re.Pattern[str]]] = [
     (
+        # "remember KEY: FACT": the fact under that key (category Project, unless the key starts
+        # with another category's name, as in "comm.tone: be brief"). First, and anchored at
+        # the start, so a fact that says "restore ..." is remembered, not taken for a rollback.
+        "remember",
+        re.compile(
+            r"^\s*(?:please\s+)?remember\s+(?:that\s+)?(?P<key>[^\W_][\w.-]*)\s*:\s*"
+            r"(?P<fact>\S.*?)\s*$",
+            re.I | re.S,
+        ),
+    ),
+    ("recall", re.compile(r"^\s*(?:please\s+)?recall\s+(?P<query>\S.*?)\s*[?.!]*$", re.I | re.S)),
+    (
         "rollback_to_checkpoint_tool",
         re.compile(
             r"\b(?:roll ?back|rewind|restore|go back)\s+(?:to\s+)?(?:checkpoint\s+)?"
@@ -124,6 +136,14 @@ def _tool_call(name: str, arguments: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
+_CATEGORIES = ("System", "Environment", "Skill", "Project", "Comm", "Security")
+
+
+def _category_of(key: str) -> str:
+    first = re.split(r"[._-]", key, maxsplit=1)[0].lower()
+    return next((c for c in _CATEGORIES if c.lower() == first), "Project")
+
+
 def _intent(text: str, available: set[str]) -> tuple[str, dict[str, Any]] | None:
     for tool, pattern in _INTENTS:
         if tool not in available:
@@ -140,6 +160,11 @@ def _intent(text: str, available: set[str]) -> tuple[str, dict[str, Any]] | None
             return tool, {"checkpoint_id_or_name": groups["name"].strip()}
         if tool in ("delete_checkpoint_tool", "get_checkpoint_info_tool"):
             return tool, {"checkpoint_id": int(groups["id"])}
+        if tool == "remember":
+            key = groups["key"]
+            return tool, {"key": key, "category": _category_of(key), "l0": groups["fact"]}
+        if tool == "recall":
+            return tool, {"query": groups["query"]}
         if tool == "cleanup_auto_checkpoints_tool":
             return tool, {"keep_latest": int(groups["keep"]) if groups.get("keep") else 5}
         return tool, {}

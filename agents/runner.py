@@ -337,6 +337,9 @@ def _execute(
     started = time.monotonic()
     got = Streamed(partial=partial)
     fit: Fit | None = None
+    # The L0 lines of the user's memories most relevant to the message ride in the instructions,
+    # within MEMORY_PROMPT_CHARS; the window's fitting counts them.
+    memories = agent.memory_note(turn.message, budget=settings.MEMORY_PROMPT_CHARS)
     for attempt in (1, 2):
         try:
             fit = fit_turn(
@@ -346,6 +349,7 @@ def _execute(
                 message=turn.message,
                 model=label,
                 stop=lambda: beat.lost,
+                extra_chars=len(memories or ""),
             )
         except ContextTooSmall as exc:
             agent.turn_position = None
@@ -366,7 +370,8 @@ def _execute(
                 {"model": label},
             )
             return None
-        agent.additional_context = fit.context_note
+        notes = [note for note in (memories, fit.context_note) if note]
+        agent.additional_context = "\n\n".join(notes) or None
         messages = alternate(
             [*to_agno(fit.history), AgnoMessage(role="user", content=turn.message)]
         )
@@ -535,7 +540,7 @@ def _complete(
                 # the answer is kept, the stored state stays as it was, and the turn says why.
                 log.warning("turn %s: the session state was not saved: %s", turn.pk, exc.message)
                 meta["state_not_saved"] = exc.message
-            others = [name for name in tools_used if name not in agent.checkpoint_tools]
+            others = [name for name in tools_used if name not in agent.no_auto_checkpoint_tools]
             if others and agent.auto_checkpoint:
                 auto = checkpoint_create(
                     branch=branch,

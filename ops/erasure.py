@@ -1,8 +1,8 @@
 """Erasing a user on request: every row of theirs in every table, in one transaction. Their
-sessions (with branches, messages, summaries, checkpoints and turns), API keys, browser logins,
-the admin's log entries about them and their objects, their name on audit records, and the
-account itself. Their open sockets close. The audit record of the erasure keeps counts and the
-user's former id, nothing of what they wrote or were called."""
+sessions (with branches, messages, summaries, checkpoints and turns), memories (and their words in
+the search index), API keys, browser logins, the admin's log entries about them and their objects,
+their name on audit records, and the account itself. Their open sockets close. The audit record of
+the erasure keeps counts and the user's former id, nothing of what they wrote or were called."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from django.db.models import Model, Q
 from accounts.models import ApiKey
 from checkpoints.models import Checkpoint
 from core import events
+from memories.models import Memory
+from memories.search import search_index_forget_deleted as memory_index_forget_deleted
 from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
 from sessions_app.search import search_index_forget_deleted
 from sessions_app.services import lock_session, session_delete
@@ -52,6 +54,7 @@ def _admin_log_about(user: User) -> Q:
             Checkpoint.objects.filter(branch__session__owner=user).values_list("pk", flat=True),
         ),
         (ApiKey, ApiKey.objects.filter(user=user).values_list("pk", flat=True)),
+        (Memory, Memory.objects.filter(user=user).values_list("pk", flat=True)),
     ]
     about = Q(user=user)
     for model, ids in owned:
@@ -69,6 +72,7 @@ def user_holdings(user: User) -> dict[str, int]:
         "summaries": Summary.objects.filter(last_message__branch__session__owner=user).count(),
         "checkpoints": Checkpoint.objects.filter(branch__session__owner=user).count(),
         "turns": Turn.objects.filter(session__owner=user).count(),
+        "memories": Memory.objects.filter(user=user).count(),
         "api_keys": ApiKey.objects.filter(user=user).count(),
         "browser_logins": sum(1 for _ in _login_sessions(user)),
         "admin_log_entries": LogEntry.objects.filter(_admin_log_about(user)).count(),
@@ -107,6 +111,8 @@ def _erase(user: User, progress: Progress) -> None:
     Session.objects.filter(session_key__in=logins).delete()
     # Records of runs this user started by hand keep the run, not the name.
     AuditRecord.objects.filter(actor=user).update(actor=None, actor_name="")
+    # The account's deletion takes its memories (CASCADE).
     type(user).objects.filter(pk=user.pk).delete()
     search_index_forget_deleted()
+    memory_index_forget_deleted()
     events.sockets_close_user(user=user.pk)

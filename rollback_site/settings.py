@@ -199,6 +199,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "accounts",
+    "memories",
     "sessions_app",
     "checkpoints",
     "agents",
@@ -462,6 +463,15 @@ ROLLBACK_STATE_MAX_BYTES = env_int("ROLLBACK_STATE_MAX_BYTES", 64 * 1024)
 # How many sessions (archived ones included) one user may have; creating or importing one more
 # is refused until some are deleted.
 ROLLBACK_MAX_SESSIONS_PER_USER = env_int("ROLLBACK_MAX_SESSIONS_PER_USER", 10_000)
+
+# --- Memories (memories/) ------------------------------------------------------------------
+# Facts about a user the agent keeps across sessions. The longest L2 details of one memory, in
+# characters (longer: 413); how many memories one user may keep; the characters of L0 lines the
+# system prompt of each turn carries (0: none); how many matches the agent's recall returns.
+MEMORY_L2_MAX_CHARS = env_int("MEMORY_L2_MAX_CHARS", 20_000)
+MEMORY_MAX_PER_USER = env_int("MEMORY_MAX_PER_USER", 5_000)
+MEMORY_PROMPT_CHARS = max(0, env_int("MEMORY_PROMPT_CHARS", 2_000))
+MEMORY_RECALL_LIMIT = max(1, env_int("MEMORY_RECALL_LIMIT", 5))
 
 # --- WebSockets (web/ws/) -------------------------------------------------------------------
 # A socket's access is checked again while it is open: before each event it delivers (the user

@@ -21,6 +21,7 @@ urlpatterns = [
     path("accounts/", include("web.pages.account_urls")),
     path("api/v1/", include("web.api.urls")),
     path("chat/", include("web.pages.chat_urls")),
+    path("memories/", include("web.pages.memory_urls")),
     # For load balancers and monitoring: public, JSON, 200 or 503 (the contract's GET /healthz).
     path("healthz", health.healthz, name="healthz"),
     path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),

@@ -7,7 +7,7 @@ from agno.agent import Agent
 
 from agents.demo_model import DemoModel
 from agents.model import build_model
-from agents.rollback_agent import CHECKPOINT_TOOLS, RollbackAgent
+from agents.rollback_agent import CHECKPOINT_TOOLS, MEMORY_TOOLS, RollbackAgent
 from agents.service import AgentService
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
@@ -29,7 +29,7 @@ def test_rollback_agent_is_an_agno_agent_with_the_contract_tools(session):
     agent = RollbackAgent(external_session_id=session.pk, model=DemoModel())
     assert isinstance(agent, Agent)
     names = {getattr(t, "__name__", None) for t in agent.tools}
-    assert names == CHECKPOINT_TOOLS | {"calculate"}
+    assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | {"calculate"}
 
 
 def test_a_new_agent_starts_a_new_empty_current_branch(session, branch):
@@ -203,8 +203,9 @@ def test_a_state_grown_past_the_limit_is_not_saved_and_the_answer_is(
     branch_set_state(branch=branch, session_state={"kept": 1})
     agents: list[RollbackAgent] = []
 
-    def remember(note: str) -> str:
-        """Remember a note for the rest of the conversation."""
+    # Not `remember`: that name is the agent's own memory tool.
+    def take_note(note: str) -> str:
+        """Take a note for the rest of the conversation."""
         agents[0].session_state["notes"] = note * 100
         return "remembered"
 
@@ -214,11 +215,11 @@ def test_a_state_grown_past_the_limit_is_not_saved_and_the_answer_is(
             model=build_model(),
             user=alice,
             skip_session_creation=True,
-            tools=[remember],
+            tools=[take_note],
         )
     )
-    fake_llm.queue(ToolCalls([ToolCall("remember", {"note": "buy milk"})]), Reply("Noted."))
-    agents[0].run("remember: buy milk")
+    fake_llm.queue(ToolCalls([ToolCall("take_note", {"note": "buy milk"})]), Reply("Noted."))
+    agents[0].run("note: buy milk")
     turn = agents[0].last_turn
     assert turn.status == "done" and turn.reply == "Noted."
     assert turn.metadata["state_not_saved"] == (

@@ -17,6 +17,8 @@ from django.urls import reverse
 from accounts.services import apikey_create
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
+from memories.models import Memory
+from memories.services import memory_create
 from ops.models import AuditRecord
 from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
 from sessions_app.selectors import sessions_listed
@@ -32,8 +34,8 @@ MARK = "zqxmarkq"  # in every text of the erased user's; found nowhere afterward
 
 def world_of(username: str, mark: str) -> dict:
     """A user with one of everything: sessions, branches (one restored), messages, a summary,
-    checkpoints (named and automatic), turns, an API key, a browser login, and the admin's log
-    entries about them and their session; every text carries `mark`."""
+    checkpoints (named and automatic), turns, a memory, an API key, a browser login, and the
+    admin's log entries about them and their session; every text carries `mark`."""
     user = User.objects.create_user(
         username, email=f"{username}@{mark}.example", password="pw-Secret-123"
     )
@@ -49,6 +51,14 @@ def world_of(username: str, mark: str) -> dict:
     turn_fail(turn=turn, error=f"{mark} failure")
     session_create(owner=user, name=f"second {mark}")
     apikey_create(user=user, name=f"{mark} laptop")
+    memory_create(
+        user=user,
+        key=f"{mark}-key",
+        category="Project",
+        l0_abstract=f"{mark} line",
+        l1_overview=f"{mark} overview",
+        l2_details=f"{mark} details",
+    )
     browser = Client()
     browser.login(username=username, password="pw-Secret-123")
     browser.get(reverse("chat:home"))
@@ -109,6 +119,7 @@ def holdings_of(user) -> tuple[int, ...]:
         Summary.objects.filter(last_message__branch__session__owner=user).count(),
         Checkpoint.objects.filter(branch__session__owner=user).count(),
         Turn.objects.filter(session__owner=user).count(),
+        Memory.objects.filter(user=user).count(),
     )
 
 
@@ -134,8 +145,10 @@ def test_the_admin_erases_a_user_leaving_nothing_of_theirs_in_any_table():
     # The probe finds her text before, the search index's own storage included.
     before = tables_holding(MARK)
     assert before["sessions_app_message"] == 3
+    assert before["memories_memory"] == 1
     if connection.vendor == "sqlite":
         assert before["sessions_app_message_fts_data"] >= 1
+        assert before["memories_memory_fts_data"] >= 1
     bob_before = holdings_of(bob["user"])
     user_id = alice["user"].pk
 

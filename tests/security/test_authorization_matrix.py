@@ -52,6 +52,8 @@ from accounts.services import apikey_create, apikey_revoke
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
+from memories.models import Memory
+from memories.services import memory_create
 from ops.models import AuditRecord
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
@@ -144,6 +146,17 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/checkpoints/<int:cp_id>/restore/": Rule(
         OWNER, ("GET", "POST"), {"cp_id": "checkpoint"}, {"mode": "rewind"}
     ),
+    # Memories (the user's, not a session's).
+    "/memories/": Rule(
+        LOGIN, ("GET", "POST"), data={"key": "bobs", "category": "Project", "l0_abstract": "x"}
+    ),
+    "/memories/<int:pk>/edit/": Rule(
+        OWNER,
+        ("GET", "POST"),
+        {"pk": "memory"},
+        {"key": "pwned", "category": "Project", "l0_abstract": "pwned", "confidence": "1"},
+    ),
+    "/memories/<int:pk>/delete/": Rule(OWNER, ("POST",), {"pk": "memory"}),
     # Health, for load balancers: no user data. 503 where Celery is configured (the PostgreSQL
     # and Redis phase) and no worker runs beside the tests.
     "/healthz": Rule(PUBLIC, ("GET",), answers=(200, 503)),
@@ -158,6 +171,12 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/keys/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's key"}),
     # Alice's session has this very key: bob's post makes and talks to a session of his own.
     "/api/v1/chat/": Rule(LOGIN, ("POST",), data={"session_key": ALICES_KEY, "message": "pwned"}),
+    "/api/v1/memories/": Rule(
+        LOGIN, ("GET", "POST"), data={"key": "bobs", "category": "Project", "l0_abstract": "x"}
+    ),
+    "/api/v1/memories/<int:pk>/": Rule(
+        OWNER, ("GET", "PATCH", "DELETE"), {"pk": "memory"}, {"l0_abstract": "pwned"}
+    ),
     "/api/v1/keys/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "key"}),
     "/api/v1/sessions/<int:pk>/": Rule(
         OWNER,
@@ -194,6 +213,10 @@ ADMIN_POST = {
     "index": "0",
     "session_name": "pwned",
     "checkpoint_name": "pwned",
+    "l0_abstract": "pwned",
+    "key": "pwned",
+    "category": "Project",
+    "confidence": "1",
     "description": "pwned",
     "name": "pwned",
     "username": "pwned",
@@ -222,9 +245,8 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|ops|sessions_app)/$": Rule(
-        STAFF, ("GET",), url="/admin/sessions_app/"
-    ),
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|memories|ops"
+    "|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
@@ -242,6 +264,7 @@ ADMIN_OBJECTS = {
     "accounts.SiteSettings": "site_settings",
     "accounts.ApiKey": "key",
     "checkpoints.Checkpoint": "checkpoint",
+    "memories.Memory": "memory",
     "sessions_app.ExternalSession": "session",
     "sessions_app.InternalSession": "branch",
     "sessions_app.Message": "user_message",
@@ -262,6 +285,7 @@ ADMIN_CLOSED = {
     "/admin/accounts/sitesettings/<path:object_id>/delete/",
     "/admin/accounts/apikey/add/",
     "/admin/checkpoints/checkpoint/add/",
+    "/admin/memories/memory/add/",
     "/admin/sessions_app/internalsession/add/",
     "/admin/sessions_app/internalsession/<path:object_id>/delete/",
     "/admin/sessions_app/message/add/",
@@ -385,6 +409,14 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     # The current branch inherits both messages; `first` is no longer current (one to switch to).
     branch_fork(branch=first, position=2, forked_from=checkpoint)
     key, _ = apikey_create(user=alice, name=f"{SECRET} key")
+    memory = memory_create(
+        user=alice,
+        key="alice-memory",
+        category="Security",
+        l0_abstract=f"{SECRET} line",
+        l1_overview=f"{SECRET} overview",
+        l2_details=f"{SECRET} details",
+    )
     session_create(owner=bob, name="bob's own")
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
     clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")
@@ -400,6 +432,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "turn": turn.pk,
         "summary": summary.pk,
         "key": key.pk,
+        "memory": memory.pk,
         "group": Group.objects.create(name=f"{SECRET} group").pk,
         "site_settings": SiteSettings.load().pk,
         "session_type": ContentType.objects.get_for_model(ExternalSession).pk,
@@ -440,6 +473,7 @@ def state(alice_pk: int) -> dict[str, list[dict]]:
         "messages": rows(Message.objects.filter(branch__session__in=sessions)),
         "turns": rows(Turn.objects.filter(session__in=sessions)),
         "checkpoints": rows(Checkpoint.objects.filter(branch__session__in=sessions)),
+        "memories": rows(Memory.objects.filter(user_id=alice_pk)),
     }
 
 

@@ -10,6 +10,7 @@ from rest_framework.permissions import AllowAny
 
 from web.api import accounts as accounts_api
 from web.api import checkpoints as checkpoints_api
+from web.api import memories as memories_api
 from web.api import sessions as sessions_api
 
 app_name = "api"
@@ -46,6 +47,8 @@ urlpatterns = [
         name="restore",
     ),
     path("chat/", sessions_api.Chat.as_view(), name="chat"),
+    path("memories/", memories_api.MemoryList.as_view(), name="memories"),
+    path("memories/<int:pk>/", memories_api.MemoryDetail.as_view(), name="memory"),
     path("keys/", accounts_api.KeyList.as_view(), name="keys"),
     path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
     path(

@@ -9,13 +9,14 @@ from django.urls import URLPattern
 
 from accounts.services import apikey_create
 from checkpoints.services import checkpoint_create
+from memories.services import memory_create
 from sessions_app.models import Turn
 from tests.conftest import say
 from web.api import urls as api_urls
 
 pytestmark = pytest.mark.django_db
 PUBLIC = {"schema", "docs"}
-WITHOUT_ID = {"sessions", "session-import", "keys", "chat"}
+WITHOUT_ID = {"sessions", "session-import", "keys", "chat", "memories"}
 
 
 def _routes():
@@ -34,6 +35,7 @@ def alices_objects(alice, session, branch):
     checkpoint = checkpoint_create(branch=branch, name="cp")
     turn = Turn.objects.create(session=session, branch=branch, message="x", status="done")
     key, _ = apikey_create(user=alice, name="alice's key")
+    memory = memory_create(user=alice, key="editor", category="Project", l0_abstract="Helix")
     return {
         "session": session.pk,
         "messages": session.pk,
@@ -49,6 +51,7 @@ def alices_objects(alice, session, branch):
         "checkpoint": checkpoint.pk,
         "restore": checkpoint.pk,
         "key": key.pk,
+        "memory": memory.pk,
     }
 
 
