@@ -95,9 +95,8 @@ class RollbackAgent(Agent):
     """An agno Agent bound to one session and one of its branches."""
 
     # The tools that work on checkpoints themselves: using them takes no automatic checkpoint.
+    # Every other tool does, the memory tools included, as the public contract says.
     checkpoint_tools = CHECKPOINT_TOOLS
-    # Tools after which no automatic checkpoint is taken: those, and the memory tools.
-    no_auto_checkpoint_tools = CHECKPOINT_TOOLS | MEMORY_TOOLS
 
     def __init__(
         self,

@@ -540,7 +540,7 @@ def _complete(
                 # the answer is kept, the stored state stays as it was, and the turn says why.
                 log.warning("turn %s: the session state was not saved: %s", turn.pk, exc.message)
                 meta["state_not_saved"] = exc.message
-            others = [name for name in tools_used if name not in agent.no_auto_checkpoint_tools]
+            others = [name for name in tools_used if name not in agent.checkpoint_tools]
             if others and agent.auto_checkpoint:
                 auto = checkpoint_create(
                     branch=branch,

@@ -60,8 +60,9 @@ def test_the_model_remembers_in_one_turn_and_recalls_in_another(fake_llm, sessio
         "Uses Helix as their editor",
     )
     assert tool_results(session)[-1].startswith("✓ Remembered 'editor' (Environment)")
-    # Memory tools change no conversation state: no automatic checkpoint after them.
-    assert turn.checkpoint_id is None and not Checkpoint.objects.exists()
+    # Like any tool but the checkpoint tools, it ends the turn with an automatic checkpoint
+    # (the contract's rule); restoring that checkpoint would not erase the memory.
+    assert Checkpoint.objects.get(pk=turn.checkpoint_id).checkpoint_name == "after-remember"
 
     fake_llm.queue(
         ToolCalls([ToolCall("recall", {"query": "which editor"})]),
@@ -189,7 +190,8 @@ def test_the_demo_model_remembers_and_recalls_when_asked_plainly(demo, session, 
     turn = ask(session, "recall helix")
     assert turn.tools_used == ["recall"]
     assert turn.reply.startswith("1. [editor] (Project) I use Helix")
-    assert not Checkpoint.objects.exists()
+    automatic = Checkpoint.objects.filter(is_auto=True).order_by("id")
+    assert [c.checkpoint_name for c in automatic] == ["after-remember"] * 2 + ["after-recall"]
 
 
 def test_the_agent_tools_are_bound_to_the_session_owner(session, alice, bob):
