@@ -1,6 +1,6 @@
 """Accessibility checked by axe-core (tests/e2e/vendor/axe.min.js, from the npm registry) in
-Chromium: no serious or critical violation on the home, chat, profile and admin pages (the
-operator's dashboard too), in the light and the dark theme."""
+Chromium: no serious or critical violation on the home, chat, profile, memories and admin pages
+(the operator's dashboard and the audit records too), in the light and the dark theme."""
 
 from __future__ import annotations
 
@@ -46,11 +46,15 @@ def test_no_serious_or_critical_violation_on_any_page(page, app, app_settings, l
     found["chat"] = violations(page)
     page.goto(f"{app.base_url}/accounts/profile/")
     found["profile"] = violations(page)
+    page.goto(f"{app.base_url}/memories/")
+    found["memories"] = violations(page)
     page.goto(f"{app.base_url}/admin/")
     found["admin"] = violations(page)
     page.goto(f"{app.base_url}/admin/sessions_app/externalsession/")
     found["admin sessions"] = violations(page)
     page.goto(f"{app.base_url}/admin/dashboard/")
     found["admin dashboard"] = violations(page)
+    page.goto(f"{app.base_url}/admin/ops/auditrecord/")
+    found["admin audit records"] = violations(page)
     failing = {name: v for name, v in found.items() if v}
     assert not failing, json.dumps(failing, indent=1)
