@@ -124,6 +124,15 @@ class Store:
             if level < depth - 1:
                 deep = branch_fork(branch=deep, position=deep.message_count)
         deep.refresh_from_db()
+        if cut:
+            from sessions_app.selectors import branch_history
+
+            Summary.objects.create(
+                last_message=branch_history(deep, start=cut - 1, end=cut)[0],
+                end_position=cut,
+                content="The conversation so far, summarised. " * 20,
+                model="bench",
+            )
         self.convs[size] = {"branch": branch, "base": base, "deep": deep}
 
     # --- what is measured --------------------------------------------------------------------

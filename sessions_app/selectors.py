@@ -3,8 +3,10 @@ another user's object is reported exactly like a missing one."""
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -310,6 +312,22 @@ def branch_history(
     start = max(0, start)
     if start >= stop:
         return []
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor, without_cyclic_gc():
         cursor.execute(_history_sql(), [stop, branch.pk, start])
         return _messages_from_rows(cursor.fetchall())
+
+
+@contextmanager
+def without_cyclic_gc() -> Iterator[None]:
+    """Build many objects with Python's cycle collector paused. Ten thousand messages are tens
+    of thousands of new containers, enough to set off the collector's passes over the whole
+    heap (about 200,000 objects in a web or worker process): measured, every other read of a
+    10,000-message history took 100+ ms more. The rows hold no reference cycles, so the
+    collector misses nothing; it is switched back on as it was found."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
