@@ -234,7 +234,7 @@ _JSON_ATTNAMES = frozenset(f.attname for f in _HISTORY_FIELDS if isinstance(f, J
 def _history_sql() -> str:
     q = connection.ops.quote_name
     messages = q(Message._meta.db_table)
-    columns = ", ".join(f"m.{q(f.column)}" for f in _HISTORY_FIELDS)
+    columns = ", ".join(f"m.{q(f.column or f.attname)}" for f in _HISTORY_FIELDS)
     return (
         _lineage_cte()
         + f"""
