@@ -136,6 +136,16 @@ def main(argv: list[str] | None = None) -> int:
         from bench.stack import run_stack
 
         results["stack"] = run_stack(var / "stack", rounds=rounds, smoke=args.smoke)
+    previous = out / "latest.json"
+    if skip and previous.exists() and not args.smoke:
+        # A part left out keeps its figures from the previous full run, and says so.
+        old = json.loads(previous.read_text())
+        for part in ("store", "storage", "turns", "stack"):
+            if part in skip and part in old:
+                results[part] = old[part]
+                results.setdefault("notes", []).append(
+                    f"The {part} figures are carried over from the run of {old['started']}."
+                )
     results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     from bench.report import write_report
 
