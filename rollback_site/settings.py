@@ -277,7 +277,11 @@ if REDIS_URL:
                         "socket_keepalive": True,
                         "health_check_interval": 15,
                     }
-                ]
+                ],
+                # Messages a channel holds before the layer drops new ones (channels_redis: 100).
+                # A busy web process's sockets fall behind for a moment under a burst of
+                # streamed tokens; dropping them loses text, so let them queue.
+                "capacity": env_int("CHANNEL_LAYER_CAPACITY", 2000),
             },
         }
     }
