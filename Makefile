@@ -87,12 +87,12 @@ BENCH_ARGS ?=
 BENCH_REDIS_URL ?= redis://127.0.0.1:6379/9
 BENCH_ENV := BENCH_REDIS_URL=$(BENCH_REDIS_URL) BENCH_DATABASE_URL=$(TEST_DATABASE_URL)
 
-bench: install $(VENV)/.bench-installed
+bench: $(VENV)/.bench-installed
 	$(BENCH_ENV) $(PY) -m bench $(BENCH_ARGS)
 
 # A tiny run of every benchmark and peer, into a scratch directory: it keeps `make bench`
 # working. Without PostgreSQL and Redis (outside CI) only their parts are left out, with a warning.
-bench-smoke: install $(VENV)/.bench-installed
+bench-smoke: $(VENV)/.bench-installed
 	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(BENCH_REDIS_URL)"; then \
 		$(BENCH_ENV) $(PY) -m bench --smoke --out var/bench-smoke; \
 	elif [ "$$CI" = "true" ]; then \

@@ -100,7 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip", default="", help="comma-separated parts to leave out: store,storage,turns,stack"
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write latest.md and the plots again from latest.json",
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        from bench.report import write_report
+
+        write_report(json.loads((args.out / "latest.json").read_text()), args.out)
+        return 0
     rounds = args.rounds or (2 if args.smoke else 7)
     sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
     turns = 5 if args.smoke else 200
