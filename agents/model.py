@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -347,7 +349,7 @@ def build_model(
     )
     if is_demo():
         return DemoModel(word_delay=settings.DEMO_MODEL_WORD_DELAY)
-    return ChatModel(
+    model = ChatModel(
         id=chosen["id"],
         name="OpenAI-compatible",
         temperature=chosen["temperature"],
@@ -361,6 +363,26 @@ def build_model(
         max_reply_chars=settings.AGENT_MAX_REPLY_CHARS,
         max_tool_calls=max_tool_calls(),
     )
+    model.client = shared_client(model)
+    return model
+
+
+# One openai client per process and configuration, shared by every turn's fresh model: building
+# one (its httpx client, TLS context and connection pool) took tens of milliseconds, the largest
+# part of a turn's own cost, and a kept pool reuses its connections to the model server. The
+# client is thread-safe; keyed by process id too, so a forked worker never shares sockets.
+_clients: dict[tuple[Any, ...], openai.OpenAI] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(model: ChatModel) -> openai.OpenAI:
+    params = model._get_client_params()
+    key = (os.getpid(), *sorted((k, repr(v)) for k, v in params.items()))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None or client.is_closed():
+            client = _clients[key] = openai.OpenAI(**params)
+        return client
 
 
 def ask_once(model: Model, instructions: str, prompt: str) -> tuple[bool, str]:

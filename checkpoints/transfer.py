@@ -34,6 +34,7 @@ from core.validation import (
 from sessions_app.errors import ImportRejected, ImportTooLarge
 from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.selectors import without_cyclic_gc
 from sessions_app.services import session_quota_check
 
 if TYPE_CHECKING:
@@ -84,10 +85,11 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
         .order_by("branch_id", "position")
         .values(*_MESSAGE_FIELDS)
     )
-    for row in messages.iterator(chunk_size=2000):
-        branch_id = row.pop("branch_id")
-        row["created_at"] = _iso(row["created_at"])
-        by_branch[branch_id]["messages"].append(row)
+    with without_cyclic_gc():
+        for row in messages.iterator(chunk_size=2000):
+            branch_id = row.pop("branch_id")
+            row["created_at"] = _iso(row["created_at"])
+            by_branch[branch_id]["messages"].append(row)
     checkpoints = Checkpoint.objects.filter(branch__session=session).order_by("branch_id", "id")
     for cp in checkpoints.iterator(chunk_size=2000):
         by_branch[cp.branch_id]["checkpoints"].append(

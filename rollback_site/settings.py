@@ -313,7 +313,11 @@ if REDIS_URL:
                         "socket_keepalive": True,
                         "health_check_interval": 15,
                     }
-                ]
+                ],
+                # Messages a channel holds before the layer drops new ones (channels_redis: 100).
+                # A busy web process's sockets fall behind for a moment under a burst of
+                # streamed tokens; dropping them loses text, so let them queue.
+                "capacity": env_int("CHANNEL_LAYER_CAPACITY", 2000),
             },
         }
     }
@@ -523,6 +527,9 @@ SPECTACULAR_SETTINGS = {
 }
 # How long POST /turns/ with "wait": true waits for the answer before answering 202.
 API_TURN_WAIT_SECONDS = float(os.environ.get("API_TURN_WAIT_SECONDS", "").strip() or 120)
+# `"wait": true` wakes on the turn's end event; it also reads the turn this often, in case the
+# event was lost (or the turn ended by a path that sends none).
+API_TURN_WAIT_POLL_SECONDS = float(os.environ.get("API_TURN_WAIT_POLL_SECONDS", "").strip() or 1.5)
 # The largest request body accepted, whether sent with Content-Length or chunked: an import
 # document plus a margin by default. `python -m rollback_site.serve` refuses a larger one with
 # 413 while it arrives, before it is held in memory, and core.bodies.BodyLimit (in front of

@@ -30,3 +30,18 @@ def test_the_async_stream_stops_at_the_reply_bound(fake_llm, settings):
     assert asyncio.run(stream()) == ("word " * 1000)[:50]
     assert reply_cut_off(model) and model.cut_off == "chars"
     assert fake_llm.requests[-1]["max_tokens"] == settings.AGENT_MAX_OUTPUT_TOKENS
+
+
+def test_turns_share_one_openai_client_per_configuration(fake_llm, settings):
+    # Building an openai client (httpx, TLS context, pool) was most of a turn's own cost.
+    first, second = build_model(), build_model()
+    assert first is not second
+    assert first.get_client() is second.get_client()
+    settings.OPENAI_BASE_URL = fake_llm.base_url.replace("127.0.0.1", "localhost")
+    other = build_model()
+    assert other.get_client() is not first.get_client()
+    assert str(other.get_client().base_url).startswith("http://localhost:")
+    # The shared client answers as a fresh one would.
+    fake_llm.queue(Reply("shared"))
+    reply = first.response(messages=[Message(role="user", content="hi")])
+    assert reply.content == "shared"

@@ -615,3 +615,24 @@ def test_a_queued_turn_cancelled_before_a_worker_took_it_never_runs(fake_llm, se
     assert turn.status == "cancelled" and turn.attempts == 0
     assert fake_llm.requests == []
     assert history(session) == [("user", "never mind")]
+
+
+@pytest.mark.postgres
+def test_a_turn_gives_its_pooled_connection_back_while_the_model_answers(fake_llm, session):
+    # With 50 turns at once in a worker, turns that kept a connection for their whole stream
+    # used up the pool and the others failed. When the model is asked, no connection of this
+    # process's pool is out: the turn (on this thread) has given its connection back.
+    from django.db import connection
+
+    seen: list[dict] = []
+
+    def answer(body: dict) -> Reply:
+        seen.append(connection.pool.get_stats())  # the pool is the process's, shared by threads
+        return Reply("pooled")
+
+    fake_llm.queue(answer)
+    turn = ask(session, "hello")
+    assert turn.status == Turn.Status.DONE and turn.reply == "pooled"
+    stats = seen[0]
+    assert stats.get("pool_size", 0) >= 1
+    assert stats["pool_available"] == stats["pool_size"], stats

@@ -5,9 +5,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import InternalSession, Message
 from sessions_app.selectors import branch_history
-from sessions_app.services import branch_fork
+from sessions_app.services import branch_fork, message_append
 from tests.conftest import contents, grow, say
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +93,62 @@ def test_history_of_ten_thousand_messages_is_one_query(branch):
     assert len(ctx.captured_queries) == 1
     assert contents(history) == [f"message {i}" for i in range(9_985, 9_990)] + ["new"]
     assert InternalSession.objects.get(pk=child.pk).message_count == 9_991
+
+
+def _as_the_orm_reads_it(branch: InternalSession) -> list[Message]:
+    """The branch's history read the plain ORM way, branch by branch up the lineage: the
+    reference the one-query reader must match exactly."""
+    parts: list[Message] = []
+    upper = branch.message_count
+    current: InternalSession | None = branch
+    while current is not None:
+        parts[:0] = Message.objects.filter(branch=current, position__lt=upper).order_by("position")
+        if current.parent_id is None:
+            break
+        upper = min(upper, current.fork_position)
+        current = InternalSession.objects.get(pk=current.parent_id)
+    return parts
+
+
+def _fields(message: Message) -> dict:
+    return {f.attname: getattr(message, f.attname) for f in Message._meta.concrete_fields}
+
+
+def test_history_rows_are_exactly_what_the_orm_reads_across_three_generations(branch):
+    say(branch, "a", "b")
+    message_append(
+        branch=branch,
+        role="assistant",
+        content="",
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "calculate"}}],
+        metadata={"model": "m", "nested": {"é": [1, 2.5, None, True]}},
+    )
+    message_append(
+        branch=branch,
+        role="tool",
+        tool_name="calculate",
+        tool_args={"expression": "6*7"},
+        tool_result="42",
+        tool_call_id="c1",
+    )
+    say(branch, "c", "d")
+    child = branch_fork(branch=branch, position=5)
+    say(child, "e", "f")
+    grandchild = branch_fork(branch=child, position=7)
+    say(grandchild, "g")
+    message_append(branch=grandchild, role="assistant", content="h", tool_args=[], metadata={})
+    for b in (branch, child, grandchild):
+        b.refresh_from_db()
+        read, expected = branch_history(b), _as_the_orm_reads_it(b)
+        assert [_fields(m) for m in read] == [_fields(m) for m in expected]
+        assert [type(_fields(m)["created_at"]) for m in read] == [
+            type(_fields(m)["created_at"]) for m in expected
+        ]
+        for m in read:
+            assert m._state.adding is False
+            assert m._state.db == "default"
+            assert m.branch.session_id == b.session_id  # relations load as the ORM's would
+    # A page of the grandchild's history across its three generations.
+    page = branch_history(grandchild, start=3, end=8)
+    assert [_fields(m) for m in page] == [_fields(m) for m in _as_the_orm_reads_it(grandchild)[3:8]]
+    assert [m.tool_args for m in page][:1] == [{"expression": "6*7"}]

@@ -3,7 +3,6 @@ service, serialise. Another user's object is a 404, as a missing one."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -19,6 +18,7 @@ from accounts.models import User
 from agents.context import context_usage
 from agents.services import chat_submit, turn_submit
 from checkpoints.transfer import session_export, session_import
+from core import events
 from core.api import Pagination, paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
@@ -259,20 +259,30 @@ class Chat(APIView):
         return _turn_answer(turn, wait=data["wait"])
 
 
+TURN_END_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.cancelled"})
+
+
 def _wait_for(turn: Turn) -> Turn:
-    """Poll until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
-    Between polls the database connection goes back to the pool, so requests that wait never
-    starve the others of connections."""
-    deadline = time.monotonic() + settings.API_TURN_WAIT_SECONDS
-    delay = 0.05
-    while True:
+    """Wait until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
+    The turn's end event wakes the wait at once; the database is also read every
+    API_TURN_WAIT_POLL_SECONDS, so an end that sends no event is seen too. While it waits the
+    database connection goes back to the pool, so requests that wait never starve the others of
+    connections."""
+
+    def ended() -> bool:
         turn.refresh_from_db()
-        if not turn.is_active or time.monotonic() >= deadline:
-            return turn
         if not connection.in_atomic_block:
             connection.close()
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+        return not turn.is_active
+
+    events.wait_until(
+        turn.session_id,
+        lambda event: event.get("type") in TURN_END_EVENTS and event.get("turn") == turn.pk,
+        done=ended,
+        timeout=settings.API_TURN_WAIT_SECONDS,
+        poll=settings.API_TURN_WAIT_POLL_SECONDS,
+    )
+    return turn
 
 
 class TurnDetail(APIView):

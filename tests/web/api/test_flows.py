@@ -4,6 +4,7 @@ when their transaction commits) and the real ASGI application for the event stre
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -156,3 +157,33 @@ def test_the_turn_says_how_it_ended_and_lists_only_tools_that_ran(
     # The model asked for two calls (the limit; the unknown tool counts) in the first request of
     # turn two: it got no second one.
     assert len(fake_llm.requests) == 2
+
+
+def test_wait_true_is_woken_by_the_turn_end_event_not_a_poll(
+    alice, fake_llm, settings, celery_eager
+):
+    # The turn runs on the embedded pool (another thread); the request must return when its
+    # end event arrives. The poll is an hour away, so only the event can end the wait in time.
+    settings.API_TURN_WAIT_SECONDS = 3600
+    settings.API_TURN_WAIT_POLL_SECONDS = 3600
+    api = bearer_client(alice)
+    session = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()
+    fake_llm.queue(Reply("Woken by the event.", delay=0.05))
+    answers: list = []
+
+    def post() -> None:
+        answers.append(
+            api.post(
+                f"/api/v1/sessions/{session['id']}/turns/",
+                {"message": "hi", "wait": True},
+                format="json",
+            )
+        )
+
+    request = threading.Thread(target=post, daemon=True)
+    request.start()
+    request.join(60)
+    assert not request.is_alive(), "the wait did not wake on turn.finished"
+    assert answers[0].status_code == 201
+    assert answers[0].json()["status"] == "done"
+    assert answers[0].json()["reply"] == "Woken by the event."

@@ -1,0 +1,265 @@
+"""Rollback's store as the benchmark drives it (a process of its own, on SQLite or PostgreSQL):
+`python -m bench.rollback_store sqlite|postgres VAR_DIR`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from bench.common import role, row_bytes, serve, text, timed
+
+PG_DATABASE = "rollback_bench_store"
+
+
+def pg_url(name: str) -> str:
+    """BENCH_DATABASE_URL's server, with the database `name` (the benchmark's own)."""
+    base = os.environ.get("BENCH_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/rollback"
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
+def _configure(engine: str, var_dir: str) -> None:
+    os.environ["ROLLBACK_VAR_DIR"] = var_dir
+    os.environ["AGNO_TELEMETRY"] = "false"
+    os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
+    if engine == "postgres":
+        import psycopg
+
+        with psycopg.connect(pg_url("postgres"), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {PG_DATABASE} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {PG_DATABASE}")
+        os.environ["DATABASE_URL"] = pg_url(PG_DATABASE)
+    else:
+        os.environ.pop("DATABASE_URL", None)  # the SQLite file under ROLLBACK_VAR_DIR
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+class Store:
+    def __init__(self) -> None:
+        from accounts.models import User
+
+        self.user = User.objects.create_user("bench")
+        self.convs: dict[int, dict[str, Any]] = {}
+
+    # --- the data ----------------------------------------------------------------------------
+
+    def _session(self, name: str) -> Any:
+        from sessions_app.selectors import current_branch
+        from sessions_app.services import session_create
+
+        return current_branch(session_create(owner=self.user, name=name))
+
+    @staticmethod
+    def _grow(branch: Any, n: int) -> None:
+        from sessions_app.models import InternalSession, Message
+
+        branch.refresh_from_db()
+        start = branch.message_count
+        Message.objects.bulk_create(
+            [
+                Message(
+                    branch=branch, position=start + i, role=role(start + i), content=text(start + i)
+                )
+                for i in range(n)
+            ],
+            batch_size=2000,
+        )
+        InternalSession.objects.filter(pk=branch.pk).update(message_count=start + n)
+        branch.refresh_from_db()
+
+    def bytes(self) -> int:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                tables = [
+                    row[0]
+                    for row in cursor.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' "
+                        "AND name NOT LIKE 'sqlite_%'"
+                    ).fetchall()
+                ]
+                total = 0
+                for table in tables:
+                    columns = [r[1] for r in cursor.execute(f'PRAGMA table_info("{table}")')]
+                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')
+                    total += int(cursor.fetchone()[0])
+                return total
+            cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            total = 0
+            for (table,) in cursor.fetchall():
+                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')
+                total += int(cursor.fetchone()[0])
+            return total
+
+    def prepare(self, size: int, depth: int = 50, window: int = 200) -> None:
+        from checkpoints.services import checkpoint_create
+        from sessions_app.models import Message, Summary
+        from sessions_app.services import branch_fork
+
+        branch = self._session(f"{size}")
+        self._grow(branch, size)
+        base = checkpoint_create(branch=branch, name="base")
+        # The context window: a summary of everything but the newest `window` messages, as the
+        # turn before would have left it.
+        cut = max(0, size - window)
+        if cut:
+            Summary.objects.create(
+                last_message=Message.objects.get(branch=branch, position=cut - 1),
+                end_position=cut,
+                content="The conversation so far, summarised. " * 20,
+                model="bench",
+            )
+        # The same length as a chain of `depth` branches, each forked at its parent's end.
+        deep = self._session(f"{size} deep")
+        per = max(1, size // depth)
+        for level in range(depth):
+            self._grow(deep, per if level < depth - 1 else max(0, size - per * (depth - 1)))
+            if level < depth - 1:
+                deep = branch_fork(branch=deep, position=deep.message_count)
+        deep.refresh_from_db()
+        if cut:
+            from sessions_app.selectors import branch_history
+
+            Summary.objects.create(
+                last_message=branch_history(deep, start=cut - 1, end=cut)[0],
+                end_position=cut,
+                content="The conversation so far, summarised. " * 20,
+                model="bench",
+            )
+        self.convs[size] = {"branch": branch, "base": base, "deep": deep}
+
+    # --- what is measured --------------------------------------------------------------------
+
+    def checkpoint(self, size: int) -> dict[str, float]:
+        from checkpoints.services import checkpoint_create
+
+        branch = self.convs[size]["branch"]
+        before = self.bytes()
+        ms, _ = timed(lambda: checkpoint_create(branch=branch, name="bench"))
+        return {"ms": ms, "bytes": self.bytes() - before}
+
+    def restore(self, size: int) -> dict[str, float]:
+        from checkpoints.services import checkpoint_restore
+
+        base = self.convs[size]["base"]
+        before = self.bytes()
+        ms, _ = timed(lambda: checkpoint_restore(checkpoint=base, mode="branch"))
+        return {"ms": ms, "bytes": self.bytes() - before}
+
+    def read(self, size: int) -> dict[str, float]:
+        from sessions_app.selectors import branch_history
+
+        branch = self.convs[size]["branch"]
+        ms, rows = timed(lambda: branch_history(branch))
+        assert len(rows) == size
+        return {"ms": ms}
+
+    def read_orm(self, size: int) -> dict[str, float]:
+        """The history read as it was before the fast reader: Message.objects.raw."""
+        from django.db import connection
+
+        from sessions_app.models import Message
+        from sessions_app.selectors import _lineage_cte
+
+        table = connection.ops.quote_name(Message._meta.db_table)
+        sql = _lineage_cte() + (
+            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "
+            "WHERE m.position < l.upper AND m.position >= %s ORDER BY m.position"
+        )
+        branch = self.convs[size]["branch"]
+        ms, rows = timed(
+            lambda: list(Message.objects.raw(sql, [branch.message_count, branch.pk, 0]))
+        )
+        assert len(rows) == size
+        return {"ms": ms}
+
+    def window(self, size: int, deep: bool = False) -> dict[str, float]:
+        """What a turn reads before it calls the model: agents.context.fit_turn (the newest
+        summary on the lineage, then the history after it), without a model call."""
+        from django.conf import settings
+
+        from agents.context import fit_turn
+
+        branch = self.convs[size]["deep" if deep else "branch"]
+        ms, fit = timed(
+            lambda: fit_turn(
+                session=branch.session,
+                branch=branch,
+                end=branch.message_count,
+                message="and next?",
+                model=settings.AGENT_MODEL,
+            )
+        )
+        return {"ms": ms, "messages": len(fit.history)}
+
+    def deep_window(self, size: int) -> dict[str, float]:
+        return self.window(size, deep=True)
+
+    def deep_read(self, size: int) -> dict[str, float]:
+        from sessions_app.selectors import branch_history
+
+        branch = self.convs[size]["deep"]
+        ms, rows = timed(lambda: branch_history(branch))
+        assert len(rows) == branch.message_count
+        return {"ms": ms}
+
+    def page(self, size: int) -> dict[str, float]:
+        """The chat page's load: the last 100 messages."""
+        from sessions_app.selectors import branch_history
+
+        branch = self.convs[size]["branch"]
+        ms, rows = timed(lambda: branch_history(branch, start=max(0, size - 100)))
+        return {"ms": ms}
+
+    def export(self, size: int) -> dict[str, float]:
+        from checkpoints.transfer import session_export
+
+        session = self.convs[size]["branch"].session
+        ms, doc = timed(lambda: session_export(session=session))
+        return {"ms": ms}
+
+    def storage(self, turns: int) -> dict[str, float]:
+        """`turns` turns (a user message and a reply) with a checkpoint after each."""
+        from checkpoints.services import checkpoint_create
+        from sessions_app.services import message_append
+
+        before = self.bytes()
+        branch = self._session("storage")
+        for t in range(turns):
+            message_append(branch=branch, role="user", content=text(2 * t))
+            message_append(branch=branch, role="assistant", content=text(2 * t + 1))
+            checkpoint_create(branch=branch, name=f"turn {t}")
+        return {"bytes": self.bytes() - before}
+
+
+def main() -> None:
+    engine, var_dir = sys.argv[1], sys.argv[2]
+    _configure(engine, var_dir)
+    store = Store()
+    serve(
+        {
+            "prepare": store.prepare,
+            "checkpoint": store.checkpoint,
+            "restore": store.restore,
+            "read": store.read,
+            "read_orm": store.read_orm,
+            "window": store.window,
+            "deep_read": store.deep_read,
+            "deep_window": store.deep_window,
+            "page": store.page,
+            "export": store.export,
+            "storage": store.storage,
+            "quit": lambda: None,
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
