@@ -12,6 +12,10 @@
       { code: "[4]..", swap: true, error: false },
       { code: "...", swap: false, error: true },
     ];
+    // New content is made live (its hx-* attributes processed) in the same task as the swap,
+    // not 20 ms later: a form swapped in with an error, then submitted at once with Enter, was
+    // still a plain form, and the browser sent it as a page load (losing what was typed).
+    htmx.config.defaultSettleDelay = 0;
   }
 
   // Enter sends, Shift+Enter is a new line; an empty message cannot be sent.
