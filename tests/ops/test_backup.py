@@ -311,6 +311,21 @@ def history(db: Tables, session: int) -> list[tuple[str, str]]:
     return out
 
 
+def assert_served_as_backed_up(
+    tmp_path: Path, restored_env: dict[str, str], key: str, tables: Tables
+) -> None:
+    """The app served on the restored database shows the backup's histories (of the newest
+    settled sessions) through the API."""
+    services = Services(tmp_path)
+    try:
+        services.manage(restored_env, "collectstatic", "--noinput", "-v0")
+        restored_url = services.start_daphne(restored_env)
+        for session in settled_sessions(tables)[-3:]:
+            assert served_messages(restored_url, key, session) == history(tables, session)
+    finally:
+        services.stop_all()
+
+
 def settled_sessions(db: Tables) -> list[int]:
     """Sessions with no turn in flight in `db`: an app started on it leaves them as they are
     (the recovery job takes up a turn that was running at the backup's moment)."""
@@ -388,14 +403,7 @@ def test_a_sqlite_backup_taken_while_turns_run_restores_with_the_same_data(
         assert restored.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     tables = sqlite_tables(var / "rollback.sqlite3")
     assert tables == sqlite_tables(path)
-    services = Services(tmp_path)
-    try:
-        services.manage(restored_env, "collectstatic", "--noinput", "-v0")
-        restored_url = services.start_daphne(restored_env)
-        for session in settled_sessions(tables)[-3:]:
-            assert served_messages(restored_url, key, session) == history(tables, session)
-    finally:
-        services.stop_all()
+    assert_served_as_backed_up(tmp_path, restored_env, key, tables)
 
 
 # docs/operations.md, "Restoring SQLite", steps 2 and 3: the var directory in $VAR, the backup
@@ -639,14 +647,7 @@ def test_a_postgres_backup_taken_while_turns_run_restores_with_the_same_data(
             "SELECT 1 FROM pg_indexes WHERE indexname = 'message_content_search'"
         ).fetchall()
         assert index == [(1,)]
-    services = Services(tmp_path)
-    try:
-        services.manage(restored_env, "collectstatic", "--noinput", "-v0")
-        restored_url = services.start_daphne(restored_env)
-        for session in settled_sessions(tables)[-3:]:
-            assert served_messages(restored_url, key, session) == history(tables, session)
-    finally:
-        services.stop_all()
+    assert_served_as_backed_up(tmp_path, restored_env, key, tables)
 
 
 @pytest.mark.postgres
