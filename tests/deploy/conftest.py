@@ -2,9 +2,9 @@
 one PostgreSQL database and one Redis, the model behind a real Chat Completions server.
 
 These tests run in the PostgreSQL/Redis phase of `make test` only. Each module gets a database of
-its own on the test server (created and dropped here) and Redis database 13, so the served
-processes never touch the suite's own database. Clients speak HTTP and WebSocket to the served
-processes exactly as an integration does (`Authorization: Bearer <key>`).
+its own on the test server (created and dropped here) and Redis database 13 (or DEPLOY_REDIS_DB),
+so the served processes never touch the suite's own database. Clients speak HTTP and WebSocket
+to the served processes exactly as an integration does (`Authorization: Bearer <key>`).
 """
 
 from __future__ import annotations
@@ -110,12 +110,16 @@ class Stack(Services):
         return self.manage(self.env, "createapikey", username).strip().splitlines()[-1]
 
 
+# Two checkouts running these tests side by side on one Redis each set a database of their own.
+DEPLOY_REDIS_DB = os.environ.get("DEPLOY_REDIS_DB", "13")
+
+
 def deploy_env(var_dir: Path, model_url: str, database_url: str, **extra: str) -> dict[str, str]:
     env = app_env(
         var_dir,
         model_url,
         DATABASE_URL=database_url,
-        REDIS_URL=_with_path(os.environ["REDIS_URL"], "/13"),
+        REDIS_URL=_with_path(os.environ["REDIS_URL"], f"/{DEPLOY_REDIS_DB}"),
         DJANGO_SECRET_KEY="deploy-tests-secret-key-" + "x" * 30,
     )
     env.update(extra)
@@ -130,7 +134,7 @@ def database() -> Iterator[Database]:
 
 @pytest.fixture(scope="module")
 def fresh_redis() -> Iterator[None]:
-    client = redis.Redis.from_url(_with_path(os.environ["REDIS_URL"], "/13"))
+    client = redis.Redis.from_url(_with_path(os.environ["REDIS_URL"], f"/{DEPLOY_REDIS_DB}"))
     client.flushdb()
     yield
     client.flushdb()
