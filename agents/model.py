@@ -7,9 +7,10 @@ compatible server accept). Otherwise the offline demo model answers.
 Each request carries max_tokens (AGENT_MAX_OUTPUT_TOKENS), and a streamed response is cut at
 AGENT_MAX_REPLY_CHARS characters whatever the server sends (turns always stream).
 
-Retries: the openai client retries 408, 409, 429, 5xx, connection errors and timeouts with
-exponential backoff (honouring Retry-After) up to AGENT_MAX_RETRIES times; agno's own model
-retries stay off so that there is exactly one retry policy.
+Retries: the openai client retries 408, 409, 429, 5xx, connection errors and timeouts up to
+AGENT_MAX_RETRIES times, waiting as long as the server asks under any of the names servers and
+gateways use (agents.retry), else with exponential backoff; agno's own model retries stay off so
+that there is exactly one retry policy.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from django.conf import settings
 from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature, is_demo
 
 from .demo_model import DemoModel
+from .retry import AsyncClient, Client, retry_after
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,9 @@ def explain(exc: ModelProviderError, model: ChatModel) -> ModelProviderError:
     elif isinstance(cause, openai.APIStatusError):
         status = cause.status_code
         hint = _HINTS.get(status) or ("a server error" if status >= 500 else "")
+        wait = retry_after(cause.response.headers)
+        if status == 429 and wait is not None:
+            hint = f"the server is rate limiting; it asks to wait {round(wait, 1):g} s"
         text = f"the model server answered HTTP {status}{after}: {exc.message}"
         if hint:
             text += f" ({hint})"
@@ -208,6 +213,12 @@ class ChatModel(OpenAILike):
     tool_calls_made: int = 0
     tool_limit_hit: bool = False
     _finished: bool = False
+
+    def get_async_client(self) -> openai.AsyncOpenAI:
+        """agno's async client, with our retry policy (agents.retry) as the shared sync one."""
+        if self.async_client is None or self.async_client.is_closed():
+            self.async_client = AsyncClient(**self._get_client_params())
+        return self.async_client
 
     def begin_turn(self) -> None:
         self.tool_calls_made = 0
@@ -381,7 +392,7 @@ def shared_client(model: ChatModel) -> openai.OpenAI:
     with _clients_lock:
         client = _clients.get(key)
         if client is None or client.is_closed():
-            client = _clients[key] = openai.OpenAI(**params)
+            client = _clients[key] = Client(**params)
         return client
 
 
