@@ -7,9 +7,14 @@ compatible server accept). Otherwise the offline demo model answers.
 Each request carries max_tokens (AGENT_MAX_OUTPUT_TOKENS), and a streamed response is cut at
 AGENT_MAX_REPLY_CHARS characters whatever the server sends (turns always stream).
 
-Retries: the openai client retries 408, 409, 429, 5xx, connection errors and timeouts with
-exponential backoff (honouring Retry-After) up to AGENT_MAX_RETRIES times; agno's own model
-retries stay off so that there is exactly one retry policy.
+Retries: the openai client retries 408, 409, 429, 5xx, connection errors and timeouts up to
+AGENT_MAX_RETRIES times, waiting as long as the server asks under any of the names servers and
+gateways use (agents.retry), else with exponential backoff; agno's own model retries stay off so
+that there is exactly one retry policy.
+
+An error the server sends inside a stream (`data: {"error": {...}}`, as LiteLLM and OpenRouter do
+when their upstream fails mid-answer) fails the response with the server's message, whatever text
+came before it; only a stream that merely ends or breaks keeps its text as an interrupted reply.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from django.conf import settings
 from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature, is_demo
 
 from .demo_model import DemoModel
+from .retry import AsyncClient, Client, retry_after
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,9 @@ _HINTS = {
     404: "check the model name (AGENT_MODEL or the session's model) and OPENAI_BASE_URL",
     429: "the server is rate limiting; try again in a moment",
 }
+
+# The most characters of a server's own error message put in a turn's error.
+SERVER_MESSAGE_CHARS = 500
 
 
 def attempts(cause: BaseException | None) -> int:
@@ -58,13 +67,38 @@ def attempts(cause: BaseException | None) -> int:
         return 1
 
 
-def explain(exc: ModelProviderError, model: ChatModel) -> ModelProviderError:
+def stream_error(cause: BaseException | None) -> str | None:
+    """The message of an error the server sent inside a stream (`data: {"error": {...}}`), for
+    which the openai client raises a plain APIError; None for any other error. Bounded to
+    SERVER_MESSAGE_CHARS characters."""
+    if not isinstance(cause, openai.APIError) or isinstance(
+        cause, openai.APIStatusError | openai.APIConnectionError | openai.APIResponseValidationError
+    ):
+        return None
+    body = cause.body
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        message = cause.message
+    message = " ".join(message.split())
+    if len(message) > SERVER_MESSAGE_CHARS:
+        message = message[: SERVER_MESSAGE_CHARS - 1] + "…"
+    return message or "no message"
+
+
+def explain(
+    exc: ModelProviderError, model: ChatModel, *, streamed: bool = False
+) -> ModelProviderError:
     """The provider error in words a user can act on (agno keeps only the server's message).
-    The model server's address is logged, never put in the text: users see this text."""
+    The model server's address is logged, never put in the text: users see this text.
+    `streamed`: some of the answer's text had arrived."""
     cause = exc.__cause__
     tries = attempts(cause)
     after = f" after {tries} attempts" if tries > 1 else ""
-    if isinstance(cause, openai.APITimeoutError):
+    reported = stream_error(cause)
+    if reported is not None:
+        where = "in the middle of its answer" if streamed else "instead of an answer"
+        text = f"the model server sent an error {where}: {reported}"
+    elif isinstance(cause, openai.APITimeoutError):
         text = f"the model server did not answer within {model.timeout:g} s{after}"
     elif isinstance(cause, openai.APIConnectionError):
         log.warning(
@@ -76,6 +110,9 @@ def explain(exc: ModelProviderError, model: ChatModel) -> ModelProviderError:
     elif isinstance(cause, openai.APIStatusError):
         status = cause.status_code
         hint = _HINTS.get(status) or ("a server error" if status >= 500 else "")
+        wait = retry_after(cause.response.headers)
+        if status == 429 and wait is not None:
+            hint = f"the server is rate limiting; it asks to wait {round(wait, 1):g} s"
         text = f"the model server answered HTTP {status}{after}: {exc.message}"
         if hint:
             text += f" ({hint})"
@@ -166,7 +203,10 @@ class _ReplyBound:
     def ended_early(self, exc: ModelProviderError | None) -> bool:
         """The response ended without a finish (the stream closed, or broke with `exc`): True
         when its text so far can be kept as an interrupted reply. A response with no text, or
-        with tool calls (whose arguments may be cut), cannot: that raises."""
+        with tool calls (whose arguments may be cut), cannot: that raises. Nor can one the
+        server said failed, with an error event in the stream: that raises with its message."""
+        if exc is not None and stream_error(exc.__cause__) is not None:
+            raise explain(exc, self.model, streamed=bool(self.text)) from exc
         if self.text and not self.calls:
             self.model.interrupted = True
             if exc is not None:
@@ -208,6 +248,12 @@ class ChatModel(OpenAILike):
     tool_calls_made: int = 0
     tool_limit_hit: bool = False
     _finished: bool = False
+
+    def get_async_client(self) -> openai.AsyncOpenAI:
+        """agno's async client, with our retry policy (agents.retry) as the shared sync one."""
+        if self.async_client is None or self.async_client.is_closed():
+            self.async_client = AsyncClient(**self._get_client_params())
+        return self.async_client
 
     def begin_turn(self) -> None:
         self.tool_calls_made = 0
@@ -381,7 +427,7 @@ def shared_client(model: ChatModel) -> openai.OpenAI:
     with _clients_lock:
         client = _clients.get(key)
         if client is None or client.is_closed():
-            client = _clients[key] = openai.OpenAI(**params)
+            client = _clients[key] = Client(**params)
         return client
 
 

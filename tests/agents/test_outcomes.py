@@ -12,7 +12,7 @@ from checkpoints.models import Checkpoint
 from sessions_app.selectors import branch_history, current_branch
 from tests.agents.test_turns import history, sent
 from tests.conftest import ask
-from tests.fakes.chat_server import Drop, Error, Reply, ToolCall, ToolCalls
+from tests.fakes.chat_server import Drop, Error, Reply, StreamError, ToolCall, ToolCalls
 from tests.procs import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,6 +93,54 @@ def test_a_reply_whose_stream_ends_early_is_kept_as_interrupted(fake_llm, sessio
     assert (last.role, last.content) == ("assistant", turn.reply)
     assert last.metadata["finish_reason"] == "interrupted"
     assert [e["type"] for e in events][-1] == "turn.finished"
+
+
+@pytest.mark.parametrize("in_chunk", [False, True], ids=["litellm-event", "openrouter-chunk"])
+def test_an_error_event_in_the_middle_of_a_stream_fails_the_turn_with_its_text(
+    fake_llm, session, in_chunk
+):
+    """A gateway (LiteLLM, OpenRouter) whose upstream fails mid-stream says so in an explicit
+    error event after some text: the answer is not a reply cut short but a failure. The turn
+    fails with the server's message; like any failed run it stores nothing of the answer."""
+    fake_llm.queue(
+        StreamError("upstream overloaded, try later", "The first half of it", 3, in_chunk=in_chunk)
+    )
+    events: list[dict] = []
+    turn = ask(session, "tell me", events)
+    assert turn.status == "failed" and turn.finish_reason is None and turn.reply == ""
+    assert turn.error == (
+        "The model did not answer: the model server sent an error in the middle of its answer: "
+        "upstream overloaded, try later"
+    )
+    assert history(session) == [("user", "tell me")]
+    deltas = "".join(e["delta"] for e in events if e["type"] == "message.delta")
+    assert deltas.strip() == "The first half"  # what had been streamed was shown as it came
+    assert [e["type"] for e in events][-1] == "turn.failed"
+    assert len(fake_llm.requests) == 1  # an answer that failed half-way is not asked again
+
+
+def test_an_error_event_before_any_text_fails_the_turn_with_its_text(fake_llm, session):
+    fake_llm.queue(StreamError("no capacity", after_chunks=0, type="overloaded", code=529))
+    turn = ask(session, "tell me")
+    assert turn.status == "failed"
+    assert turn.error == (
+        "The model did not answer: the model server sent an error instead of an answer: no capacity"
+    )
+    assert history(session) == [("user", "tell me")]
+
+
+def test_a_stream_error_names_neither_the_servers_address_nor_the_key_and_is_bounded(
+    fake_llm, session, settings
+):
+    settings.OPENAI_API_KEY = "sk-secret-test-key"
+    leak = f"upstream {fake_llm.base_url} refused key sk-secret-test-key\x00 " + "x" * 3_000
+    fake_llm.queue(StreamError(leak, "Some text", 2))
+    turn = ask(session, "tell me")
+    assert turn.status == "failed"
+    assert "127.0.0.1" not in turn.error and "sk-secret-test-key" not in turn.error
+    assert "[the model server]" in turn.error and "[the API key]" in turn.error
+    assert "\x00" not in turn.error
+    assert len(turn.error) < 1_200
 
 
 def test_an_interrupted_reply_can_be_continued(fake_llm, session):

@@ -35,6 +35,7 @@ __all__ = [
     "Garbage",
     "Hang",
     "Reply",
+    "StreamError",
     "ToolCall",
     "ToolCalls",
 ]
@@ -89,6 +90,10 @@ class Error:
     message: str = "injected failure"
     retry_after_ms: int | None = 10  # `retry-after-ms` / `retry-after` headers: fast client retries
     code: str | None = None  # the body's `code` (default: by status): "context_length_exceeded"
+    # More headers, sent as given: how other servers and gateways say when to retry, e.g.
+    # {"llm_provider-retry-after": "2"} (LiteLLM), {"x-ratelimit-reset-requests": "1.5s",
+    # "x-ratelimit-remaining-requests": "0"} (OpenAI). Use retry_after_ms=None to send only these.
+    headers: dict[str, str] | None = None
 
 
 @dataclass
@@ -114,7 +119,23 @@ class Drop:
     after_chunks: int = 2
 
 
-_ITEM_TYPES = (Reply, ToolCalls, Error, Hang, Garbage, Drop)
+@dataclass
+class StreamError:
+    """Streaming: send `after_chunks` content chunks of `text`, then an explicit error event,
+    `data: {"error": {"message", "type", "param", "code"}}`, as LiteLLM and OpenRouter do when
+    the upstream fails mid-stream, and end the stream (no finish chunk, no [DONE]). With
+    `in_chunk`, the error rides in a chunk that also has a choice with finish_reason "error"
+    (OpenRouter's shape). Not streaming: a 500 with the same error body."""
+
+    message: str = "the upstream failed mid-stream"
+    text: str = "partial answer that never"
+    after_chunks: int = 2
+    type: str = "server_error"
+    code: str | int | None = None
+    in_chunk: bool = False
+
+
+_ITEM_TYPES = (Reply, ToolCalls, Error, Hang, Garbage, Drop, StreamError)
 
 _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
@@ -181,6 +202,8 @@ class FakeChatServer:
         # reports the count as the usage's prompt_tokens.
         self.context_window = context_window
         self.requests: list[dict] = []
+        # When each request of `requests` arrived (time.monotonic()): the waits between retries.
+        self.request_times: list[float] = []
         # Streams whose client went away before the stream ended (it closed the connection).
         self.abandoned = 0
         self.default: Callable[[dict], Any] = echo
@@ -244,7 +267,7 @@ class FakeChatServer:
 
     def queue(self, *items: Any) -> None:
         """Script the next answers, one item per chat request, first in first out. An item is a
-        Reply/ToolCalls/Error/Hang/Garbage/Drop, a str (shorthand for Reply), or a
+        Reply/ToolCalls/Error/Hang/Garbage/Drop/StreamError, a str (shorthand for Reply), or a
         callable(request_body) -> item evaluated when the request arrives (None: use default)."""
         with self._lock:
             self._queue.extend(items)
@@ -253,6 +276,7 @@ class FakeChatServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.request_times.clear()
             self.aside_requests.clear()
             self.aside = self._aside
             self.abandoned = 0
@@ -281,6 +305,7 @@ class FakeChatServer:
                 self.aside_requests.append(body)
                 return side
             self.requests.append(body)
+            self.request_times.append(time.monotonic())
             return self._queue.popleft() if self._queue else None
 
     def _resolve(self, item: Any, body: dict) -> Any:
@@ -395,8 +420,14 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if isinstance(item, Error):
             self._send_error(
-                item.status, item.message, retry_after_ms=item.retry_after_ms, code=item.code
+                item.status,
+                item.message,
+                retry_after_ms=item.retry_after_ms,
+                code=item.code,
+                headers=item.headers,
             )
+        elif isinstance(item, StreamError) and not stream:
+            self._send_json(500, {"error": _stream_error(item)})
         elif isinstance(item, Hang):
             self.fake._stopping.wait(item.seconds)
             self.close_connection = True
@@ -452,7 +483,7 @@ class _Handler(BaseHTTPRequestHandler):
             out.append((call, call_id, arguments))
         return out
 
-    def _send_stream(self, item: Reply | ToolCalls | Drop, body: dict) -> None:
+    def _send_stream(self, item: Reply | ToolCalls | Drop | StreamError, body: dict) -> None:
         completion_id = self.fake._next_id("chatcmpl-fake")
         created = int(time.time())
         model = body.get("model") or DEFAULT_MODEL
@@ -471,7 +502,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         deltas: list[dict[str, Any]] = []
         delay = 0.0
-        if isinstance(item, Drop):
+        if isinstance(item, Drop | StreamError):
             deltas.append({"role": "assistant", "content": ""})
             pieces = split_words(item.text)[: max(0, item.after_chunks)]
             deltas.extend({"content": piece} for piece in pieces)
@@ -510,6 +541,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise
         if isinstance(item, Drop):
             return  # no finish chunk, no [DONE], no terminating 0-length chunk
+        if isinstance(item, StreamError):
+            event: dict[str, Any] = {"error": _stream_error(item)}
+            if item.in_chunk:
+                event = {**chunk({"content": ""}, "error"), **event}
+            self._send_event(event)
+            self._end_stream()
+            return
         if delay and self.fake._stopping.wait(delay):
             return
         if item.finish:
@@ -583,8 +621,9 @@ class _Handler(BaseHTTPRequestHandler):
         retry_after_ms: int | None = None,
         retry: bool = True,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        headers = {}
+        headers = dict(headers or {})
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
             headers["retry-after"] = str(-(-retry_after_ms // 1000))  # whole seconds, rounded up
@@ -627,6 +666,10 @@ def count_tokens(body: dict) -> int:
     if body.get("tools"):
         chars += len(json.dumps(body["tools"]))
     return -(-chars // 4) + 4 * len(messages)
+
+
+def _stream_error(item: StreamError) -> dict[str, Any]:
+    return {"message": item.message, "type": item.type, "param": None, "code": item.code}
 
 
 def _model_object(model_id: str) -> dict[str, Any]:

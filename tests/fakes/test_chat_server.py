@@ -18,6 +18,7 @@ from tests.fakes.chat_server import (
     Garbage,
     Hang,
     Reply,
+    StreamError,
     ToolCall,
     ToolCalls,
 )
@@ -261,6 +262,46 @@ def test_error_event_mid_stream(server):
 
     with pytest.raises(openai.APIError, match="stream broke"):
         list(create(server, stream=True))
+
+
+@pytest.mark.parametrize("in_chunk", [False, True])
+def test_an_explicit_error_event_after_some_text(server, in_chunk):
+    server.queue(StreamError("upstream died", "partial answer that never", 2, in_chunk=in_chunk))
+
+    received = []
+    with pytest.raises(openai.APIError, match="upstream died") as excinfo:
+        for chunk in create(server, stream=True):
+            received.append(chunk.choices[0].delta.content or "")
+
+    assert "".join(received) == "partial answer "
+    assert not isinstance(excinfo.value, openai.APIStatusError | openai.APIConnectionError)
+    assert excinfo.value.body["type"] == "server_error"
+
+
+def test_a_stream_error_not_streamed_is_a_500(server):
+    server.queue(StreamError("upstream died"))
+
+    with pytest.raises(openai.InternalServerError, match="upstream died"):
+        create(server)
+
+
+def test_an_error_sends_the_headers_it_is_given(server):
+    server.queue(Error(429, retry_after_ms=None, headers={"llm_provider-retry-after": "3"}))
+
+    with pytest.raises(openai.RateLimitError) as excinfo:
+        create(server)
+
+    headers = excinfo.value.response.headers
+    assert headers["llm_provider-retry-after"] == "3" and "retry-after" not in headers
+
+
+def test_the_times_requests_arrive_are_recorded(server):
+    server.queue(Reply("one"), Reply("two"))
+    create(server)
+    create(server)
+
+    first, second = server.request_times
+    assert len(server.requests) == 2 and first <= second
 
 
 def test_drop_while_streaming(server):

@@ -9,7 +9,14 @@ import pytest
 from agents.demo_model import SUMMARY_MARKER
 from sessions_app.selectors import branch_history, current_branch
 from tests.conftest import ask, grow
-from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
+from tests.fakes.chat_server import (
+    Error,
+    Reply,
+    StreamError,
+    ToolCall,
+    ToolCalls,
+    count_tokens,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -81,8 +88,9 @@ def test_a_tool_turn_goes_through_the_gateway_both_ways(via_gateway, upstream, s
 
 def test_a_429_passes_through_the_gateway_unretried_and_reshaped(gateway, upstream):
     """The gateway is configured with num_retries: 0, so it hands the 429 to its client. It
-    renames the upstream's headers (`retry-after` becomes `llm_provider-retry-after`: our client
-    backs off on its own schedule) and rewrites the error's type and code."""
+    renames the upstream's headers (`retry-after` becomes `llm_provider-retry-after`, which the
+    openai client alone does not read: agents.retry does) and rewrites the error's type and
+    code."""
     upstream.queue(Error(429, "slow down", retry_after_ms=1000))
     with pytest.raises(openai.RateLimitError) as excinfo:
         client(gateway).chat.completions.create(
@@ -107,6 +115,56 @@ def test_a_429_is_retried_by_our_client_and_the_turn_succeeds(via_gateway, upstr
     assert turn.reply == "second time lucky"
     assert history(session) == [("user", "hi"), ("assistant", "second time lucky")]
     assert len(upstream.requests) == 2  # the 429, then our client's retry
+
+
+def retry_waits(caplog) -> list[float]:
+    """The waits before a retry that our client took from the server's headers (agents.retry)."""
+    return [r.args[0] for r in caplog.records if r.msg.startswith("the model server asks")]
+
+
+def test_a_429_retry_after_renamed_by_the_gateway_is_waited_for(
+    via_gateway, upstream, session, caplog
+):
+    upstream.queue(Error(429, "slow down", retry_after_ms=1500), Reply("after the wait"))
+    with caplog.at_level("INFO", logger="agents.retry"):
+        turn = ask(session, "hi")
+    assert turn.status == "done", turn.error
+    assert turn.reply == "after the wait"
+    assert len(upstream.requests) == 2
+    # The wait used is the header's (llm_provider-retry-after-ms: 1500), not the client's own
+    # backoff (at most 0.5 s before a first retry), and it was really waited.
+    assert retry_waits(caplog) == [pytest.approx(1.5)]
+    first, second = upstream.request_times
+    assert second - first >= 1.5
+
+
+def test_a_used_up_limit_behind_the_gateway_is_waited_out(via_gateway, upstream, session, caplog):
+    """OpenAI's own way: the limit used up and when it resets. The gateway passes on the
+    remaining count under its own name and the reset only renamed; the wait is the reset's."""
+    headers = {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1.2s",
+        "x-ratelimit-remaining-tokens": "5000",
+        "x-ratelimit-reset-tokens": "30s",
+    }
+    upstream.queue(Error(429, "slow down", retry_after_ms=None, headers=headers), Reply("reset"))
+    with caplog.at_level("INFO", logger="agents.retry"):
+        turn = ask(session, "hi")
+    assert turn.status == "done", turn.error
+    assert retry_waits(caplog) == [pytest.approx(1.2)]
+    first, second = upstream.request_times
+    assert second - first >= 1.2
+
+
+def test_a_429_asking_for_longer_than_the_timeout_fails_the_turn_at_once(
+    via_gateway, upstream, session
+):
+    upstream.queue(Error(429, "slow down", retry_after_ms=90_000), Reply("never sent"))
+    turn = ask(session, "hi")
+    assert turn.status == "failed"
+    assert len(upstream.requests) == 1  # AGENT_TIMEOUT is 20 s: not worth a retry
+    assert "HTTP 429" in turn.error and "it asks to wait 90 s" in turn.error
+    assert history(session) == [("user", "hi")]
 
 
 def test_a_429_fails_the_turn_when_our_client_may_not_retry(
@@ -182,3 +240,25 @@ def test_a_context_overflow_behind_the_gateway_is_handled(via_gateway, upstream,
     assert all(count_tokens(r) + r["max_tokens"] <= 5_500 for r in upstream.requests[1:])
     assert "What was said so far, in short." in upstream.messages()[0]["content"]
     assert current_branch(session).message_count == 3002
+
+
+def test_an_error_in_the_middle_of_a_stream_through_the_gateway_fails_the_turn_with_its_text(
+    via_gateway, upstream, session
+):
+    """The upstream fails half-way through its answer with an explicit error event; LiteLLM
+    passes it on as an error event of its own, with the upstream's message in its text."""
+    upstream.queue(StreamError("upstream overloaded, try later", "The first half of it", 3))
+    events: list[dict] = []
+    turn = ask(session, "tell me", events)
+    assert turn.status == "failed" and turn.finish_reason is None and turn.reply == ""
+    assert turn.error.startswith(
+        "The model did not answer: the model server sent an error in the middle of its answer: "
+    )
+    assert "upstream overloaded, try later" in turn.error
+    assert via_gateway.url.removeprefix("http://") not in turn.error
+    assert via_gateway.key not in turn.error
+    assert history(session) == [("user", "tell me")]
+    deltas = "".join(e["delta"] for e in events if e["type"] == "message.delta")
+    assert deltas.strip() == "The first half"
+    assert [e["type"] for e in events][-1] == "turn.failed"
+    assert len(upstream.requests) == 1
