@@ -62,11 +62,6 @@ def test_unknown_or_foreign_session_is_a_value_error(session, bob):
         AgentService(user=bob).list_internal_sessions(session.pk)
 
 
-def test_seed_repositories_are_refused_rather_than_silently_ignored(session):
-    with pytest.raises(TypeError):
-        RollbackAgent(external_session_id=session.pk, model=DemoModel(), checkpoint_repo=object())
-
-
 def test_checkpoint_methods_return_the_seed_strings(session, branch):
     say(branch, "a", "b")
     agent = AgentService().resume_agent(session.pk)
@@ -257,3 +252,181 @@ def test_creating_a_checkpoint_under_a_taken_name_says_the_name_it_got(session, 
         f"✓ Checkpoint 'draft (2)' created successfully (ID: {cp.pk}). "
         "The name 'draft' was taken in this conversation."
     )
+
+
+# --- seed 003's examples, line by line ----------------------------------------------------------
+
+
+def test_seed_constructor_takes_its_arguments_by_position(session, branch):
+    say(branch, "a", "b")
+    model = DemoModel()
+    agent = RollbackAgent(session.pk, model)
+    assert agent.model is model and agent.auto_checkpoint is True
+    assert agent.internal_session.pk != branch.pk  # a new internal session, as in the seed
+    # external_session_id, model, auto_checkpoint, internal_session_repo, checkpoint_repo,
+    # skip_session_creation: the seed's order.
+    resumed = RollbackAgent(session.pk, model, False, None, None, True)
+    assert resumed.auto_checkpoint is False
+    assert resumed.internal_session.pk == current_branch(session).pk
+    # Keywords still work, and agno's own keywords pass through.
+    named = RollbackAgent(
+        external_session_id=session.pk, model=model, skip_session_creation=True, name="helper"
+    )
+    assert named.name == "helper" and named.internal_session.pk == resumed.internal_session.pk
+
+
+def test_seed_from_checkpoint_with_the_repositories(session, branch):
+    from agents.repositories import CheckpointRepository, InternalSessionRepository
+
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    say(branch, "c", "d")
+    model = DemoModel()
+    checkpoint_repo = CheckpointRepository()
+    internal_session_repo = InternalSessionRepository()
+
+    restored_agent = RollbackAgent.from_checkpoint(
+        checkpoint_id=cp.pk,
+        external_session_id=session.pk,
+        model=model,
+        checkpoint_repo=checkpoint_repo,
+        internal_session_repo=internal_session_repo,
+    )
+
+    assert restored_agent.internal_session.forked_from_id == cp.pk
+    assert [m["content"] for m in restored_agent.get_conversation_history()] == ["a", "b"]
+    assert restored_agent.checkpoint_repo is checkpoint_repo
+    assert restored_agent.internal_session_repo is internal_session_repo
+    # The repositories read the same storage the agent writes.
+    assert checkpoint_repo.get_by_id(cp.pk) == cp
+    assert cp in checkpoint_repo.find_all()
+    assert internal_session_repo.get_by_id(restored_agent.internal_session.pk).is_current
+
+
+def test_seed_repositories_of_another_kind_are_kept_but_storage_stays_ours(
+    session, branch, log_records
+):
+    class SeedCheckpointRepository:
+        def find_all(self):
+            return []
+
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    foreign = SeedCheckpointRepository()
+    agent = RollbackAgent.from_checkpoint(
+        cp.pk, session.pk, DemoModel(), checkpoint_repo=foreign, internal_session_repo=object()
+    )
+    assert agent.checkpoint_repo is foreign
+    assert agent.internal_session.forked_from_id == cp.pk
+    agent.create_checkpoint("kept")
+    assert Checkpoint.objects.filter(checkpoint_name="kept").exists()
+    said = [r.getMessage() for r in log_records if r.name == "agents.rollback_agent"]
+    assert any("checkpoint_repo" in line and "not used" in line for line in said), said
+
+
+def test_seed_custom_calculate_replaces_the_built_in(session, log_records):
+    calls = []
+
+    def calculate(expression: str) -> str:
+        """Calculate mathematical expression."""
+        calls.append(expression)
+        return str(eval(expression))
+
+    model = DemoModel()
+    agent = RollbackAgent(
+        external_session_id=session.pk,
+        model=model,
+        tools=[calculate],
+        auto_checkpoint=True,  # Auto-checkpoint after calculate
+    )
+
+    agent.run("What's 5 * 10?")  # Auto-checkpoint created
+
+    assert calls == ["5 * 10"]
+    assert agent.last_turn.tools_used == ["calculate"]
+    assert agent.last_turn.checkpoint.checkpoint_name == "after-calculate"
+    assert sum(getattr(t, "__name__", None) == "calculate" for t in agent.tools) == 1
+    said = [r.getMessage() for r in log_records if r.name == "agents.rollback_agent"]
+    assert any("'calculate'" in line and "replaces the built-in" in line for line in said), said
+
+
+def test_agent_tools_setting_offers_custom_tools_and_replaces_a_built_in(
+    settings, session, log_records
+):
+    from agents.tools import check_agent_tools
+    from tests.agents import custom_tools
+    from tests.conftest import ask
+
+    settings.AGENT_TOOLS = [
+        "tests.agents.custom_tools.calculate",
+        "tests.agents.custom_tools.shout",
+    ]
+    check_agent_tools()  # what the start runs
+    said = [r.getMessage() for r in log_records]
+    assert any("AGENT_TOOLS" in line and "replaces the built-in" in line for line in said)
+    custom_tools.CALLS.clear()
+    turn = ask(session, "calculate 6*7")  # a turn as the web and the API run it
+    assert turn.status == "done" and turn.tools_used == ["calculate"]
+    assert custom_tools.CALLS == ["6*7"]
+    agent = RollbackAgent(session.pk, DemoModel(), skip_session_creation=True)
+    names = [getattr(t, "__name__", None) for t in agent.tools]
+    assert names.count("calculate") == 1 and "shout" in names
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        ["tests.agents.custom_tools.missing"],
+        ["tests.agents.no_such_module.tool"],
+        ["tests.agents.custom_tools.NOT_A_TOOL"],
+        ["not a dotted path"],
+    ],
+)
+def test_agent_tools_setting_that_cannot_be_loaded_is_a_clear_error(settings, paths):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agents.tools import check_agent_tools
+
+    settings.AGENT_TOOLS = paths
+    with pytest.raises(ImproperlyConfigured, match="AGENT_TOOLS") as caught:
+        check_agent_tools()
+    assert paths[0] in str(caught.value)
+
+
+def _start(tmp_path, agent_tools: str):
+    """`manage.py check` in a fresh process: the start, with AGENT_TOOLS from the environment."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        AGENT_TOOLS=agent_tools,
+        ROLLBACK_VAR_DIR=str(tmp_path),
+        DJANGO_SETTINGS_MODULE="rollback_site.settings",
+    )
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_agent_tools_from_the_environment_are_checked_and_logged_at_the_start(tmp_path):
+    good = _start(
+        tmp_path, '["tests.agents.custom_tools.calculate", "tests.agents.custom_tools.shout"]'
+    )
+    assert good.returncode == 0, good.stderr
+    assert "AGENT_TOOLS: tests.agents.custom_tools.calculate replaces the built-in tool" in (
+        good.stderr + good.stdout
+    )
+    bad = _start(tmp_path, "tests.agents.custom_tools.shout, tests.agents.custom_tools.missing")
+    assert bad.returncode != 0
+    assert "AGENT_TOOLS: 'tests.agents.custom_tools.missing' could not be imported" in bad.stderr
+    not_json = _start(tmp_path, '["tests.agents.custom_tools.shout"')
+    assert not_json.returncode != 0
+    assert "AGENT_TOOLS is not a valid JSON list" in not_json.stderr
