@@ -1,7 +1,8 @@
 """AgentService: the seed's high-level API for building, resuming and rolling back agents.
 
 With `user`, every lookup is scoped to that user (another user's session is "not found").
-Errors as in the seed: ValueError for an unknown session, None for an unknown checkpoint.
+Errors as in the seed: ValueError for an unknown session, except `resume_agent` (None) and
+`rollback_to_checkpoint` (None for an unknown checkpoint).
 """
 
 from __future__ import annotations
@@ -63,11 +64,19 @@ class AgentService:
     def resume_agent(
         self, external_session_id: int, internal_session_id: int | None = None
     ) -> RollbackAgent | None:
-        """An agent on the session's current branch, or on the given branch (made current)."""
-        session = self._session(external_session_id)
+        """An agent on the session's current branch, or on the given branch (made current).
+        None when the session (or the branch in it) is not found, as in seed 003."""
+        try:
+            session = self._session(external_session_id)
+        except ValueError:
+            return None
         if internal_session_id is None:
             return self._agent(session, skip_session_creation=True)
-        if not InternalSession.objects.filter(pk=internal_session_id, session=session).exists():
+        try:
+            known = InternalSession.objects.filter(pk=int(internal_session_id), session=session)
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if not known.exists():
             return None
         return self._agent(
             session, skip_session_creation=True, internal_session_id=int(internal_session_id)

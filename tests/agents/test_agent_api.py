@@ -55,8 +55,6 @@ def test_unknown_or_foreign_session_is_a_value_error(session, bob):
     with pytest.raises(ValueError, match="not found"):
         RollbackAgent(external_session_id=session.pk, model=DemoModel(), user=bob)
     with pytest.raises(ValueError):
-        AgentService(user=bob).resume_agent(session.pk)
-    with pytest.raises(ValueError):
         AgentService(user=bob).create_new_agent(session.pk)
     with pytest.raises(ValueError):
         AgentService(user=bob).list_internal_sessions(session.pk)
@@ -322,6 +320,14 @@ def test_seed_repositories_of_another_kind_are_kept_but_storage_stays_ours(
     assert Checkpoint.objects.filter(checkpoint_name="kept").exists()
     said = [r.getMessage() for r in log_records if r.name == "agents.rollback_agent"]
     assert any("checkpoint_repo" in line and "not used" in line for line in said), said
+
+
+def test_seed_resume_agent_of_an_unknown_session_is_none(session, bob):
+    service = AgentService()
+    assert service.resume_agent(999_999) is None
+    assert service.resume_agent(999_999, internal_session_id=1) is None
+    assert AgentService(user=bob).resume_agent(session.pk) is None  # another user's: unknown
+    assert service.resume_agent(session.pk) is not None
 
 
 def test_seed_custom_calculate_replaces_the_built_in(session, log_records):

@@ -226,8 +226,8 @@ class Command(BaseCommand):
 
     def _resume(self) -> RollbackAgent:
         agent = self._call(self.service.resume_agent, self.session.pk)
-        if agent is None:  # only with a branch id, which this command never passes
-            raise CommandError("The session has no current branch.")
+        if agent is None:  # the session was deleted meanwhile
+            raise CommandError(f"Session {self.session.pk} not found.")
         return agent
 
     def _where(self) -> str:
