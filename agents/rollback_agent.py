@@ -119,6 +119,7 @@ class RollbackAgent(Agent):
         user: User | None = None,
         tools: list[Any] | None = None,
         activate_branch: bool = True,
+        carry_out_rollbacks: bool = False,
         **kwargs: Any,
     ) -> None:
         """Seed 003's constructor: its six arguments in its order, by position or by keyword;
@@ -130,10 +131,15 @@ class RollbackAgent(Agent):
           agents.repositories); one of another kind is logged as not used for storage.
         - `tools`: custom tools beside the built-in ones (and those of AGENT_TOOLS); one with a
           built-in's name replaces that built-in for this agent, and the start logs it.
+        - `carry_out_rollbacks`: False (seed 003), a rollback the model asks for stays a request
+          in `session_state` for `AgentService.handle_agent_response` and
+          `AgentService.rollback_to_checkpoint`; True (the web and API turns), the turn carries
+          it out itself when it ends.
         """
         session = load_session(external_session_id, user=user)
         self.external_session: ExternalSession = session
         self.auto_checkpoint = auto_checkpoint
+        self.carry_out_rollbacks = carry_out_rollbacks
         self.internal_session_repo = _repository(
             "internal_session_repo", internal_session_repo, InternalSessionRepository, user
         )
@@ -206,9 +212,12 @@ class RollbackAgent(Agent):
     # --- the seed's API ----------------------------------------------------------------------
 
     def run(self, message: str, **kwargs: Any) -> RunOutput | None:  # type: ignore[override]
-        """Run one turn: store the user's message, answer it, store the answer, checkpoint
-        automatically after tool use, and carry out a rollback the model was asked for.
-        Returns agno's RunOutput (`.content` is the reply); the Turn is `self.last_turn`."""
+        """Run one turn: store the user's message, answer it, store the answer, and checkpoint
+        automatically after tool use. A rollback the model was asked for stays requested in
+        `session_state` (seed 003: `AgentService.handle_agent_response` reports it and
+        `AgentService.rollback_to_checkpoint` carries it out), unless this agent carries out
+        rollbacks itself (`carry_out_rollbacks`, the web and API turns). Returns agno's RunOutput
+        (`.content` is the reply); the Turn is `self.last_turn`."""
         return run_turn_with_agent(self, message)
 
     def refresh_branch(self) -> InternalSession:
@@ -330,8 +339,8 @@ class RollbackAgent(Agent):
         return "\n".join(lines)
 
     def rollback_to_checkpoint_tool(self, checkpoint_id_or_name: int | str) -> str:
-        """Roll the conversation back to a checkpoint, by its id or its name. The rollback is
-        carried out when this reply ends; the old line of conversation is kept.
+        """Roll the conversation back to a checkpoint, by its id or its name. The rollback
+        happens after this reply ends; the old line of conversation is kept.
 
         Args:
             checkpoint_id_or_name: the checkpoint's id (a number) or its name.
@@ -348,9 +357,10 @@ class RollbackAgent(Agent):
         self.session_state["rollback_checkpoint_id"] = checkpoint.pk
         answer = (
             f"✓ Rollback to checkpoint '{checkpoint.checkpoint_name}' (ID: {checkpoint.pk}, "
-            f"{branch_label(checkpoint.branch)}, created {_when(checkpoint)} UTC) requested. "
-            "It will happen as soon as this reply ends."
+            f"{branch_label(checkpoint.branch)}, created {_when(checkpoint)} UTC) requested."
         )
+        if self.carry_out_rollbacks:
+            answer += " It will happen as soon as this reply ends."
         others = namesakes(checkpoint)
         if others and not str(checkpoint_id_or_name).strip().isdigit():
             answer += (

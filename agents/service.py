@@ -3,6 +3,9 @@
 With `user`, every lookup is scoped to that user (another user's session is "not found").
 Errors as in the seed: ValueError for an unknown session, except `resume_agent` (None) and
 `rollback_to_checkpoint` (None for an unknown checkpoint).
+
+A rollback the model asks for during `agent.run(...)` stays a request, as in the seed:
+`handle_agent_response` reports it, and `rollback_to_checkpoint` carries it out as a new branch.
 """
 
 from __future__ import annotations
@@ -96,9 +99,11 @@ class AgentService:
         return self._agent(session, skip_session_creation=True, internal_session_id=branch.pk)
 
     def handle_agent_response(self, agent: RollbackAgent, response: Any) -> bool:
-        """Carry out a rollback the run asked for (once). True when one was carried out.
-        Raises CheckpointNotFound when the checkpoint vanished in the meantime."""
-        return agent.carry_out_rollback()
+        """True when the agent's last run asked for a rollback (seed 003): its checkpoint's id
+        is then `agent.session_state["rollback_checkpoint_id"]`, for `rollback_to_checkpoint`.
+        Nothing is changed here. An agent that carried the rollback out itself
+        (`carry_out_rollbacks`) has no request left, so this answers False for it."""
+        return agent.requested_rollback is not None
 
     def list_internal_sessions(self, external_session_id: int) -> list[InternalSession]:
         return list(session_branches(self._session(external_session_id)))

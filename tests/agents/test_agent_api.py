@@ -94,7 +94,9 @@ def test_a_too_long_checkpoint_name_is_a_clear_tool_error(session):
     assert not Checkpoint.objects.exists()
 
 
-def test_rollback_tool_records_a_request_and_handle_agent_response_carries_it_out(session, branch):
+def test_handle_agent_response_reports_the_request_and_rollback_to_checkpoint_carries_it_out(
+    session, branch
+):
     say(branch, "a", "b")
     service = AgentService()
     agent = service.resume_agent(session.pk)
@@ -104,10 +106,30 @@ def test_rollback_tool_records_a_request_and_handle_agent_response_carries_it_ou
     assert answer.startswith("✓ Rollback to checkpoint 'two'")
     assert agent.session_state["rollback_requested"] is True
     assert service.handle_agent_response(agent, None) is True
+    assert service.handle_agent_response(agent, None) is True  # it only looks
+    assert current_branch(session).pk == branch.pk
+    assert InternalSession.objects.filter(session=session).count() == 1
+    new_agent = service.rollback_to_checkpoint(
+        session.pk, agent.session_state.get("rollback_checkpoint_id")
+    )
+    assert new_agent.internal_session.pk == current_branch(session).pk != branch.pk
+    assert [m["content"] for m in new_agent.get_conversation_history()] == ["a", "b"]
+    assert "rollback_requested" not in new_agent.get_session_state()
+
+
+def test_an_agent_that_carries_out_rollbacks_leaves_no_request_to_handle(session, branch):
+    """The web and API turns' agents (carry_out_rollbacks) restore the checkpoint themselves
+    when the turn ends."""
+    say(branch, "a", "b")
+    checkpoint_create(branch=branch, name="two")
+    say(branch, "c", "d")
+    agent = RollbackAgent(
+        session.pk, DemoModel(), skip_session_creation=True, carry_out_rollbacks=True
+    )
+    agent.run("roll back to two")
+    assert agent.last_turn.rolled_back_to.checkpoint_name == "two"
     assert agent.internal_session.pk == current_branch(session).pk != branch.pk
-    assert [m["content"] for m in agent.get_conversation_history()] == ["a", "b"]
-    assert "rollback_requested" not in agent.get_session_state()
-    assert service.handle_agent_response(agent, None) is False  # carried out once
+    assert AgentService().handle_agent_response(agent, None) is False
 
 
 def test_cleanup_tool_keeps_the_latest_automatic_checkpoints(session, branch):
@@ -328,6 +350,39 @@ def test_seed_resume_agent_of_an_unknown_session_is_none(session, bob):
     assert service.resume_agent(999_999, internal_session_id=1) is None
     assert AgentService(user=bob).resume_agent(session.pk) is None  # another user's: unknown
     assert service.resume_agent(session.pk) is not None
+
+
+def test_seed_rollback_flow_line_by_line(alice, session):
+    """The seed's "Basic Conversation" and `handle_agent_response` examples, with the demo
+    model: the run asks for the rollback, the service reports it and carries it out."""
+    external_session_id = session.pk
+    service = AgentService()
+    agent = service.create_new_agent(external_session_id=external_session_id)
+    agent.run("Hello, I want to learn Python")
+    agent.run("What are variables?")
+    agent.create_checkpoint("after-variables")
+    agent.run("Now explain functions")
+    checkpoint = Checkpoint.objects.get(checkpoint_name="after-variables")
+    branches_before = set(InternalSession.objects.values_list("pk", flat=True))
+
+    response = agent.run(f"Rollback to checkpoint {checkpoint.pk}")
+    if service.handle_agent_response(agent, response):
+        checkpoint_id = agent.session_state.get("rollback_checkpoint_id")
+        new_agent = service.rollback_to_checkpoint(external_session_id, checkpoint_id)
+    else:
+        new_agent = None
+
+    assert agent.last_turn.tools_used == ["rollback_to_checkpoint_tool"]
+    assert checkpoint_id == checkpoint.pk
+    assert new_agent is not None
+    made = set(InternalSession.objects.values_list("pk", flat=True)) - branches_before
+    assert made == {new_agent.internal_session.pk}  # one restore, not two
+    assert new_agent.internal_session.forked_from_id == checkpoint.pk
+    assert current_branch(session).pk == new_agent.internal_session.pk
+    assert [m["content"] for m in new_agent.get_conversation_history()][:1] == [
+        "Hello, I want to learn Python"
+    ]
+    assert len(new_agent.get_conversation_history()) == checkpoint.message_count == 4
 
 
 def test_seed_custom_calculate_replaces_the_built_in(session, log_records):
