@@ -433,6 +433,27 @@ def test_agent_tools_setting_offers_custom_tools_and_replaces_a_built_in(
     names = [getattr(t, "__name__", None) for t in agent.tools]
     assert names.count("calculate") == 1 and "shout" in names
 
+    # The agent's own tools win over the setting's, as the setting's win over the built-ins.
+    def calculate(expression: str) -> str:
+        """The agent's own."""
+        return "own"
+
+    own = RollbackAgent(session.pk, DemoModel(), skip_session_creation=True, tools=[calculate])
+    assert [t for t in own.tools if getattr(t, "__name__", None) == "calculate"] == [calculate]
+
+
+def test_a_replaced_checkpoint_tool_is_an_ordinary_tool_for_the_automatic_checkpoint(session):
+    def create_checkpoint(name: str) -> str:
+        """Someone else's checkpoints."""
+        return name
+
+    agent = RollbackAgent(session.pk, DemoModel(), tools=[create_checkpoint])
+    assert "create_checkpoint" not in agent.checkpoint_tools
+    assert "list_checkpoints_tool" in agent.checkpoint_tools
+    assert [t for t in agent.tools if getattr(t, "__name__", None) == "create_checkpoint"] == [
+        create_checkpoint
+    ]
+
 
 @pytest.mark.parametrize(
     "paths",
