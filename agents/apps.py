@@ -11,3 +11,8 @@ class AgentsConfig(AppConfig):
         # Register the Celery tasks in every process, so agents.dispatch finds `agents.run_turn`
         # by name in the web process too (a worker would discover them on its own).
         from . import tasks  # noqa: F401
+        from .tools import check_agent_tools
+
+        # Every process that can build an agent (web, worker, commands) stops at the start with a
+        # clear message when AGENT_TOOLS names something it cannot load, never at a turn.
+        check_agent_tools()

@@ -7,6 +7,7 @@ checkpoint methods are also the tools the model sees, under the names of the pub
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,24 +35,16 @@ from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
 from .model import max_tool_calls
+from .repositories import CheckpointRepository, InternalSessionRepository
 from .runner import run_turn_with_agent
+from .tools import CHECKPOINT_TOOLS, MEMORY_TOOLS, configured_tools, names_of, without_replaced
 
 if TYPE_CHECKING:
     from accounts.models import User
 
-CHECKPOINT_TOOLS = frozenset(
-    {
-        "create_checkpoint",
-        "list_checkpoints_tool",
-        "rollback_to_checkpoint_tool",
-        "delete_checkpoint_tool",
-        "get_checkpoint_info_tool",
-        "cleanup_auto_checkpoints_tool",
-    }
-)
-# The memory tools change no conversation state: memories belong to the user, not the branch, so
-# a checkpoint after them would mark nothing a restore could undo.
-MEMORY_TOOLS = frozenset({"remember", "recall"})
+__all__ = ["CHECKPOINT_TOOLS", "MEMORY_TOOLS", "RollbackAgent"]
+log = logging.getLogger(__name__)
+
 ROLLBACK_KEYS = ("rollback_requested", "rollback_checkpoint_id")
 
 INSTRUCTIONS = [
@@ -87,6 +80,21 @@ def load_session(external_session_id: int | str, *, user: User | None) -> Extern
         raise ValueError(f"Session {external_session_id} not found.") from None
 
 
+def _repository(argument: str, given: object, ours: type, user: User | None) -> object:
+    """The repository an agent keeps: the one given, else this app's own."""
+    if given is None:
+        return ours(user)
+    if not isinstance(given, ours):
+        log.warning(
+            "RollbackAgent(%s=%r): not used for storage; sessions and checkpoints are stored in "
+            "this app's database (agents.repositories.%s reads them)",
+            argument,
+            given,
+            ours.__name__,
+        )
+    return given
+
+
 def _when(cp: Checkpoint) -> str:
     return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
 
@@ -100,26 +108,44 @@ class RollbackAgent(Agent):
 
     def __init__(
         self,
-        *,
         external_session_id: int,
         model: Model | None,
         auto_checkpoint: bool = True,
         internal_session_repo: object = None,
         checkpoint_repo: object = None,
         skip_session_creation: bool = False,
+        *,
         internal_session_id: int | None = None,
         user: User | None = None,
         tools: list[Any] | None = None,
         activate_branch: bool = True,
+        carry_out_rollbacks: bool = False,
         **kwargs: Any,
     ) -> None:
-        # The repositories of seed 003 are the Django ORM here; the arguments are accepted so
-        # code written against the seed keeps working, and must be left as None.
-        if internal_session_repo is not None or checkpoint_repo is not None:
-            raise TypeError("Rollback stores sessions and checkpoints in Django; pass no repos.")
+        """Seed 003's constructor: its six arguments in its order, by position or by keyword;
+        the rest are keyword-only (agno's `Agent` arguments pass through `kwargs`).
+
+        - `internal_session_repo`, `checkpoint_repo`: the storage is always this app's database,
+          written through its services. The agent keeps the repositories it is given as
+          `agent.internal_session_repo` and `agent.checkpoint_repo` (by default this app's own,
+          agents.repositories); one of another kind is logged as not used for storage.
+        - `tools`: custom tools beside the built-in ones (and those of AGENT_TOOLS); one with a
+          built-in's name replaces that built-in for this agent, and the start logs it.
+        - `carry_out_rollbacks`: False (seed 003), a rollback the model asks for stays a request
+          in `session_state` for `AgentService.handle_agent_response` and
+          `AgentService.rollback_to_checkpoint`; True (the web and API turns), the turn carries
+          it out itself when it ends.
+        """
         session = load_session(external_session_id, user=user)
         self.external_session: ExternalSession = session
         self.auto_checkpoint = auto_checkpoint
+        self.carry_out_rollbacks = carry_out_rollbacks
+        self.internal_session_repo = _repository(
+            "internal_session_repo", internal_session_repo, InternalSessionRepository, user
+        )
+        self.checkpoint_repo = _repository(
+            "checkpoint_repo", checkpoint_repo, CheckpointRepository, user
+        )
         self.internal_session: InternalSession = self._pick_branch(
             session, internal_session_id, skip_session_creation, activate_branch
         )
@@ -130,24 +156,31 @@ class RollbackAgent(Agent):
         self.turn_position: int | None = None
         self.on_event: Callable[[dict], None] | None = None
         self.created_checkpoints: list[Checkpoint] = []
+        custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
+        builtins = [
+            calculate,
+            self.create_checkpoint,
+            self.list_checkpoints_tool,
+            self.rollback_to_checkpoint_tool,
+            self.delete_checkpoint_tool,
+            self.get_checkpoint_info_tool,
+            self.cleanup_auto_checkpoints_tool,
+            self.remember,
+            self.recall,
+        ]
+        kept = without_replaced(builtins, custom)
+        replaced = names_of(builtins) - names_of(kept)
+        for name in sorted(replaced & names_of(tools or [])):
+            log.info("The custom tool %r replaces the built-in tool for this agent", name)
+        # A checkpoint tool replaced by a custom one is a tool like any other: it checkpoints.
+        self.checkpoint_tools = CHECKPOINT_TOOLS - replaced
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
         kwargs.setdefault("tool_call_limit", max_tool_calls())
         super().__init__(
             model=model,
-            tools=[
-                calculate,
-                self.create_checkpoint,
-                self.list_checkpoints_tool,
-                self.rollback_to_checkpoint_tool,
-                self.delete_checkpoint_tool,
-                self.get_checkpoint_info_tool,
-                self.cleanup_auto_checkpoints_tool,
-                self.remember,
-                self.recall,
-                *(tools or []),
-            ],
+            tools=[*kept, *custom],
             db=None,
             telemetry=False,
             session_state=dict(self.internal_session.session_state or {}),
@@ -171,14 +204,20 @@ class RollbackAgent(Agent):
         return branch_create(session=session)
 
     def deep_copy(self, *, update: dict[str, Any] | None = None) -> RollbackAgent:  # noqa: ARG002
+        """Refused: agno's copy rebuilds an agent from the dataclass fields its constructor
+        takes, which would leave out the session (not a field) and copy this agent's bound
+        checkpoint tools onto the copy."""
         raise NotImplementedError("Build a new RollbackAgent for each turn instead of copying.")
 
     # --- the seed's API ----------------------------------------------------------------------
 
     def run(self, message: str, **kwargs: Any) -> RunOutput | None:  # type: ignore[override]
-        """Run one turn: store the user's message, answer it, store the answer, checkpoint
-        automatically after tool use, and carry out a rollback the model was asked for.
-        Returns agno's RunOutput (`.content` is the reply); the Turn is `self.last_turn`."""
+        """Run one turn: store the user's message, answer it, store the answer, and checkpoint
+        automatically after tool use. A rollback the model was asked for stays requested in
+        `session_state` (seed 003: `AgentService.handle_agent_response` reports it and
+        `AgentService.rollback_to_checkpoint` carries it out), unless this agent carries out
+        rollbacks itself (`carry_out_rollbacks`, the web and API turns). Returns agno's RunOutput
+        (`.content` is the reply); the Turn is `self.last_turn`."""
         return run_turn_with_agent(self, message)
 
     def refresh_branch(self) -> InternalSession:
@@ -244,7 +283,9 @@ class RollbackAgent(Agent):
         user: User | None = None,
         **kwargs: Any,
     ) -> RollbackAgent:
-        """A new agent on a new branch restored from the checkpoint (nothing is lost)."""
+        """Seed 003's `from_checkpoint`: a new agent on a new branch restored from the checkpoint
+        (nothing is lost; the new branch is current). The repositories are kept on the new agent
+        as in the constructor; the storage is this app's database either way."""
         session = load_session(external_session_id, user=user)
         checkpoint = find_session_checkpoint(session, int(checkpoint_id))
         restored = checkpoint_restore(checkpoint=checkpoint, session=session).branch
@@ -298,8 +339,8 @@ class RollbackAgent(Agent):
         return "\n".join(lines)
 
     def rollback_to_checkpoint_tool(self, checkpoint_id_or_name: int | str) -> str:
-        """Roll the conversation back to a checkpoint, by its id or its name. The rollback is
-        carried out when this reply ends; the old line of conversation is kept.
+        """Roll the conversation back to a checkpoint, by its id or its name. The rollback
+        happens after this reply ends; the old line of conversation is kept.
 
         Args:
             checkpoint_id_or_name: the checkpoint's id (a number) or its name.
@@ -316,9 +357,10 @@ class RollbackAgent(Agent):
         self.session_state["rollback_checkpoint_id"] = checkpoint.pk
         answer = (
             f"✓ Rollback to checkpoint '{checkpoint.checkpoint_name}' (ID: {checkpoint.pk}, "
-            f"{branch_label(checkpoint.branch)}, created {_when(checkpoint)} UTC) requested. "
-            "It will happen as soon as this reply ends."
+            f"{branch_label(checkpoint.branch)}, created {_when(checkpoint)} UTC) requested."
         )
+        if self.carry_out_rollbacks:
+            answer += " It will happen as soon as this reply ends."
         others = namesakes(checkpoint)
         if others and not str(checkpoint_id_or_name).strip().isdigit():
             answer += (

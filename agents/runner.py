@@ -3,8 +3,8 @@
 The model gets exactly the branch's stored history up to the turn's user message. Its new
 messages (assistant steps with their tool calls, tool results, the final reply) are stored in one
 transaction when the run ends, followed by the automatic checkpoint and, when the model was asked
-to roll back, the restore. A failed run stores none of its messages; the user's message, stored
-when the turn started, stays.
+to roll back and the agent carries out rollbacks (the web and API turns), the restore. A failed
+run stores none of its messages; the user's message, stored when the turn started, stays.
 """
 
 from __future__ import annotations
@@ -508,8 +508,9 @@ def _complete(
     agent: RollbackAgent, turn: Turn, output: RunOutput, meta: dict, got: Streamed
 ) -> RunOutput:
     """Store the run's messages, take the automatic checkpoint, carry out a rollback the model
-    asked for and finish the turn, in one transaction; the services announce each change once it
-    commits (checkpoint.created, branch.changed, turn.finished)."""
+    asked for (when the agent carries out rollbacks) and finish the turn, in one transaction;
+    the services announce each change once it commits (checkpoint.created, branch.changed,
+    turn.finished)."""
     ran = {t.tool_call_id for t in output.tools or [] if t.tool_call_id and not t.tool_call_error}
     new = from_agno(output.messages or [], model=meta["model"], ran=ran)
     report_unrun_tools(turn, new, got)
@@ -565,7 +566,10 @@ def _complete(
                         "turn": turn.pk,
                     },
                 )
-            if requested is not None:
+            if requested is not None and not agent.carry_out_rollbacks:
+                # Seed 003's API: the caller carries it out (AgentService.rollback_to_checkpoint).
+                meta["rollback_requested"] = requested
+            elif requested is not None:
                 try:
                     if agent.carry_out_rollback():
                         rolled_back_to = agent.last_rollback

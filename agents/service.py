@@ -1,7 +1,11 @@
 """AgentService: the seed's high-level API for building, resuming and rolling back agents.
 
 With `user`, every lookup is scoped to that user (another user's session is "not found").
-Errors as in the seed: ValueError for an unknown session, None for an unknown checkpoint.
+Errors as in the seed: ValueError for an unknown session, except `resume_agent` (None) and
+`rollback_to_checkpoint` (None for an unknown checkpoint).
+
+A rollback the model asks for during `agent.run(...)` stays a request, as in the seed:
+`handle_agent_response` reports it, and `rollback_to_checkpoint` carries it out as a new branch.
 """
 
 from __future__ import annotations
@@ -63,11 +67,19 @@ class AgentService:
     def resume_agent(
         self, external_session_id: int, internal_session_id: int | None = None
     ) -> RollbackAgent | None:
-        """An agent on the session's current branch, or on the given branch (made current)."""
-        session = self._session(external_session_id)
+        """An agent on the session's current branch, or on the given branch (made current).
+        None when the session (or the branch in it) is not found, as in seed 003."""
+        try:
+            session = self._session(external_session_id)
+        except ValueError:
+            return None
         if internal_session_id is None:
             return self._agent(session, skip_session_creation=True)
-        if not InternalSession.objects.filter(pk=internal_session_id, session=session).exists():
+        try:
+            known = InternalSession.objects.filter(pk=int(internal_session_id), session=session)
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if not known.exists():
             return None
         return self._agent(
             session, skip_session_creation=True, internal_session_id=int(internal_session_id)
@@ -87,9 +99,11 @@ class AgentService:
         return self._agent(session, skip_session_creation=True, internal_session_id=branch.pk)
 
     def handle_agent_response(self, agent: RollbackAgent, response: Any) -> bool:
-        """Carry out a rollback the run asked for (once). True when one was carried out.
-        Raises CheckpointNotFound when the checkpoint vanished in the meantime."""
-        return agent.carry_out_rollback()
+        """True when the agent's last run asked for a rollback (seed 003): its checkpoint's id
+        is then `agent.session_state["rollback_checkpoint_id"]`, for `rollback_to_checkpoint`.
+        Nothing is changed here. An agent that carried the rollback out itself
+        (`carry_out_rollbacks`) has no request left, so this answers False for it."""
+        return agent.requested_rollback is not None
 
     def list_internal_sessions(self, external_session_id: int) -> list[InternalSession]:
         return list(session_branches(self._session(external_session_id)))

@@ -31,6 +31,7 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
         skip_session_creation=True,
         internal_session_id=turn.branch_id,
         activate_branch=False,
+        carry_out_rollbacks=True,
     )
 
 

@@ -8,6 +8,7 @@ production" below).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -81,6 +82,21 @@ def env_seconds(name: str, default: float) -> float:
 def env_list(name: str, default: str = "") -> list[str]:
     """A comma-separated list."""
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_json_or_list(name: str) -> list[str]:
+    """A JSON list of strings (`["a.b", "c.d"]`) or a comma-separated list. Anything else that
+    starts like JSON stops the start with a clear message."""
+    value = os.environ.get(name, "").strip()
+    if not value.startswith("["):
+        return env_list(name)
+    try:
+        items = json.loads(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not a valid JSON list: {exc}") from None
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ImproperlyConfigured(f"{name} must be a JSON list of strings, or comma-separated.")
+    return [item.strip() for item in items if item.strip()]
 
 
 # --- Local mode or production -----------------------------------------------------------------
@@ -410,6 +426,11 @@ AGENT_MAX_REPLY_CHARS = env_int("AGENT_MAX_REPLY_CHARS", 200_000)
 # (at most AGENT_MAX_TOOL_CALLS + 1 per turn): the turn ends with a note and finish_reason
 # "tool_limit". 0 or less: no tool runs, the first tool call ends the turn.
 AGENT_MAX_TOOL_CALLS = env_int("AGENT_MAX_TOOL_CALLS", 20)
+# Custom tools offered to every agent beside the built-in ones: the dotted paths of functions (or
+# agno toolkits), comma-separated or as a JSON list, e.g. AGENT_TOOLS=mypkg.tools.lookup_order.
+# Loaded and checked when the app starts (agents.tools); one named like a built-in tool replaces
+# it, and the start logs that.
+AGENT_TOOLS = env_json_or_list("AGENT_TOOLS")
 # A worker running a turn touches its heartbeat every TURN_HEARTBEAT_SECONDS, on a thread of its
 # own, however slow the model. A running turn with no heartbeat for AGENT_TURN_STALE_SECONDS lost
 # its worker: the recovery job (every TURN_RECOVERY_SECONDS) queues it again for another worker,

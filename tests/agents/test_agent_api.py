@@ -55,16 +55,9 @@ def test_unknown_or_foreign_session_is_a_value_error(session, bob):
     with pytest.raises(ValueError, match="not found"):
         RollbackAgent(external_session_id=session.pk, model=DemoModel(), user=bob)
     with pytest.raises(ValueError):
-        AgentService(user=bob).resume_agent(session.pk)
-    with pytest.raises(ValueError):
         AgentService(user=bob).create_new_agent(session.pk)
     with pytest.raises(ValueError):
         AgentService(user=bob).list_internal_sessions(session.pk)
-
-
-def test_seed_repositories_are_refused_rather_than_silently_ignored(session):
-    with pytest.raises(TypeError):
-        RollbackAgent(external_session_id=session.pk, model=DemoModel(), checkpoint_repo=object())
 
 
 def test_checkpoint_methods_return_the_seed_strings(session, branch):
@@ -101,7 +94,9 @@ def test_a_too_long_checkpoint_name_is_a_clear_tool_error(session):
     assert not Checkpoint.objects.exists()
 
 
-def test_rollback_tool_records_a_request_and_handle_agent_response_carries_it_out(session, branch):
+def test_handle_agent_response_reports_the_request_and_rollback_to_checkpoint_carries_it_out(
+    session, branch
+):
     say(branch, "a", "b")
     service = AgentService()
     agent = service.resume_agent(session.pk)
@@ -111,10 +106,30 @@ def test_rollback_tool_records_a_request_and_handle_agent_response_carries_it_ou
     assert answer.startswith("✓ Rollback to checkpoint 'two'")
     assert agent.session_state["rollback_requested"] is True
     assert service.handle_agent_response(agent, None) is True
+    assert service.handle_agent_response(agent, None) is True  # it only looks
+    assert current_branch(session).pk == branch.pk
+    assert InternalSession.objects.filter(session=session).count() == 1
+    new_agent = service.rollback_to_checkpoint(
+        session.pk, agent.session_state.get("rollback_checkpoint_id")
+    )
+    assert new_agent.internal_session.pk == current_branch(session).pk != branch.pk
+    assert [m["content"] for m in new_agent.get_conversation_history()] == ["a", "b"]
+    assert "rollback_requested" not in new_agent.get_session_state()
+
+
+def test_an_agent_that_carries_out_rollbacks_leaves_no_request_to_handle(session, branch):
+    """The web and API turns' agents (carry_out_rollbacks) restore the checkpoint themselves
+    when the turn ends."""
+    say(branch, "a", "b")
+    checkpoint_create(branch=branch, name="two")
+    say(branch, "c", "d")
+    agent = RollbackAgent(
+        session.pk, DemoModel(), skip_session_creation=True, carry_out_rollbacks=True
+    )
+    agent.run("roll back to two")
+    assert agent.last_turn.rolled_back_to.checkpoint_name == "two"
     assert agent.internal_session.pk == current_branch(session).pk != branch.pk
-    assert [m["content"] for m in agent.get_conversation_history()] == ["a", "b"]
-    assert "rollback_requested" not in agent.get_session_state()
-    assert service.handle_agent_response(agent, None) is False  # carried out once
+    assert AgentService().handle_agent_response(agent, None) is False
 
 
 def test_cleanup_tool_keeps_the_latest_automatic_checkpoints(session, branch):
@@ -257,3 +272,243 @@ def test_creating_a_checkpoint_under_a_taken_name_says_the_name_it_got(session, 
         f"✓ Checkpoint 'draft (2)' created successfully (ID: {cp.pk}). "
         "The name 'draft' was taken in this conversation."
     )
+
+
+# --- seed 003's examples, line by line ----------------------------------------------------------
+
+
+def test_seed_constructor_takes_its_arguments_by_position(session, branch):
+    say(branch, "a", "b")
+    model = DemoModel()
+    agent = RollbackAgent(session.pk, model)
+    assert agent.model is model and agent.auto_checkpoint is True
+    assert agent.internal_session.pk != branch.pk  # a new internal session, as in the seed
+    # external_session_id, model, auto_checkpoint, internal_session_repo, checkpoint_repo,
+    # skip_session_creation: the seed's order.
+    resumed = RollbackAgent(session.pk, model, False, None, None, True)
+    assert resumed.auto_checkpoint is False
+    assert resumed.internal_session.pk == current_branch(session).pk
+    # Keywords still work, and agno's own keywords pass through.
+    named = RollbackAgent(
+        external_session_id=session.pk, model=model, skip_session_creation=True, name="helper"
+    )
+    assert named.name == "helper" and named.internal_session.pk == resumed.internal_session.pk
+
+
+def test_seed_from_checkpoint_with_the_repositories(session, branch):
+    from agents.repositories import CheckpointRepository, InternalSessionRepository
+
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    say(branch, "c", "d")
+    model = DemoModel()
+    checkpoint_repo = CheckpointRepository()
+    internal_session_repo = InternalSessionRepository()
+
+    restored_agent = RollbackAgent.from_checkpoint(
+        checkpoint_id=cp.pk,
+        external_session_id=session.pk,
+        model=model,
+        checkpoint_repo=checkpoint_repo,
+        internal_session_repo=internal_session_repo,
+    )
+
+    assert restored_agent.internal_session.forked_from_id == cp.pk
+    assert [m["content"] for m in restored_agent.get_conversation_history()] == ["a", "b"]
+    assert restored_agent.checkpoint_repo is checkpoint_repo
+    assert restored_agent.internal_session_repo is internal_session_repo
+    # The repositories read the same storage the agent writes.
+    assert checkpoint_repo.get_by_id(cp.pk) == cp
+    assert cp in checkpoint_repo.find_all()
+    assert internal_session_repo.get_by_id(restored_agent.internal_session.pk).is_current
+
+
+def test_seed_repositories_of_another_kind_are_kept_but_storage_stays_ours(
+    session, branch, log_records
+):
+    class SeedCheckpointRepository:
+        def find_all(self):
+            return []
+
+    say(branch, "a", "b")
+    cp = checkpoint_create(branch=branch, name="cp")
+    foreign = SeedCheckpointRepository()
+    agent = RollbackAgent.from_checkpoint(
+        cp.pk, session.pk, DemoModel(), checkpoint_repo=foreign, internal_session_repo=object()
+    )
+    assert agent.checkpoint_repo is foreign
+    assert agent.internal_session.forked_from_id == cp.pk
+    agent.create_checkpoint("kept")
+    assert Checkpoint.objects.filter(checkpoint_name="kept").exists()
+    said = [r.getMessage() for r in log_records if r.name == "agents.rollback_agent"]
+    assert any("checkpoint_repo" in line and "not used" in line for line in said), said
+
+
+def test_seed_resume_agent_of_an_unknown_session_is_none(session, bob):
+    service = AgentService()
+    assert service.resume_agent(999_999) is None
+    assert service.resume_agent(999_999, internal_session_id=1) is None
+    assert AgentService(user=bob).resume_agent(session.pk) is None  # another user's: unknown
+    assert service.resume_agent(session.pk) is not None
+
+
+def test_seed_rollback_flow_line_by_line(alice, session):
+    """The seed's "Basic Conversation" and `handle_agent_response` examples, with the demo
+    model: the run asks for the rollback, the service reports it and carries it out."""
+    external_session_id = session.pk
+    service = AgentService()
+    agent = service.create_new_agent(external_session_id=external_session_id)
+    agent.run("Hello, I want to learn Python")
+    agent.run("What are variables?")
+    agent.create_checkpoint("after-variables")
+    agent.run("Now explain functions")
+    checkpoint = Checkpoint.objects.get(checkpoint_name="after-variables")
+    branches_before = set(InternalSession.objects.values_list("pk", flat=True))
+
+    response = agent.run(f"Rollback to checkpoint {checkpoint.pk}")
+    if service.handle_agent_response(agent, response):
+        checkpoint_id = agent.session_state.get("rollback_checkpoint_id")
+        new_agent = service.rollback_to_checkpoint(external_session_id, checkpoint_id)
+    else:
+        new_agent = None
+
+    assert agent.last_turn.tools_used == ["rollback_to_checkpoint_tool"]
+    assert checkpoint_id == checkpoint.pk
+    assert new_agent is not None
+    made = set(InternalSession.objects.values_list("pk", flat=True)) - branches_before
+    assert made == {new_agent.internal_session.pk}  # one restore, not two
+    assert new_agent.internal_session.forked_from_id == checkpoint.pk
+    assert current_branch(session).pk == new_agent.internal_session.pk
+    assert [m["content"] for m in new_agent.get_conversation_history()][:1] == [
+        "Hello, I want to learn Python"
+    ]
+    assert len(new_agent.get_conversation_history()) == checkpoint.message_count == 4
+
+
+def test_seed_custom_calculate_replaces_the_built_in(session, log_records):
+    calls = []
+
+    def calculate(expression: str) -> str:
+        """Calculate mathematical expression."""
+        calls.append(expression)
+        return str(eval(expression))
+
+    model = DemoModel()
+    agent = RollbackAgent(
+        external_session_id=session.pk,
+        model=model,
+        tools=[calculate],
+        auto_checkpoint=True,  # Auto-checkpoint after calculate
+    )
+
+    agent.run("What's 5 * 10?")  # Auto-checkpoint created
+
+    assert calls == ["5 * 10"]
+    assert agent.last_turn.tools_used == ["calculate"]
+    assert agent.last_turn.checkpoint.checkpoint_name == "after-calculate"
+    assert sum(getattr(t, "__name__", None) == "calculate" for t in agent.tools) == 1
+    said = [r.getMessage() for r in log_records if r.name == "agents.rollback_agent"]
+    assert any("'calculate'" in line and "replaces the built-in" in line for line in said), said
+
+
+def test_agent_tools_setting_offers_custom_tools_and_replaces_a_built_in(
+    settings, session, log_records
+):
+    from agents.tools import check_agent_tools
+    from tests.agents import custom_tools
+    from tests.conftest import ask
+
+    settings.AGENT_TOOLS = [
+        "tests.agents.custom_tools.calculate",
+        "tests.agents.custom_tools.shout",
+    ]
+    check_agent_tools()  # what the start runs
+    said = [r.getMessage() for r in log_records]
+    assert any("AGENT_TOOLS" in line and "replaces the built-in" in line for line in said)
+    custom_tools.CALLS.clear()
+    turn = ask(session, "calculate 6*7")  # a turn as the web and the API run it
+    assert turn.status == "done" and turn.tools_used == ["calculate"]
+    assert custom_tools.CALLS == ["6*7"]
+    agent = RollbackAgent(session.pk, DemoModel(), skip_session_creation=True)
+    names = [getattr(t, "__name__", None) for t in agent.tools]
+    assert names.count("calculate") == 1 and "shout" in names
+
+    # The agent's own tools win over the setting's, as the setting's win over the built-ins.
+    def calculate(expression: str) -> str:
+        """The agent's own."""
+        return "own"
+
+    own = RollbackAgent(session.pk, DemoModel(), skip_session_creation=True, tools=[calculate])
+    assert [t for t in own.tools if getattr(t, "__name__", None) == "calculate"] == [calculate]
+
+
+def test_a_replaced_checkpoint_tool_is_an_ordinary_tool_for_the_automatic_checkpoint(session):
+    def create_checkpoint(name: str) -> str:
+        """Someone else's checkpoints."""
+        return name
+
+    agent = RollbackAgent(session.pk, DemoModel(), tools=[create_checkpoint])
+    assert "create_checkpoint" not in agent.checkpoint_tools
+    assert "list_checkpoints_tool" in agent.checkpoint_tools
+    assert [t for t in agent.tools if getattr(t, "__name__", None) == "create_checkpoint"] == [
+        create_checkpoint
+    ]
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        ["tests.agents.custom_tools.missing"],
+        ["tests.agents.no_such_module.tool"],
+        ["tests.agents.custom_tools.NOT_A_TOOL"],
+        ["not a dotted path"],
+    ],
+)
+def test_agent_tools_setting_that_cannot_be_loaded_is_a_clear_error(settings, paths):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agents.tools import check_agent_tools
+
+    settings.AGENT_TOOLS = paths
+    with pytest.raises(ImproperlyConfigured, match="AGENT_TOOLS") as caught:
+        check_agent_tools()
+    assert paths[0] in str(caught.value)
+
+
+def _start(tmp_path, agent_tools: str):
+    """`manage.py check` in a fresh process: the start, with AGENT_TOOLS from the environment."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        AGENT_TOOLS=agent_tools,
+        ROLLBACK_VAR_DIR=str(tmp_path),
+        DJANGO_SETTINGS_MODULE="rollback_site.settings",
+    )
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_agent_tools_from_the_environment_are_checked_and_logged_at_the_start(tmp_path):
+    good = _start(
+        tmp_path, '["tests.agents.custom_tools.calculate", "tests.agents.custom_tools.shout"]'
+    )
+    assert good.returncode == 0, good.stderr
+    assert "AGENT_TOOLS: tests.agents.custom_tools.calculate replaces the built-in tool" in (
+        good.stderr + good.stdout
+    )
+    bad = _start(tmp_path, "tests.agents.custom_tools.shout, tests.agents.custom_tools.missing")
+    assert bad.returncode != 0
+    assert "AGENT_TOOLS: 'tests.agents.custom_tools.missing' could not be imported" in bad.stderr
+    not_json = _start(tmp_path, '["tests.agents.custom_tools.shout"')
+    assert not_json.returncode != 0
+    assert "AGENT_TOOLS is not a valid JSON list" in not_json.stderr

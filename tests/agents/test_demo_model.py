@@ -1,5 +1,5 @@
 """The offline demo model: on its own with agno messages, and through the product (a whole turn
-run by AgentService's agent, stored in the database)."""
+run by the agent the web and API turns use, stored in the database)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from agno.models.message import Message as AgnoMessage
 
 from agents.demo_model import DEMO_MODEL_ID, DemoModel
-from agents.service import AgentService
+from agents.model import build_model
+from agents.rollback_agent import RollbackAgent, auto_checkpoint_enabled
 from checkpoints.models import Checkpoint
 from sessions_app.models import InternalSession, Turn
 from sessions_app.selectors import branch_history, current_branch
@@ -226,8 +227,16 @@ def fresh(branch: InternalSession) -> InternalSession:
 
 
 def run(alice, session, text: str):
-    """One whole turn through AgentService's agent on the session's current branch."""
-    agent = AgentService(user=alice).resume_agent(session.pk)
+    """One whole turn on the session's current branch, by an agent built as the web and API
+    turns build theirs (it carries out a rollback the model asks for itself)."""
+    agent = RollbackAgent(
+        session.pk,
+        build_model(session.settings),
+        auto_checkpoint=auto_checkpoint_enabled(session),
+        skip_session_creation=True,
+        user=alice,
+        carry_out_rollbacks=True,
+    )
     assert isinstance(agent.model, DemoModel)
     agent.run(text)
     return agent

@@ -183,10 +183,21 @@ class Command(BaseCommand):
             self._line(f"  [error] {turn.error}")
         if turn.metadata.get("rollback_error"):
             self._line(f"  [error] The rollback failed: {turn.metadata['rollback_error']}")
-        if turn.rolled_back_to_id is not None:
-            name = turn.rolled_back_to.checkpoint_name if turn.rolled_back_to else "?"
-            self.agent = self._resume()
-            self._line(f"  [rollback] Rolled back to checkpoint '{name}'. {self._where()}")
+        if self.service.handle_agent_response(agent, output):
+            self._carry_out_rollback(agent)
+
+    def _carry_out_rollback(self, agent: RollbackAgent) -> None:
+        """The model asked to roll back: carry it out as seed 003 shows, through the service."""
+        checkpoint_id = agent.requested_rollback
+        agent.clear_rollback_request()
+        restored = self._call(self.service.rollback_to_checkpoint, self.session.pk, checkpoint_id)
+        if restored is None:
+            self._line("  [error] The rollback failed: that checkpoint no longer exists.")
+            return
+        self.agent = restored
+        checkpoint = restored.internal_session.forked_from
+        name = checkpoint.checkpoint_name if checkpoint is not None else "?"
+        self._line(f"  [rollback] Rolled back to checkpoint '{name}'. {self._where()}")
 
     def _on_event(self, event: dict) -> None:
         kind = event.get("type")
@@ -226,8 +237,8 @@ class Command(BaseCommand):
 
     def _resume(self) -> RollbackAgent:
         agent = self._call(self.service.resume_agent, self.session.pk)
-        if agent is None:  # only with a branch id, which this command never passes
-            raise CommandError("The session has no current branch.")
+        if agent is None:  # the session was deleted meanwhile
+            raise CommandError(f"Session {self.session.pk} not found.")
         return agent
 
     def _where(self) -> str:

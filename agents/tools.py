@@ -1,0 +1,112 @@
+"""The agent's tools: the built-in names, the custom tools of AGENT_TOOLS, and how a custom tool
+replaces a built-in one.
+
+A custom tool (seed 003's `RollbackAgent(tools=[...])`, or a callable named in AGENT_TOOLS by its
+dotted path) is offered beside the built-in tools. One with a built-in's name replaces that
+built-in for the agent: the explicit choice wins, never the other way round. agno itself keeps the
+first of two tools of one name and drops the other with a warning, so the built-in would win.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from agno.tools import Toolkit
+from agno.tools.function import Function
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_TOOLS = frozenset(
+    {
+        "create_checkpoint",
+        "list_checkpoints_tool",
+        "rollback_to_checkpoint_tool",
+        "delete_checkpoint_tool",
+        "get_checkpoint_info_tool",
+        "cleanup_auto_checkpoints_tool",
+    }
+)
+# The memory tools change no conversation state: memories belong to the user, not the branch, so
+# a checkpoint after them would mark nothing a restore could undo.
+MEMORY_TOOLS = frozenset({"remember", "recall"})
+BUILTIN_TOOLS = CHECKPOINT_TOOLS | MEMORY_TOOLS | {"calculate"}
+
+
+def tool_names(tool: Any) -> list[str]:
+    """The names the model sees for one entry of an agent's `tools`: a toolkit's functions, a
+    Function's name, a callable's `__name__`."""
+    if isinstance(tool, Toolkit):
+        return list(tool.functions) or [
+            t.name if isinstance(t, Function) else t.__name__ for t in tool.tools
+        ]
+    if isinstance(tool, Function):
+        return [tool.name]
+    name = getattr(tool, "__name__", None)
+    return [name] if isinstance(name, str) else []
+
+
+def names_of(tools: Iterable[Any]) -> set[str]:
+    return {name for tool in tools for name in tool_names(tool)}
+
+
+def without_replaced(builtins: Iterable[Any], custom: Iterable[Any]) -> list[Any]:
+    """The built-in tools whose names no custom tool takes."""
+    taken = names_of(custom)
+    return [tool for tool in builtins if not set(tool_names(tool)) & taken]
+
+
+def _load(path: str) -> Any:
+    """One AGENT_TOOLS entry: a function (or other callable), an agno Function or Toolkit, or a
+    Toolkit class (made with no arguments)."""
+    try:
+        found = import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            f"AGENT_TOOLS: {path!r} could not be imported ({exc}). Each entry is the dotted path "
+            "of a function, e.g. mypackage.tools.lookup_order."
+        ) from None
+    if isinstance(found, type) and issubclass(found, Toolkit):
+        try:
+            found = found()
+        except Exception as exc:
+            raise ImproperlyConfigured(
+                f"AGENT_TOOLS: the toolkit {path!r} could not be made without arguments: {exc}"
+            ) from None
+    if isinstance(found, type) or not callable(found) and not isinstance(found, Toolkit):
+        raise ImproperlyConfigured(
+            f"AGENT_TOOLS: {path!r} is not a function the agent can call (it is "
+            f"{type(found).__name__})."
+        )
+    if not tool_names(found):
+        raise ImproperlyConfigured(f"AGENT_TOOLS: {path!r} has no name the model could call.")
+    return found
+
+
+@lru_cache(maxsize=4)
+def _loaded(paths: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(_load(path) for path in paths)
+
+
+def configured_tools() -> list[Any]:
+    """The tools AGENT_TOOLS names, loaded once per process (ImproperlyConfigured when one cannot
+    be loaded; `check_agent_tools` reports that at the start)."""
+    paths = getattr(settings, "AGENT_TOOLS", None) or []
+    if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
+        raise ImproperlyConfigured("AGENT_TOOLS must be a list of dotted paths.")
+    return list(_loaded(tuple(paths)))
+
+
+def check_agent_tools() -> None:
+    """At the start: load AGENT_TOOLS (a clear ImproperlyConfigured naming the setting and the
+    entry otherwise) and log each built-in tool an entry replaces."""
+    tools = configured_tools()
+    paths = list(getattr(settings, "AGENT_TOOLS", None) or [])
+    for path, tool in zip(paths, tools, strict=True):
+        for name in sorted(set(tool_names(tool)) & BUILTIN_TOOLS):
+            log.info("AGENT_TOOLS: %s replaces the built-in tool %r for every agent", path, name)
