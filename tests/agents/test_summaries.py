@@ -159,3 +159,17 @@ def test_two_summarisers_of_one_branch_at_once_summarise_it_once(window, session
     summary_requests = [r for r in window.requests if is_summary(r)]
     assert Summary.objects.count() == len(summary_requests) == made[0] + made[1]
     assert not is_summarising(current_branch(session).pk)
+
+
+def test_the_header_gauge_says_when_older_messages_are_being_summarised(client, alice, session):
+    from django.urls import reverse
+
+    from agents.context import summarising
+
+    client.force_login(alice)
+    page = reverse("chat:session", args=[session.pk])
+    with summarising(current_branch(session).pk, wait=False) as claim:
+        assert claim is not None
+        html = client.get(page).content.decode()
+        assert 'data-summarizing="true"' in html and "summarising…" in html
+    assert "summarising…" not in client.get(page).content.decode()
