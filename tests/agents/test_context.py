@@ -327,3 +327,21 @@ def test_a_summary_longer_than_its_budget_is_cut_before_it_is_stored_and_is_coun
     assert turn.metadata["context"]["tokens"] >= summary_tokens + history_tokens
     usage = context_usage(current_branch(session))
     assert usage.tokens >= summary_tokens and usage.percent <= 100
+
+
+def test_a_request_refused_as_too_long_is_fitted_again_smaller_for_itself_alone(window, session):
+    # The server's tokenizer counts a token for every 2.5 characters, we count 3.5: the turn's
+    # first request fits by our count and is refused; the one error states the window we knew.
+    window.chars_per_token = 2.5
+    grow(current_branch(session), 150, 90)
+    before = context_usage(current_branch(session)).limits
+    turn = ask(session, "hello")
+    assert turn.status == "done", turn.error
+    sent = turn_requests(window)
+    assert len(sent) == 2
+    assert count_tokens(sent[0], 2.5) + sent[0]["max_tokens"] > WINDOW  # refused
+    assert count_tokens(sent[1], 2.5) + sent[1]["max_tokens"] <= WINDOW  # fitted again, smaller
+    assert turn.metadata["context"]["tokens"] <= 0.75 * before.usable
+    # The smaller share was for that request alone.
+    after = context_usage(current_branch(session)).limits
+    assert (after.context, after.usable) == (before.context, before.usable) == (WINDOW, 6_600)
