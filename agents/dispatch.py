@@ -20,6 +20,7 @@ from django.db import close_old_connections, connection
 
 log = logging.getLogger(__name__)
 RUN_TURN_TASK = "agents.run_turn"
+SUMMARISE_TASK = "agents.summarise_branch"
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -30,12 +31,15 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def _run_here(turn_id: int) -> None:
+def _run_here(object_id: int, name: str = RUN_TURN_TASK) -> None:
     close_old_connections()
     try:
-        current_app.tasks[RUN_TURN_TASK].apply(args=[turn_id])
+        current_app.tasks[name].apply(args=[object_id])
     except Exception:
-        log.exception("turn %s failed in process", turn_id, extra={"turn_id": turn_id})
+        if name == RUN_TURN_TASK:
+            log.exception("turn %s failed in process", object_id, extra={"turn_id": object_id})
+        else:
+            log.exception("task %s(%s) failed in process", name, object_id)
     finally:
         connection.close()
 
@@ -56,10 +60,20 @@ def embedded() -> bool:
 
 def enqueue_turn(turn_id: int) -> None:
     """Run the turn (call this after the transaction that created it has committed)."""
-    task = current_app.tasks[RUN_TURN_TASK]
+    _enqueue(RUN_TURN_TASK, turn_id)
+
+
+def enqueue_summaries(branch_id: int) -> None:
+    """Summarise the branch's history ahead of need (after the transaction has committed), as
+    a turn is run: on a worker, on this process's pool, or inline in the tests."""
+    _enqueue(SUMMARISE_TASK, branch_id)
+
+
+def _enqueue(name: str, object_id: int) -> None:
+    task = current_app.tasks[name]
     if not embedded():
-        task.delay(turn_id)
+        task.delay(object_id)
     elif getattr(settings, "ROLLBACK_RUN_TURNS_INLINE", False):
-        task.apply(args=[turn_id])
+        task.apply(args=[object_id])
     else:
-        _executor().submit(_run_here, turn_id)
+        _executor().submit(_run_here, object_id, name)

@@ -354,6 +354,8 @@ def _execute(
     memories = agent.memory_note(turn.message, budget=settings.MEMORY_PROMPT_CHARS)
     for attempt in (1, 2):
         try:
+            # Fitted again after a refusal as too long: within a smaller share of the window,
+            # for this request alone.
             fit = fit_turn(
                 session=agent.external_session,
                 branch=branch,
@@ -362,6 +364,7 @@ def _execute(
                 model=label,
                 stop=lambda: beat.lost,
                 extra_chars=len(memories or ""),
+                retry=attempt > 1,
             )
         except ContextTooSmall as exc:
             agent.turn_position = None
@@ -369,7 +372,7 @@ def _execute(
             return None
         except SummaryFailed as exc:
             if exc.overflow and attempt == 1 and not beat.lost:
-                continue  # fitted again with the window the server stated
+                continue  # fitted again, smaller (or with the window the server stated)
             agent.turn_position = None
             if beat.lost:
                 beat.check_cancelled()
@@ -401,7 +404,8 @@ def _execute(
             else None
         )
         if attempt == 1 and not got.text and not beat.lost and is_context_overflow(str(failure)):
-            # Our count fell short of the server's: count more, summarise more, ask once more.
+            # Our count fell short of the server's: count more for a while, fit this request
+            # into a smaller share of the window, ask once more.
             log.warning("turn %s: the model's window was exceeded; fitting again", turn.pk)
             overflowed(label, str(failure))
             continue

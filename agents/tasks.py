@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from .services import turns_recover
+from .summaries import branch_summarise
 from .worker import run_turn
 
 
@@ -20,3 +21,10 @@ def recover_turns_task() -> dict[str, int]:
     again by another worker, or failed once their attempts are used up."""
     done = turns_recover()
     return {"requeued": len(done.requeued), "failed": len(done.failed)}
+
+
+@shared_task(name="agents.summarise_branch", ignore_result=True)
+def summarise_branch_task(branch_id: int) -> int:
+    """Summarise a branch's history ahead of need (agents.summaries); idempotent, and harmless
+    when another summariser holds the branch."""
+    return branch_summarise(branch_id=branch_id)

@@ -16,6 +16,7 @@ from sessions_app.turns import turn_claim
 from .model import build_model
 from .rollback_agent import RollbackAgent, auto_checkpoint_enabled
 from .runner import execute_turn, fail_turn, report_turn
+from .summaries import summaries_after_turn
 from .titles import session_autotitle
 
 log = logging.getLogger(__name__)
@@ -67,3 +68,4 @@ def _run_claimed(turn: Turn, model: Model | None) -> None:
     execute_turn(agent, turn)
     turn.refresh_from_db()
     session_autotitle(turn)  # after the turn has finished: the reply never waits for a title
+    summaries_after_turn(turn=turn)  # the branch grew: summarise ahead of the turn needing it

@@ -4,16 +4,26 @@ Chat Completions server that counts tokens and refuses a request longer than its
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from agents.context import SUMMARY_INSTRUCTIONS, context_usage
+from agents.context import (
+    REFUSAL_HALF_LIFE,
+    REFUSAL_MAX,
+    SUMMARY_INSTRUCTIONS,
+    calibrate,
+    context_usage,
+    overflowed,
+    ratio_for,
+    refusal_factor,
+)
 from agents.demo_model import SUMMARY_MARKER
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from core.errors import InvalidInput
 from sessions_app.models import Message, Summary
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.services import session_update
+from sessions_app.services import session_create, session_update
 from tests.conftest import ask, grow
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls, count_tokens
 
@@ -178,15 +188,15 @@ def test_a_failed_summary_fails_the_turn_readably_and_the_next_turn_succeeds(
 def test_a_server_with_a_smaller_window_than_configured_is_fitted_after_its_refusal(
     window, session, settings
 ):
-    window.context_window = 5_500  # AGENT_CONTEXT_TOKENS says 8,000: the server refuses first
+    window.context_window = 4_500  # AGENT_CONTEXT_TOKENS says 8,000: the server refuses first
     grow(current_branch(session), 3000, 90)
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error
-    refused = [r for r in window.requests if count_tokens(r) + r["max_tokens"] > 5_500]
+    refused = [r for r in window.requests if count_tokens(r) + r["max_tokens"] > 4_500]
     assert len(refused) == 1  # one refusal: its error states the window, which is used after
     accepted = turn_requests(window)[-1]
-    assert count_tokens(accepted) + accepted["max_tokens"] <= 5_500
-    assert context_usage(current_branch(session)).limits.context == 5_500
+    assert count_tokens(accepted) + accepted["max_tokens"] <= 4_500
+    assert context_usage(current_branch(session)).limits.context == 4_500
 
 
 def test_the_server_reported_usage_calibrates_the_count(window, session):
@@ -228,3 +238,110 @@ def test_usage_counts_the_history_in_the_database(session, settings):
     assert usage.view_start == 0 and usage.summary is None
     assert usage.tokens - empty.tokens == pytest.approx(100 * (350 // 27 * 27 + 13) / 3.5, rel=0.1)
     assert json.dumps(usage.percent)
+
+
+REFUSAL = Error(
+    400,
+    "This model's maximum context length is 8000 tokens. However, you requested 9000 tokens. "
+    "Please reduce the length of the messages or completion.",
+    retry_after_ms=None,
+    code="context_length_exceeded",
+)
+
+
+def test_refusals_as_too_long_never_lock_the_model_out_for_a_new_session(fake_llm, settings, alice):
+    settings.AGENT_CONTEXT_TOKENS = 8_000
+    settings.AGENT_MAX_OUTPUT_TOKENS = 4_096  # the default reserve
+    fake_llm.default = lambda body: REFUSAL
+    refused = session_create(owner=alice, name="refused")
+    for i in range(4):
+        turn = ask(refused, f"hello {i}")
+        assert turn.status == "failed"
+    assert len(fake_llm.requests) >= 4  # every refused turn was sent, and refused
+
+    fake_llm.default = lambda body: Reply("Hello!")
+    sent = len(fake_llm.requests)
+    turn = ask(session_create(owner=alice, name="fresh"), "hello")
+    assert turn.status == "done", turn.error
+    assert len(fake_llm.requests) == sent + 1  # the new session's "hello" reached the server
+    assert fake_llm.messages()[-1]["content"] == "hello"
+
+
+def test_a_message_whose_characters_fit_the_window_is_always_sent(fake_llm, session, settings):
+    settings.AGENT_CONTEXT_TOKENS = 8_000
+    settings.AGENT_MAX_OUTPUT_TOKENS = 4_096
+    # Whatever was learned (a server reporting absurd usage, refusals without end) ...
+    calibrate("fake-model", estimated=1_000, reported=1_000_000)
+    for _ in range(20):
+        overflowed("fake-model", "context_length_exceeded")
+    # ... a request whose characters fit the window (a token is never less than a character)
+    # is sent, and the server decides.
+    turn = ask(session, "hello")
+    assert turn.status == "done", turn.error
+    assert fake_llm.messages()[-1]["content"] == "hello"
+
+
+def test_the_count_learned_from_refusals_is_bounded_and_decays_back():
+    for _ in range(20):
+        assert overflowed("m", "context_length_exceeded") is False
+    assert 1.9 < ratio_for("m") <= REFUSAL_MAX
+    half_life_later = time.time() + REFUSAL_HALF_LIFE
+    assert refusal_factor("m", now=half_life_later) == pytest.approx(1.5, abs=0.02)
+    assert refusal_factor("m", now=time.time() + 8 * REFUSAL_HALF_LIFE) < 1.01
+    # A turn the server answers says what it counts: the extra ends at once.
+    calibrate("m", estimated=1_000, reported=1_000)
+    assert ratio_for("m") == 1.0
+
+
+def test_a_summary_longer_than_its_budget_is_cut_before_it_is_stored_and_is_counted(
+    window, session
+):
+    huge = "word " * 173_542  # 867,710 characters: the server ignored max_tokens
+
+    def answer(body: dict) -> Reply:
+        if SUMMARY_MARKER in (body["messages"][0]["content"] or ""):
+            return Reply(huge)
+        return Reply("An answer.")
+
+    window.default = answer
+    grow(current_branch(session), 3000, 90)
+    turn = ask(session, "what did we talk about?")
+
+    assert turn.status == "done", turn.error
+    summaries = list(Summary.objects.all())
+    assert summaries
+    for body in summary_requests(window):  # each summary's request carried the cut summary
+        assert count_tokens(body) + body["max_tokens"] <= WINDOW
+    for summary in summaries:
+        assert len(summary.content) <= 1_024 * 3.5  # its budget (max_tokens) by our count
+        assert summary.content.endswith("[summary cut to its budget]")
+        assert summary.metadata["cut_from_chars"] == len(huge.strip())
+    request = turn_requests(window)[-1]
+    assert count_tokens(request) + request["max_tokens"] <= WINDOW
+    last = max(summaries, key=lambda s: s.end_position)
+    assert last.content in request["messages"][0]["content"]
+    # The count, context.tokens and the gauge include the summary.
+    summary_tokens = len(last.content) / 3.5
+    history = branch_history(current_branch(session), start=last.end_position, end=3000)
+    history_tokens = sum(len(m.content) for m in history) / 3.5
+    assert turn.metadata["context"]["tokens"] >= summary_tokens + history_tokens
+    usage = context_usage(current_branch(session))
+    assert usage.tokens >= summary_tokens and usage.percent <= 100
+
+
+def test_a_request_refused_as_too_long_is_fitted_again_smaller_for_itself_alone(window, session):
+    # The server's tokenizer counts a token for every 2.5 characters, we count 3.5: the turn's
+    # first request fits by our count and is refused; the one error states the window we knew.
+    window.chars_per_token = 2.5
+    grow(current_branch(session), 150, 90)
+    before = context_usage(current_branch(session)).limits
+    turn = ask(session, "hello")
+    assert turn.status == "done", turn.error
+    sent = turn_requests(window)
+    assert len(sent) == 2
+    assert count_tokens(sent[0], 2.5) + sent[0]["max_tokens"] > WINDOW  # refused
+    assert count_tokens(sent[1], 2.5) + sent[1]["max_tokens"] <= WINDOW  # fitted again, smaller
+    assert turn.metadata["context"]["tokens"] <= 0.75 * before.usable
+    # The smaller share was for that request alone.
+    after = context_usage(current_branch(session)).limits
+    assert (after.context, after.usable) == (before.context, before.usable) == (WINDOW, 6_600)

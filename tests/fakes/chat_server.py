@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import sys
 import threading
@@ -201,6 +202,9 @@ class FakeChatServer:
         # would, refuses one that does not fit with OpenAI's 400 `context_length_exceeded`, and
         # reports the count as the usage's prompt_tokens.
         self.context_window = context_window
+        # How many characters the server's tokenizer makes a token (count_tokens): fewer for a
+        # denser tokenizer (code, numbers, many languages), which counts more tokens.
+        self.chars_per_token: float = 4
         self.requests: list[dict] = []
         # When each request of `requests` arrived (time.monotonic()): the waits between retries.
         self.request_times: list[float] = []
@@ -281,6 +285,7 @@ class FakeChatServer:
             self.aside = self._aside
             self.abandoned = 0
             self.context_window = None
+            self.chars_per_token = 4
             self.default = echo
 
     @property
@@ -381,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         item = self.fake._take(body)
         window = self.fake.context_window
-        prompt = count_tokens(body)
+        prompt = count_tokens(body, self.fake.chars_per_token)
         if window is not None:
             completion = body.get("max_tokens") or body.get("max_completion_tokens") or 0
             if prompt + completion > window:
@@ -650,9 +655,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-def count_tokens(body: dict) -> int:
-    """A request's tokens as this server counts them: four characters of text, tool calls and
-    tool schemas to a token, and four tokens of framing per message."""
+def count_tokens(body: dict, chars_per_token: float = 4) -> int:
+    """A request's tokens as this server counts them: four characters (or `chars_per_token`)
+    of text, tool calls and tool schemas to a token, and four tokens of framing per message."""
     chars = 0
     messages = body.get("messages") or []
     for m in messages:
@@ -665,7 +670,7 @@ def count_tokens(body: dict) -> int:
             chars += len(json.dumps(m["tool_calls"]))
     if body.get("tools"):
         chars += len(json.dumps(body["tools"]))
-    return -(-chars // 4) + 4 * len(messages)
+    return math.ceil(chars / chars_per_token) + 4 * len(messages)
 
 
 def _stream_error(item: StreamError) -> dict[str, Any]:

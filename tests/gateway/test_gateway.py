@@ -223,7 +223,7 @@ def test_a_context_overflow_behind_the_gateway_is_handled(via_gateway, upstream,
     to that window (older messages summarised) and sent again, and succeeds."""
     settings.AGENT_CONTEXT_TOKENS = 8_000
     settings.AGENT_MAX_OUTPUT_TOKENS = 1_000
-    upstream.context_window = 5_500
+    upstream.context_window = 4_500
 
     def answer(body: dict) -> Reply:
         if SUMMARY_MARKER in (body["messages"][0]["content"] or ""):
@@ -235,9 +235,9 @@ def test_a_context_overflow_behind_the_gateway_is_handled(via_gateway, upstream,
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error
     assert turn.reply == "Fitted."
-    refused = [r for r in upstream.requests if count_tokens(r) + r["max_tokens"] > 5_500]
+    refused = [r for r in upstream.requests if count_tokens(r) + r["max_tokens"] > 4_500]
     assert len(refused) == 1
-    assert all(count_tokens(r) + r["max_tokens"] <= 5_500 for r in upstream.requests[1:])
+    assert all(count_tokens(r) + r["max_tokens"] <= 4_500 for r in upstream.requests[1:])
     assert "What was said so far, in short." in upstream.messages()[0]["content"]
     assert current_branch(session).message_count == 3002
 

@@ -125,6 +125,10 @@ class BranchContextOut(serializers.Serializer):
         "summarised in `summary`."
     )
     summary = SummaryOut(allow_null=True)
+    summarizing = serializers.BooleanField(
+        help_text="The branch's older messages are being summarised (in the background, or by "
+        "a turn): until that ends, `used` counts them whole."
+    )
 
 
 class TurnOut(serializers.Serializer):

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from accounts.models import User
 from agents.context import context_usage
 from agents.services import chat_submit, turn_submit
+from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
 from core import events
 from core.api import Pagination, paginate
@@ -356,6 +357,7 @@ class BranchContext(APIView):
                     "message_count": usage.message_count,
                     "view_start": usage.view_start,
                     "summary": summary,
+                    "summarizing": usage.summarizing,
                 }
             ).data
         )
@@ -382,4 +384,5 @@ class SessionImport(APIView):
         if length > limit:
             raise ImportTooLarge(f"The document is {length} bytes; the limit is {limit} bytes.")
         session = session_import(owner=_user(request), raw=request.body)
+        session_summaries_schedule(session=session)
         return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
+from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
@@ -372,6 +373,7 @@ def import_session(request: HtmxHttpRequest) -> HttpResponse:
     raw = upload.read(settings.ROLLBACK_IMPORT_MAX_BYTES + 1)
     try:
         session = session_import(owner=_user(request), raw=raw)
+        session_summaries_schedule(session=session)
     except DomainError as exc:  # a broken document, or no room for one more session
         messages.error(request, f"Import failed: {exc.message}")
         return redirect("chat:home")
