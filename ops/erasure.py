@@ -16,13 +16,14 @@ from django.db import transaction
 from django.db.models import Model, Q
 
 from accounts.models import ApiKey
+from accounts.services import lock_user
 from checkpoints.models import Checkpoint
 from core import events
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
 from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
 from sessions_app.search import search_index_forget_deleted
-from sessions_app.services import lock_session, session_delete
+from sessions_app.services import session_delete
 
 from .audit import Outcome, Progress, Who, run_audited
 from .models import AuditRecord
@@ -101,12 +102,21 @@ def user_erase(*, user: User, who: Who, dry_run: bool = False) -> AuditRecord:
 
 @transaction.atomic
 def _erase(user: User, progress: Progress) -> None:
+    # The locks first, before anything is deleted, in the order every writer takes them: the
+    # user's row (a new session, memory or key waits for it, then finds the account gone), then
+    # each of their sessions' rows in order of id (a writer in a session finishes first; one
+    # that comes later finds the session gone). A session deleted meanwhile is simply not here.
+    lock_user(user.pk)
+    sessions = list(
+        ExternalSession.objects.select_for_update()
+        .filter(owner=user)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     logins = list(_login_sessions(user))
     LogEntry.objects.filter(_admin_log_about(user)).delete()
-    for session_id in ExternalSession.objects.filter(owner=user).values_list("pk", flat=True):
-        # Under the session's lock, like every structural change: a worker storing an answer
-        # there waits, then finds the session gone.
-        session_delete(session=lock_session(session_id))
+    for session_id in sessions:
+        session_delete(session=ExternalSession(pk=session_id))
         progress()
     Session.objects.filter(session_key__in=logins).delete()
     # Records of runs this user started by hand keep the run, not the name.

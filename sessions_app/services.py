@@ -10,6 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.services import lock_user
 from core import events
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings
@@ -42,7 +43,7 @@ def session_quota_check(*, owner: User) -> None:
     """Refuse one more session when `owner` has ROLLBACK_MAX_SESSIONS_PER_USER (archived ones
     count). Call it in the transaction that creates the session: it locks the owner's row, so two
     creations at once cannot both take the last place."""
-    User.objects.select_for_update().only("pk").get(pk=owner.pk)
+    lock_user(owner.pk)
     limit = settings.ROLLBACK_MAX_SESSIONS_PER_USER
     count = ExternalSession.objects.filter(owner=owner).count()
     if count >= limit:
