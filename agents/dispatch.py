@@ -33,7 +33,17 @@ def _executor() -> ThreadPoolExecutor:
 def _run_here(turn_id: int) -> None:
     close_old_connections()
     try:
-        current_app.tasks[RUN_TURN_TASK].apply(args=[turn_id])
+        # Not propagated, so the task's own retries apply as in a worker (at once here: an eager
+        # run has no countdown); what still fails is logged.
+        result = current_app.tasks[RUN_TURN_TASK].apply(args=[turn_id], throw=False)
+        if result.failed():
+            error = result.result
+            log.error(
+                "turn %s failed in process",
+                turn_id,
+                extra={"turn_id": turn_id},
+                exc_info=(type(error), error, error.__traceback__),
+            )
     except Exception:
         log.exception("turn %s failed in process", turn_id, extra={"turn_id": turn_id})
     finally:
