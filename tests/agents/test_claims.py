@@ -8,11 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import psycopg
 import pytest
 from celery import current_app
 from django.db import connection
+from django.utils import timezone
 
 from agents.dispatch import drain, enqueue_turn
 from sessions_app.models import Turn
@@ -95,3 +97,21 @@ def test_a_claim_whose_database_connection_dies_is_retried_and_the_turn_runs(
                 break
             time.sleep(0.05)
     assert (turn.status, turn.reply, turn.attempts) == ("done", "answered after all", 1)
+
+
+def test_a_queued_turn_whose_task_was_never_sent_runs_within_the_recovery_window(
+    fake_llm, session, inline_turns, settings
+):
+    assert settings.TURN_REDISPATCH_SECONDS + settings.TURN_RECOVERY_SECONDS <= 60
+    fake_llm.queue(Reply("found and answered"))
+    turn = turn_start(session=session, message="is anyone there?")  # its task was never sent
+    before = timezone.now() - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS + 1)
+    Turn.objects.filter(pk=turn.pk).update(dispatched_at=before)
+
+    current_app.tasks["agents.recover_turns"].apply()  # what beat runs every few seconds
+    turn.refresh_from_db()
+    assert (turn.status, turn.reply, turn.attempts) == ("done", "found and answered", 1)
+
+    # The first task was only late after all: it arrives now and runs nothing a second time.
+    assert current_app.tasks["agents.run_turn"].apply(args=[turn.pk]).get() == "not queued"
+    assert len(fake_llm.requests) == 1
