@@ -100,19 +100,36 @@ def user_erase(*, user: User, who: Who, dry_run: bool = False) -> AuditRecord:
     )
 
 
-@transaction.atomic
-def _erase(user: User, progress: Progress) -> None:
-    # The locks first, before anything is deleted, in the order every writer takes them: the
-    # user's row (a new session, memory or key waits for it, then finds the account gone), then
-    # each of their sessions' rows in order of id (a writer in a session finishes first; one
-    # that comes later finds the session gone). A session deleted meanwhile is simply not here.
+def _lock_user_and_sessions(user: User) -> list[int]:
+    """Lock what removing the user deletes, before anything is deleted, in the order every
+    writer takes the locks: the user's row (a new session, memory or key waits for it, then finds
+    the account gone), then each of their sessions' rows in order of id (a writer in a session
+    finishes first; one that comes later finds the session gone). Returns the sessions' ids; one
+    deleted meanwhile is simply not among them. Call inside the deleting transaction."""
     lock_user(user.pk)
-    sessions = list(
+    return list(
         ExternalSession.objects.select_for_update()
         .filter(owner=user)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+
+
+@transaction.atomic
+def user_delete(*, user: User) -> None:
+    """Delete an account with everything that is theirs by foreign key (the admin's Delete; an
+    erasure, `user_erase`, also removes their logins and their traces in the logs), in the
+    erasure's lock order: a plain cascade would delete their sessions' rows before locking the
+    sessions, and deadlock with a writer. Their open sockets close."""
+    for session_id in _lock_user_and_sessions(user):
+        session_delete(session=ExternalSession(pk=session_id))
+    type(user).objects.filter(pk=user.pk).delete()
+    events.sockets_close_user(user=user.pk)
+
+
+@transaction.atomic
+def _erase(user: User, progress: Progress) -> None:
+    sessions = _lock_user_and_sessions(user)
     logins = list(_login_sessions(user))
     LogEntry.objects.filter(_admin_log_about(user)).delete()
     for session_id in sessions:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
 
 from accounts.errors import ApiKeyLimitReached
 from accounts.services import apikey_create
@@ -27,12 +29,26 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 User = get_user_model()
 
 
-def test_erasing_a_user_while_they_write_wins_and_their_writers_get_not_found():
+def _erase(user) -> None:
+    record = user_erase(user=user, who=Who.command("test"))
+    assert (record.status, record.error) == (AuditRecord.Status.DONE, "")
+
+
+def _delete_in_the_admin(user) -> None:
+    admin = User.objects.get(username="root")
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    answer = client.post(reverse("admin:accounts_user_delete", args=[user.pk]), {"post": "yes"})
+    assert answer.status_code == 302, answer.content[:500]
+
+
+@pytest.mark.parametrize("remove", [_erase, _delete_in_the_admin], ids=["erase", "admin-delete"])
+def test_removing_a_user_while_they_write_wins_and_their_writers_get_not_found(remove):
+    User.objects.create_superuser("root", password="root-Password-1")
     for round_ in range(4):
         user = User.objects.create_user(f"busy{round_}", password="pw-Secret-123")
         sessions = [session_create(owner=user, name=f"s{n}") for n in range(3)]
         roots = [InternalSession.objects.get(session=s) for s in sessions]
-        records: list[AuditRecord] = []
 
         def writer(i: int, step: int, user=user, sessions=sessions, roots=roots) -> None:
             n = (i + step) % 3
@@ -63,13 +79,8 @@ def test_erasing_a_user_while_they_write_wins_and_their_writers_get_not_found():
             elif step > 20:
                 session_delete(session=sessions[n])
 
-        def erase(user=user, records=records) -> None:
-            records.append(user_erase(user=user, who=Who.command("test")))
-
-        writer_errors, eraser_errors = race_a_delete(writer, erase)
-        assert eraser_errors == []
-        [record] = records
-        assert (record.status, record.error) == (AuditRecord.Status.DONE, ""), round_
+        writer_errors, eraser_errors = race_a_delete(writer, lambda user=user: remove(user))
+        assert eraser_errors == [], round_
         assert_clean_refusals(writer_errors)
         # A request that loaded the user just before the erasure writes just after it.
         late: list[BaseException] = []
