@@ -91,6 +91,13 @@ class ApiKeyLimitReached(InvalidInput):
         )
 
 
+class AccountGone(NotFound):
+    """The account was erased while a request of theirs was under way."""
+
+    def __init__(self, message: str = "This account no longer exists.") -> None:
+        super().__init__(message)
+
+
 class ApiKeyNotFound(NotFound):
     def __init__(self, message: str = "API key not found.") -> None:
         super().__init__(message)

@@ -19,6 +19,7 @@ from django.utils import timezone
 from core import events
 
 from .errors import (
+    AccountGone,
     ApiKeyLimitReached,
     ApiKeyNotFound,
     InvalidApiKeyName,
@@ -40,6 +41,18 @@ API_KEYS_ACTIVE_MAX = 50
 API_KEY_LAST_USED_RESOLUTION = timedelta(minutes=1)
 # "rbk_" + secrets.token_urlsafe(32): 43 characters of the URL-safe base64 alphabet.
 _API_KEY_RE = re.compile(r"rbk_[A-Za-z0-9_-]{43}")
+
+
+def lock_user(user_id: int, *fields: str) -> User:
+    """Lock the user's row (with `fields` loaded; the id alone by default) until the transaction
+    ends. A write that counts a user's rows before adding one (a session, a memory, an API key)
+    takes it first, so two at once cannot both take the last place; the erasure of the user
+    (ops.erasure) takes it before anything else, so such a write waits for the erasure and then
+    finds the account gone (AccountGone, 404), never a half-erased one."""
+    try:
+        return User.objects.select_for_update().only(*(fields or ("pk",))).get(pk=user_id)
+    except User.DoesNotExist:
+        raise AccountGone() from None
 
 
 # --- Sign-up ----------------------------------------------------------------------------------
@@ -167,7 +180,7 @@ def preferences_update(*, user: User, auto_checkpoint: bool, theme: str) -> User
         raise InvalidPreference(
             f"Unknown theme {theme!r}; choose one of {', '.join(THEMES)}.", field="theme"
         )
-    locked = User.objects.select_for_update().only("metadata").get(pk=user.pk)
+    locked = lock_user(user.pk, "metadata")
     metadata = locked.metadata if isinstance(locked.metadata, dict) else {}
     preferences = metadata.get("preferences")
     preferences = dict(preferences) if isinstance(preferences, dict) else {}
@@ -205,7 +218,7 @@ def apikey_create(*, user: User, name: str) -> tuple[ApiKey, str]:
     """A new key for the user. Returns the row and the secret, which is not stored (only its
     hash is): show it to the user now, it cannot be shown again."""
     name = _clean_key_name(name)
-    User.objects.select_for_update().only("pk").get(pk=user.pk)  # one count-then-create at once
+    lock_user(user.pk)  # one count-then-create at once
     if ApiKey.objects.for_user(user).active().count() >= API_KEYS_ACTIVE_MAX:
         raise ApiKeyLimitReached(API_KEYS_ACTIVE_MAX)
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)

@@ -34,7 +34,12 @@ def _executor() -> ThreadPoolExecutor:
 def _run_here(object_id: int, name: str = RUN_TURN_TASK) -> None:
     close_old_connections()
     try:
-        current_app.tasks[name].apply(args=[object_id])
+        # Not propagated, so the task's own retries apply as in a worker (at once here: an eager
+        # run has no countdown); what still fails is logged.
+        result = current_app.tasks[name].apply(args=[object_id], throw=False)
+        if result.failed():
+            error = result.result
+            raise error
     except Exception:
         if name == RUN_TURN_TASK:
             log.exception("turn %s failed in process", object_id, extra={"turn_id": object_id})

@@ -43,15 +43,24 @@ def _run_after_commit(turn_id: int) -> None:
 
 
 def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
-    """Hand turns whose worker died to a worker again, and fail those out of attempts or never
-    picked up (the turn services announce both: `turn.failed`, and `turn.started` with the new
-    attempt when a worker claims the turn)."""
+    """Hand turns whose worker died to a worker again, send queued turns no worker claimed
+    (their task was lost) again, and fail those out of attempts or never picked up (the turn
+    services announce both: `turn.failed`, and `turn.started` with the new attempt when a worker
+    claims the turn)."""
     done = turn_recover_stale(session_id=session.pk if session is not None else None)
     for turn in done.requeued:
         log.warning(
             "turn %s: its worker stopped; queued again (attempt %s done)",
             turn.pk,
             turn.attempts,
+            extra={"session_id": turn.session_id, "turn_id": turn.pk},
+        )
+        _run_after_commit(turn.pk)
+    for turn in done.redispatched:
+        log.warning(
+            "turn %s: no worker claimed it since %s; sent again",
+            turn.pk,
+            turn.dispatched_at.isoformat(),
             extra={"session_id": turn.session_id, "turn_id": turn.pk},
         )
         _run_after_commit(turn.pk)

@@ -6,10 +6,24 @@ from celery import shared_task
 
 from .services import turns_recover
 from .summaries import branch_summarise
-from .worker import run_turn
+from .worker import ClaimFailed, run_turn
+
+# A claim the database failed (ClaimFailed) is tried again by Celery after 1, 2, 4, ... s (at
+# most 30 s apart, with jitter), up to this many times: a few minutes of outage. Past that, or
+# when the retry itself cannot be sent, the turn is still queued and the recovery job hands it to
+# a worker again (TURN_REDISPATCH_SECONDS). A retry that finds the turn claimed does nothing.
+CLAIM_RETRIES = 10
 
 
-@shared_task(name="agents.run_turn", acks_late=True)
+@shared_task(
+    name="agents.run_turn",
+    acks_late=True,
+    autoretry_for=(ClaimFailed,),
+    max_retries=CLAIM_RETRIES,
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=True,
+)
 def run_turn_task(turn_id: int) -> str:
     turn = run_turn(turn_id)
     return turn.status if turn is not None else "not queued"

@@ -8,6 +8,7 @@ import os
 import socket
 
 from agno.models.base import Model
+from django.db import InterfaceError, OperationalError
 
 from core import logs
 from sessions_app.models import Turn
@@ -20,6 +21,13 @@ from .summaries import summaries_after_turn
 from .titles import session_autotitle
 
 log = logging.getLogger(__name__)
+
+
+class ClaimFailed(Exception):
+    """The database failed while the turn was being claimed (a restarted server, a failover, a
+    dropped connection): the turn is still queued, untouched, and its task tries again
+    (agents.tasks). The claim's transaction dropped the broken connection, so the next try opens
+    a new one."""
 
 
 def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
@@ -39,10 +47,15 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
 def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:
     """Claim a queued turn and run it. None when it was not queued (a redelivered task, a turn
     another worker took over, a deleted session): the reason is logged and nothing is stored.
+    ClaimFailed when the database failed during the claim: nothing changed, try again.
     Every line logged meanwhile (agno's, openai's and httpx's included) carries the turn's ids
     and those of the request that queued it; the last one reports the outcome (report_turn)."""
     with logs.bound(turn_id=turn_id):
-        turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+        try:
+            turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("turn %s not claimed: the database failed (%s)", turn_id, exc)
+            raise ClaimFailed(str(exc)) from exc
         if turn is None:
             state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
             log.info("turn %s not run: %s", turn_id, f"it is {state}" if state else "it is gone")

@@ -11,6 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.services import lock_user
 
 from .errors import MemoryKeyTaken, MemoryLimitReached
 from .models import Memory
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 def _quota_check(user: User) -> None:
     """Refuse one more memory when the user has MEMORY_MAX_PER_USER. Locks the user's row, so
     two creations at once cannot both take the last place."""
-    User.objects.select_for_update().only("pk").get(pk=user.pk)
+    lock_user(user.pk)
     limit = settings.MEMORY_MAX_PER_USER
     count = Memory.objects.filter(user=user).count()
     if count >= limit:

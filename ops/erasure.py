@@ -16,13 +16,14 @@ from django.db import transaction
 from django.db.models import Model, Q
 
 from accounts.models import ApiKey
+from accounts.services import lock_user
 from checkpoints.models import Checkpoint
 from core import events
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
 from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
 from sessions_app.search import search_index_forget_deleted
-from sessions_app.services import lock_session, session_delete
+from sessions_app.services import session_delete
 
 from .audit import Outcome, Progress, Who, run_audited
 from .models import AuditRecord
@@ -99,14 +100,40 @@ def user_erase(*, user: User, who: Who, dry_run: bool = False) -> AuditRecord:
     )
 
 
+def _lock_user_and_sessions(user: User) -> list[int]:
+    """Lock what removing the user deletes, before anything is deleted, in the order every
+    writer takes the locks: the user's row (a new session, memory or key waits for it, then finds
+    the account gone), then each of their sessions' rows in order of id (a writer in a session
+    finishes first; one that comes later finds the session gone). Returns the sessions' ids; one
+    deleted meanwhile is simply not among them. Call inside the deleting transaction."""
+    lock_user(user.pk)
+    return list(
+        ExternalSession.objects.select_for_update()
+        .filter(owner=user)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+@transaction.atomic
+def user_delete(*, user: User) -> None:
+    """Delete an account with everything that is theirs by foreign key (the admin's Delete; an
+    erasure, `user_erase`, also removes their logins and their traces in the logs), in the
+    erasure's lock order: a plain cascade would delete their sessions' rows before locking the
+    sessions, and deadlock with a writer. Their open sockets close."""
+    for session_id in _lock_user_and_sessions(user):
+        session_delete(session=ExternalSession(pk=session_id))
+    type(user).objects.filter(pk=user.pk).delete()
+    events.sockets_close_user(user=user.pk)
+
+
 @transaction.atomic
 def _erase(user: User, progress: Progress) -> None:
+    sessions = _lock_user_and_sessions(user)
     logins = list(_login_sessions(user))
     LogEntry.objects.filter(_admin_log_about(user)).delete()
-    for session_id in ExternalSession.objects.filter(owner=user).values_list("pk", flat=True):
-        # Under the session's lock, like every structural change: a worker storing an answer
-        # there waits, then finds the session gone.
-        session_delete(session=lock_session(session_id))
+    for session_id in sessions:
+        session_delete(session=ExternalSession(pk=session_id))
         progress()
     Session.objects.filter(session_key__in=logins).delete()
     # Records of runs this user started by hand keep the run, not the name.

@@ -435,12 +435,18 @@ AGENT_TOOLS = env_json_or_list("AGENT_TOOLS")
 # own, however slow the model. A running turn with no heartbeat for AGENT_TURN_STALE_SECONDS lost
 # its worker: the recovery job (every TURN_RECOVERY_SECONDS) queues it again for another worker,
 # up to AGENT_TURN_ATTEMPTS claims in all, then fails it. A queued turn no worker has claimed for
-# TURN_QUEUE_TIMEOUT is failed too. Either way the user's message stays.
+# TURN_QUEUE_TIMEOUT is failed too (it was sent again meanwhile, see TURN_REDISPATCH_SECONDS).
+# Either way the user's message stays.
 TURN_HEARTBEAT_SECONDS = float(os.environ.get("TURN_HEARTBEAT_SECONDS", "").strip() or 3)
 AGENT_TURN_STALE_SECONDS = env_int("AGENT_TURN_STALE_SECONDS", 15)
 AGENT_TURN_ATTEMPTS = max(1, env_int("AGENT_TURN_ATTEMPTS", 2))
 TURN_RECOVERY_SECONDS = float(os.environ.get("TURN_RECOVERY_SECONDS", "").strip() or 5)
 TURN_QUEUE_TIMEOUT = env_int("TURN_QUEUE_TIMEOUT", 15 * 60)
+# A queued turn no worker has claimed for TURN_REDISPATCH_SECONDS is sent to the workers again by
+# the recovery job: its task may be lost (a message the broker dropped, a worker that died before
+# claiming it, a broker that was down when it was sent). A task that was merely slow then finds
+# the turn claimed and does nothing. So a lost turn runs within this plus TURN_RECOVERY_SECONDS.
+TURN_REDISPATCH_SECONDS = max(1, env_int("TURN_REDISPATCH_SECONDS", 30))
 # While it runs a turn, the worker looks this often whether the user stopped it (Stop, or
 # POST /api/v1/turns/{id}/cancel/), then closes the model's stream.
 TURN_STOP_POLL_SECONDS = float(os.environ.get("TURN_STOP_POLL_SECONDS", "").strip() or 0.5)

@@ -255,6 +255,10 @@ class Turn(models.Model):
     # running turn whose heartbeat stops is taken over by another worker, or failed once its
     # attempts are used up, so a session is never blocked for good.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When the turn was last handed to the workers' queue: when it was started, queued again, or
+    # sent again by the recovery job because no worker claimed it in TURN_REDISPATCH_SECONDS (its
+    # task was lost: a message the broker dropped, a worker that died before claiming it).
+    dispatched_at = models.DateTimeField(default=timezone.now)
     # How many times a worker has claimed the turn. It is also the worker's fencing token: only
     # the worker holding the current attempt may store the answer or finish the turn.
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -284,6 +288,7 @@ class Turn(models.Model):
             time_in_range("created_at", name="turn_created_at_in_range"),
             time_in_range("started_at", name="turn_started_at_in_range", null=True),
             time_in_range("heartbeat_at", name="turn_heartbeat_at_in_range", null=True),
+            time_in_range("dispatched_at", name="turn_dispatched_at_in_range"),
             time_in_range("finished_at", name="turn_finished_at_in_range", null=True),
         ]
         indexes = [

@@ -10,6 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.services import lock_user
 from core import events
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings
@@ -42,7 +43,7 @@ def session_quota_check(*, owner: User) -> None:
     """Refuse one more session when `owner` has ROLLBACK_MAX_SESSIONS_PER_USER (archived ones
     count). Call it in the transaction that creates the session: it locks the owner's row, so two
     creations at once cannot both take the last place."""
-    User.objects.select_for_update().only("pk").get(pk=owner.pk)
+    lock_user(owner.pk)
     limit = settings.ROLLBACK_MAX_SESSIONS_PER_USER
     count = ExternalSession.objects.filter(owner=owner).count()
     if count >= limit:
@@ -101,6 +102,7 @@ def session_for_key(*, owner: User, session_key: Any) -> ExternalSession:
         return found
 
 
+@transaction.atomic
 def session_update(
     *,
     session: ExternalSession,
@@ -109,12 +111,14 @@ def session_update(
     archived: bool | None = None,
 ) -> ExternalSession:
     """Rename a session, replace its metadata, archive it or bring it back (`archived`); every
-    change is announced (`session.changed`)."""
+    change is announced (`session.changed`). Under the session's lock, like every write: a
+    session deleted meanwhile is SessionNotFound."""
     if name is not None:
         name = clean_name(name, what="session")
     if metadata is not None:
         metadata = clean_metadata(metadata, what="session metadata")
         check_model_settings(metadata)
+    lock_session(session.pk)
     fields = ["updated_at"]
     if archived is not None:
         if not archived:
@@ -168,12 +172,15 @@ def session_title_set(*, session: ExternalSession, title: str) -> ExternalSessio
     return updated
 
 
+@transaction.atomic
 def session_delete(*, session: ExternalSession) -> None:
-    """Delete a session with all its branches, messages and checkpoints; the sockets watching
-    it close."""
-    deleted, _ = ExternalSession.objects.filter(pk=session.pk).delete()
-    if not deleted:
-        raise SessionNotFound()
+    """Delete a session with all its branches, messages, checkpoints and turns; the sockets
+    watching it close. It takes the session's lock first, like every other write, and only then
+    deletes the rows below it: deleting those first would hold their locks while waiting for the
+    session's, the reverse order of a writer, and deadlock with it. A writer that was waiting
+    for the lock then finds the session gone (SessionNotFound); one already gone is too."""
+    lock_session(session.pk)
+    ExternalSession.objects.filter(pk=session.pk).delete()
     events.sockets_close_session(session=session.pk)
 
 
@@ -232,10 +239,12 @@ def branch_make_current(session_id: int, branch_id: int) -> None:
 
 
 def lock_session(session_id: int) -> ExternalSession:
-    """Serialise structural changes of one session. Every write that moves where a branch ends
-    or which branch is current (append, checkpoint create and delete, fork, restore, rewind,
-    activate, storing a turn's answer) takes this lock first, then the branch's row, so no
-    interleaving can leave a checkpoint past the end of its branch."""
+    """Serialise the writes to one session. Every write to a session's rows (append, checkpoint
+    create and delete, fork, restore, rewind, activate, rename, storing a turn's answer and its
+    state, deleting the session) takes this lock first, then the branch's row, so no
+    interleaving can leave a checkpoint past the end of its branch, and no two writers take
+    the same locks in opposite orders (a deadlock). A session gone meanwhile is SessionNotFound.
+    (A turn's own status changes, one conditional update of its row each, need not.)"""
     try:
         return ExternalSession.objects.select_for_update().get(pk=session_id)
     except ExternalSession.DoesNotExist:
@@ -314,6 +323,7 @@ def branch_rename(*, branch: InternalSession, name: Any) -> InternalSession:
     event tells watchers the branches changed (so they read them again) without claiming a
     switch; `session.changed` would claim the session itself was renamed."""
     clean = clean_name(name, what="branch")
+    lock_session(branch.session_id)
     if not InternalSession.objects.filter(pk=branch.pk).update(name=clean):
         raise BranchNotFound()
     branch.name = clean
@@ -326,11 +336,13 @@ def branch_rename(*, branch: InternalSession, name: Any) -> InternalSession:
     return branch
 
 
+@transaction.atomic
 def branch_set_state(*, branch: InternalSession, session_state: Any) -> InternalSession:
     """Store the state the agent left after a turn. It is model output: text a database cannot
     store is cleaned, not refused; a state deeper than JSON_MAX_DEPTH (InvalidInput) or larger
     than ROLLBACK_STATE_MAX_BYTES (TooLarge) is refused, and the stored state stays as it was."""
     state = clean_session_state(session_state, model_output=True)
+    lock_session(branch.session_id)
     if not InternalSession.objects.filter(pk=branch.pk).update(session_state=state):
         raise BranchNotFound()
     branch.session_state = state

@@ -207,10 +207,12 @@ NOT_PICKED_UP = (
 
 @dataclass
 class Recovery:
-    """What `turn_recover_stale` did: turns queued again for another worker, and turns failed."""
+    """What `turn_recover_stale` did: turns queued again for another worker, turns failed, and
+    queued turns to send to the workers again (their task is lost, or late)."""
 
     requeued: list[Turn] = field(default_factory=list)
     failed: list[Turn] = field(default_factory=list)
+    redispatched: list[Turn] = field(default_factory=list)
 
 
 def _silent_since(cutoff: datetime) -> Q:
@@ -220,8 +222,11 @@ def _silent_since(cutoff: datetime) -> Q:
 def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     """Turns whose worker died go back to the queue, to be run again from their user message
     (a turn that used up AGENT_TURN_ATTEMPTS is failed instead); turns no worker picked up in
-    TURN_QUEUE_TIMEOUT are failed. Each change is one conditional update, so a heartbeat that
-    arrives meanwhile, or another recovery running at the same time, wins cleanly."""
+    TURN_QUEUE_TIMEOUT are failed; queued turns no worker claimed in TURN_REDISPATCH_SECONDS
+    since they were last sent are to be sent again (`redispatched`: the caller sends them; their
+    task may be lost, and if it was only late the claim lets one of the two run). Each change is
+    one conditional update, so a heartbeat or a claim that arrives meanwhile, or another recovery
+    running at the same time, wins cleanly."""
     now = timezone.now()
     stale = settings.AGENT_TURN_STALE_SECONDS
     cutoff = now - timedelta(seconds=stale)
@@ -234,7 +239,9 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
         )
         if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
             taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
-            if still_dead.update(status=Turn.Status.QUEUED, heartbeat_at=now, metadata=taken):
+            if still_dead.update(
+                status=Turn.Status.QUEUED, heartbeat_at=now, dispatched_at=now, metadata=taken
+            ):
                 done.requeued.append(turn)
             continue
         tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
@@ -260,7 +267,22 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
             turn.error = error
             done.failed.append(turn)
             events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
+    _redispatch_unclaimed(turns, now, done)
     return done
+
+
+def _redispatch_unclaimed(turns: QuerySet[Turn], now: datetime, done: Recovery) -> None:
+    """Mark the queued turns no worker claimed in TURN_REDISPATCH_SECONDS as sent now, into
+    `done.redispatched`. Conditional on the time they were last sent, so of two recoveries at
+    once only one sends each."""
+    cutoff = now - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS)
+    unclaimed = turns.filter(status=Turn.Status.QUEUED, dispatched_at__lt=cutoff)
+    for turn in unclaimed.only("id", "session_id", "dispatched_at"):
+        sent = Turn.objects.filter(
+            pk=turn.pk, status=Turn.Status.QUEUED, dispatched_at=turn.dispatched_at
+        ).update(dispatched_at=now)
+        if sent:
+            done.redispatched.append(turn)
 
 
 @dataclass

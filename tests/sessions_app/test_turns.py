@@ -119,6 +119,38 @@ def test_a_requeued_turn_waits_its_own_queue_time_not_its_age(session, settings)
     assert turn.status == "queued"
 
 
+def test_a_queued_turn_no_worker_claimed_is_sent_again_once_per_interval(session, settings):
+    settings.TURN_REDISPATCH_SECONDS = 30
+    turn = turn_start(session=session, message="lost on the way")
+    assert turn_recover_stale().redispatched == []  # just sent: its task is on its way
+    _age(turn, 31, "dispatched_at")
+    assert [t.pk for t in turn_recover_stale().redispatched] == [turn.pk]
+    assert turn_recover_stale().redispatched == []  # sent again just now
+    turn.refresh_from_db()
+    assert turn.status == "queued" and turn.attempts == 0
+
+
+def test_a_claimed_or_requeued_turn_is_not_sent_again_by_the_unclaimed_rule(session, settings):
+    settings.TURN_REDISPATCH_SECONDS = 30
+    turn = turn_start(session=session, message="taken")
+    _age(turn, 31, "dispatched_at")
+    turn_claim(turn_id=turn.pk)
+    assert turn_recover_stale().redispatched == []
+    _dead(turn, settings)
+    done = turn_recover_stale()
+    assert [t.pk for t in done.requeued] == [turn.pk] and done.redispatched == []
+    assert turn_recover_stale().redispatched == []  # the requeue counts as sending it
+
+
+def test_a_turn_unclaimed_past_the_queue_timeout_is_failed_not_sent_again(session, settings):
+    settings.TURN_QUEUE_TIMEOUT = 600
+    turn = turn_start(session=session, message="nobody home")
+    _age(turn, 601, "created_at")
+    _age(turn, 601, "dispatched_at")
+    done = turn_recover_stale()
+    assert [t.pk for t in done.failed] == [turn.pk] and done.redispatched == []
+
+
 def test_recent_turns_are_left_alone(session):
     turn = turn_start(session=session, message="fresh")
     claimed = turn_claim(turn_id=turn.pk)

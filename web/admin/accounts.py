@@ -20,7 +20,7 @@ from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import clean_json_object
 from ops.audit import Who
-from ops.erasure import user_erase, user_holdings
+from ops.erasure import user_delete, user_erase, user_holdings
 from sessions_app.models import ExternalSession, InternalSession
 from web.admin.support import changelist_link, count_subquery, deletion_summary
 
@@ -70,6 +70,13 @@ class UserAdmin(BaseUserAdmin):
         super().save_model(request, obj, form, change)
         if change and "is_active" in form.changed_data and not obj.is_active:
             user_deactivate(user=obj)  # closes their open sockets
+
+    def delete_model(self, request: HttpRequest, obj: User) -> None:
+        user_delete(user=obj)  # in the lock order of every write, not a plain cascade
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        for user in queryset.order_by("pk"):
+            user_delete(user=user)
 
     @admin.action(description="Deactivate the selected users", permissions=["change"])
     def deactivate(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
