@@ -75,7 +75,8 @@ def test_metadata_nested_deeper_than_32_levels_is_400(api, session, method):
     ("escape", "says"),
     [
         ("\\u0000", "The session metadata cannot contain NUL characters."),
-        ("\\ud800", "The session metadata cannot contain lone surrogates"),
+        # Refused with the body, before the service sees it (core.parsers).
+        ("\\ud800", "JSON parse error - the body holds a lone surrogate"),
     ],
 )
 def test_nul_or_a_lone_surrogate_in_new_session_metadata_is_400(api, escape, says):
@@ -94,7 +95,13 @@ def test_nul_or_a_lone_surrogate_in_changed_metadata_is_400_and_changes_nothing(
 ):
     raw = '{"name": "Renamed", "metadata": {"note": "%s"}}' % escape  # noqa: UP031
     response = post_raw(api, f"/api/v1/sessions/{session.pk}/", raw, "PATCH")
-    assert response.status_code == 400 and "metadata cannot contain" in response.json()["detail"]
+    detail = response.json()["detail"]
+    assert response.status_code == 400
+    assert (
+        "metadata cannot contain" in detail
+        or "lone surrogate" in detail
+        and "metadata.note" in detail
+    )
     session.refresh_from_db()
     assert session.session_name == "Python basics" and session.metadata == {}
     assert api.get(f"/api/v1/sessions/{session.pk}/").status_code == 200
