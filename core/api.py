@@ -3,6 +3,8 @@ limit/offset pagination."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -77,6 +79,14 @@ def paginate(
     page = paginator.paginate_queryset(queryset, view.request, view=view)
     data = serializer(page, many=True, context=context or {}).data
     return paginator.get_paginated_response(data)
+
+
+def body_fingerprint(data: Any) -> str:
+    """A digest of a body as validated (defaults filled in), the same whatever its spacing or
+    key order: what an Idempotency-Key is stored with, to tell a retry from another request
+    reusing the key."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _flatten(errors: Any, prefix: str = "") -> list[str]:

@@ -103,9 +103,12 @@ def turn_start(
     message: Any,
     branch: InternalSession | None = None,
     idempotency_key: str = "",
+    request_fingerprint: str = "",
 ) -> Turn:
     """Queue a turn on the session's current branch (or on `branch`) and store the user's
-    message. Empty or oversized messages are refused before anything is written."""
+    message. Empty or oversized messages are refused before anything is written. With an
+    idempotency key, `request_fingerprint` (a digest of the request that carried it) is kept
+    with the turn, so a later request with the same key can be told apart (agents.services)."""
     text = clean_user_message(message)
     try:
         with transaction.atomic():
@@ -122,7 +125,11 @@ def turn_start(
                 branch=branch,
                 message=text,
                 user_message_position=stored.position,
-                metadata={"user_message_id": stored.pk, **_origin()},
+                metadata={
+                    "user_message_id": stored.pk,
+                    **_origin(),
+                    **({"request_fingerprint": request_fingerprint} if idempotency_key else {}),
+                },
                 idempotency_key=idempotency_key,
             )
     except IntegrityError:

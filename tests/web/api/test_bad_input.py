@@ -277,6 +277,52 @@ def test_an_empty_limit_or_offset_is_the_default(api, session, branch):
     assert page["count"] == 3 and len(page["results"]) == 3
 
 
+# --- Idempotency-Key --------------------------------------------------------------------------
+
+
+def test_an_idempotency_key_reused_with_another_message_is_409_and_writes_nothing(api, session):
+    url = f"/api/v1/sessions/{session.pk}/turns/"
+    headers = {"HTTP_IDEMPOTENCY_KEY": "abc-123"}
+    first = api.post(url, {"message": "once"}, format="json", **headers)
+    assert first.status_code == 202
+    before = rows()
+    again = api.post(url, {"message": "something else"}, format="json", **headers)
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": "This Idempotency-Key was already used in this session for another request "
+        f"(turn {first.json()['id']}); send a new key with a new message."
+    }
+    assert rows() == before
+    # The same request again still gets its turn, whatever the spacing and order of its keys.
+    raw = '{ "wait" : false,\n "message": "once" }'
+    retried = api.post(url, raw, content_type="application/json", **headers)
+    assert retried.status_code == 202 and retried.json()["id"] == first.json()["id"]
+    assert api.post(url, {"message": "once"}, format="json", **headers).status_code == 202
+
+
+def test_an_idempotency_key_reused_with_another_body_on_chat_is_409(api):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "tg-update-991"}
+    body = {"session_key": "agent:shket:main:1", "message": "once"}
+    assert api.post("/api/v1/chat/", body, format="json", **headers).status_code == 202
+    before = rows()
+    other = {**body, "message": "twice"}
+    response = api.post("/api/v1/chat/", other, format="json", **headers)
+    assert response.status_code == 409 and "Idempotency-Key" in response.json()["detail"]
+    assert rows() == before
+
+
+def test_an_idempotency_key_of_a_turn_stored_without_a_fingerprint_compares_the_message(
+    api, session
+):
+    """Turns queued before fingerprints were kept: the message tells a retry from a reuse."""
+    turn = turn_start(session=session, message="once", idempotency_key="old-key")
+    url = f"/api/v1/sessions/{session.pk}/turns/"
+    headers = {"HTTP_IDEMPOTENCY_KEY": "old-key"}
+    same = api.post(url, {"message": "once"}, format="json", **headers)
+    assert same.status_code == 202 and same.json()["id"] == turn.pk
+    assert api.post(url, {"message": "other"}, format="json", **headers).status_code == 409
+
+
 # --- Methods and media types ------------------------------------------------------------------
 
 
