@@ -357,3 +357,47 @@ def test_a_missing_route_under_the_api_is_a_json_404(api):
     for method in ("GET", "POST", "PUT", "DELETE"):
         response = api.generic(method, "/api/v1/nothing/here/")
         assert response.status_code == 404 and response.json() == {"detail": "Not found."}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_requests_with_one_key_and_two_bodies_make_one_turn_and_409_the_other_body(
+    alice, session
+):
+    """Both bodies race past the first lookup: the loser's path (TurnInProgress, the unique key)
+    compares the body too."""
+    import threading
+
+    from django.db import connection
+
+    from tests.web.api.conftest import bearer_client
+
+    url = f"/api/v1/sessions/{session.pk}/turns/"
+    clients = [bearer_client(alice) for _ in range(6)]
+    answers: list[tuple[str, int, dict]] = []
+    barrier = threading.Barrier(len(clients))
+
+    def post(i: int) -> None:
+        message = "first" if i % 2 == 0 else "second"
+        try:
+            barrier.wait()
+            response = clients[i].post(
+                url, {"message": message}, format="json", HTTP_IDEMPOTENCY_KEY="race-1"
+            )
+            answers.append((message, response.status_code, response.json()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(answers) == len(clients)
+    turn = Turn.objects.get(session=session)
+    for message, status, body in answers:
+        if message == turn.message:
+            assert status == 202 and body["id"] == turn.pk
+        else:
+            assert status == 409 and "Idempotency-Key" in body["detail"]
+    assert Message.objects.filter(branch__session=session, role="user").count() == 1
