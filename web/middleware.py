@@ -13,7 +13,7 @@ from urllib.parse import unquote_to_bytes
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware, PolicyParts
 from django.core.exceptions import BadRequest, DisallowedHost
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
@@ -140,7 +140,16 @@ class UndecodableRequestMiddleware(MiddlewareMixin):
     another. Bodies are the parsers' (core.parsers for the API's JSON; Django's form parsing
     for the pages, which keeps to U+FFFD too but never echoes what it read)."""
 
-    def process_request(self, request: HttpRequest) -> None:
+    def process_request(self, request: HttpRequest) -> HttpResponseBase | None:
+        try:
+            self._check(request)
+        except UndecodableRequest as exc:
+            if request.path.startswith("/api/"):  # JSON, with DEBUG on too (handler400 is not)
+                return JsonResponse({"detail": str(exc)}, status=400)
+            raise
+        return None
+
+    def _check(self, request: HttpRequest) -> None:
         scope = getattr(request, "scope", None)
         if scope is not None:  # ASGI (the app's servers): the bytes as they came
             raw_path = scope.get("raw_path")

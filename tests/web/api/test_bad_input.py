@@ -175,6 +175,15 @@ def test_a_query_string_that_is_not_utf8_is_400(api, session, url, query):
     }
 
 
+def test_the_api_answers_an_undecodable_query_string_in_json_with_debug_on_too(
+    api, session, settings
+):
+    settings.DEBUG = True  # Django's debug page would answer a BadRequest in HTML
+    response = api.get("/api/v1/sessions/?q=%FF")
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert response.json()["detail"].startswith("The query string is not valid UTF-8")
+
+
 def test_a_query_string_of_utf8_text_is_read(api, session):
     response = api.get("/api/v1/sessions/?q=%C3%A9t%C3%A9+%F0%9F%8E%89")
     assert response.status_code == 200
