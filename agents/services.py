@@ -14,7 +14,8 @@ from django.db import close_old_connections, connection, transaction
 
 from accounts.models import User
 from core.errors import InvalidInput, NotFound
-from sessions_app.errors import TurnInProgress
+from core.validation import storable_text
+from sessions_app.errors import IdempotencyKeyReused, TurnInProgress
 from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession, Message, Turn
 from sessions_app.selectors import branch_history, current_branch
@@ -101,17 +102,30 @@ def start_in_process_recovery() -> None:
             _recovery.start()
 
 
-def turn_submit(*, session: ExternalSession, message: Any, idempotency_key: str = "") -> Turn:
+def turn_submit(
+    *,
+    session: ExternalSession,
+    message: Any,
+    idempotency_key: str = "",
+    request_fingerprint: str = "",
+) -> Turn:
     """Start a turn. With an idempotency key already used in this session, the turn it started is
-    returned instead and nothing new happens."""
+    returned instead and nothing new happens, when the request is the same one again (the same
+    `request_fingerprint`: a digest of its body); a request with another body is refused
+    (IdempotencyKeyReused), since its message would otherwise be dropped without a word."""
     turns_recover(session=session)
     if idempotency_key:
         earlier = Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
         if earlier is not None:
-            return earlier
+            return _same_request(earlier, message, request_fingerprint)
     try:
         with transaction.atomic():
-            turn = turn_start(session=session, message=message, idempotency_key=idempotency_key)
+            turn = turn_start(
+                session=session,
+                message=message,
+                idempotency_key=idempotency_key,
+                request_fingerprint=request_fingerprint,
+            )
             _run_after_commit(turn.pk)
     except TurnInProgress:
         earlier = (
@@ -121,18 +135,45 @@ def turn_submit(*, session: ExternalSession, message: Any, idempotency_key: str 
         )
         if earlier is None:
             raise
-        return earlier
+        return _same_request(earlier, message, request_fingerprint)
     return turn
 
 
-def chat_submit(*, owner: User, session_key: Any, message: Any, idempotency_key: str = "") -> Turn:
+def _same_request(earlier: Turn, message: Any, request_fingerprint: str) -> Turn:
+    """The turn an idempotency key started, when this request is the one that started it: the
+    same body (by fingerprint), or, for a turn stored without one, the same message."""
+    stored = (
+        earlier.metadata.get("request_fingerprint") if isinstance(earlier.metadata, dict) else None
+    )
+    if stored:
+        same = stored == request_fingerprint
+    else:
+        same = isinstance(message, str) and earlier.message == storable_text(message)
+    if not same:
+        raise IdempotencyKeyReused(earlier.pk)
+    return earlier
+
+
+def chat_submit(
+    *,
+    owner: User,
+    session_key: Any,
+    message: Any,
+    idempotency_key: str = "",
+    request_fingerprint: str = "",
+) -> Turn:
     """Start a turn on the owner's session of `session_key` (sessions_app.keys), made on first
     use; otherwise exactly `turn_submit` (the Idempotency-Key, TurnInProgress). The key and the
     message are checked before anything is written, so bad input leaves no session behind."""
     parse_session_key(session_key)
     clean_user_message(message)
     session = session_for_key(owner=owner, session_key=session_key)
-    return turn_submit(session=session, message=message, idempotency_key=idempotency_key)
+    return turn_submit(
+        session=session,
+        message=message,
+        idempotency_key=idempotency_key,
+        request_fingerprint=request_fingerprint,
+    )
 
 
 def turn_resubmit(*, turn: Turn) -> Turn:

@@ -31,11 +31,12 @@ from core.validation import (
     json_too_deep,
     storable_text,
 )
-from sessions_app.errors import ImportRejected, ImportTooLarge
+from sessions_app.errors import ImportRejected, ImportTooLarge, MessageTooLong
 from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.selectors import without_cyclic_gc
 from sessions_app.services import session_quota_check
+from sessions_app.turns import message_limits_check
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -337,12 +338,20 @@ def _check_values(doc: ExportDoc) -> None:
                 clean_metadata(m.metadata, what=f"metadata of {at}")
                 clean_json(m.tool_args, what=f"tool_args of {at}")
                 clean_json(m.tool_calls, what=f"tool_calls of {at}")
+                message_limits_check(
+                    what=at,
+                    role=m.role,
+                    content=m.content,
+                    tool_result=m.tool_result or "",
+                    tool_args=m.tool_args,
+                    tool_calls=m.tool_calls,
+                )
             for c in b.checkpoints:
                 at = f"checkpoint {c.id}"
                 time(c.created_at, f"created_at of {at}")
                 clean_metadata(c.metadata, what=f"metadata of {at}")
                 clean_session_state(c.session_state, what=f"session state of {at}")
-    except TooLarge as exc:
+    except (TooLarge, MessageTooLong) as exc:
         raise ImportTooLarge(f"Cannot import this document: {exc.message}") from None
     except InvalidInput as exc:
         raise ImportRejected(f"Cannot import this document: {exc.message}") from None

@@ -3,6 +3,8 @@ limit/offset pagination."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -11,17 +13,59 @@ from django.http import Http404
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.errors import HTTP_STATUS, DomainError
+from core.errors import HTTP_STATUS, DomainError, InvalidInput, renderable
+
+# The largest offset a list takes: far past any list, and within what every database's integers
+# hold (a larger one would overflow the query).
+OFFSET_MAX = 2**53
 
 
 class Pagination(LimitOffsetPagination):
+    """`?limit=` (default 50; above 1000 is 1000) and `?offset=` (default 0). Each, when given,
+    is a non-negative integer written in digits, or the request is a 400: DRF's own would
+    answer a page of the default size to `limit=-1` or `offset=abc`, which the client did not
+    ask for. `limit=0` answers the count alone."""
+
     default_limit = 50
     max_limit = 1000
+
+    def get_limit(self, request: Any) -> int:
+        limit = _non_negative(request, self.limit_query_param)
+        return self.default_limit if limit is None else min(limit, self.max_limit)
+
+    def get_offset(self, request: Any) -> int:
+        offset = _non_negative(request, self.offset_query_param)
+        if offset is not None and offset > OFFSET_MAX:
+            raise InvalidInput(f"offset must be at most {OFFSET_MAX}.")
+        return offset or 0
+
+    def get_next_link(self) -> str | None:
+        if self.limit == 0:  # the count alone: no page to go on to
+            return None
+        return super().get_next_link()
+
+    def get_previous_link(self) -> str | None:
+        if self.limit == 0:
+            return None
+        return super().get_previous_link()
+
+
+def _non_negative(request: Any, name: str) -> int | None:
+    """A query parameter that is a non-negative integer (None when absent or empty)."""
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise InvalidInput(f"{name} must be a non-negative integer, like 0 or 50.")
+    # More digits than any count has are past every list (and int() refuses 4,300 digits).
+    return int(raw) if len(raw) <= 20 else OFFSET_MAX + 1
 
 
 def paginate(
@@ -35,6 +79,14 @@ def paginate(
     page = paginator.paginate_queryset(queryset, view.request, view=view)
     data = serializer(page, many=True, context=context or {}).data
     return paginator.get_paginated_response(data)
+
+
+def body_fingerprint(data: Any) -> str:
+    """A digest of a body as validated (defaults filled in), the same whatever its spacing or
+    key order: what an Idempotency-Key is stored with, to tell a retry from another request
+    reusing the key."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _flatten(errors: Any, prefix: str = "") -> list[str]:
@@ -68,7 +120,35 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = {"detail": "; ".join(_flatten(response.data)), "errors": response.data}
     elif isinstance(response.data, dict) and "detail" in response.data:
         response.data = {"detail": str(response.data["detail"])}
+    # DRF's messages quote what was sent (an unknown field's name, a choice that is not one):
+    # quoted as escapes, a lone surrogate in it cannot make the answer unencodable.
+    response.data = _renderable(response.data)
     return response
+
+
+def _renderable(data: Any) -> Any:
+    """Error data with `core.errors.renderable` applied to every text in it, keys included."""
+    if isinstance(data, str):
+        return renderable(data)
+    if isinstance(data, dict):
+        return {_renderable(key): _renderable(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_renderable(item) for item in data]
+    return data
+
+
+class JSONErrors(APIView):
+    """For an API view whose answers are not JSON (the schema in YAML, the docs page): its
+    errors (405, 406, 429, ...) are the contract's JSON {"detail"} all the same, not YAML or an
+    HTML page."""
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        if isinstance(response, Response) and response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 class StrictSerializer(serializers.Serializer):

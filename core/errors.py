@@ -7,6 +7,8 @@ views (`core.http.domain_errors`) map them to HTTP status in one place each, by 
 
 from __future__ import annotations
 
+import re
+
 # How the HTTP layers (the pages and the API) answer each kind of domain error.
 HTTP_STATUS = {
     "not_found": 404,
@@ -18,10 +20,22 @@ HTTP_STATUS = {
 }
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def renderable(text: str) -> str:
+    """`text` with each lone surrogate (U+D800 to U+DFFF, which no UTF-8 answer can hold) written
+    as its escape, `\\ud800`: an error that quotes what a user sent can always be shown."""
+    if not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 class DomainError(Exception):
     code = "invalid"
 
     def __init__(self, message: str) -> None:
+        message = renderable(message)
         super().__init__(message)
         self.message = message
 

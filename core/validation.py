@@ -114,6 +114,29 @@ def json_too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+def lone_surrogate_at(value: Any) -> str | None:
+    """Where the first lone surrogate (U+D800 to U+DFFF: not valid Unicode, and no UTF-8 text
+    can hold one) sits in a JSON value, keys included: a path such as `metadata.note`, `[2]`
+    or `(the value)`; None when there is none. Walks without recursion."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path or "(the value)"
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                where = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return where
+                children.append((child, where))
+            stack.extend(reversed(children))  # in the document's order
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(child, f"{path}[{i}]") for i, child in enumerate(item)]))
+    return None
+
+
 def _check_json(value: Any, *, what: str) -> None:
     """Refuse what is not plain JSON a database can store: nesting deeper than JSON_MAX_DEPTH,
     NaN and infinite numbers, keys that are not text, other Python types, and NUL and lone

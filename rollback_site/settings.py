@@ -226,6 +226,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: every line logged and every answer given for a request carries its id.
     "web.middleware.RequestIdMiddleware",
+    # An address that is not UTF-8 text is a 400 before anything reads it.
+    "web.middleware.UndecodableRequestMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # After WhiteNoise: static files keep their own caching and carry no policy.

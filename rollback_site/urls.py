@@ -11,6 +11,7 @@ admin.site.site_header = "Rollback console"
 admin.site.site_title = "Rollback console"
 admin.site.index_title = "Users, sessions, branches and checkpoints"
 
+handler400 = errors.bad_request
 handler404 = errors.not_found
 handler500 = errors.server_error
 

@@ -36,6 +36,16 @@ class TurnInProgress(Conflict):
         super().__init__(message)
 
 
+class IdempotencyKeyReused(Conflict):
+    """An Idempotency-Key already used in this session for a request with another body."""
+
+    def __init__(self, turn_id: int) -> None:
+        super().__init__(
+            f"This Idempotency-Key was already used in this session for another request "
+            f"(turn {turn_id}); send a new key with a new message."
+        )
+
+
 class TurnAlreadyEnded(Conflict):
     def __init__(self, message: str = "This turn has already ended; it cannot be stopped.") -> None:
         super().__init__(message)

@@ -76,6 +76,42 @@ def _bounded_calls(calls: Any, limit: int) -> Any:
     return out
 
 
+def message_limits_check(
+    *, what: str, role: str, content: str, tool_result: str, tool_args: Any, tool_calls: Any
+) -> None:
+    """A message brought in whole (an imported one) within the limits of the messages typed and
+    generated here: a user's text at most AGENT_MAX_INPUT_CHARS characters (`clean_user_message`);
+    the agent's texts, tool results and tool-call arguments as `turn_store_answer` bounds them,
+    at most AGENT_MAX_REPLY_CHARS (and the note saying a text was cut off there). MessageTooLong
+    (413) names the message (`what`) and the part."""
+    limit = settings.AGENT_MAX_REPLY_CHARS
+    if role == Message.Role.USER:
+        typed = settings.AGENT_MAX_INPUT_CHARS
+        if len(content) > typed:
+            raise MessageTooLong(
+                f"The content of {what} is {len(content)} characters long; the limit for a "
+                f"user's message is {typed}."
+            )
+    elif bounded(content, limit) != content:
+        raise MessageTooLong(
+            f"The content of {what} is {len(content)} characters long; the limit is {limit}."
+        )
+    if bounded(tool_result, limit) != tool_result:
+        raise MessageTooLong(
+            f"The tool_result of {what} is {len(tool_result)} characters long; "
+            f"the limit is {limit}."
+        )
+    cut = tool_args.get("cut_off") if isinstance(tool_args, dict) and len(tool_args) == 1 else None
+    if _bounded_json(tool_args, limit) != tool_args and not (
+        isinstance(cut, str) and bounded(cut, limit) == cut
+    ):
+        raise MessageTooLong(f"The tool_args of {what} are longer than {limit} characters as JSON.")
+    if _bounded_calls(tool_calls, limit) != tool_calls:
+        raise MessageTooLong(
+            f"A tool call's arguments in {what} are longer than {limit} characters."
+        )
+
+
 def clean_user_message(message: Any) -> str:
     if not isinstance(message, str):
         raise InvalidInput("The message must be text.")
@@ -103,9 +139,12 @@ def turn_start(
     message: Any,
     branch: InternalSession | None = None,
     idempotency_key: str = "",
+    request_fingerprint: str = "",
 ) -> Turn:
     """Queue a turn on the session's current branch (or on `branch`) and store the user's
-    message. Empty or oversized messages are refused before anything is written."""
+    message. Empty or oversized messages are refused before anything is written. With an
+    idempotency key, `request_fingerprint` (a digest of the request that carried it) is kept
+    with the turn, so a later request with the same key can be told apart (agents.services)."""
     text = clean_user_message(message)
     try:
         with transaction.atomic():
@@ -122,7 +161,11 @@ def turn_start(
                 branch=branch,
                 message=text,
                 user_message_position=stored.position,
-                metadata={"user_message_id": stored.pk, **_origin()},
+                metadata={
+                    "user_message_id": stored.pk,
+                    **_origin(),
+                    **({"request_fingerprint": request_fingerprint} if idempotency_key else {}),
+                },
                 idempotency_key=idempotency_key,
             )
     except IntegrityError:

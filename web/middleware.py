@@ -8,11 +8,12 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware, PolicyParts
-from django.core.exceptions import DisallowedHost
-from django.http import HttpRequest
+from django.core.exceptions import BadRequest, DisallowedHost
+from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
@@ -104,3 +105,63 @@ class PrivateByDefaultMiddleware(MiddlewareMixin):
         if not response.has_header("Cache-Control"):
             add_never_cache_headers(response)
         return response
+
+
+class UndecodableRequest(BadRequest):
+    """An address whose path or query string is not UTF-8 text (400, with this message)."""
+
+
+def _text_bytes(value: bytes | str) -> bytes:
+    """Bytes as they are; text as UTF-8, a surrogate in it kept as its bytes, so it is found."""
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+
+
+def _wsgi_bytes(value: str) -> bytes:
+    """A WSGI server's text is one byte per character (PEP 3333); a test client's may not be."""
+    try:
+        return value.encode("iso-8859-1")
+    except UnicodeEncodeError:
+        return _text_bytes(value)
+
+
+def _is_utf8(raw: bytes) -> bool:
+    """Whether bytes are UTF-8 text; Python's strict decoder also refuses encoded surrogates
+    (U+D800 to U+DFFF, which are no text)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class UndecodableRequestMiddleware(MiddlewareMixin):
+    """Refuses with 400 an address whose path or query string, percent-decoded, is not UTF-8:
+    Django would read each bad byte as U+FFFD, and a search or an id would silently become
+    another. Bodies are the parsers' (core.parsers for the API's JSON; Django's form parsing
+    for the pages, which keeps to U+FFFD too but never echoes what it read)."""
+
+    def process_request(self, request: HttpRequest) -> HttpResponseBase | None:
+        try:
+            self._check(request)
+        except UndecodableRequest as exc:
+            if request.path.startswith("/api/"):  # JSON, with DEBUG on too (handler400 is not)
+                return JsonResponse({"detail": str(exc)}, status=400)
+            raise
+        return None
+
+    def _check(self, request: HttpRequest) -> None:
+        scope = getattr(request, "scope", None)
+        if scope is not None:  # ASGI (the app's servers): the bytes as they came
+            raw_path = scope.get("raw_path")
+            path = unquote_to_bytes(raw_path) if raw_path else _text_bytes(scope.get("path", ""))
+            query = _text_bytes(scope.get("query_string") or b"")
+        else:  # WSGI: Django has put the path's bad bytes back as %XX, matching no route (404)
+            path = b""
+            query = _wsgi_bytes(getattr(request, "environ", {}).get("QUERY_STRING", ""))
+        if not _is_utf8(path):
+            raise UndecodableRequest("The address is not valid UTF-8 text.")
+        if not _is_utf8(unquote_to_bytes(query.replace(b"+", b" "))):
+            raise UndecodableRequest(
+                "The query string is not valid UTF-8 text once percent-decoded (a byte that is "
+                "no character, or a lone surrogate)."
+            )

@@ -87,7 +87,8 @@ def extreme(alice, settings):
         )
         Message.objects.filter(branch=branch).update(
             created_at=when,
-            content=TRICKY * 1000,
+            # A user's message at the most one may be (AGENT_MAX_INPUT_CHARS), imports included.
+            content=(TRICKY * 1000)[: settings.AGENT_MAX_INPUT_CHARS],
             tool_name=name(),
             tool_args=metadata,
             tool_calls=[metadata["a"]],  # a list around 31 levels: 32 in all

@@ -20,7 +20,7 @@ from agents.services import chat_submit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
 from core import events
-from core.api import Pagination, paginate
+from core.api import Pagination, body_fingerprint, paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
 from core.validation import clean_search
@@ -109,7 +109,8 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
     str,
     OpenApiParameter.HEADER,
-    description="a retried POST with the same key returns the first turn",
+    description="a retried POST with the same key and the same body returns the first turn; "
+    "the same key with another body is a 409",
 )
 
 
@@ -218,8 +219,12 @@ class SessionTurns(APIView):
     def post(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         data = TurnIn.validated(request.data)
-        key = _idempotency_key(request)
-        turn = turn_submit(session=session, message=data["message"], idempotency_key=key)
+        turn = turn_submit(
+            session=session,
+            message=data["message"],
+            idempotency_key=_idempotency_key(request),
+            request_fingerprint=body_fingerprint(data),
+        )
         return _turn_answer(turn, wait=data["wait"])
 
 
@@ -250,12 +255,12 @@ class Chat(APIView):
     )
     def post(self, request: Request) -> Response:
         data = ChatIn.validated(request.data)
-        idempotency_key = _idempotency_key(request)
         turn = chat_submit(
             owner=_user(request),
             session_key=data["session_key"],
             message=data["message"],
-            idempotency_key=idempotency_key,
+            idempotency_key=_idempotency_key(request),
+            request_fingerprint=body_fingerprint(data),
         )
         return _turn_answer(turn, wait=data["wait"])
 

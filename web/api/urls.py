@@ -8,12 +8,21 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
+from core.api import JSONErrors
 from web.api import accounts as accounts_api
 from web.api import checkpoints as checkpoints_api
 from web.api import memories as memories_api
 from web.api import sessions as sessions_api
 
 app_name = "api"
+
+
+class SchemaView(JSONErrors, SpectacularAPIView):
+    """The OpenAPI schema (YAML, or JSON with ?format=json); errors in JSON."""
+
+
+class DocsView(JSONErrors, SpectacularSwaggerSplitView):
+    """Swagger UI over the schema; errors in JSON."""
 
 
 @csrf_exempt
@@ -53,7 +62,7 @@ urlpatterns = [
     path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
     path(
         "schema/",
-        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        SchemaView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
         name="schema",
     ),
     path(
@@ -61,7 +70,7 @@ urlpatterns = [
         # The Content Security Policy allows no inline script or style: the split view serves
         # Swagger UI's start-up script as a file of its own (docs/?script=), and our template
         # takes the page's inline style to static/rollback/swagger.css.
-        SpectacularSwaggerSplitView.as_view(
+        DocsView.as_view(
             url_name="api:schema",
             template_name="api/swagger_ui.html",
             permission_classes=[AllowAny],

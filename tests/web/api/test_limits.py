@@ -75,7 +75,8 @@ def test_metadata_nested_deeper_than_32_levels_is_400(api, session, method):
     ("escape", "says"),
     [
         ("\\u0000", "The session metadata cannot contain NUL characters."),
-        ("\\ud800", "The session metadata cannot contain lone surrogates"),
+        # Refused with the body, before the service sees it (core.parsers).
+        ("\\ud800", "JSON parse error - the body holds a lone surrogate"),
     ],
 )
 def test_nul_or_a_lone_surrogate_in_new_session_metadata_is_400(api, escape, says):
@@ -94,7 +95,13 @@ def test_nul_or_a_lone_surrogate_in_changed_metadata_is_400_and_changes_nothing(
 ):
     raw = '{"name": "Renamed", "metadata": {"note": "%s"}}' % escape  # noqa: UP031
     response = post_raw(api, f"/api/v1/sessions/{session.pk}/", raw, "PATCH")
-    assert response.status_code == 400 and "metadata cannot contain" in response.json()["detail"]
+    detail = response.json()["detail"]
+    assert response.status_code == 400
+    assert (
+        "metadata cannot contain" in detail
+        or "lone surrogate" in detail
+        and "metadata.note" in detail
+    )
     session.refresh_from_db()
     assert session.session_name == "Python basics" and session.metadata == {}
     assert api.get(f"/api/v1/sessions/{session.pk}/").status_code == 200
@@ -240,3 +247,90 @@ def test_an_import_copy_is_not_changed_by_the_checks(api, session, branch):
     assert InternalSession.objects.get(session=copied).session_state == {
         "deep": [[[[{"x": None}]]]]
     }
+
+
+# --- imported messages --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("role", "field", "says"),
+    [
+        (
+            "user",
+            "content",
+            "The content of message 0 of branch {b} is 101 characters long; "
+            "the limit for a user's message is 100.",
+        ),
+        (
+            "assistant",
+            "content",
+            "The content of message 1 of branch {b} is 201 characters long; the limit is 200.",
+        ),
+        (
+            "tool",
+            "tool_result",
+            "The tool_result of message 1 of branch {b} is 201 characters long; the limit is 200.",
+        ),
+        (
+            "tool",
+            "tool_args",
+            "The tool_args of message 1 of branch {b} are longer than 200 characters as JSON.",
+        ),
+    ],
+)
+def test_an_imported_message_over_the_limits_of_typed_and_generated_ones_is_413(
+    api, session, branch, settings, role, field, says
+):
+    """A user's message is at most AGENT_MAX_INPUT_CHARS, the agent's texts at most
+    AGENT_MAX_REPLY_CHARS, whichever way they arrive: an import of 20,000,000 characters in one
+    message would make its page take seconds and megabytes to render."""
+    settings.AGENT_MAX_INPUT_CHARS = 100
+    settings.AGENT_MAX_REPLY_CHARS = 200
+    document = _document(session, branch)
+    message = document["branches"][0]["messages"][0 if role == "user" else 1]
+    message["role"] = role
+    message[field] = (
+        {"text": "x" * 200} if field == "tool_args" else "x" * (101 if role == "user" else 201)
+    )
+    before = rows()
+    response = api.post("/api/v1/sessions/import/", document, format="json")
+    assert response.status_code == 413, response.content
+    assert response.json()["detail"] == "Cannot import this document: " + says.format(
+        b=document["branches"][0]["id"]
+    )
+    assert rows() == before
+
+
+def test_imported_messages_at_the_limits_and_replies_cut_off_there_import(
+    api, session, branch, settings
+):
+    from sessions_app.turns import bounded
+
+    settings.AGENT_MAX_INPUT_CHARS = 100
+    settings.AGENT_MAX_REPLY_CHARS = 200
+    document = _document(session, branch)
+    user, reply = document["branches"][0]["messages"]
+    user["content"] = "u" * 100
+    reply["content"] = bounded("r" * 5000, 200)  # as a reply cut off by the limit is stored
+    reply["tool_args"] = {"cut_off": bounded("{" * 5000, 200)}
+    response = api.post("/api/v1/sessions/import/", document, format="json")
+    assert response.status_code == 201, response.content
+    copied = InternalSession.objects.get(session_id=response.json()["id"])
+    assert Message.objects.get(branch=copied, position=1).content == reply["content"]
+
+
+def test_the_page_import_refuses_an_oversized_message_with_a_notice(
+    client, alice, session, branch, settings
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.AGENT_MAX_INPUT_CHARS = 100
+    document = _document(session, branch)
+    document["branches"][0]["messages"][0]["content"] = "x" * 101
+    client.force_login(alice)
+    upload = SimpleUploadedFile("s.json", json.dumps(document).encode(), "application/json")
+    before = rows()
+    response = client.post("/chat/import/", {"document": upload}, follow=True)
+    assert response.status_code == 200
+    assert "the limit for a user&#x27;s message is 100" in response.content.decode()
+    assert rows() == before
