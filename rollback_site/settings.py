@@ -186,6 +186,8 @@ INSTALLED_APPS = [
     "daphne",
     # django.contrib.admin, with the operator's dashboard among the admin site's pages.
     "web.admin_site.RollbackAdminConfig",
+    # Before django.contrib.auth: its `changepassword` command is the one run (it closes sockets).
+    "accounts",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -198,7 +200,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
-    "accounts",
     "memories",
     "sessions_app",
     "checkpoints",

@@ -3,14 +3,17 @@ helper, join the session's group and turn its events into frames. They never cal
 and never write to the database (they read to render).
 
 A socket lives as long as its access, and no longer. It joins, besides its session's group, the
-groups that `core.events` closes sockets through: its user's (the user deactivated), and its API
-key's (revoked) or its browser login's (logged out); a deleted session closes its own group's
-sockets. And it checks its access again itself, before each event it delivers and in full every
-ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the login expired, the
-password changed, the session given to another user) closes too. A socket whose access ended is
-closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key revoked, user
-deactivated, login expired) or 4404 (`CLOSE_NOT_FOUND`: the session is gone or no longer theirs),
-the codes that refuse such a handshake. The chat page's htmx does not reconnect after those.
+groups that `core.events` closes sockets through: its user's (the user deactivated, or the
+password changed, which ends the user's browser logins), and its API key's (revoked) or its
+browser login's (logged out); a deleted session closes its own group's sockets. And it checks
+its access again itself, before each event it delivers and in full every
+ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the login expired,
+the database changed by hand, the session given to another user) closes too. A socket whose
+access ended is closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key
+revoked, user deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_FOUND`: the
+session is gone or no longer theirs), the codes that refuse such a handshake. The chat page's
+htmx does not reconnect after those; it does after 1012 (`CLOSE_RECONNECT`), which the sockets
+of the login that changed the password get, as that login goes on under a new key.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from agents.services import start_in_process_recovery
 from core.errors import DomainError
 from core.events import (
     CLOSE_NOT_FOUND,
+    CLOSE_RECONNECT,
     CLOSE_SIGNED_OUT,
     apikey_group,
     group_name,
@@ -118,8 +122,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """Clients only listen; what they send is ignored."""
 
     async def rollback_close(self, message: dict) -> None:
-        """A control message of `core.events`: this socket's access ended."""
+        """A control message of `core.events`: this socket's access ended. One about the
+        user's browser logins (the password changed) leaves the sockets of API keys open, and
+        has those of the login that made the change reconnect under its new key."""
         code = message.get("code")
+        if message.get("logins"):
+            if self.api_key_id is not None:
+                return
+            keep = message.get("keep")
+            if keep and self.login_key and login_group(self.login_key) == keep:
+                await self.end(CLOSE_RECONNECT)
+                return
         await self.end(code if code in (CLOSE_SIGNED_OUT, CLOSE_NOT_FOUND) else CLOSE_SIGNED_OUT)
 
     async def end(self, code: int) -> None:
