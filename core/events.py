@@ -372,9 +372,10 @@ def session_changed(*, session: int, name: str, archived: bool, metadata: dict) 
 # an open socket is closed.
 CLOSE_SIGNED_OUT = 4401  # not signed in, or no longer: logged out, key revoked, user deactivated
 CLOSE_NOT_FOUND = 4404  # no such session of yours, or no longer yours (deleted, given away)
-# The login goes on under a new key (the password changed in this very login): reconnect. The
-# chat page's htmx reconnects after this code (1012, "service restart"), with the new cookie.
-CLOSE_RECONNECT = 1012
+# The login goes on under a new key (the password changed in this very login): reconnect, with
+# the new cookie. (daphne sends 1000 or 3000-4999 only: the chat page's live.js reconnects after
+# this code itself.)
+CLOSE_RECONNECT = 4012
 
 
 def user_group(user_id: int) -> str:

@@ -31,7 +31,7 @@ from sessions_app.services import session_delete
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PATHS = ["/ws/chat/{pk}/", "/ws/v1/sessions/{pk}/"]
-SIGNED_OUT, NOT_FOUND, RECONNECT = 4401, 4404, 1012
+SIGNED_OUT, NOT_FOUND, RECONNECT = 4401, 4404, 4012
 NEW_PASSWORD = "a-new-password-9"
 
 Headers = list[tuple[bytes, bytes]]

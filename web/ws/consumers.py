@@ -12,7 +12,7 @@ the database changed by hand, the session given to another user) closes too. A s
 access ended is closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key
 revoked, user deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_FOUND`: the
 session is gone or no longer theirs), the codes that refuse such a handshake. The chat page's
-htmx does not reconnect after those; it does after 1012 (`CLOSE_RECONNECT`), which the sockets
+page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
 of the login that changed the password get, as that login goes on under a new key.
 """
 
