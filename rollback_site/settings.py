@@ -301,6 +301,12 @@ REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 # an idle socket dies with "Timeout reading from ..." (redis-py 8 made 5 s its default): so it is
 # set here, whatever the client's default. Keepalive notices a dead Redis on an idle connection.
 REDIS_SOCKET_TIMEOUT = float(os.environ.get("REDIS_SOCKET_TIMEOUT", "").strip() or 30)
+# Every other use of Redis gives up within seconds when it does not answer, so a request is a 503
+# (core.unavailable) rather than a wait: a connection is made within REDIS_CONNECT_TIMEOUT, and a
+# command of the cache or the broker is answered within REDIS_COMMAND_TIMEOUT (the sockets'
+# handshake bounds its channel layer calls by it too, see web/ws/consumers.py).
+REDIS_CONNECT_TIMEOUT = env_seconds("REDIS_CONNECT_TIMEOUT", 2)
+REDIS_COMMAND_TIMEOUT = env_seconds("REDIS_COMMAND_TIMEOUT", 3)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -310,7 +316,7 @@ if REDIS_URL:
                     {
                         "address": REDIS_URL,
                         "socket_timeout": REDIS_SOCKET_TIMEOUT,
-                        "socket_connect_timeout": 5,
+                        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
                         "socket_keepalive": True,
                         "health_check_interval": 15,
                     }
@@ -327,9 +333,26 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "rollback",
+            "OPTIONS": {
+                "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+                "socket_timeout": REDIS_COMMAND_TIMEOUT,
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+        "socket_timeout": REDIS_COMMAND_TIMEOUT,
+    }
+    # Sending a task tries twice at most, not four times: a request waits seconds, not half a
+    # minute, for a broker that does not answer.
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+        "interval_max": 0.2,
+    }
     CELERY_TASK_ALWAYS_EAGER = False
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

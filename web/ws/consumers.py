@@ -25,6 +25,7 @@ import math
 import time
 from typing import NoReturn
 
+import redis.exceptions
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -93,13 +94,24 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.joined += (apikey_group(self.api_key_id),)
         elif self.login_key:
             self.joined += (login_group(self.login_key),)
-        for group in self.joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        await self.join_groups()
         # Checked again once in the groups: an access ending from now on is announced to them.
         if not await self.access_holds(full=True):
             await self.refuse(CLOSE_SIGNED_OUT)  # already closed with its own code
         await self.accept()
         self.rechecks = asyncio.create_task(self.recheck_periodically())
+
+    async def join_groups(self) -> None:
+        """Join the groups, within REDIS_COMMAND_TIMEOUT: a Redis that takes the connection and
+        never answers would otherwise hold the handshake for the client's REDIS_SOCKET_TIMEOUT
+        (which must outlast the layer's blocking reads). Its error ends the socket with "try
+        again later" (web.ws.unavailable)."""
+        try:
+            async with asyncio.timeout(settings.REDIS_COMMAND_TIMEOUT):
+                for group in self.joined:
+                    await self.channel_layer.group_add(group, self.channel_name)
+        except TimeoutError:
+            raise redis.exceptions.TimeoutError("The channel layer did not answer.") from None
 
     async def refuse(self, code: int) -> NoReturn:
         """Close a socket that was never accepted and end this consumer at once, leaving the
