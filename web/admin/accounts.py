@@ -53,13 +53,17 @@ class PasswordChangeForm(AdminPasswordChangeForm):
     logins end with their sockets. (When admins change their own password here, Django keeps
     this login signed in, but the form does not know the login: its sockets close too.)"""
 
+    # Django's forms save through this method (SetPasswordMixin); django-stubs do not list it.
     def set_password_and_save(
         self, user: User, password_field_name: str = "password1", commit: bool = True
     ) -> User:
         usable = self.cleaned_data["set_usable_password"]
         password = self.cleaned_data[password_field_name] if usable else None
-        if not commit:  # as Django's: the caller saves, and nothing closes
-            super().set_password_and_save(user, password_field_name, commit=False)
+        if not commit:  # as Django's: set, not saved; the caller saves, and nothing closes
+            if password is None:
+                user.set_unusable_password()
+            else:
+                user.set_password(password)
             return user
         return user_password_set(user=user, password=password)
 

@@ -29,8 +29,9 @@ class Command(changepassword.Command):
             raise CommandError(f"user '{username}' does not exist") from None
         self.stdout.write(f"Changing password for user '{user}'")
         for _ in range(TRIES):
-            password = self._get_pass()
-            if password != self._get_pass("Password (again): "):
+            # Django's prompt (`_get_pass`, which django-stubs do not list).
+            password = self._get_pass()  # type: ignore[attr-defined]
+            if password != self._get_pass("Password (again): "):  # type: ignore[attr-defined]
                 self.stdout.write("Passwords do not match. Please try again.")
                 continue
             try:
