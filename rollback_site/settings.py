@@ -265,15 +265,24 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
 # Under ASGI every request runs on a thread of its own, so persistent per-thread connections
 # (CONN_MAX_AGE) pile up with the threads; with the pool a request borrows a connection and gives
 # it back when it ends, and a burst waits up to DATABASE_POOL_TIMEOUT seconds for a free one
-# instead of opening more. A process never holds more than DATABASE_POOL_SIZE connections.
+# instead of opening more. A process never holds more than DATABASE_POOL_SIZE connections (and,
+# while a request gets none within a second, one probe connection, closed at once: core.postgres).
+# A server that does not answer is told apart from a busy pool (core.postgres): a connection is
+# made within DATABASE_CONNECT_TIMEOUT seconds (libpq's connect_timeout, at least 2) or the
+# server counts as unreachable, and the request is a 503 within a few seconds, not a 500 after
+# DATABASE_POOL_TIMEOUT.
 DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 10)
 DATABASE_POOL_TIMEOUT = float(os.environ.get("DATABASE_POOL_TIMEOUT", "").strip() or 30)
+DATABASE_CONNECT_TIMEOUT = max(2, env_int("DATABASE_CONNECT_TIMEOUT", 3))
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
     else:
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+            DATABASES["default"]["ENGINE"] = "core.postgres"  # its pool: see core/postgres
+        DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = DATABASE_CONNECT_TIMEOUT
+        DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": 1,
             "max_size": max(1, DATABASE_POOL_SIZE),
             "timeout": DATABASE_POOL_TIMEOUT,
