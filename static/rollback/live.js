@@ -196,14 +196,17 @@
   // 4012 (this browser's login goes on under a new key: the password was changed here) at once,
   // 4503 (the database or Redis does not answer) after pauses that grow up to a minute. Any
   // other code (4401 signed out, 4404 no such session) leaves the socket closed.
+  // (A handshake during an outage is accepted, then closed: the pauses start again only once a
+  // socket stayed open for half a minute.)
   var RECONNECT = 4012, UNAVAILABLE = 4503;
-  var unavailableCloses = 0;
+  var unavailableCloses = 0, openedAt = 0;
   document.addEventListener("htmx:wsOpen", function () {
-    unavailableCloses = 0;
+    openedAt = Date.now();
   });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail && event.detail.event && event.detail.event.code;
     var socket = event.detail && event.detail.socketWrapper;
+    if (Date.now() - openedAt > 30000) unavailableCloses = 0;
     if (!socket || (code !== RECONNECT && code !== UNAVAILABLE)) return;
     var pause = 250;
     if (code === UNAVAILABLE) {
