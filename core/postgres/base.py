@@ -3,14 +3,14 @@
 psycopg's pool keeps a request that finds no free connection waiting for its whole timeout
 (DATABASE_POOL_TIMEOUT), whether every connection is lent (a burst: waiting is right) or the
 server does not answer (an outage: waiting only delays the error, and every request of the site
-hangs for half a minute). So a request that is lent no connection within POOL_FIRST_WAIT asks
-the server itself, with one connection of its own made within its connect_timeout
+hangs for half a minute). So a request that finds no free connection first asks the server
+itself, with one connection of its own made within its connect_timeout
 (DATABASE_CONNECT_TIMEOUT; one such probe at a time per pool, its answer shared for
 PROBE_REUSE_SECONDS, named "<application_name>-probe" and closed at once): a server that
-answers means the pool is busy, and the request waits out the rest of the pool's timeout; one
-that does not is an OperationalError at once, which the site answers with a 503
-(core.unavailable). An explicit wait (`getconn(timeout=...)`, the health check's) is left as
-asked.
+answers means the pool is busy, and the request takes its place in the pool's queue as before
+(first come, first served); one that does not is an OperationalError at once, which the site
+answers with a 503 (core.unavailable). An explicit wait (`getconn(timeout=...)`, the health
+check's) is left as asked.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import psycopg
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
-# How long a request waits for a pooled connection before it asks whether the server answers.
-POOL_FIRST_WAIT = 1.0
 PROBE_REUSE_SECONDS = 1.0
 
 _probe_lock = threading.Lock()
@@ -37,17 +35,12 @@ _last_probe: dict[str, tuple[float, bool]] = {}
 
 class Pool(ConnectionPool):
     def getconn(self, timeout: float | None = None) -> psycopg.Connection[Any]:
-        if timeout is not None:
-            return super().getconn(timeout)
-        started = time.monotonic()
-        try:
-            return super().getconn(min(POOL_FIRST_WAIT, self.timeout))
-        except PoolTimeout:
-            if not server_answers(self):
-                raise psycopg.OperationalError(
-                    "The database server does not answer (no connection could be made)."
-                ) from None
-        return super().getconn(max(0.0, self.timeout - (time.monotonic() - started)))
+        empty_handed = timeout is None and not self.get_stats().get("pool_available")
+        if empty_handed and not server_answers(self):
+            raise psycopg.OperationalError(
+                "The database server does not answer (no connection could be made)."
+            )
+        return super().getconn(timeout)
 
 
 def server_answers(pool: ConnectionPool) -> bool:
