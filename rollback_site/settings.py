@@ -266,7 +266,7 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
 # (CONN_MAX_AGE) pile up with the threads; with the pool a request borrows a connection and gives
 # it back when it ends, and a burst waits up to DATABASE_POOL_TIMEOUT seconds for a free one
 # instead of opening more. A process never holds more than DATABASE_POOL_SIZE connections (and,
-# while a request gets none within a second, one probe connection, closed at once: core.postgres).
+# when a request finds none free, one probe connection, closed at once: core.postgres).
 # A server that does not answer is told apart from a busy pool (core.postgres): a connection is
 # made within DATABASE_CONNECT_TIMEOUT seconds (libpq's connect_timeout, at least 2) or the
 # server counts as unreachable, and the request is a 503 within a few seconds, not a 500 after
