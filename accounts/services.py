@@ -154,7 +154,25 @@ def user_signup(
     return user
 
 
-# --- Deactivation ----------------------------------------------------------------------------
+# --- Password and deactivation ---------------------------------------------------------------
+
+
+@transaction.atomic
+def user_password_set(*, user: User, password: str | None, keep_login: str | None = None) -> User:
+    """Give the user a new password (None: an unusable one, no signing in with a password). It
+    ends every browser login of theirs (Django checks each login against the password), so the
+    sockets of those logins close at once, in every web process, when the change commits.
+    `keep_login` is the session key of the login that made the change, when it stays signed in
+    (`update_session_auth_hash`, under a new key): its sockets are asked to reconnect instead.
+    Sockets opened with an API key stay open, like the key: it is a credential of its own."""
+    if password is None:
+        user.set_unusable_password()
+    else:
+        _validate_password(password, user=user)
+        user.set_password(password)
+    user.save(update_fields=["password"])
+    events.sockets_close_logins(user=user.pk, keep_session_key=keep_login)
+    return user
 
 
 def user_deactivate(*, user: User) -> User:

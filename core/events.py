@@ -372,6 +372,10 @@ def session_changed(*, session: int, name: str, archived: bool, metadata: dict) 
 # an open socket is closed.
 CLOSE_SIGNED_OUT = 4401  # not signed in, or no longer: logged out, key revoked, user deactivated
 CLOSE_NOT_FOUND = 4404  # no such session of yours, or no longer yours (deleted, given away)
+# The login goes on under a new key (the password changed in this very login): reconnect, with
+# the new cookie. (daphne sends 1000 or 3000-4999 only: the chat page's live.js reconnects after
+# this code itself.)
+CLOSE_RECONNECT = 4012
 
 
 def user_group(user_id: int) -> str:
@@ -403,6 +407,16 @@ def sockets_close_user(*, user: int) -> None:
 def sockets_close_apikey(*, key: int) -> None:
     """The key is revoked: close the sockets opened with it."""
     _close_after_commit(apikey_group(key), CLOSE_SIGNED_OUT)
+
+
+def sockets_close_logins(*, user: int, keep_session_key: str | None = None) -> None:
+    """The user's password changed: every browser login of theirs ends with it, except the one
+    that changed it (`keep_session_key`), which Django keeps signed in under a new key. Close the
+    sockets of those logins, and have the kept login's sockets reconnect (CLOSE_RECONNECT).
+    Sockets opened with an API key stay: a key is a credential of its own, revoked on its own."""
+    keep = login_group(keep_session_key) if keep_session_key else ""
+    message = {"type": "rollback.close", "code": CLOSE_SIGNED_OUT, "logins": True, "keep": keep}
+    transaction.on_commit(lambda: _publish(user_group(user), message, "a close"))
 
 
 def sockets_close_login(*, session_key: str) -> None:

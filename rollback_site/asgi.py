@@ -17,10 +17,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from core.bodies import BodyLimit  # noqa: E402
 from web.ws.routing import websocket_urlpatterns  # noqa: E402
 from web.ws.security import BearerAuth, OriginCheck  # noqa: E402
+from web.ws.unavailable import Unavailable  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi_app),
-        "websocket": OriginCheck(AuthMiddlewareStack(BearerAuth(URLRouter(websocket_urlpatterns)))),
+        # Unavailable: a 1013 close, not a 500, while the database or Redis does not answer.
+        "websocket": Unavailable(
+            OriginCheck(AuthMiddlewareStack(BearerAuth(URLRouter(websocket_urlpatterns))))
+        ),
     }
 )

@@ -202,6 +202,8 @@ INSTALLED_APPS = [
     "daphne",
     # django.contrib.admin, with the operator's dashboard among the admin site's pages.
     "web.admin_site.RollbackAdminConfig",
+    # Before django.contrib.auth: its `changepassword` command is the one run (it closes sockets).
+    "accounts",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -214,7 +216,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
-    "accounts",
     "memories",
     "sessions_app",
     "checkpoints",
@@ -282,15 +283,24 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
 # Under ASGI every request runs on a thread of its own, so persistent per-thread connections
 # (CONN_MAX_AGE) pile up with the threads; with the pool a request borrows a connection and gives
 # it back when it ends, and a burst waits up to DATABASE_POOL_TIMEOUT seconds for a free one
-# instead of opening more. A process never holds more than DATABASE_POOL_SIZE connections.
+# instead of opening more. A process never holds more than DATABASE_POOL_SIZE connections (and,
+# when a request finds none free, one probe connection, closed at once: core.postgres).
+# A server that does not answer is told apart from a busy pool (core.postgres): a connection is
+# made within DATABASE_CONNECT_TIMEOUT seconds (libpq's connect_timeout, at least 2) or the
+# server counts as unreachable, and the request is a 503 within a few seconds, not a 500 after
+# DATABASE_POOL_TIMEOUT.
 DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 10)
 DATABASE_POOL_TIMEOUT = float(os.environ.get("DATABASE_POOL_TIMEOUT", "").strip() or 30)
+DATABASE_CONNECT_TIMEOUT = max(2, env_int("DATABASE_CONNECT_TIMEOUT", 3))
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
     else:
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+            DATABASES["default"]["ENGINE"] = "core.postgres"  # its pool: see core/postgres
+        DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = DATABASE_CONNECT_TIMEOUT
+        DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": 1,
             "max_size": max(1, DATABASE_POOL_SIZE),
             "timeout": DATABASE_POOL_TIMEOUT,
@@ -318,6 +328,12 @@ REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 # an idle socket dies with "Timeout reading from ..." (redis-py 8 made 5 s its default): so it is
 # set here, whatever the client's default. Keepalive notices a dead Redis on an idle connection.
 REDIS_SOCKET_TIMEOUT = float(os.environ.get("REDIS_SOCKET_TIMEOUT", "").strip() or 30)
+# Every other use of Redis gives up within seconds when it does not answer, so a request is a 503
+# (core.unavailable) rather than a wait: a connection is made within REDIS_CONNECT_TIMEOUT, and a
+# command of the cache or the broker is answered within REDIS_COMMAND_TIMEOUT (the sockets'
+# handshake bounds its channel layer calls by it too, see web/ws/consumers.py).
+REDIS_CONNECT_TIMEOUT = env_seconds("REDIS_CONNECT_TIMEOUT", 2)
+REDIS_COMMAND_TIMEOUT = env_seconds("REDIS_COMMAND_TIMEOUT", 3)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -327,7 +343,7 @@ if REDIS_URL:
                     {
                         "address": REDIS_URL,
                         "socket_timeout": REDIS_SOCKET_TIMEOUT,
-                        "socket_connect_timeout": 5,
+                        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
                         "socket_keepalive": True,
                         "health_check_interval": 15,
                     }
@@ -344,9 +360,26 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "rollback",
+            "OPTIONS": {
+                "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+                "socket_timeout": REDIS_COMMAND_TIMEOUT,
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+        "socket_timeout": REDIS_COMMAND_TIMEOUT,
+    }
+    # Sending a task tries twice at most, not four times: a request waits seconds, not half a
+    # minute, for a broker that does not answer.
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+        "interval_max": 0.2,
+    }
     CELERY_TASK_ALWAYS_EAGER = False
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

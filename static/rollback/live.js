@@ -190,6 +190,31 @@
   document.addEventListener("htmx:wsBeforeMessage", function () {
     branchBefore = currentBranch();
   });
+
+  // htmx's ws extension opens a closed socket again by itself only after 1006, 1011, 1012 or
+  // 1013, codes a server behind daphne cannot send. The server asks for it with its own codes:
+  // 4012 (this browser's login goes on under a new key: the password was changed here) at once,
+  // 4503 (the database or Redis does not answer) after pauses that grow up to a minute. Any
+  // other code (4401 signed out, 4404 no such session) leaves the socket closed.
+  // (A handshake during an outage is accepted, then closed: the pauses start again only once a
+  // socket stayed open for half a minute.)
+  var RECONNECT = 4012, UNAVAILABLE = 4503;
+  var unavailableCloses = 0, openedAt = 0;
+  document.addEventListener("htmx:wsOpen", function () {
+    openedAt = Date.now();
+  });
+  document.addEventListener("htmx:wsClose", function (event) {
+    var code = event.detail && event.detail.event && event.detail.event.code;
+    var socket = event.detail && event.detail.socketWrapper;
+    if (Date.now() - openedAt > 30000) unavailableCloses = 0;
+    if (!socket || (code !== RECONNECT && code !== UNAVAILABLE)) return;
+    var pause = 250;
+    if (code === UNAVAILABLE) {
+      pause = Math.min(60000, 2000 * Math.pow(2, unavailableCloses)) * (0.5 + Math.random() / 2);
+      unavailableCloses += 1;
+    }
+    setTimeout(function () { socket.reconnect(); }, pause);
+  });
   document.addEventListener("htmx:wsAfterMessage", function () {
     var now = currentBranch();
     if (branchBefore && now && branchBefore.id !== now.id && ownRequests === 0) announce(now.label);

@@ -56,3 +56,26 @@ def test_a_server_error_is_the_static_500_page():
 def test_a_server_error_under_the_api_is_json():
     response = Client(raise_request_exception=False).get("/api/v1/boom/")
     assert response.status_code == 500 and response.json() == {"detail": "Server error."}
+
+
+@pytest.mark.urls("tests.web.boom_urls")
+@pytest.mark.parametrize("down", ["database-down", "redis-down"])
+def test_a_server_that_does_not_answer_is_a_503_page_needing_no_server_nor_static_files(down):
+    """PostgreSQL's or Redis's error (or an error raised from one) is an outage: 503, with a
+    page rendered without the request's context (no database, no session), nor any static
+    file (no manifest)."""
+    response = Client(raise_request_exception=False).get(f"/{down}/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "30"
+    html = response.content.decode()
+    assert 'data-testid="unavailable-page"' in html and "Rollback is unavailable" in html
+    assert "/static/" not in html and "5999" not in html and "6999" not in html
+
+
+@pytest.mark.urls("tests.web.boom_urls")
+@pytest.mark.parametrize("down", ["database-down", "redis-down"])
+def test_a_server_that_does_not_answer_is_a_503_in_json_under_the_api(down):
+    response = Client(raise_request_exception=False).get(f"/api/v1/{down}/")
+    assert response.status_code == 503 and response["Content-Type"] == "application/json"
+    assert set(response.json()) == {"detail"}
+    assert "Rollback is unavailable" in response.json()["detail"]

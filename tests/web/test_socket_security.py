@@ -14,6 +14,8 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.contrib.auth.management.commands import changepassword
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -29,7 +31,8 @@ from sessions_app.services import session_delete
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PATHS = ["/ws/chat/{pk}/", "/ws/v1/sessions/{pk}/"]
-SIGNED_OUT, NOT_FOUND = 4401, 4404
+SIGNED_OUT, NOT_FOUND, RECONNECT = 4401, 4404, 4012
+NEW_PASSWORD = "a-new-password-9"
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -373,6 +376,75 @@ def test_deactivating_a_user_in_the_admin_closes_their_sockets(admin_user, alice
 
     async_to_sync(run)()
     assert not User.objects.get(pk=alice.pk).is_active
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_changing_the_password_closes_the_sockets_of_the_other_logins_at_once(alice, session, path):
+    """Changed on the profile page in one browser: the other browser's sockets close at once,
+    with no event and long before the periodic check; this browser's own sockets are asked to
+    reconnect (its login goes on under a new key); sockets of API keys stay open."""
+    changing, other = login(alice), login(alice)
+    _, secret = apikey_create(user=alice, name="script")
+    url = path.format(pk=session.pk)
+    form = {
+        "old_password": "alice-password-1",
+        "new_password1": NEW_PASSWORD,
+        "new_password2": NEW_PASSWORD,
+    }
+
+    async def run():
+        own, ok = await connect(url, browser(changing))
+        assert ok
+        others, ok = await connect(url, browser(other))
+        assert ok
+        by_key, ok = await connect(url, bearer(secret))
+        assert ok
+        response = await in_thread(changing.post, reverse("accounts:password_change"), form)
+        assert response.status_code == 302, response.content
+        assert await close_code(others) == SIGNED_OUT
+        assert await close_code(own) == RECONNECT
+        await publish(session, "still here")
+        assert "still here" in await by_key.receive_from(timeout=5)
+        await by_key.disconnect(timeout=10)
+        assert await accepted(url, browser(changing))  # with the login's new cookie
+        assert not await accepted(url, browser(other))
+
+    async_to_sync(run)()
+    assert User.objects.get(pk=alice.pk).check_password(NEW_PASSWORD)
+
+
+def _in_the_admin(admin_user: User, alice: User) -> None:
+    url = reverse("admin:auth_user_password_change", args=[alice.pk])
+    form = {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD, "usable_password": "true"}
+    response = login(admin_user).post(url, form)
+    assert response.status_code == 302, response.content
+
+
+def _by_the_command(admin_user: User, alice: User) -> None:
+    call_command("changepassword", "alice")
+
+
+@pytest.mark.parametrize("change", [_in_the_admin, _by_the_command])
+def test_a_password_changed_in_the_admin_or_by_the_command_closes_the_users_browser_sockets(
+    monkeypatch, admin_user, alice, session, change
+):
+    monkeypatch.setattr(changepassword.Command, "_get_pass", lambda self, prompt="": NEW_PASSWORD)
+    as_alice = login(alice)
+    _, secret = apikey_create(user=alice, name="script")
+
+    async def run():
+        by_cookie, ok = await connect(f"/ws/chat/{session.pk}/", browser(as_alice))
+        assert ok
+        by_key, ok = await connect(f"/ws/v1/sessions/{session.pk}/", bearer(secret))
+        assert ok
+        await in_thread(change, admin_user, alice)
+        assert await close_code(by_cookie) == SIGNED_OUT
+        await publish(session, "still here")
+        assert "still here" in await by_key.receive_from(timeout=5)
+        await by_key.disconnect(timeout=10)
+
+    async_to_sync(run)()
+    assert User.objects.get(pk=alice.pk).check_password(NEW_PASSWORD)
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -9,13 +9,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import AdminPasswordChangeForm
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from accounts.models import ApiKey, SiteSettings, User
-from accounts.services import apikey_revoke, user_deactivate
+from accounts.services import apikey_revoke, user_deactivate, user_password_set
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import clean_json_object
@@ -47,9 +48,30 @@ class UserChangeForm(BaseUserChangeForm):
             raise forms.ValidationError(exc.message) from None
 
 
+class PasswordChangeForm(AdminPasswordChangeForm):
+    """The admin's "change password" form, saving through the service, so the user's browser
+    logins end with their sockets. (When admins change their own password here, Django keeps
+    this login signed in, but the form does not know the login: its sockets close too.)"""
+
+    # Django's forms save through this method (SetPasswordMixin); django-stubs do not list it.
+    def set_password_and_save(
+        self, user: User, password_field_name: str = "password1", commit: bool = True
+    ) -> User:
+        usable = self.cleaned_data["set_usable_password"]
+        password = self.cleaned_data[password_field_name] if usable else None
+        if not commit:  # as Django's: set, not saved; the caller saves, and nothing closes
+            if password is None:
+                user.set_unusable_password()
+            else:
+                user.set_password(password)
+            return user
+        return user_password_set(user=user, password=password)
+
+
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
     form = UserChangeForm
+    change_password_form = PasswordChangeForm
     # The stubs allow None for `fieldsets`; Django's UserAdmin always sets it.
     fieldsets = (*(BaseUserAdmin.fieldsets or ()), ("Metadata", {"fields": ("metadata",)}))
     list_display = (

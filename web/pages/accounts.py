@@ -9,10 +9,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
-from django.contrib.messages.views import SuccessMessageMixin
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
@@ -27,6 +27,7 @@ from accounts.services import (
     apikey_revoke,
     preferences_update,
     signup_is_open,
+    user_password_set,
     user_signup,
 )
 from core.client_ip import client_ip
@@ -152,10 +153,21 @@ class LoginView(auth_views.LoginView):
         return lockout_status(super().form_invalid(form), form)
 
 
-class PasswordChangeView(SuccessMessageMixin, auth_views.PasswordChangeView):
+class PasswordChangeView(auth_views.PasswordChangeView):
     template_name = "accounts/password_change.html"
     success_url = reverse_lazy("accounts:profile")
-    success_message = "Your password is changed."
+
+    def form_valid(self, form: PasswordChangeForm) -> HttpResponse:
+        """Django's form checked the passwords; the service changes it, which closes the sockets
+        of the user's other logins. This login stays signed in (under a new key)."""
+        user_password_set(
+            user=form.user,
+            password=form.cleaned_data["new_password1"],
+            keep_login=self.request.session.session_key,
+        )
+        update_session_auth_hash(self.request, form.user)
+        messages.success(self.request, "Your password is changed.")
+        return HttpResponseRedirect(self.get_success_url())
 
 
 def _profile_page(

@@ -3,14 +3,17 @@ helper, join the session's group and turn its events into frames. They never cal
 and never write to the database (they read to render).
 
 A socket lives as long as its access, and no longer. It joins, besides its session's group, the
-groups that `core.events` closes sockets through: its user's (the user deactivated), and its API
-key's (revoked) or its browser login's (logged out); a deleted session closes its own group's
-sockets. And it checks its access again itself, before each event it delivers and in full every
-ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the login expired, the
-password changed, the session given to another user) closes too. A socket whose access ended is
-closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key revoked, user
-deactivated, login expired) or 4404 (`CLOSE_NOT_FOUND`: the session is gone or no longer theirs),
-the codes that refuse such a handshake. The chat page's htmx does not reconnect after those.
+groups that `core.events` closes sockets through: its user's (the user deactivated, or the
+password changed, which ends the user's browser logins), and its API key's (revoked) or its
+browser login's (logged out); a deleted session closes its own group's sockets. And it checks
+its access again itself, before each event it delivers and in full every
+ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the login expired,
+the database changed by hand, the session given to another user) closes too. A socket whose
+access ended is closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key
+revoked, user deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_FOUND`: the
+session is gone or no longer theirs), the codes that refuse such a handshake. The chat page's
+page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
+of the login that changed the password get, as that login goes on under a new key.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import math
 import time
 from typing import NoReturn
 
+import redis.exceptions
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -33,6 +37,7 @@ from agents.services import start_in_process_recovery
 from core.errors import DomainError
 from core.events import (
     CLOSE_NOT_FOUND,
+    CLOSE_RECONNECT,
     CLOSE_SIGNED_OUT,
     apikey_group,
     group_name,
@@ -89,13 +94,24 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.joined += (apikey_group(self.api_key_id),)
         elif self.login_key:
             self.joined += (login_group(self.login_key),)
-        for group in self.joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        await self.join_groups()
         # Checked again once in the groups: an access ending from now on is announced to them.
         if not await self.access_holds(full=True):
             await self.refuse(CLOSE_SIGNED_OUT)  # already closed with its own code
         await self.accept()
         self.rechecks = asyncio.create_task(self.recheck_periodically())
+
+    async def join_groups(self) -> None:
+        """Join the groups, within REDIS_COMMAND_TIMEOUT: a Redis that takes the connection and
+        never answers would otherwise hold the handshake for the client's REDIS_SOCKET_TIMEOUT
+        (which must outlast the layer's blocking reads). Its error ends the socket with "try
+        again later" (web.ws.unavailable)."""
+        try:
+            async with asyncio.timeout(settings.REDIS_COMMAND_TIMEOUT):
+                for group in self.joined:
+                    await self.channel_layer.group_add(group, self.channel_name)
+        except TimeoutError:
+            raise redis.exceptions.TimeoutError("The channel layer did not answer.") from None
 
     async def refuse(self, code: int) -> NoReturn:
         """Close a socket that was never accepted and end this consumer at once, leaving the
@@ -118,8 +134,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """Clients only listen; what they send is ignored."""
 
     async def rollback_close(self, message: dict) -> None:
-        """A control message of `core.events`: this socket's access ended."""
+        """A control message of `core.events`: this socket's access ended. One about the
+        user's browser logins (the password changed) leaves the sockets of API keys open, and
+        has those of the login that made the change reconnect under its new key."""
         code = message.get("code")
+        if message.get("logins"):
+            if self.api_key_id is not None:
+                return
+            keep = message.get("keep")
+            if keep and self.login_key and login_group(self.login_key) == keep:
+                await self.end(CLOSE_RECONNECT)
+                return
         await self.end(code if code in (CLOSE_SIGNED_OUT, CLOSE_NOT_FOUND) else CLOSE_SIGNED_OUT)
 
     async def end(self, code: int) -> None:

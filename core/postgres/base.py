@@ -1,0 +1,87 @@
+"""Django's PostgreSQL backend, with a pool that tells an unreachable server from a busy one.
+
+psycopg's pool keeps a request that finds no free connection waiting for its whole timeout
+(DATABASE_POOL_TIMEOUT), whether every connection is lent (a burst: waiting is right) or the
+server does not answer (an outage: waiting only delays the error, and every request of the site
+hangs for half a minute). So a request that finds no free connection first asks the server
+itself, with one connection of its own made within its connect_timeout
+(DATABASE_CONNECT_TIMEOUT; one such probe at a time per pool, its answer shared for
+PROBE_REUSE_SECONDS, named "<application_name>-probe" and closed at once): a server that
+answers means the pool is busy, and the request takes its place in the pool's queue as before
+(first come, first served); one that does not is an OperationalError at once, which the site
+answers with a 503 (core.unavailable). An explicit wait (`getconn(timeout=...)`, the health
+check's) is left as asked.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any, cast
+
+import psycopg
+from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.base.base import NO_DB_ALIAS
+from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool
+
+PROBE_REUSE_SECONDS = 1.0
+
+_probe_lock = threading.Lock()
+# Per pool (by name): when the last probe ended (time.monotonic), and whether the server answered.
+_last_probe: dict[str, tuple[float, bool]] = {}
+
+
+class Pool(ConnectionPool):
+    def getconn(self, timeout: float | None = None) -> psycopg.Connection[Any]:
+        empty_handed = timeout is None and not self.get_stats().get("pool_available")
+        if empty_handed and not server_answers(self):
+            raise psycopg.OperationalError(
+                "The database server does not answer (no connection could be made)."
+            )
+        return super().getconn(timeout)
+
+
+def server_answers(pool: ConnectionPool) -> bool:
+    """Whether a new connection to the pool's server can be made (within its connect_timeout)."""
+    with _probe_lock:
+        at, answered = _last_probe.get(pool.name, (-math.inf, True))
+        if time.monotonic() - at < PROBE_REUSE_SECONDS:
+            return answered
+        kwargs = dict(cast("dict[str, Any]", pool.kwargs))  # as Django gave them
+        kwargs["application_name"] = f"{kwargs.get('application_name') or 'rollback'}-probe"
+        try:
+            with psycopg.Connection.connect(cast(str, pool.conninfo), **kwargs):
+                answered = True
+        except psycopg.Error:
+            answered = False
+        _last_probe[pool.name] = (time.monotonic(), answered)
+        return answered
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    @property
+    def pool(self) -> Pool | None:
+        """Django's own (5.2), making a `Pool`. (django-stubs do not know the private names.)"""
+        pool_options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == NO_DB_ALIAS or not pool_options:
+            return None
+        pools = self._connection_pools  # type: ignore[attr-defined]
+        if self.alias not in pools:
+            if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
+                raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
+            if pool_options is True:
+                pool_options = {}
+            connect_kwargs = self.get_connection_params()
+            connect_kwargs["autocommit"] = True  # Django sets it properly later on
+            enable_checks = self.settings_dict["CONN_HEALTH_CHECKS"]
+            pool = Pool(
+                kwargs=connect_kwargs,
+                open=False,
+                configure=self._configure_connection,  # type: ignore[attr-defined]
+                check=Pool.check_connection if enable_checks else None,
+                **pool_options,
+            )
+            pools.setdefault(self.alias, pool)
+        return cast(Pool, pools[self.alias])
