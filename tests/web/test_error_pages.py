@@ -56,3 +56,19 @@ def test_a_server_error_is_the_static_500_page():
 def test_a_server_error_under_the_api_is_json():
     response = Client(raise_request_exception=False).get("/api/v1/boom/")
     assert response.status_code == 500 and response.json() == {"detail": "Server error."}
+
+
+@pytest.mark.urls("tests.web.boom_urls")
+def test_the_500_page_is_served_when_the_static_files_were_never_collected(settings, tmp_path):
+    """Production's manifest storage with no manifest (collectstatic never ran): `{% static %}`
+    fails there, and before, the 500 page failed with it."""
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    response = Client(raise_request_exception=False).get("/boom/")
+    assert response.status_code == 500
+    html = response.content.decode()
+    assert 'data-testid="error-page"' in html
+    assert 'href="/static/rollback/app.css"' in html
