@@ -1,9 +1,9 @@
 # make run  - set up on first use (the app's runtime only, from requirements/run.txt), migrate,
 #             serve on http://$(HOST):$(PORT)
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
-#             gateway environment, each from its lock file), lint (ruff, mypy, import contracts, Django's deployment
-#             checks), check migrations, run the suite on SQLite, then again on
-#             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
+#             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
+#             Django's deployment checks), check migrations, run the suite on SQLite, then again
+#             on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
 #             are not running)
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
