@@ -1,11 +1,16 @@
-# make run  - set up on first use, migrate, serve on http://$(HOST):$(PORT)
-# make test - set up on first use, lint (ruff, mypy, import contracts, Django's deployment
-#             checks), check migrations, run the suite on SQLite, then again on
-#             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
+# make run  - set up on first use (the app's runtime only, from requirements/run.txt), migrate,
+#             serve on http://$(HOST):$(PORT)
+# make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
+#             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
+#             Django's deployment checks), check migrations, run the suite on SQLite, then again
+#             on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
 #             are not running)
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
 # make bench-smoke - the same code paths with tiny sizes, in seconds (part of make test)
+# make lock - the lock files in requirements/ again, from pyproject.toml's ranges and
+#             tests/gateway/requirements.txt (pip-tools' pip-compile); LOCK_ARGS passes options:
+#             `make lock LOCK_ARGS=--upgrade`, `make lock LOCK_ARGS='--upgrade-package django'`
 
 PYTHON ?= python3
 VENV := .venv
@@ -24,34 +29,56 @@ DEPLOY_CHECK_ENV := DJANGO_DEBUG=0 DJANGO_ALLOWED_HOSTS=rollback.example \
 	DJANGO_SECRET_KEY=deploy-check-only-not-a-secret-7Hq2Vx9LmR4tWz8KpN3cYb6FjD5sGa \
 	DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS=1 DJANGO_SECURE_HSTS_PRELOAD=1
 
-.PHONY: run test test-sqlite test-postgres lint install bench bench-smoke worker clean
+.PHONY: run test test-sqlite test-postgres lint install lock bench bench-smoke worker clean
 
-$(VENV)/.installed: pyproject.toml
+# Every environment installs exact versions from a lock file in requirements/ (`make lock` makes
+# them): run.txt the app's dependencies; dev.txt those and the dev tools, bench.txt those and the
+# benchmark's peers, each with the same versions as the one before it, so installing the runtime
+# first and the rest later changes no version. A stamp per lock file: an edited lock installs again.
+$(VENV)/.run-installed: requirements/run.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -r requirements/run.txt
 	touch $@
 
-$(GATEWAY_VENV)/.installed: tests/gateway/requirements.txt
-	test -x $(GATEWAY_VENV)/bin/python || $(PYTHON) -m venv $(GATEWAY_VENV)
-	$(GATEWAY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(GATEWAY_VENV)/bin/python -m pip install --quiet -r tests/gateway/requirements.txt
+$(VENV)/.dev-installed: requirements/dev.txt $(VENV)/.run-installed
+	$(PY) -m pip install --quiet -r requirements/dev.txt
 	touch $@
 
 # The benchmark's peers (LangGraph, agno's SqliteDb, matplotlib): the `bench` extra.
-$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+$(VENV)/.bench-installed: requirements/bench.txt $(VENV)/.dev-installed
+	$(PY) -m pip install --quiet -r requirements/bench.txt
 	touch $@
 
-install: $(VENV)/.installed $(GATEWAY_VENV)/.installed
+$(GATEWAY_VENV)/.installed: requirements/gateway.txt
+	test -x $(GATEWAY_VENV)/bin/python || $(PYTHON) -m venv $(GATEWAY_VENV)
+	$(GATEWAY_VENV)/bin/python -m pip install --quiet -r requirements/gateway.txt
+	touch $@
 
-run: install
+# What the tests need: the dev tools and the gateway (bench-smoke adds the bench extra itself).
+install: $(VENV)/.dev-installed $(GATEWAY_VENV)/.installed
+
+# pip-tools in a virtualenv of its own, never in the app's. The locks are made with Python 3.11,
+# the oldest the project supports (`PYTHON=python3.11 make lock` where python3 is newer).
+LOCK_VENV := .venv-lock
+LOCK_ARGS ?=
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet \
+	--strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links --no-emit-trusted-host
+
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || $(PYTHON) -m venv $(LOCK_VENV)
+	test -x $(LOCK_VENV)/bin/pip-compile || $(LOCK_VENV)/bin/python -m pip install --quiet pip-tools==7.6.2
+	$(PIP_COMPILE) $(LOCK_ARGS) pyproject.toml -o requirements/run.txt
+	$(PIP_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev -c requirements/run.txt -o requirements/dev.txt
+	$(PIP_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev --extra bench -c requirements/dev.txt \
+		-o requirements/bench.txt
+	$(PIP_COMPILE) $(LOCK_ARGS) tests/gateway/requirements.txt -o requirements/gateway.txt
+
+run: $(VENV)/.run-installed
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput --verbosity 0
 	@echo "Rollback is serving on http://$(HOST):$(PORT)/"
 	$(PY) -m rollback_site.serve -b $(HOST) -p $(PORT)
 
-worker: install
+worker: $(VENV)/.run-installed
 	$(VENV)/bin/celery -A rollback_site worker --loglevel INFO
 
 lint: install
@@ -103,4 +130,4 @@ bench-smoke: $(VENV)/.bench-installed
 	fi
 
 clean:
-	rm -rf $(VENV) $(GATEWAY_VENV) var/staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(GATEWAY_VENV) $(LOCK_VENV) var/staticfiles .pytest_cache .ruff_cache

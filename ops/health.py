@@ -1,10 +1,11 @@
 """Is the site up? The checks behind /healthz, and the heartbeats of the Celery processes.
 
 Each check answers with a `Check`: the database (one `SELECT 1`), the cache (one write and one
-read, which also fetches the heartbeats) and, when Celery is configured (not eager: REDIS_URL is
-set), the age of the newest heartbeat of any worker and of beat. A worker records its heartbeat
-from `ops.heartbeat.WorkerHeartbeat`, beat from `ops.beat.Scheduler.tick`, both through
-`heartbeat_record`.
+read, which also fetches the heartbeats), with DEBUG off the static files (collectstatic's
+manifest, which every page needs to name its files) and, when Celery is configured (not eager:
+REDIS_URL is set), the age of the newest heartbeat of any worker and of beat. A worker records
+its heartbeat from `ops.heartbeat.WorkerHeartbeat`, beat from `ops.beat.Scheduler.tick`, both
+through `heartbeat_record`.
 
 Every check is bounded by HEALTH_CHECK_TIMEOUT: the database through the pool's own wait (a
 connection lent within the timeout, or none), the cache through the "health" cache alias, whose
@@ -22,7 +23,9 @@ from typing import Any
 import psycopg
 import redis.exceptions
 from django.conf import settings
+from django.contrib.staticfiles.storage import ManifestFilesMixin
 from django.core.cache import caches
+from django.core.files.storage import storages
 from django.db import DatabaseError, connection
 from psycopg_pool import PoolTimeout
 
@@ -78,6 +81,8 @@ def report() -> Report:
     checks = {"database": check_database()}
     cache_check, heartbeats = check_cache()
     checks["cache"] = cache_check
+    if isinstance(storages["staticfiles"], ManifestFilesMixin):
+        checks["static"] = check_static()
     celery = celery_configured()
     if celery:
         now = time.time()
@@ -133,6 +138,16 @@ def check_cache() -> tuple[Check, dict[str, Any]]:
     if PROBE_KEY not in found:
         return Check(ok=False, ms=_ms(started), error="a value written was not read back"), {}
     return Check(ok=True, ms=_ms(started)), found
+
+
+def check_static() -> Check:
+    """The manifest of the static files, as this process's pages read it: without it (served by
+    something other than `python -m rollback_site.serve`, which collects them, and no
+    collectstatic) every page answers 500 while the database and the cache are fine."""
+    storage = storages["staticfiles"]
+    if isinstance(storage, ManifestFilesMixin) and not storage.hashed_files:
+        return Check(ok=False, error="not collected (manage.py collectstatic)")
+    return Check(ok=True)
 
 
 def check_heartbeat(beat: Any, *, max_age: float, now: float) -> Check:

@@ -12,6 +12,9 @@ The options are daphne's own, unchanged (`-b 0.0.0.0 -p 8000`, `--proxy-headers`
 application is always ours. daphne's access log, which goes to standard output unless
 `--access-log FILE` sends it elsewhere, is written through logging (logger `rollback.access`),
 so it follows LOG_FORMAT like every other line.
+
+Before serving, it collects the static files when they are out of date
+(rollback_site.static_collect): with DEBUG off, pages need them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 
 from daphne import cli, http_protocol
 from daphne.access import AccessLogGenerator
+
+from rollback_site.static_collect import static_files_collect
 
 APPLICATION = "rollback_site.asgi:application"
 
@@ -121,8 +126,11 @@ class AccessLog(AccessLogGenerator):
 
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
+    import django
     from django.conf import settings
 
+    django.setup()
+    static_files_collect()
     BoundedRequest.max_body = settings.ROLLBACK_MAX_REQUEST_BYTES
     # daphne's HTTPFactory gives each new connection this module's `WebRequest` class.
     http_protocol.WebRequest = BoundedRequest

@@ -1,4 +1,5 @@
-"""Request bodies on the served app (`python -m rollback_site.serve`, as `make run` serves it).
+"""The served app (`python -m rollback_site.serve`, as `make run` and production serve it): its
+start collects the static files when they are out of date; request bodies are bounded.
 
 A body over ROLLBACK_MAX_REQUEST_BYTES is refused with 413 while it arrives, chunked or not, from
 an anonymous client, and the server's memory does not grow with it (before, a 300 MB chunked
@@ -8,13 +9,15 @@ empty)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.procs import Services, app_env
+from tests.procs import Services, app_env, free_port, wait_until_answers
 
 MB = 1024 * 1024
 UPLOAD = 200 * MB
@@ -124,3 +127,59 @@ def test_a_chunked_json_body_under_the_limit_is_read(served):
     assert response.status_code == 201, response.text
     assert response.json()["name"] == "sent in chunks"
     assert response.json()["metadata"] == {"tags": ["a"]}
+
+
+# --- The production start (DJANGO_DEBUG=0) collects the static files itself ------------------
+
+PRODUCTION = {
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECRET_KEY": "serve-test-only-not-a-secret-Vb7Qz2Lm9Rt4Wx8Kp3Nc6Yf5Jd1Hs",
+    "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain HTTP here; a TLS proxy stands in front in production
+}
+
+
+def start_serving(services: Services, env: dict[str, str], name: str) -> str:
+    """`python -m rollback_site.serve` started and answering; its address. Collecting every
+    static file (compressed twice each) takes a while on a busy machine: a bound of minutes."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "rollback_site.serve", "-b", "127.0.0.1", "-p", str(port)]
+    proc = services.start(name, cmd, env)
+    wait_until_answers(f"http://127.0.0.1:{port}/accounts/login/", proc, timeout=240)
+    return f"http://127.0.0.1:{port}"
+
+
+def styled_page(base: str) -> str:
+    """The login page, checked to be served with its stylesheet; the stylesheet's address."""
+    page = httpx.get(f"{base}/accounts/login/")
+    assert page.status_code == 200, page.text[:500]
+    css = re.search(r'href="(/static/rollback/app\.[0-9a-f]{12}\.css)"', page.text)
+    assert css, "the page names no hashed stylesheet"
+    sheet = httpx.get(f"{base}{css[1]}")
+    assert sheet.status_code == 200 and sheet.headers["content-type"].startswith("text/css")
+    return css[1]
+
+
+def test_the_production_start_on_a_fresh_checkout_serves_pages_with_their_css(
+    model_server, tmp_path
+):
+    """`python -m rollback_site.serve` with DEBUG off, on a var dir where collectstatic never ran
+    (a fresh checkout, the documented start): before, every page was a 500."""
+    var = tmp_path / "var"
+    env = app_env(var, model_server.base_url, **PRODUCTION)
+    services = Services(tmp_path)
+    try:
+        services.manage(env, "migrate", "--noinput")  # and no collectstatic
+        manifest = var / "staticfiles" / "staticfiles.json"
+        assert not manifest.exists()
+        base = start_serving(services, env, "daphne")
+        stylesheet = styled_page(base)
+        assert manifest.exists()
+        made = manifest.stat().st_mtime_ns
+        services.stop("daphne")
+
+        # Started again with nothing changed: the files are up to date and nothing is written.
+        base = start_serving(services, env, "daphne-again")
+        assert styled_page(base) == stylesheet
+        assert manifest.stat().st_mtime_ns == made
+    finally:
+        services.stop_all()

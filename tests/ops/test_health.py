@@ -51,6 +51,23 @@ def test_healthz_answers_200_naming_the_database_and_the_cache(client, embedded)
         assert check["ok"] is True and isinstance(check["ms"], float) and "error" not in check
 
 
+def test_healthz_fails_when_the_static_files_were_never_collected(
+    client, embedded, settings, tmp_path
+):
+    """DEBUG off, as served: the manifest storage with nothing collected, where every page is a
+    500 (before, /healthz said 200 all the same)."""
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["static"] == {"ok": False, "error": "not collected (manage.py collectstatic)"}
+    assert checks["database"]["ok"] and checks["cache"]["ok"]
+
+
 def test_healthz_is_never_cached_and_sets_no_cookie(client, alice, embedded):
     anonymous = client.get("/healthz")
     client.force_login(alice)

@@ -79,3 +79,19 @@ def test_a_server_that_does_not_answer_is_a_503_in_json_under_the_api(down):
     assert response.status_code == 503 and response["Content-Type"] == "application/json"
     assert set(response.json()) == {"detail"}
     assert "Rollback is unavailable" in response.json()["detail"]
+
+
+@pytest.mark.urls("tests.web.boom_urls")
+def test_the_500_page_is_served_when_the_static_files_were_never_collected(settings, tmp_path):
+    """Production's manifest storage with no manifest (collectstatic never ran): `{% static %}`
+    fails there, and before, the 500 page failed with it."""
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    response = Client(raise_request_exception=False).get("/boom/")
+    assert response.status_code == 500
+    html = response.content.decode()
+    assert 'data-testid="error-page"' in html
+    assert 'href="/static/rollback/app.css"' in html
