@@ -713,5 +713,6 @@ def test_a_missing_pg_dump_says_what_to_run(pg_app, tmp_path):
     assert f"{tmp_path / 'no-pg_dump'} was not found." in result.stderr
     name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
     assert f"pg_dump --format=custom --file={path}" in result.stderr
-    assert f"--dbname={name}" in result.stderr
+    # The database by name, as a conninfo when libpq options go with it (the connect timeout).
+    assert f"--dbname={name}" in result.stderr or f"'--dbname=dbname={name} " in result.stderr
     assert listing(tmp_path) == []
