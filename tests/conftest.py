@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -256,3 +258,13 @@ def checkpoint_at():
 @pytest.fixture
 def vendor():
     return connection.vendor
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """The port of a server that takes connections and never answers: a hung PostgreSQL or
+    Redis."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield server.getsockname()[1]

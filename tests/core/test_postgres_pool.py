@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import socket
 import threading
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -26,15 +24,6 @@ def _pool(**kwargs: object) -> Pool:
         open=True,
         reconnect_timeout=5,
     )
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A server that takes connections and never answers: a hung PostgreSQL."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        yield server.getsockname()[1]
 
 
 @pytest.mark.django_db

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.procs import Services, app_env
+from tests.procs import Services, app_env, free_port
 
 
 def _with_path(url: str, path: str) -> str:
@@ -74,6 +74,15 @@ class Stack(Services):
     def web(self, name: str) -> str:
         self.urls[name] = self.start_daphne(self.env, name=name)
         return self.urls[name]
+
+    def listening(self, name: str, env: dict[str, str]) -> str:
+        """daphne in `env`, once it listens: it may not answer a page (in production it
+        redirects to HTTPS, and with a server down it may fail), unlike `web`'s."""
+        port = free_port()
+        cmd = [sys.executable, "-m", "rollback_site.serve", "-b", "127.0.0.1", "-p", str(port)]
+        proc = self.start(name, cmd, env)
+        self.wait_for_log(name, "Listening on TCP address", proc)
+        return f"http://127.0.0.1:{port}"
 
     def worker(self, name: str, pool: str = "solo") -> subprocess.Popen:
         cmd = [sys.executable, "-m", "celery", "-A", "rollback_site", "worker", f"--pool={pool}"]

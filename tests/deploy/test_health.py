@@ -10,8 +10,6 @@ or taking them and never answering, daphne answers 503 naming that part, within 
 
 from __future__ import annotations
 
-import socket
-import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -54,22 +52,12 @@ def stack(env, tmp_path_factory) -> Iterator[Stack]:
     stack = Stack(tmp_path_factory.mktemp("health-logs"), env)
     try:
         stack.prepare(env)
-        stack.urls["web"] = serve(stack, "web", env)
+        stack.urls["web"] = stack.listening("web", env)
         stack.worker("worker1")
         stack.beat()
         yield stack
     finally:
         stack.stop_all()
-
-
-def serve(stack: Stack, name: str, env: dict[str, str]) -> str:
-    """daphne, once it listens. (Stack.web waits for a login page that answers below 500: in
-    production it redirects to HTTPS, and with a server down it may fail.)"""
-    port = free_port()
-    cmd = [sys.executable, "-m", "rollback_site.serve", "-b", "127.0.0.1", "-p", str(port)]
-    proc = stack.start(name, cmd, env)
-    stack.wait_for_log(name, "Listening on TCP address", proc)
-    return f"http://127.0.0.1:{port}"
 
 
 def healthz(url: str) -> tuple[httpx.Response, float]:
@@ -92,15 +80,6 @@ def wait_for(url: str, holds: Callable[[httpx.Response], bool], timeout: float) 
 
 def failing(response: httpx.Response) -> set[str]:
     return {name for name, check in response.json()["checks"].items() if not check["ok"]}
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A server that takes connections and never answers: a hung PostgreSQL or Redis."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)
-        yield server.getsockname()[1]
 
 
 @pytest.fixture(params=["refused", "hung"])
@@ -196,7 +175,7 @@ def test_a_stopped_beat_fails_the_check_until_beat_runs_again(stack):
 def test_with_the_database_down_healthz_answers_503_within_seconds(stack, env, dead_server):
     how, port = dead_server
     name = f"web-database-{how}"
-    url = serve(stack, name, {**env, "DATABASE_URL": f"postgres://rollback@127.0.0.1:{port}/x"})
+    url = stack.listening(name, {**env, "DATABASE_URL": f"postgres://rollback@127.0.0.1:{port}/x"})
     try:
         for _ in range(2):  # the first request opens the pool; the second finds it retrying
             response, took = healthz(url)
@@ -214,7 +193,7 @@ def test_with_the_database_down_healthz_answers_503_within_seconds(stack, env, d
 def test_with_redis_down_healthz_answers_503_within_seconds(stack, env, dead_server):
     how, port = dead_server
     name = f"web-redis-{how}"
-    url = serve(stack, name, {**env, "REDIS_URL": f"redis://127.0.0.1:{port}/13"})
+    url = stack.listening(name, {**env, "REDIS_URL": f"redis://127.0.0.1:{port}/13"})
     try:
         for _ in range(2):
             response, took = healthz(url)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import sys
 import time
 from collections.abc import Iterator
 
@@ -44,7 +42,7 @@ def stack(env, tmp_path_factory) -> Iterator[Stack]:
     stack = Stack(tmp_path_factory.mktemp("outage-logs"), env)
     try:
         stack.prepare(env)
-        stack.urls["web"] = serve(stack, "web", env)
+        stack.urls["web"] = stack.listening("web", env)
         yield stack
     finally:
         stack.stop_all()
@@ -91,24 +89,6 @@ def _csrf_token(html: str) -> str:
     found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
     assert found, html[:500]
     return found.group(1)
-
-
-def serve(stack: Stack, name: str, env: dict[str, str]) -> str:
-    """daphne, once it listens (it may not answer a page while a server is down)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "rollback_site.serve", "-b", "127.0.0.1", "-p", str(port)]
-    proc = stack.start(name, cmd, env)
-    stack.wait_for_log(name, "Listening on TCP address", proc)
-    return f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A server that takes connections and never answers: a hung PostgreSQL or Redis."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)
-        yield server.getsockname()[1]
 
 
 @pytest.fixture(params=["refused", "hung"])
@@ -199,7 +179,7 @@ def test_the_healthy_process_signs_in_and_serves_the_chat(stack, visitor):
 
 def test_with_redis_down_every_door_answers_503_within_seconds(stack, env, visitor, dead_port):
     name = f"web-redis-{dead_port}"
-    url = serve(stack, name, {**env, "REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"})
+    url = stack.listening(name, {**env, "REDIS_URL": f"redis://127.0.0.1:{dead_port}/0"})
     try:
         assert_every_door_is_503(url, visitor, login_page=200)
     finally:
@@ -209,7 +189,7 @@ def test_with_redis_down_every_door_answers_503_within_seconds(stack, env, visit
 def test_with_postgres_down_every_door_answers_503_within_seconds(stack, env, visitor, dead_port):
     name = f"web-database-{dead_port}"
     database_url = f"postgres://rollback@127.0.0.1:{dead_port}/x"
-    url = serve(stack, name, {**env, "DATABASE_URL": database_url})
+    url = stack.listening(name, {**env, "DATABASE_URL": database_url})
     try:
         assert_every_door_is_503(url, visitor, login_page=503)
     finally:

@@ -5,11 +5,9 @@ and Redis down) are tests/deploy/test_health.py's."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -147,21 +145,12 @@ def test_a_stale_beat_heartbeat_fails_beat_alone(client, with_celery):
     assert checks["worker"]["ok"]
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """The port of a server that takes connections and never answers: a hung Redis."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)
-        yield server.getsockname()[1]
-
-
 @pytest.mark.redis
 def test_a_hung_redis_fails_the_cache_check_within_the_check_timeout(
-    client, settings, with_celery, silent_server
+    client, settings, with_celery, silent_port
 ):
     """The health alias gives up after HEALTH_CHECK_TIMEOUT (redis-py alone waits 5 s)."""
-    hung = {**settings.CACHES["health"], "LOCATION": f"redis://127.0.0.1:{silent_server}/0"}
+    hung = {**settings.CACHES["health"], "LOCATION": f"redis://127.0.0.1:{silent_port}/0"}
     settings.CACHES = {**settings.CACHES, "health": hung}
     started = time.monotonic()
     response = client.get("/healthz")

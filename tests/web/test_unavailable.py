@@ -4,7 +4,6 @@ processes, with PostgreSQL down too, are in tests/deploy/test_outages.py."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -21,15 +20,6 @@ from tests.procs import free_port
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MESSAGE = "Rollback is unavailable for a moment"
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A server that takes connections and never answers: a hung Redis."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        yield server.getsockname()[1]
 
 
 @pytest.fixture(params=["refused", "hung"])
