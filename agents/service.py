@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from agno.models.base import Model
 from django.conf import settings
 
+from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import find_session_checkpoint
 from checkpoints.services import checkpoint_restore
-from sessions_app.errors import CheckpointNotFound
 from sessions_app.models import ExternalSession, InternalSession
 from sessions_app.selectors import branch_history, session_branches
 from sessions_app.services import session_update

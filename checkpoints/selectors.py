@@ -11,10 +11,10 @@ from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
-from sessions_app.errors import CheckpointNotFound
 from sessions_app.models import ExternalSession, InternalSession
 from sessions_app.selectors import branch_lineage, parse_pk
 
+from .errors import CheckpointNotFound
 from .models import Checkpoint
 
 if TYPE_CHECKING:

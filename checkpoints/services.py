@@ -23,13 +23,13 @@ from core.errors import InvalidInput
 from core.validation import clean_description, clean_metadata, clean_name
 from sessions_app.errors import (
     BranchNotFound,
-    CheckpointNotFound,
     RewindOutOfRange,
     SessionNotFound,
 )
 from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.services import branch_fork, branch_make_current, lock_session
 
+from .errors import CheckpointNotFound
 from .models import Checkpoint
 from .selectors import auto_checkpoints_beyond, branches_forked_after, unused_checkpoint_name
 

@@ -34,7 +34,7 @@ class HtmxHttpRequest(HttpRequest):
 def notice(
     request: HttpRequest, text: str, *, status: int = 200, kind: str = "error"
 ) -> HttpResponse:
-    html = render_to_string("sessions_app/_notice.html", {"text": text, "kind": kind}, request)
+    html = render_to_string("core/_notice.html", {"text": text, "kind": kind}, request)
     response = HttpResponse(html, status=status)
     response["HX-Retarget"] = "#notices"
     response["HX-Reswap"] = "innerHTML"

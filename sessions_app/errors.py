@@ -1,4 +1,5 @@
-"""The errors of sessions, branches, messages, turns and checkpoints (bases in `core.errors`)."""
+"""The errors of sessions, branches, messages and turns (bases in `core.errors`; a checkpoint's
+own are in `checkpoints.errors`)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,6 @@ class SessionNotFound(NotFound):
 
 class BranchNotFound(NotFound):
     def __init__(self, message: str = "Branch not found.") -> None:
-        super().__init__(message)
-
-
-class CheckpointNotFound(NotFound):
-    def __init__(self, message: str = "Checkpoint not found.") -> None:
         super().__init__(message)
 
 

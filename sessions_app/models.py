@@ -1,4 +1,4 @@
-"""Sessions, branches and messages.
+"""Sessions, branches, messages, checkpoints and turns: the rows of a conversation.
 
 Every message is stored once, in the branch that produced it. A branch made by a restore points at
 its parent and a fork position: its history is the parent's history below that position followed
@@ -359,3 +359,63 @@ class Summary(models.Model):
 
     def __str__(self) -> str:
         return f"summary of positions 0-{self.end_position - 1}"
+
+
+class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
+    def for_user(self, user: AnyUser) -> CheckpointQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(branch__session__owner=user)
+
+    def auto(self) -> CheckpointQuerySet:
+        return self.filter(is_auto=True)
+
+    def manual(self) -> CheckpointQuerySet:
+        return self.filter(is_auto=False)
+
+
+class Checkpoint(models.Model):
+    """A named position in a branch, with a snapshot of the (small) session state.
+
+    It copies no message: `message_count` is the length of the branch's history when it was
+    taken, and the history itself is read from the branch. Its operations (create, restore,
+    rewind, import, export, retention) are the `checkpoints` package's, one layer up; the row is
+    defined here, next to the branches that refer to it (`forked_from`, `Turn.checkpoint`), so the
+    models do not depend on each other across packages. Its app label stays `checkpoints`: the
+    table, the migrations, the admin's URLs and the permissions are where they always were.
+    """
+
+    branch = models.ForeignKey(
+        InternalSession, on_delete=models.CASCADE, related_name="checkpoints"
+    )
+    checkpoint_name = models.CharField(max_length=NAME_MAX_LENGTH)
+    description = models.TextField(blank=True, default="")
+    is_auto = models.BooleanField(default=False)
+    message_count = models.PositiveIntegerField()
+    session_state = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # trigger, tool_name, importance, ...
+    metadata = models.JSONField(default=dict, blank=True)
+
+    objects = CheckpointQuerySet.as_manager()
+
+    class Meta:
+        app_label = "checkpoints"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["branch", "-created_at"], name="checkpoint_branch_created"),
+            models.Index(
+                fields=["branch", "is_auto", "-created_at"], name="checkpoint_branch_auto"
+            ),
+            models.Index(fields=["branch", "message_count"], name="checkpoint_branch_position"),
+            models.Index(fields=["created_at"], name="checkpoint_created"),
+        ]
+        # An imported checkpoint's time stays where Python can read it back.
+        constraints = [time_in_range("created_at", name="checkpoint_created_at_in_range")]
+
+    def __str__(self) -> str:
+        return self.checkpoint_name
+
+    @property
+    def kind(self) -> str:
+        return "auto" if self.is_auto else "manual"

@@ -34,7 +34,7 @@ from .selectors import branch_history, sessions_idle
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from checkpoints.models import Checkpoint
+    from .models import Checkpoint
 
 DEFAULT_SESSION_NAME = "New session"
 

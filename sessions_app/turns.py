@@ -31,7 +31,7 @@ from .models import ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append
 
 if TYPE_CHECKING:
-    from checkpoints.models import Checkpoint
+    from .models import Checkpoint
 
 
 # Ends a text the agent produced that was cut off at its length limit (AGENT_MAX_REPLY_CHARS, or

@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import (
     find_session_checkpoint,
@@ -19,7 +20,7 @@ from checkpoints.services import (
     checkpoint_restore,
 )
 from core.errors import InvalidInput, TooLarge
-from sessions_app.errors import BranchNotFound, CheckpointNotFound, RewindOutOfRange
+from sessions_app.errors import BranchNotFound, RewindOutOfRange
 from sessions_app.models import InternalSession, Message
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_set_state, session_create

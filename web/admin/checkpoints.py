@@ -13,11 +13,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import ngettext
 
+from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint, CheckpointQuerySet
 from checkpoints.services import checkpoint_delete
 from core.errors import InvalidInput
 from core.validation import clean_description, clean_name
-from sessions_app.errors import CheckpointNotFound
 from web.admin.support import OwnerFilter, admin_link
 
 if TYPE_CHECKING:

@@ -17,9 +17,10 @@ from accounts.models import User
 from agents.model import is_demo
 from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService
+from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from core.errors import DomainError
-from sessions_app.errors import CheckpointNotFound, SessionNotFound
+from sessions_app.errors import SessionNotFound
 from sessions_app.models import Turn
 from sessions_app.selectors import get_session_for_user
 from sessions_app.services import session_create
