@@ -10,7 +10,7 @@ shipped in the package, read offline):
   prototype it is confusable with ("а" and "a" both become "a", "0" becomes "O", "1" and "I"
   become "l"). Two usernames that look alike have the same skeleton. Usernames are unique
   whatever their case, so skeletons are compared case-folded.
-"""
+"""  # noqa: RUF002 - the Cyrillic letter is the example
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
@@ -21,7 +21,7 @@ class User(AbstractUser):
 
     class Meta(AbstractUser.Meta):
         swappable = "AUTH_USER_MODEL"
-        constraints = [
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             # "Alice" and "alice" are one person to a human: the database says so too.
             models.UniqueConstraint(Lower("username"), name="username_unique_ignoring_case"),
         ]
@@ -47,7 +47,9 @@ class SiteSettings(models.Model):
     class Meta:
         verbose_name = "site settings"
         verbose_name_plural = "site settings"
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="site_settings_singleton")]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.CheckConstraint(condition=Q(id=1), name="site_settings_singleton")
+        ]
 
     def __str__(self) -> str:
         return "Site settings"
@@ -87,7 +89,7 @@ class ApiKey(models.Model):
 
     class Meta:
         verbose_name = "API key"
-        ordering = ["-created_at", "-id"]
+        ordering: ClassVar[list[str]] = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

@@ -78,7 +78,7 @@ def _load(path: str) -> Any:
             raise ImproperlyConfigured(
                 f"AGENT_TOOLS: the toolkit {path!r} could not be made without arguments: {exc}"
             ) from None
-    if isinstance(found, type) or not callable(found) and not isinstance(found, Toolkit):
+    if isinstance(found, type) or (not callable(found) and not isinstance(found, Toolkit)):
         raise ImproperlyConfigured(
             f"AGENT_TOOLS: {path!r} is not a function the agent can call (it is "
             f"{type(found).__name__})."

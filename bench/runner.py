@@ -32,7 +32,8 @@ class System:
         )
 
     def call(self, op: str, **args: Any) -> Any:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()

@@ -125,10 +125,10 @@ class TextFormatter(logging.Formatter):
     def __init__(self, fmt: str | None = None, **kwargs: Any) -> None:
         super().__init__(fmt or "%(asctime)s %(levelname)s %(name)s: %(message)s", **kwargs)
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return _utc_iso(record)
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+    def formatMessage(self, record: logging.LogRecord) -> str:
         text = super().formatMessage(record)
         pairs = " ".join(f"{k}={_text_value(v)}" for k, v in fields_of(record).items())
         return f"{text} {pairs}" if pairs else text

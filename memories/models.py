@@ -6,7 +6,7 @@ conversation touches it. Its full-text index (memories.search) is made by migrat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -61,10 +61,12 @@ class Memory(models.Model):
     objects = MemoryQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created_at", "-id"]
+        ordering: ClassVar[list[str]] = ["-created_at", "-id"]
         verbose_name_plural = "memories"
-        indexes = [models.Index(fields=["user", "-created_at"], name="memory_user_created")]
-        constraints = [
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["user", "-created_at"], name="memory_user_created")
+        ]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(
                 fields=["user", "key"],
                 name="memory_key_unique_per_user",

@@ -4,6 +4,8 @@ have done."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -62,8 +64,8 @@ class AuditRecord(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-started_at", "-id"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["-started_at", "-id"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             # One real run of a rule (on one target) at a time: an overlapping second run is
             # refused by the database and recorded as skipped.
             models.UniqueConstraint(
@@ -75,7 +77,9 @@ class AuditRecord(models.Model):
             time_in_range("progress_at", name="audit_progress_at_in_range"),
             time_in_range("finished_at", name="audit_finished_at_in_range", null=True),
         ]
-        indexes = [models.Index(fields=["rule", "-started_at"], name="audit_rule_started")]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["rule", "-started_at"], name="audit_rule_started")
+        ]
 
     def __str__(self) -> str:
         what = self.get_rule_display()

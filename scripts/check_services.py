@@ -24,14 +24,14 @@ def main(database_url: str, redis_url: str) -> int:
             dbname="postgres",
             connect_timeout=3,
         ).close()
-    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+    except Exception as exc:  # any failure means "not reachable"
         print(f"PostgreSQL at {database_url} is not reachable: {exc}", file=sys.stderr)
         ok = False
     try:
         import redis
 
         redis.Redis.from_url(redis_url, socket_connect_timeout=3).ping()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"Redis at {redis_url} is not reachable: {exc}", file=sys.stderr)
         ok = False
     return 0 if ok else 1

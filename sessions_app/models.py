@@ -9,7 +9,7 @@ never copy a message, and a branch's history is read by one recursive query (see
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -59,10 +59,12 @@ class ExternalSession(models.Model):
 
     class Meta:
         verbose_name = "session"
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["owner", "-created_at"], name="session_owner_created")]
+        ordering: ClassVar[list[str]] = ["-created_at", "-id"]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["owner", "-created_at"], name="session_owner_created")
+        ]
         # Times a user can set (an import, the admin) stay where Python can read them back.
-        constraints = [
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             time_in_range("created_at", name="session_created_at_in_range"),
             time_in_range("updated_at", name="session_updated_at_in_range"),
             time_in_range("archived_at", name="session_archived_at_in_range", null=True),
@@ -128,8 +130,8 @@ class InternalSession(models.Model):
     class Meta:
         verbose_name = "branch"
         verbose_name_plural = "branches"
-        ordering = ["created_at", "id"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["created_at", "id"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             # At most one current branch per session, enforced by the database; the services
             # create a session together with its first (current) branch and only ever move the
             # flag inside one transaction, so there is always exactly one.
@@ -144,7 +146,9 @@ class InternalSession(models.Model):
             ),
             time_in_range("created_at", name="branch_created_at_in_range"),
         ]
-        indexes = [models.Index(fields=["session", "created_at"], name="branch_session_created")]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["session", "created_at"], name="branch_session_created")
+        ]
 
     def __str__(self) -> str:
         return f"branch {self.pk} of session {self.session_id}"
@@ -187,8 +191,8 @@ class Message(models.Model):
     objects = MessageQuerySet.as_manager()
 
     class Meta:
-        ordering = ["position"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["position"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["branch", "position"], name="message_position_unique"),
             models.CheckConstraint(
                 condition=Q(role__in=["user", "assistant", "system", "tool"]),
@@ -272,8 +276,8 @@ class Turn(models.Model):
     objects = TurnQuerySet.as_manager()
 
     class Meta:
-        ordering = ["created_at", "id"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["created_at", "id"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             # One turn at a time per session: a second one is refused by the database too.
             models.UniqueConstraint(
                 fields=["session"],
@@ -291,7 +295,7 @@ class Turn(models.Model):
             time_in_range("dispatched_at", name="turn_dispatched_at_in_range"),
             time_in_range("finished_at", name="turn_finished_at_in_range", null=True),
         ]
-        indexes = [
+        indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["session", "created_at"], name="turn_session_created"),
             # The operator's dashboard lists the newest failures: a small index of failed turns
             # only, instead of a scan of every turn.
@@ -351,8 +355,8 @@ class Summary(models.Model):
 
     class Meta:
         verbose_name_plural = "summaries"
-        ordering = ["-end_position", "-id"]
-        constraints = [
+        ordering: ClassVar[list[str]] = ["-end_position", "-id"]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
             models.UniqueConstraint(fields=["last_message"], name="one_summary_per_prefix"),
             time_in_range("created_at", name="summary_created_at_in_range"),
         ]
@@ -401,8 +405,8 @@ class Checkpoint(models.Model):
 
     class Meta:
         app_label = "checkpoints"
-        ordering = ["-created_at", "-id"]
-        indexes = [
+        ordering: ClassVar[list[str]] = ["-created_at", "-id"]
+        indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["branch", "-created_at"], name="checkpoint_branch_created"),
             models.Index(
                 fields=["branch", "is_auto", "-created_at"], name="checkpoint_branch_auto"
@@ -411,7 +415,9 @@ class Checkpoint(models.Model):
             models.Index(fields=["created_at"], name="checkpoint_created"),
         ]
         # An imported checkpoint's time stays where Python can read it back.
-        constraints = [time_in_range("created_at", name="checkpoint_created_at_in_range")]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            time_in_range("created_at", name="checkpoint_created_at_in_range")
+        ]
 
     def __str__(self) -> str:
         return self.checkpoint_name

@@ -155,7 +155,8 @@ def styled_page(base: str) -> str:
     css = re.search(r'href="(/static/rollback/app\.[0-9a-f]{12}\.css)"', page.text)
     assert css, "the page names no hashed stylesheet"
     sheet = httpx.get(f"{base}{css[1]}")
-    assert sheet.status_code == 200 and sheet.headers["content-type"].startswith("text/css")
+    assert sheet.status_code == 200
+    assert sheet.headers["content-type"].startswith("text/css")
     return css[1]
 
 

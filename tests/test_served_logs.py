@@ -85,11 +85,15 @@ def test_a_turn_posted_through_the_api_logs_json_lines_with_its_request_id(serve
         assert line["session_id"] == session.json()["id"], line
         assert isinstance(line["user_id"], int), line
     last = of_the_turn[-1]
-    assert ends == [last] and last["logger"] == "rollback.turns" and last["level"] == "INFO"
-    assert last["status"] == "done" and last["finish_reason"] == "stop"
+    assert ends == [last]
+    assert last["logger"] == "rollback.turns"
+    assert last["level"] == "INFO"
+    assert last["status"] == "done"
+    assert last["finish_reason"] == "stop"
     assert last["model"] == "fake-model"
     assert (last["input_tokens"], last["output_tokens"]) == (21, 3)
-    assert isinstance(last["latency_ms"], int) and isinstance(last["first_token_ms"], int)
+    assert isinstance(last["latency_ms"], int)
+    assert isinstance(last["first_token_ms"], int)
 
 
 @pytest.mark.parametrize(

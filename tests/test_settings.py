@@ -145,7 +145,8 @@ def test_json_logs_are_one_object_per_line(tmp_path):
     result = manage(environment(tmp_path, LOG_FORMAT="Json"), "shell", "-c", code)
     assert result.returncode == 0, result.stderr
     logged = json.loads(result.stderr.strip().splitlines()[-1])
-    assert logged["message"] == "hello" and logged["logger"] == "rollback.check"
+    assert logged["message"] == "hello"
+    assert logged["logger"] == "rollback.check"
 
 
 # --- Production settings --------------------------------------------------------------------------

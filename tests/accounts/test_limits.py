@@ -60,7 +60,7 @@ def test_the_sixth_failure_in_the_window_is_refused_with_the_time_to_wait():
 def test_usernames_are_counted_whatever_their_case_or_width():
     fail("alice", times=2)
     fail("ALICE", times=2)
-    fail("ａｌｉｃｅ")  # fullwidth letters, NFKC "alice"
+    fail("ａｌｉｃｅ")  # noqa: RUF001 - fullwidth letters on purpose, NFKC "alice"
     with pytest.raises(LoginLocked):
         fail("Alice")
 

@@ -115,7 +115,7 @@ def test_malformed_email_is_refused():
 
 def test_a_username_mixing_scripts_is_refused():
     with pytest.raises(InvalidUsername) as caught:
-        user_signup(username="\u0430lice", password=PASSWORD)  # a Cyrillic "а"
+        user_signup(username="\u0430lice", password=PASSWORD)  # a Cyrillic "\u0430"
     assert caught.value.message == (
         "Use letters of one script in a username: this one mixes Cyrillic and Latin."
     )
@@ -187,7 +187,7 @@ def _sign_up_at_once(usernames: list[str]) -> list[BaseException]:
         try:
             barrier.wait()
             user_signup(username=username, password=PASSWORD)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             errors.append(exc)
         finally:
             connection.close()
@@ -263,7 +263,8 @@ def test_auto_checkpoint_must_be_a_bool(alice):
 def test_apikey_create_stores_only_the_hash_of_the_secret(alice):
     key, secret = apikey_create(user=alice, name="  laptop  ")
 
-    assert secret.startswith("rbk_") and len(secret) == 4 + 43
+    assert secret.startswith("rbk_")
+    assert len(secret) == 4 + 43
     assert key.name == "laptop"
     assert key.prefix == secret[:12]
     row = ApiKey.objects.filter(pk=key.pk).values(*[f.attname for f in ApiKey._meta.fields])

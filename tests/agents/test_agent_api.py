@@ -71,7 +71,8 @@ def test_checkpoint_methods_return_the_seed_strings(session, branch):
     assert listing.startswith("Available checkpoints:")
     assert f"• ID: {cp.pk} | before-complex-topic | Type: manual | Created: " in listing
     info = agent.get_checkpoint_info_tool(cp.pk)
-    assert "• Name: before-complex-topic" in info and "• Conversation Length: 2 messages" in info
+    assert "• Name: before-complex-topic" in info
+    assert "• Conversation Length: 2 messages" in info
     assert agent.delete_checkpoint_tool(cp.pk) == f"✓ Checkpoint {cp.pk} deleted successfully."
     assert agent.delete_checkpoint_tool(cp.pk).startswith("✗")
     assert agent.list_checkpoints_tool() == "No checkpoints yet."
@@ -183,7 +184,8 @@ def test_lists_and_summary(alice, session, branch):
     assert [c.checkpoint_name for c in service.list_checkpoints(branch.pk)] == ["x"]
     summary = service.get_conversation_summary(service.resume_agent(session.pk))
     assert summary.startswith("Conversation (12 messages):")
-    assert "[assistant] m11" in summary and "(last 10 messages shown)" in summary
+    assert "[assistant] m11" in summary
+    assert "(last 10 messages shown)" in summary
     assert "m1\n" not in summary
 
 
@@ -206,7 +208,8 @@ def test_service_model_config_and_session_settings(fake_llm, alice):
     fake_llm.queue(Reply("ok"))
     AgentService({"id": "configured-model"}, user=alice).resume_agent(s.pk).run("hi")
     body = fake_llm.requests[-1]
-    assert body["model"] == "configured-model" and body["temperature"] == 0.1
+    assert body["model"] == "configured-model"
+    assert body["temperature"] == 0.1
 
 
 def test_a_state_grown_past_the_limit_is_not_saved_and_the_answer_is(
@@ -236,7 +239,8 @@ def test_a_state_grown_past_the_limit_is_not_saved_and_the_answer_is(
     fake_llm.queue(ToolCalls([ToolCall("take_note", {"note": "buy milk"})]), Reply("Noted."))
     agents[0].run("note: buy milk")
     turn = agents[0].last_turn
-    assert turn.status == "done" and turn.reply == "Noted."
+    assert turn.status == "done"
+    assert turn.reply == "Noted."
     assert turn.metadata["state_not_saved"] == (
         "The session state is 821 bytes as JSON; the limit is 200 bytes."
     )
@@ -260,7 +264,8 @@ def test_rollback_by_a_shared_name_says_which_checkpoint_it_picked(session, bran
     assert "roll back by its ID" in answer
     assert agent.requested_rollback == newer.pk
     by_id = agent.rollback_to_checkpoint_tool(str(older.pk))
-    assert f"(ID: {older.pk}, main" in by_id and "this name" not in by_id
+    assert f"(ID: {older.pk}, main" in by_id
+    assert "this name" not in by_id
 
 
 def test_creating_a_checkpoint_under_a_taken_name_says_the_name_it_got(session, branch):
@@ -281,7 +286,8 @@ def test_seed_constructor_takes_its_arguments_by_position(session, branch):
     say(branch, "a", "b")
     model = DemoModel()
     agent = RollbackAgent(session.pk, model)
-    assert agent.model is model and agent.auto_checkpoint is True
+    assert agent.model is model
+    assert agent.auto_checkpoint is True
     assert agent.internal_session.pk != branch.pk  # a new internal session, as in the seed
     # external_session_id, model, auto_checkpoint, internal_session_repo, checkpoint_repo,
     # skip_session_creation: the seed's order.
@@ -292,7 +298,8 @@ def test_seed_constructor_takes_its_arguments_by_position(session, branch):
     named = RollbackAgent(
         external_session_id=session.pk, model=model, skip_session_creation=True, name="helper"
     )
-    assert named.name == "helper" and named.internal_session.pk == resumed.internal_session.pk
+    assert named.name == "helper"
+    assert named.internal_session.pk == resumed.internal_session.pk
 
 
 def test_seed_from_checkpoint_with_the_repositories(session, branch):
@@ -427,11 +434,13 @@ def test_agent_tools_setting_offers_custom_tools_and_replaces_a_built_in(
     assert any("AGENT_TOOLS" in line and "replaces the built-in" in line for line in said)
     custom_tools.CALLS.clear()
     turn = ask(session, "calculate 6*7")  # a turn as the web and the API run it
-    assert turn.status == "done" and turn.tools_used == ["calculate"]
+    assert turn.status == "done"
+    assert turn.tools_used == ["calculate"]
     assert custom_tools.CALLS == ["6*7"]
     agent = RollbackAgent(session.pk, DemoModel(), skip_session_creation=True)
     names = [getattr(t, "__name__", None) for t in agent.tools]
-    assert names.count("calculate") == 1 and "shout" in names
+    assert names.count("calculate") == 1
+    assert "shout" in names
 
     # The agent's own tools win over the setting's, as the setting's win over the built-ins.
     def calculate(expression: str) -> str:

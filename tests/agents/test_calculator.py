@@ -248,7 +248,7 @@ def test_the_float_1e100_is_not_over_1e100():
         "(" * 10000,
         "-" * 10000 + "1",
         "\ud800",
-        "𝟏+1",
+        "𝟏+1",  # noqa: RUF001 - a mathematical digit on purpose
         "٣",
         "\\",
         "yield 1",

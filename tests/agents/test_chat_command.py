@@ -78,7 +78,8 @@ def test_conversation_with_tools_and_checkpoints(cli):
     out = done.stdout
     assert done.returncode == 0, done.stderr
     assert "offline demo model answers" in out
-    assert "Session " in out and "branch " in out
+    assert "Session " in out
+    assert "branch " in out
     assert "agent> You said: “hello”. This conversation had 0 earlier messages." in out
     assert "  [tool] calculate(expression='2+3') -> 5\n" in out
     assert "agent> The result is **5**.\n" in out

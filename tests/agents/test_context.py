@@ -217,7 +217,8 @@ def test_the_demo_model_summarises_offline(session, settings):
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error
     summary = Summary.objects.order_by("-end_position").first()
-    assert summary is not None and summary.content.startswith("The user asked: message 0")
+    assert summary is not None
+    assert summary.content.startswith("The user asked: message 0")
     assert SUMMARY_INSTRUCTIONS.startswith(SUMMARY_MARKER)
 
 
@@ -235,7 +236,8 @@ def test_usage_counts_the_history_in_the_database(session, settings):
     empty = context_usage(branch)
     grow(branch, 100, size=350)
     usage = context_usage(current_branch(session))
-    assert usage.view_start == 0 and usage.summary is None
+    assert usage.view_start == 0
+    assert usage.summary is None
     assert usage.tokens - empty.tokens == pytest.approx(100 * (350 // 27 * 27 + 13) / 3.5, rel=0.1)
     assert json.dumps(usage.percent)
 
@@ -326,7 +328,8 @@ def test_a_summary_longer_than_its_budget_is_cut_before_it_is_stored_and_is_coun
     history_tokens = sum(len(m.content) for m in history) / 3.5
     assert turn.metadata["context"]["tokens"] >= summary_tokens + history_tokens
     usage = context_usage(current_branch(session))
-    assert usage.tokens >= summary_tokens and usage.percent <= 100
+    assert usage.tokens >= summary_tokens
+    assert usage.percent <= 100
 
 
 def test_a_request_refused_as_too_long_is_fitted_again_smaller_for_itself_alone(window, session):

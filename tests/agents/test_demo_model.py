@@ -62,7 +62,8 @@ def stream(messages: list[AgnoMessage], offered: list[dict] | None = ALL_TOOLS):
 
 def only_call(response) -> tuple[str, dict]:
     assert not response.content
-    assert response.tool_calls is not None and len(response.tool_calls) == 1
+    assert response.tool_calls is not None
+    assert len(response.tool_calls) == 1
     (call,) = response.tool_calls
     assert call["type"] == "function"
     assert call["id"]

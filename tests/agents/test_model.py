@@ -28,7 +28,8 @@ def test_the_async_stream_stops_at_the_reply_bound(fake_llm, settings):
         return text
 
     assert asyncio.run(stream()) == ("word " * 1000)[:50]
-    assert reply_cut_off(model) and model.cut_off == "chars"
+    assert reply_cut_off(model)
+    assert model.cut_off == "chars"
     assert fake_llm.requests[-1]["max_tokens"] == settings.AGENT_MAX_OUTPUT_TOKENS
 
 

@@ -38,7 +38,9 @@ def test_a_role_only_first_chunk_reasoning_and_a_usage_only_last_chunk_make_a_pl
 ):
     fake_llm.queue(Reply("Four.", reasoning="Two and two...", role_only=True, prompt_tokens=9))
     turn = ask(session, "2+2?")
-    assert turn.status == "done" and turn.reply == "Four." and turn.finish_reason == "stop"
+    assert turn.status == "done"
+    assert turn.reply == "Four."
+    assert turn.finish_reason == "stop"
     assert fake_llm.requests[-1]["stream_options"] == {"include_usage": True}
     assert turn.metadata["usage"]["input_tokens"] == 9  # from the usage-only last chunk
     assert stored(session)[-1].content == "Four."
@@ -47,7 +49,8 @@ def test_a_role_only_first_chunk_reasoning_and_a_usage_only_last_chunk_make_a_pl
 def test_a_stream_without_done_but_with_its_finish_is_a_normal_reply(fake_llm, session):
     fake_llm.queue(Reply("All here.", done=False))
     turn = ask(session, "hi")
-    assert turn.status == "done" and turn.finish_reason == "stop"
+    assert turn.status == "done"
+    assert turn.finish_reason == "stop"
     assert stored(session)[-1].metadata["finish_reason"] == "stop"
 
 
@@ -64,7 +67,8 @@ def test_two_parallel_tool_calls_with_arguments_in_many_chunks_both_run(fake_llm
     )
     events: list[dict] = []
     turn = ask(session, "two sums", events)
-    assert turn.status == "done" and turn.tools_used == ["calculate", "calculate"]
+    assert turn.status == "done"
+    assert turn.tools_used == ["calculate", "calculate"]
     results = [(m.tool_call_id, m.tool_result) for m in stored(session) if m.role == "tool"]
     assert results == [("call_a", "42"), ("call_b", "99")]
     assert tool_events(events) == [
@@ -87,7 +91,8 @@ def test_a_reply_whose_stream_ends_early_is_kept_as_interrupted(fake_llm, sessio
     fake_llm.queue(item)
     events: list[dict] = []
     turn = ask(session, "tell me", events)
-    assert turn.status == "done" and turn.finish_reason == "interrupted"
+    assert turn.status == "done"
+    assert turn.finish_reason == "interrupted"
     assert turn.reply.strip() == "The first half"
     last = stored(session)[-1]
     assert (last.role, last.content) == ("assistant", turn.reply)
@@ -107,7 +112,9 @@ def test_an_error_event_in_the_middle_of_a_stream_fails_the_turn_with_its_text(
     )
     events: list[dict] = []
     turn = ask(session, "tell me", events)
-    assert turn.status == "failed" and turn.finish_reason is None and turn.reply == ""
+    assert turn.status == "failed"
+    assert turn.finish_reason is None
+    assert turn.reply == ""
     assert turn.error == (
         "The model did not answer: the model server sent an error in the middle of its answer: "
         "upstream overloaded, try later"
@@ -137,8 +144,10 @@ def test_a_stream_error_names_neither_the_servers_address_nor_the_key_and_is_bou
     fake_llm.queue(StreamError(leak, "Some text", 2))
     turn = ask(session, "tell me")
     assert turn.status == "failed"
-    assert "127.0.0.1" not in turn.error and "sk-secret-test-key" not in turn.error
-    assert "[the model server]" in turn.error and "[the API key]" in turn.error
+    assert "127.0.0.1" not in turn.error
+    assert "sk-secret-test-key" not in turn.error
+    assert "[the model server]" in turn.error
+    assert "[the API key]" in turn.error
     assert "\x00" not in turn.error
     assert len(turn.error) < 1_200
 
@@ -147,7 +156,8 @@ def test_an_interrupted_reply_can_be_continued(fake_llm, session):
     fake_llm.queue(Reply("The first half", finish=False), Reply("and the second half."))
     ask(session, "tell me")
     turn = ask(session, "Continue.")
-    assert turn.status == "done" and turn.finish_reason == "stop"
+    assert turn.status == "done"
+    assert turn.finish_reason == "stop"
     assert sent(fake_llm) == [
         ("user", "tell me"),
         ("assistant", "The first half"),
@@ -158,7 +168,8 @@ def test_an_interrupted_reply_can_be_continued(fake_llm, session):
 def test_a_stream_that_ends_before_any_text_fails_the_turn(fake_llm, session):
     fake_llm.queue(Reply("", finish=False, done=False))
     turn = ask(session, "hello?")
-    assert turn.status == "failed" and turn.finish_reason is None
+    assert turn.status == "failed"
+    assert turn.finish_reason is None
     assert "the model's answer ended before it was finished" in turn.error
     assert history(session) == [("user", "hello?")]
 
@@ -166,8 +177,10 @@ def test_a_stream_that_ends_before_any_text_fails_the_turn(fake_llm, session):
 def test_tool_calls_whose_stream_ends_without_a_finish_are_not_run(fake_llm, session):
     fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "1+1"})], finish=False))
     turn = ask(session, "1+1?")
-    assert turn.status == "failed" and "tool calls may be incomplete" in turn.error
-    assert len(fake_llm.requests) == 1 and history(session) == [("user", "1+1?")]
+    assert turn.status == "failed"
+    assert "tool calls may be incomplete" in turn.error
+    assert len(fake_llm.requests) == 1
+    assert history(session) == [("user", "1+1?")]
 
 
 @pytest.mark.parametrize("text", ["", "  \n"])
@@ -175,7 +188,8 @@ def test_an_empty_reply_fails_the_turn_and_keeps_the_users_message(fake_llm, ses
     fake_llm.queue(Reply(text))
     events: list[dict] = []
     turn = ask(session, "anyone?", events)
-    assert turn.status == "failed" and turn.error == "The model sent an empty reply."
+    assert turn.status == "failed"
+    assert turn.error == "The model sent an empty reply."
     assert history(session) == [("user", "anyone?")]
     assert [e["type"] for e in events][-1] == "turn.failed"
 
@@ -204,10 +218,13 @@ def test_a_tool_call_that_did_not_run_is_flagged_reported_and_not_checkpointed(
     fake_llm.queue(ToolCalls([call]), Reply("That did not work."))
     events: list[dict] = []
     turn = ask(session, "do it", events)
-    assert turn.status == "done" and turn.reply == "That did not work."
+    assert turn.status == "done"
+    assert turn.reply == "That did not work."
     (tool,) = [m for m in stored(session) if m.role == "tool"]
-    assert tool.metadata == {"error": True} and tool.tool_call_id == "call_x"
-    assert turn.tools_used == [] and turn.checkpoint is None
+    assert tool.metadata == {"error": True}
+    assert tool.tool_call_id == "call_x"
+    assert turn.tools_used == []
+    assert turn.checkpoint is None
     assert not Checkpoint.objects.exists()
     assert tool_events(events) == [
         ("tool.started", call.name, None),
@@ -223,7 +240,8 @@ def test_a_tool_that_ran_next_to_one_that_did_not_is_the_only_one_used(fake_llm,
     )
     turn = ask(session, "go")
     assert turn.tools_used == ["calculate"]
-    assert turn.checkpoint is not None and turn.checkpoint.checkpoint_name == "after-calculate"
+    assert turn.checkpoint is not None
+    assert turn.checkpoint.checkpoint_name == "after-calculate"
 
 
 # --- the tool-call limit -----------------------------------------------------------------------
@@ -241,7 +259,8 @@ def test_a_model_that_keeps_calling_tools_is_stopped_at_the_limit(fake_llm, sess
     fake_llm.queue(*loop(40))
     events: list[dict] = []
     turn = ask(session, "loop forever", events)
-    assert turn.status == "done" and turn.finish_reason == "tool_limit"
+    assert turn.status == "done"
+    assert turn.finish_reason == "tool_limit"
     assert len(fake_llm.requests) <= 3 + 1
     assert turn.tools_used == ["calculate"] * 3
     assert turn.reply == "Stopped after 3 tool calls (the limit per turn)."
@@ -255,7 +274,8 @@ def test_a_batch_of_calls_crossing_the_limit_runs_only_up_to_it(fake_llm, sessio
     fake_llm.queue(*loop(10, per_request=2))
     events: list[dict] = []
     turn = ask(session, "loop in pairs", events)
-    assert turn.finish_reason == "tool_limit" and len(fake_llm.requests) == 2
+    assert turn.finish_reason == "tool_limit"
+    assert len(fake_llm.requests) == 2
     assert turn.tools_used == ["calculate"] * 3
     flags = [bool(m.metadata.get("error")) for m in stored(session) if m.role == "tool"]
     assert flags == [False, False, False, True]
@@ -269,16 +289,17 @@ def test_a_limit_of_0_runs_no_tool(fake_llm, session, settings):
     settings.AGENT_MAX_TOOL_CALLS = 0
     fake_llm.queue(*loop(5))
     turn = ask(session, "try a tool")
-    assert turn.finish_reason == "tool_limit" and len(fake_llm.requests) == 1
-    assert (
-        turn.tools_used == [] and turn.reply == "Stopped after 0 tool calls (the limit per turn)."
-    )
+    assert turn.finish_reason == "tool_limit"
+    assert len(fake_llm.requests) == 1
+    assert turn.tools_used == []
+    assert turn.reply == "Stopped after 0 tool calls (the limit per turn)."
 
 
 def test_the_limit_is_20_by_default(settings):
     from agents.model import max_tool_calls
 
-    assert settings.AGENT_MAX_TOOL_CALLS == 20 and max_tool_calls() == 20
+    assert settings.AGENT_MAX_TOOL_CALLS == 20
+    assert max_tool_calls() == 20
 
 
 # --- what the model is sent ------------------------------------------------------------------
@@ -319,7 +340,8 @@ def test_after_two_failed_turns_the_model_gets_one_user_message(fake_llm, sessio
 def test_a_429_with_retry_after_is_retried_and_the_turn_succeeds(fake_llm, session):
     fake_llm.queue(Error(429, retry_after_ms=50), Reply("after waiting"))
     turn = ask(session, "hi")
-    assert turn.status == "done" and turn.reply == "after waiting"
+    assert turn.status == "done"
+    assert turn.reply == "after waiting"
     assert len(fake_llm.requests) == 2
 
 
@@ -328,13 +350,15 @@ def test_the_error_counts_the_attempts_really_made(fake_llm, session, settings):
     fake_llm.queue(Error(429), Error(429))
     turn = ask(session, "hi")
     assert len(fake_llm.requests) == 2
-    assert "HTTP 429 after 2 attempts" in turn.error and "retries" not in turn.error
+    assert "HTTP 429 after 2 attempts" in turn.error
+    assert "retries" not in turn.error
 
 
 def test_an_error_that_is_not_retried_says_no_attempt_count(fake_llm, session):
     fake_llm.queue(Error(401, "bad key"))
     turn = ask(session, "hi")
-    assert len(fake_llm.requests) == 1 and "attempt" not in turn.error
+    assert len(fake_llm.requests) == 1
+    assert "attempt" not in turn.error
 
 
 def test_context_length_exceeded_reads_plainly(fake_llm, session):
@@ -366,6 +390,7 @@ def test_a_connection_failure_names_neither_the_servers_address_nor_the_key(
     assert turn.error == (
         "The model did not answer: the connection to the model server failed after 2 attempts"
     )
-    assert "127.0.0.1" not in turn.error and str(port) not in turn.error
+    assert "127.0.0.1" not in turn.error
+    assert str(port) not in turn.error
     assert "sk-secret-test-key" not in turn.error
     assert f"127.0.0.1:{port}" in caplog.text  # the operator finds it in the log

@@ -61,7 +61,8 @@ def test_a_restarted_web_process_takes_over_the_turn_its_predecessor_left_runnin
             events.append(json.loads(ws.recv(timeout=deadline - time.monotonic())))
     assert [e.get("attempt") for e in events if e["type"] == "turn.started"] == [2]
     turn = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
-    assert turn["status"] == "done" and turn["reply"] == "Echo: were you there?"
+    assert turn["status"] == "done"
+    assert turn["reply"] == "Echo: were you there?"
     history = httpx.get(f"{base}/api/v1/sessions/{session_id}/messages/", headers=auth).json()
     assert [m["content"] for m in history["results"]] == [
         "were you there?",

@@ -120,7 +120,8 @@ def test_a_429_is_retried_after_the_wait_the_server_asks_for(
     fake_llm.queue(Error(429, "slow down", retry_after_ms=None, headers=headers), Reply("ok"))
     with caplog.at_level("INFO", logger="agents.retry"):
         turn = ask(session, "hi")
-    assert turn.status == "done" and turn.reply == "ok"
+    assert turn.status == "done"
+    assert turn.reply == "ok"
     waits = [r.args[0] for r in caplog.records if r.msg.startswith("the model server asks")]
     assert waits == [pytest.approx(1.2)]
     first, second = fake_llm.request_times

@@ -74,7 +74,8 @@ def test_the_first_turn_on_a_10000_message_import_makes_at_most_three_requests_b
 
     window.default = watch
     session, _ = imported(alice, 10_000)
-    assert seen and seen[0]["summarizing"] is True
+    assert seen
+    assert seen[0]["summarizing"] is True
     assert Summary.objects.exists()  # summarised ahead, before any turn
     branch = current_branch(session)
     assert api.get(f"/api/v1/branches/{branch.pk}/context/").json()["summarizing"] is False
@@ -155,7 +156,8 @@ def test_two_summarisers_of_one_branch_at_once_summarise_it_once(window, session
         t.start()
     for t in threads:
         t.join(120)
-    assert sorted(made)[0] == 0 and sorted(made)[1] > 0
+    assert sorted(made)[0] == 0
+    assert sorted(made)[1] > 0
     summary_requests = [r for r in window.requests if is_summary(r)]
     assert Summary.objects.count() == len(summary_requests) == made[0] + made[1]
     assert not is_summarising(current_branch(session).pk)
@@ -171,5 +173,6 @@ def test_the_header_gauge_says_when_older_messages_are_being_summarised(client, 
     with summarising(current_branch(session).pk, wait=False) as claim:
         assert claim is not None
         html = client.get(page).content.decode()
-        assert 'data-summarizing="true"' in html and "summarising…" in html
+        assert 'data-summarizing="true"' in html
+        assert "summarising…" in html
     assert "summarising…" not in client.get(page).content.decode()

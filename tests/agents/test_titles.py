@@ -44,10 +44,12 @@ def test_the_first_exchange_gets_a_title_from_the_model(untitled, scripted):
     turn = turn_start(session=untitled, message="Plan a trip to Rome for me")
     events = heard(untitled.pk, lambda: run_turn(turn.pk))
     turn.refresh_from_db()
-    assert turn.status == "done" and turn.reply == "Rome is lovely in May."
+    assert turn.status == "done"
+    assert turn.reply == "Rome is lovely in May."
     assert name_of(untitled) == "Trip to Rome"
     request = scripted.requests[-1]
-    assert is_title_request(request) and request["max_tokens"] == TITLE_MAX_TOKENS
+    assert is_title_request(request)
+    assert request["max_tokens"] == TITLE_MAX_TOKENS
     assert "Plan a trip to Rome for me" in request["messages"][-1]["content"]
     assert "Rome is lovely in May." in request["messages"][-1]["content"]
     assert not request.get("tools")  # a plain request: no tools to call
@@ -78,7 +80,8 @@ def test_a_failed_title_keeps_the_turn_and_the_next_turn_tries_again(untitled, s
     settings.AGENT_MAX_RETRIES = 0
     scripted.queue(Reply("One."), Error(500, "down"), Reply("Two."), Reply("Second try"))
     turn = ask(untitled, "first")
-    assert turn.status == "done" and turn.reply == "One."
+    assert turn.status == "done"
+    assert turn.reply == "One."
     assert name_of(untitled) == "New session"
     ask(untitled, "second")
     assert name_of(untitled) == "Second try"

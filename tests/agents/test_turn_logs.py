@@ -52,7 +52,8 @@ def test_every_line_of_a_turn_carries_its_request_user_session_and_turn(
     # The model's client (openai, over httpx) logged during the turn, and again for the title
     # request that followed it: their lines carry the ids too.
     requests = [r for r in records if r.getMessage().startswith("HTTP Request: POST")]
-    assert len(requests) == 2 and len(fake_llm.aside_requests) == 1
+    assert len(requests) == 2
+    assert len(fake_llm.aside_requests) == 1
     # Nothing is left bound once the turn is over.
     assert logs.current() == {}
 
@@ -72,12 +73,18 @@ def test_the_last_line_of_a_turn_has_its_latency_tokens_and_outcome(fake_llm, se
         "INFO",
     )
     assert ids(last)[1:] == (session.owner_id, session.pk, turn.pk)
-    assert last.status == "done" and last.finish_reason == "stop"
+    assert last.status == "done"
+    assert last.finish_reason == "stop"
     assert last.model == "fake-model"
-    assert last.input_tokens == 50 and last.output_tokens == 12 and last.total_tokens == 62
-    assert isinstance(last.latency_ms, int) and last.latency_ms >= 0
-    assert isinstance(last.first_token_ms, int) and 0 <= last.first_token_ms <= last.latency_ms
-    assert last.tool_calls == 1 and last.tools == ["calculate"]
+    assert last.input_tokens == 50
+    assert last.output_tokens == 12
+    assert last.total_tokens == 62
+    assert isinstance(last.latency_ms, int)
+    assert last.latency_ms >= 0
+    assert isinstance(last.first_token_ms, int)
+    assert 0 <= last.first_token_ms <= last.latency_ms
+    assert last.tool_calls == 1
+    assert last.tools == ["calculate"]
     assert [r for r in log_records if r.name == "rollback.turns"] == [last]  # one such line
 
 
@@ -99,8 +106,10 @@ def test_a_failed_turn_reports_its_error_at_warning(fake_llm, session, settings,
         "turn finished",
         "WARNING",
     )
-    assert last.status == "failed" and "the model is down" in last.error
-    assert last.model == "fake-model" and isinstance(last.latency_ms, int)
+    assert last.status == "failed"
+    assert "the model is down" in last.error
+    assert last.model == "fake-model"
+    assert isinstance(last.latency_ms, int)
 
 
 def test_a_turn_queued_outside_any_request_has_no_request_id(fake_llm, session, log_records):
@@ -109,4 +118,5 @@ def test_a_turn_queued_outside_any_request_has_no_request_id(fake_llm, session, 
     assert "request_id" not in turn.metadata
     run_turn(turn.pk)
     records = of_the_turn(log_records)
-    assert records and all(ids(r) == (None, session.owner_id, session.pk, turn.pk) for r in records)
+    assert records
+    assert all(ids(r) == (None, session.owner_id, session.pk, turn.pk) for r in records)

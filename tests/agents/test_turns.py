@@ -59,20 +59,25 @@ def test_a_plain_turn_stores_the_reply_with_model_tokens_and_latency(fake_llm, s
     fake_llm.queue(Reply("Hello **there**.", prompt_tokens=12, completion_tokens=4))
     events: list[dict] = []
     turn = ask(session, "hi", events)
-    assert turn.status == "done" and turn.reply == "Hello **there**."
+    assert turn.status == "done"
+    assert turn.reply == "Hello **there**."
     assert history(session) == [("user", "hi"), ("assistant", "Hello **there**.")]
     reply = branch_history(current_branch(session))[-1]
     assert reply.metadata["model"] == "fake-model"
-    assert reply.metadata["input_tokens"] == 12 and reply.metadata["output_tokens"] == 4
+    assert reply.metadata["input_tokens"] == 12
+    assert reply.metadata["output_tokens"] == 4
     assert reply.metadata["latency_ms"] >= 0
     body = fake_llm.requests[-1]
-    assert body["model"] == "fake-model" and body["stream"] is True
+    assert body["model"] == "fake-model"
+    assert body["stream"] is True
     assert body["messages"][0]["role"] == "system"  # not "developer": any compatible server
     assert sent(fake_llm) == [("user", "hi")]
     kinds = [e["type"] for e in events]
-    assert kinds[0] == "turn.started" and kinds[-1] == "turn.finished"
+    assert kinds[0] == "turn.started"
+    assert kinds[-1] == "turn.finished"
     deltas = [e["delta"] for e in events if e["type"] == "message.delta"]
-    assert len(deltas) > 1 and "".join(deltas) == "Hello **there**."
+    assert len(deltas) > 1
+    assert "".join(deltas) == "Hello **there**."
 
 
 def test_each_turn_sends_exactly_the_branch_history(fake_llm, session):
@@ -104,7 +109,8 @@ def test_a_stored_session_whose_model_is_no_longer_allowed_fails_its_turn_withou
     session.refresh_from_db()
     events: list[dict] = []
     turn = ask(session, "hi", events)
-    assert turn.status == "failed" and error in turn.error
+    assert turn.status == "failed"
+    assert error in turn.error
     assert fake_llm.requests == []
     assert [e["type"] for e in events][-1] == "turn.failed"
     assert [m.role for m in branch_history(current_branch(session))] == ["user"]
@@ -137,10 +143,12 @@ def test_a_reply_longer_than_the_bound_is_stopped_there_and_stored_cut_off(
     events: list[dict] = []
     turn = ask(session, "talk for a long time", events)
     cut = text[:5000] + CUT_NOTE
-    assert turn.status == "done" and turn.metadata["finish_reason"] == "length"
+    assert turn.status == "done"
+    assert turn.metadata["finish_reason"] == "length"
     assert turn.reply == cut
     stored = branch_history(current_branch(session))[-1]
-    assert stored.content == cut and stored.metadata["finish_reason"] == "length"
+    assert stored.content == cut
+    assert stored.metadata["finish_reason"] == "length"
     # The stream itself stopped at the bound: no more of it was relayed.
     assert "".join(e["delta"] for e in events if e["type"] == "message.delta") == cut
 
@@ -148,7 +156,8 @@ def test_a_reply_longer_than_the_bound_is_stopped_there_and_stored_cut_off(
 def test_a_reply_the_server_cut_at_max_tokens_is_marked_and_ends_with_length(fake_llm, session):
     fake_llm.queue(Reply("The answer is", finish_reason="length"))
     turn = ask(session, "hi")
-    assert turn.status == "done" and turn.metadata["finish_reason"] == "length"
+    assert turn.status == "done"
+    assert turn.metadata["finish_reason"] == "length"
     assert turn.reply == "The answer is" + CUT_NOTE
     assert branch_history(current_branch(session))[-1].content == "The answer is" + CUT_NOTE
 
@@ -171,10 +180,12 @@ def test_a_long_tool_result_is_stored_cut_off(fake_llm, session, branch, setting
         checkpoint_create(branch=branch, name=f"a checkpoint with a rather long name {i}")
     fake_llm.queue(ToolCalls([ToolCall("list_checkpoints_tool", {})]), Reply("Here they are."))
     turn = ask(session, "list checkpoints")
-    assert turn.status == "done" and turn.reply == "Here they are."
+    assert turn.status == "done"
+    assert turn.reply == "Here they are."
     (result,) = [m for m in branch_history(current_branch(session)) if m.role == "tool"]
     assert result.tool_result.endswith(CUT_NOTE)
-    assert len(result.tool_result) == 300 + len(CUT_NOTE) and result.content == result.tool_result
+    assert len(result.tool_result) == 300 + len(CUT_NOTE)
+    assert result.content == result.tool_result
 
 
 # --- tools and automatic checkpoints -------------------------------------------------------
@@ -187,7 +198,8 @@ def test_a_tool_turn_stores_every_step_and_checkpoints_automatically(fake_llm, s
     )
     events: list[dict] = []
     turn = ask(session, "what is 6*7?", events)
-    assert turn.status == "done" and turn.tools_used == ["calculate"]
+    assert turn.status == "done"
+    assert turn.tools_used == ["calculate"]
     stored = branch_history(current_branch(session))
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     call, result = stored[1], stored[2]
@@ -202,9 +214,12 @@ def test_a_tool_turn_stores_every_step_and_checkpoints_automatically(fake_llm, s
     second = fake_llm.messages(-1)
     assert second[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_a"}
     auto = turn.checkpoint
-    assert auto is not None and auto.is_auto and auto.checkpoint_name == "after-calculate"
+    assert auto is not None
+    assert auto.is_auto
+    assert auto.checkpoint_name == "after-calculate"
     assert auto.message_count == 4
-    assert auto.metadata["trigger"] == "tool_call" and auto.metadata["tool_name"] == "calculate"
+    assert auto.metadata["trigger"] == "tool_call"
+    assert auto.metadata["tool_name"] == "calculate"
     assert auto.metadata["message_count"] == 4
     kinds = [e["type"] for e in events]
     assert kinds.index("tool.started") < kinds.index("tool.finished") < kinds.index("turn.finished")
@@ -229,7 +244,8 @@ def test_no_automatic_checkpoint_when_the_session_turns_it_off(fake_llm, session
     session_update(session=session, metadata={"settings": {"auto_checkpoint": False}})
     fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "1+1"})]), Reply("2"))
     turn = ask(session, "1+1?")
-    assert turn.checkpoint is None and not Checkpoint.objects.exists()
+    assert turn.checkpoint is None
+    assert not Checkpoint.objects.exists()
 
 
 def test_the_owners_preference_turns_automatic_checkpoints_off(fake_llm, alice, session):
@@ -245,7 +261,8 @@ def test_a_checkpoint_the_model_makes_marks_the_conversation_before_the_request(
     fake_llm.queue(ToolCalls([ToolCall("create_checkpoint", {"name": "greeted"})]), Reply("Saved."))
     turn = ask(session, "save this as greeted")
     cp = Checkpoint.objects.get(checkpoint_name="greeted")
-    assert not cp.is_auto and cp.message_count == 2
+    assert not cp.is_auto
+    assert cp.message_count == 2
     assert turn.checkpoint is None  # only checkpoint tools ran: no automatic checkpoint
     assert "created successfully (ID: " in branch_history(current_branch(session))[-2].tool_result
 
@@ -275,7 +292,9 @@ def test_rollback_asked_in_plain_words_restores_a_new_branch(fake_llm, session):
     assert turn.status == "done"
     assert turn.rolled_back_to.checkpoint_name == "after-variables"
     new = current_branch(session)
-    assert new.pk != old.pk and new.parent_id == old.pk and new.fork_position == 2
+    assert new.pk != old.pk
+    assert new.parent_id == old.pk
+    assert new.fork_position == 2
     assert any(e["type"] == "branch.changed" and e["branch"] == new.pk for e in events)
     # The old branch keeps everything, including the rollback exchange.
     old.refresh_from_db()
@@ -295,7 +314,8 @@ def test_rollback_through_the_service_then_the_model_sees_the_restored_history(
     _two_topics(fake_llm, session)
     cp = Checkpoint.objects.get(checkpoint_name="after-variables")
     agent = AgentService(user=alice).rollback_to_checkpoint(session.pk, cp.pk)
-    assert agent is not None and agent.internal_session.pk == current_branch(session).pk
+    assert agent is not None
+    assert agent.internal_session.pk == current_branch(session).pk
     fake_llm.queue(Reply("Back."))
     agent.run("where were we?")
     assert sent(fake_llm) == [
@@ -313,7 +333,8 @@ def test_rollback_to_an_unknown_name_is_a_tool_error_and_the_turn_goes_on(fake_l
     )
     branches = InternalSession.objects.count()
     turn = ask(session, "roll back to nope")
-    assert turn.status == "done" and turn.rolled_back_to is None
+    assert turn.status == "done"
+    assert turn.rolled_back_to is None
     assert "no checkpoint named 'nope'" in fake_llm.messages(-1)[-1]["content"]
     assert InternalSession.objects.count() == branches
 
@@ -326,7 +347,8 @@ def test_rollback_to_another_sessions_checkpoint_is_refused(fake_llm, alice, ses
         Reply("Could not."),
     )
     turn = ask(session, f"roll back to {foreign.pk}")
-    assert turn.status == "done" and turn.rolled_back_to is None
+    assert turn.status == "done"
+    assert turn.rolled_back_to is None
     assert f"no checkpoint {foreign.pk} in this session" in fake_llm.messages(-1)[-1]["content"]
     assert InternalSession.objects.filter(session=session).count() == 1
 
@@ -341,7 +363,8 @@ def test_a_tool_call_with_bad_arguments_gives_the_model_an_error(fake_llm, sessi
         ToolCalls([ToolCall("get_checkpoint_info_tool", arguments)]), Reply("Sorry about that.")
     )
     turn = ask(session, "info please")
-    assert turn.status == "done" and turn.reply == "Sorry about that."
+    assert turn.status == "done"
+    assert turn.reply == "Sorry about that."
     tool_reply = fake_llm.messages(-1)[-1]
     assert tool_reply["role"] == "tool"
     assert "error" in tool_reply["content"].lower()
@@ -353,7 +376,8 @@ def test_a_tool_call_with_bad_arguments_gives_the_model_an_error(fake_llm, sessi
 def test_429_and_500_are_retried_then_the_turn_succeeds(fake_llm, session):
     fake_llm.queue(Error(429), Error(503), Reply("finally"))
     turn = ask(session, "hi")
-    assert turn.status == "done" and turn.reply == "finally"
+    assert turn.status == "done"
+    assert turn.reply == "finally"
     assert len(fake_llm.requests) == 3
 
 
@@ -368,7 +392,8 @@ def test_when_retries_run_out_the_turn_fails_and_keeps_the_users_message(fake_ll
     )
     assert len(fake_llm.requests) == 3  # the first try and AGENT_MAX_RETRIES=2 retries
     assert history(session) == [("user", "are you there?")]
-    assert events[-1]["type"] == "turn.failed" and events[-1]["error"] == turn.error
+    assert events[-1]["type"] == "turn.failed"
+    assert events[-1]["error"] == turn.error
 
 
 def test_a_timeout_fails_the_turn_readably(fake_llm, session, settings):
@@ -384,7 +409,8 @@ def test_a_timeout_fails_the_turn_readably(fake_llm, session, settings):
 def test_an_authentication_error_is_not_retried_and_says_what_to_check(fake_llm, session):
     fake_llm.queue(Error(401, "bad key"), Reply("never"))
     turn = ask(session, "hi")
-    assert turn.status == "failed" and "HTTP 401" in turn.error
+    assert turn.status == "failed"
+    assert "HTTP 401" in turn.error
     assert "check OPENAI_API_KEY" in turn.error
     assert len(fake_llm.requests) == 1
 
@@ -405,7 +431,8 @@ def test_garbage_or_a_dropped_stream_fails_the_turn_and_loses_nothing(
     ask(session, "earlier")
     fake_llm.queue(item)
     turn = ask(session, "now")
-    assert turn.status == "failed" and error in turn.error
+    assert turn.status == "failed"
+    assert error in turn.error
     assert history(session) == [
         ("user", "earlier"),
         ("assistant", "an earlier answer"),
@@ -430,14 +457,17 @@ def test_the_next_turn_after_a_failure_works(fake_llm, session, settings):
 def test_an_empty_message_is_refused_before_the_model_is_called(fake_llm, session, text):
     with pytest.raises(InvalidInput):
         turn_start(session=session, message=text)
-    assert fake_llm.requests == [] and not Message.objects.exists() and not Turn.objects.exists()
+    assert fake_llm.requests == []
+    assert not Message.objects.exists()
+    assert not Turn.objects.exists()
 
 
 def test_an_oversized_message_is_refused_before_the_model_is_called(fake_llm, session, settings):
     settings.AGENT_MAX_INPUT_CHARS = 100
     with pytest.raises(MessageTooLong, match="limit is 100"):
         turn_start(session=session, message="x" * 101)
-    assert fake_llm.requests == [] and not Message.objects.exists()
+    assert fake_llm.requests == []
+    assert not Message.objects.exists()
 
 
 def test_a_second_turn_while_one_is_queued_is_refused(fake_llm, session):
@@ -462,7 +492,8 @@ def test_turn_submit_runs_the_turn_on_commit(
     with django_capture_on_commit_callbacks(execute=True):
         turn = turn_submit(session=session, message="hi")
     turn.refresh_from_db()
-    assert turn.status == "done" and turn.reply == "queued and done"
+    assert turn.status == "done"
+    assert turn.reply == "queued and done"
 
 
 def test_a_turn_whose_branch_was_rewound_meanwhile_is_failed_not_misplaced(fake_llm, session):
@@ -475,7 +506,8 @@ def test_a_turn_whose_branch_was_rewound_meanwhile_is_failed_not_misplaced(fake_
     fake_llm.queue(Reply("lost"))
     run_turn(turn.pk)
     turn.refresh_from_db()
-    assert turn.status == "failed" and "rewound" in turn.error
+    assert turn.status == "failed"
+    assert "rewound" in turn.error
     assert history(session) == [("user", "hello"), ("assistant", "hi")]
 
 
@@ -498,7 +530,8 @@ def test_a_nul_in_tool_arguments_content_and_results_is_stored_cleaned(fake_llm,
     assert stored[0].content == "add these"
     assert "\x00" not in json.dumps([m.tool_calls for m in stored])
     tool = stored[2]
-    assert tool.tool_args == {"expression": "1+1"} and "\x00" not in tool.tool_result
+    assert tool.tool_args == {"expression": "1+1"}
+    assert "\x00" not in tool.tool_result
     assert [e["type"] for e in events][-1] == "turn.finished"
     # The session is not blocked: the next turn runs and sends the cleaned history.
     fake_llm.queue(Reply("next"))
@@ -561,14 +594,16 @@ def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_ma
         stop()
     turn.refresh_from_db()
 
-    assert turn.status == "cancelled" and turn.finish_reason == "cancelled"
+    assert turn.status == "cancelled"
+    assert turn.finish_reason == "cancelled"
     # The stream was closed: the server saw its client go away before the reply's end.
     assert _wait_until(lambda: fake_llm.abandoned == 1)
     # Within about a second of the cancel (the worker looks every 0.5 s, a chunk comes every
     # 0.2 s): a few more deltas at most, far from the 37 that were left.
     assert len(deltas_after_cancel) <= 6
     streamed = "".join(e["delta"] for e in seen if e["type"] == "message.delta")
-    assert words.startswith(streamed) and len(streamed) < len(words)
+    assert words.startswith(streamed)
+    assert len(streamed) < len(words)
     stored = branch_history(current_branch(session))
     assert [(m.role, m.content) for m in stored] == [
         ("user", "tell me a long story"),
@@ -579,7 +614,8 @@ def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_ma
     assert turn.reply == streamed
     kinds = [e["type"] for e in seen]
     assert kinds.count("turn.cancelled") == 1
-    assert "turn.finished" not in kinds and "turn.failed" not in kinds
+    assert "turn.finished" not in kinds
+    assert "turn.failed" not in kinds
 
 
 def test_a_stopped_reply_can_be_regenerated(fake_llm, session):
@@ -603,7 +639,8 @@ def test_a_stopped_reply_can_be_regenerated(fake_llm, session):
     assert stopped.metadata["stopped"] is True
 
     again = turn_regenerate(session=session, message_id=stopped.pk)
-    assert again.status == "queued" and again.message == "go"
+    assert again.status == "queued"
+    assert again.message == "go"
     assert history(session) == [("user", "go")]  # a new branch, before the stopped reply
 
 
@@ -612,7 +649,8 @@ def test_a_queued_turn_cancelled_before_a_worker_took_it_never_runs(fake_llm, se
     turn_cancel(turn=turn)
     assert run_turn(turn.pk) is None
     turn.refresh_from_db()
-    assert turn.status == "cancelled" and turn.attempts == 0
+    assert turn.status == "cancelled"
+    assert turn.attempts == 0
     assert fake_llm.requests == []
     assert history(session) == [("user", "never mind")]
 
@@ -632,7 +670,8 @@ def test_a_turn_gives_its_pooled_connection_back_while_the_model_answers(fake_ll
 
     fake_llm.queue(answer)
     turn = ask(session, "hello")
-    assert turn.status == Turn.Status.DONE and turn.reply == "pooled"
+    assert turn.status == Turn.Status.DONE
+    assert turn.reply == "pooled"
     stats = seen[0]
     assert stats.get("pool_size", 0) >= 1
     assert stats["pool_available"] == stats["pool_size"], stats

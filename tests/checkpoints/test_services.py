@@ -80,7 +80,8 @@ def test_automatic_checkpoint_keeps_its_metadata(branch):
         is_auto=True,
         metadata={"trigger": "tool_call", "tool_name": "calculate", "message_count": 2},
     )
-    assert cp.is_auto and cp.metadata["tool_name"] == "calculate"
+    assert cp.is_auto
+    assert cp.metadata["tool_name"] == "calculate"
 
 
 def test_delete_keeps_messages_and_fixes_the_count(branch):

@@ -95,7 +95,8 @@ def _shape(session: ExternalSession) -> dict:
 def test_export_then_import_gives_an_identical_copy(rich_session, bob):
     raw = json.dumps(session_export(session=rich_session))
     copy_ = session_import(owner=bob, raw=raw)
-    assert copy_.owner == bob and copy_.pk != rich_session.pk
+    assert copy_.owner == bob
+    assert copy_.pk != rich_session.pk
     assert _shape(copy_) == _shape(rich_session)
     assert contents(branch_history(current_branch(copy_)))[-1] == "third"
     # And the copy exports to the same document, but for ids and time of export.
@@ -124,7 +125,8 @@ def test_an_imported_branch_name_over_200_characters_is_refused(rich_session, bo
 
 def test_export_is_versioned_and_names_each_branch_once(rich_session):
     doc = session_export(session=rich_session)
-    assert doc["format"] == "rollback.session" and doc["version"] == 1
+    assert doc["format"] == "rollback.session"
+    assert doc["version"] == 1
     assert len(doc["branches"]) == 3
     total = sum(len(b["messages"]) for b in doc["branches"])
     assert total == Message.objects.filter(branch__session=rich_session).count()
@@ -366,7 +368,8 @@ def test_import_cleans_conversation_text_no_database_can_store(rich_session, bob
     message.update(content="a\ud800b\x00c", tool_result="r\udc00")
     copy_ = session_import(owner=bob, raw=json.dumps(doc))
     first = branch_history(current_branch(copy_))[0]
-    assert first.content == "a\ufffdbc" and first.tool_result == "r\ufffd"
+    assert first.content == "a\ufffdbc"
+    assert first.tool_result == "r\ufffd"
 
 
 def test_import_keeps_times_at_the_edges_of_the_range(rich_session, bob):
@@ -401,7 +404,8 @@ def test_an_import_never_takes_over_a_key_in_use(alice):
 
     keyed = session_for_key(owner=alice, session_key=KEY)
     copy_ = session_import(owner=alice, raw=json.dumps(session_export(session=keyed)))
-    assert copy_.pk != keyed.pk and copy_.session_key == ""
+    assert copy_.pk != keyed.pk
+    assert copy_.session_key == ""
     assert session_for_key(owner=alice, session_key=KEY).pk == keyed.pk
     assert session_export(session=copy_)["session"]["session_key"] is None
 

@@ -27,7 +27,8 @@ def test_renderable_keeps_text_without_surrogates_as_it_is():
 
 def test_drf_errors_quoting_a_lone_surrogate_are_escaped_keys_included():
     response = exception_handler(ValidationError({"\ud800": ["Unknown field \udc00."]}), {})
-    assert response is not None and response.status_code == 400
+    assert response is not None
+    assert response.status_code == 400
     assert response.data == {
         "detail": "\\ud800: Unknown field \\udc00.",
         "errors": {"\\ud800": ["Unknown field \\udc00."]},

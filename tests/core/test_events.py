@@ -124,13 +124,15 @@ def test_a_checkpoint_saved_on_the_page_is_announced_once(page, session, talked)
 def test_a_checkpoint_made_through_the_api_is_announced_once(api, session, talked):
     url = f"/api/v1/sessions/{session.pk}/checkpoints/"
     events = heard(session.pk, lambda: api.post(url, {"name": "api"}, format="json"))
-    assert kinds(events) == ["checkpoint.created"] and events[0]["name"] == "api"
+    assert kinds(events) == ["checkpoint.created"]
+    assert events[0]["name"] == "api"
 
 
 def test_a_checkpoint_the_agent_tool_makes_is_announced_once(session, talked):
     agent = RollbackAgent(external_session_id=session.pk, model=None, skip_session_creation=True)
     events = heard(session.pk, lambda: agent.create_checkpoint("by the tool"))
-    assert kinds(events) == ["checkpoint.created"] and events[0]["name"] == "by the tool"
+    assert kinds(events) == ["checkpoint.created"]
+    assert events[0]["name"] == "by the tool"
 
 
 def test_a_tool_turn_announces_its_stream_its_automatic_checkpoint_and_its_end(
@@ -259,10 +261,12 @@ def test_switching_branch_is_announced_once_on_the_page_and_through_the_api(
     checkpoint_restore(checkpoint=mark)
     url = reverse("chat:activate", args=[session.pk, talked.pk])
     events = heard(session.pk, lambda: page.post(url, **HX))
-    assert kinds(events) == ["branch.changed"] and events[0]["branch"] == talked.pk
+    assert kinds(events) == ["branch.changed"]
+    assert events[0]["branch"] == talked.pk
     other = InternalSession.objects.exclude(pk=talked.pk).get()
     events = heard(session.pk, lambda: api.post(f"/api/v1/branches/{other.pk}/activate/"))
-    assert kinds(events) == ["branch.changed"] and events[0]["branch"] == other.pk
+    assert kinds(events) == ["branch.changed"]
+    assert events[0]["branch"] == other.pk
 
 
 def test_renaming_a_branch_is_announced_once_as_branch_changed_naming_the_current_branch(
@@ -282,7 +286,8 @@ def test_renaming_a_branch_is_announced_once_as_branch_changed_naming_the_curren
     ]  # fmt: skip
     rename = f"/api/v1/branches/{talked.pk}/"
     events = heard(session.pk, lambda: api.patch(rename, {"name": "line"}, format="json"))
-    assert kinds(events) == ["branch.changed"] and events[0]["branch"] == restored.pk
+    assert kinds(events) == ["branch.changed"]
+    assert events[0]["branch"] == restored.pk
     assert heard(session.pk, lambda: api.patch(rename, {"name": ""}, format="json")) == []
 
 
@@ -313,7 +318,8 @@ def test_a_rollback_the_agent_makes_is_announced_once(fake_llm, session, talked,
     turn = turn_start(session=session, message="roll back to mark")
     events = heard(session.pk, lambda: run_turn(turn.pk))
     [changed] = of(events, "branch.changed")
-    assert changed["checkpoint"] == mark.pk and changed["branch"] == current_branch(session).pk
+    assert changed["checkpoint"] == mark.pk
+    assert changed["branch"] == current_branch(session).pk
     assert kinds(events)[-2:] == ["branch.changed", "turn.finished"]
 
 

@@ -69,7 +69,8 @@ def test_json_is_one_object_per_line_with_the_ids_time_level_logger_and_message(
     stamp = datetime.fromisoformat(first["timestamp"])
     assert stamp.utcoffset().total_seconds() == 0
     assert abs((datetime.now(UTC) - stamp).total_seconds()) < 60
-    assert second["level"] == "ERROR" and second["message"] == "it failed\non two lines"
+    assert second["level"] == "ERROR"
+    assert second["message"] == "it failed\non two lines"
     assert second["turn_id"] == 12
     assert "ValueError: bad\nvalue" in second["exc_info"]
 
@@ -83,8 +84,10 @@ def test_json_leaves_out_ids_that_are_not_bound_and_djangos_request_object(emit)
     )
     answered, plain = (json.loads(line) for line in out.splitlines())
     # Django logs 4xx answers after the middleware ended: the id comes from the request.
-    assert answered["request_id"] == "from-the-request" and answered["status_code"] == 404
-    assert "request" not in answered and "user_id" not in answered
+    assert answered["request_id"] == "from-the-request"
+    assert answered["status_code"] == 404
+    assert "request" not in answered
+    assert "user_id" not in answered
     assert set(plain) == {"timestamp", "level", "logger", "message"}
 
 

@@ -119,7 +119,8 @@ def test_sync_code_publishes_through_one_loop_in_order(settings):
     for i in range(30):
         events.message_delta(session=9005, turn=1, delta=f"t{i} ", seq=i + 1)
     loop = events._publisher_loop()
-    assert events._publisher_loop() is loop and loop.is_running()
+    assert events._publisher_loop() is loop
+    assert loop.is_running()
 
     async def collect() -> list[int]:
         return [(await layer.receive(channel))["event"]["seq"] for _ in range(30)]

@@ -89,5 +89,6 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
             "SELECT affected FROM ops_auditrecord WHERE rule = 'archive_idle_sessions' "
             "AND status = 'done' ORDER BY id"
         )
-    assert len(rows) >= 2 and rows[1] == (0,)
+    assert len(rows) >= 2
+    assert rows[1] == (0,)
     client.close()

@@ -86,7 +86,8 @@ def test_a_reply_with_ten_second_gaps_streams_to_the_end(client, llm):
     assert ended == "done", (ended, events)
     mine = of_turn(events, turns[0])
     assert "".join(e["delta"] for e in mine if e["type"] == "message.delta") == text
-    assert mine[-1]["type"] == "turn.finished" and mine[-1]["reply"] == text
+    assert mine[-1]["type"] == "turn.finished"
+    assert mine[-1]["reply"] == text
 
 
 def test_fifty_sockets_for_two_minutes_with_turns_running_never_disconnect(client, llm):

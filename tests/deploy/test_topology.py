@@ -147,13 +147,15 @@ def test_a_turn_posted_to_one_web_process_streams_to_the_other_and_survives_its_
 
     mine = of_turn(events, turn_id)
     kinds = [e["type"] for e in mine]
-    assert kinds.count("turn.finished") == 1 and "turn.failed" not in kinds
+    assert kinds.count("turn.finished") == 1
+    assert "turn.failed" not in kinds
     starts = [i for i, e in enumerate(mine) if e["type"] == "turn.started"]
     assert [mine[i]["attempt"] for i in starts] == [1, 2]
     # After the second start, the reply streams whole and in order, then the turn finishes.
     second = mine[starts[1] + 1 :]
     deltas = "".join(e["delta"] for e in second if e["type"] == "message.delta")
-    assert deltas == FINAL and second[-1]["type"] == "turn.finished"
+    assert deltas == FINAL
+    assert second[-1]["type"] == "turn.finished"
     assert second[-1]["reply"] == FINAL
     assert_answered_once(listener, database, session["id"], turn_id)
     stack.worker("worker3")  # two workers again for the next test
@@ -208,13 +210,16 @@ def test_a_turn_whose_attempts_are_used_up_fails_with_its_event(stack, clients, 
     )
     assert ended == "done", (ended, events)
     failed = [e for e in of_turn(events, turn_id) if e["type"] == "turn.failed"]
-    assert len(failed) == 1 and "stopped (2 times" in failed[0]["error"]
+    assert len(failed) == 1
+    assert "stopped (2 times" in failed[0]["error"]
     turn = listener.get(f"/turns/{turn_id}/")
-    assert turn["status"] == "failed" and "kept" in turn["error"]
+    assert turn["status"] == "failed"
+    assert "kept" in turn["error"]
     # The user's message is kept and the session takes the next message.
     history = listener.get(f"/sessions/{session['id']}/messages/")["results"]
     assert [m["content"] for m in history] == ["tell me"]
     llm.reset()
     llm.queue(Reply("after the failure"))
     again = listener.post(f"/sessions/{session['id']}/turns/", {"message": "again", "wait": True})
-    assert again["status"] == "done" and again["reply"] == "after the failure"
+    assert again["status"] == "done"
+    assert again["reply"] == "after the failure"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Services, app_env  # noqa: F401 (used by the test modules)
+from tests.procs import Services, app_env  # used by the test modules
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -191,7 +191,7 @@ def _screenshots(test_name: str, opened: Contexts) -> list[Path]:
         path = ARTIFACTS / (f"{name}.png" if n == 1 else f"{name}-{n}.png")
         try:
             page.screenshot(path=str(path), full_page=True, timeout=5000)
-        except Exception:  # noqa: BLE001 - a closed or crashed page has no screenshot
+        except Exception:  # a closed or crashed page has no screenshot
             continue
         saved.append(path)
     return saved

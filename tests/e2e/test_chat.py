@@ -296,7 +296,8 @@ def test_another_users_session_is_not_found(page, app, contexts, llm):
     stranger = contexts.new().new_page()
     sign_up(stranger, app.base_url, prefix="stranger")
     response = stranger.goto(url)
-    assert response is not None and response.status == 404
+    assert response is not None
+    assert response.status == 404
     expect(stranger.locator("body")).not_to_contain_text("private")
 
 

@@ -53,5 +53,6 @@ def test_a_cut_off_reply_is_badged_and_continued_and_the_gauge_follows(page, app
     expect(page.get_by_test_id("continue")).to_have_count(0)  # the last reply finished
     # The model got the cut-off reply back, then the request to go on.
     (role, text), asked = conversation(llm.messages(-1))[-2:]
-    assert role == "assistant" and text.startswith(long_text)
+    assert role == "assistant"
+    assert text.startswith(long_text)
     assert asked == ("user", "Continue.")

@@ -33,7 +33,8 @@ def test_many_checkpoints_page_and_filter_without_hiding_the_tree(page, app):
     assert panel.evaluate("p => p.scrollTop") == 0
     tree = page.get_by_test_id("branch-tree").bounding_box()
     box = panel.bounding_box()
-    assert tree is not None and box is not None
+    assert tree is not None
+    assert box is not None
     assert tree["y"] < box["y"] + box["height"]
     expect(page.get_by_test_id("branch").first).to_be_in_viewport()
 

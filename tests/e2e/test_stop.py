@@ -35,7 +35,9 @@ def start_slow_reply(page, app, llm) -> None:
 def assert_stopped(page, llm) -> None:
     expect(page.get_by_test_id("turn-stopped")).to_have_text("stopped")
     shown = page.locator("#messages [data-streaming=true] .body").inner_text().strip()
-    assert shown and LONG.startswith(shown) and shown != LONG
+    assert shown
+    assert LONG.startswith(shown)
+    assert shown != LONG
     expect(page.get_by_test_id("stop")).to_have_count(0)
     # The model's stream was closed: its server saw the client go away.
     for _ in range(100):  # up to 10 s
@@ -46,7 +48,9 @@ def assert_stopped(page, llm) -> None:
     # The stopped reply is stored, marked stopped, and shown after a reload.
     page.reload()
     texts = message_texts(page, "assistant")
-    assert len(texts) == 1 and LONG.startswith(texts[0]) and texts[0] != LONG
+    assert len(texts) == 1
+    assert LONG.startswith(texts[0])
+    assert texts[0] != LONG
     expect(page.get_by_test_id("stopped-badge")).to_have_count(1)
 
 

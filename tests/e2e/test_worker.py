@@ -204,7 +204,8 @@ def test_stop_through_the_api_cancels_a_turn_running_on_a_celery_worker(stack, c
 
     status, body = page.evaluate(CANCEL_THROUGH_THE_API, turn_id)
     assert status == 200, body
-    assert body["status"] == "cancelled" and body["finish_reason"] == "cancelled"
+    assert body["status"] == "cancelled"
+    assert body["finish_reason"] == "cancelled"
 
     expect(page.get_by_test_id("turn-stopped")).to_have_text("stopped")
     deadline = time.monotonic() + 10
@@ -217,8 +218,10 @@ def test_stop_through_the_api_cancels_a_turn_running_on_a_celery_worker(stack, c
         time.sleep(0.1)
     page.reload()
     texts = message_texts(page)
-    assert texts[0] == "tell me a long story" and len(texts) == 2
-    assert long.startswith(texts[1]) and texts[1] != long
+    assert texts[0] == "tell me a long story"
+    assert len(texts) == 2
+    assert long.startswith(texts[1])
+    assert texts[1] != long
 
     chat(page, "next")
     assert last_reply(page) == "Echo: next"

@@ -33,7 +33,7 @@ ACTIVE_IN_DOM = r"""() => {
         }
     }
     return found;
-}"""  # noqa: E501
+}"""
 
 
 def test_a_chat_page_full_of_payloads_runs_none_of_them(page, app, llm):

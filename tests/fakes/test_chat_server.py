@@ -163,7 +163,8 @@ def test_streamed_tool_calls(server):
     assert [calls[i]["name"] for i in sorted(calls)] == ["get_weather", "noop"]
     assert json.loads(calls[0]["arguments"]) == {"city": "Paris"}
     assert json.loads(calls[1]["arguments"]) == {}
-    assert calls[0]["id"].startswith("call_") and calls[0]["id"] != calls[1]["id"]
+    assert calls[0]["id"].startswith("call_")
+    assert calls[0]["id"] != calls[1]["id"]
     deltas = [d for c in chunks for d in c.choices[0].delta.tool_calls or []]
     assert len([d for d in deltas if d.id is None]) >= 3  # arguments arrive over several chunks
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
@@ -292,7 +293,8 @@ def test_an_error_sends_the_headers_it_is_given(server):
         create(server)
 
     headers = excinfo.value.response.headers
-    assert headers["llm_provider-retry-after"] == "3" and "retry-after" not in headers
+    assert headers["llm_provider-retry-after"] == "3"
+    assert "retry-after" not in headers
 
 
 def test_the_times_requests_arrive_are_recorded(server):
@@ -301,7 +303,8 @@ def test_the_times_requests_arrive_are_recorded(server):
     create(server)
 
     first, second = server.request_times
-    assert len(server.requests) == 2 and first <= second
+    assert len(server.requests) == 2
+    assert first <= second
 
 
 def test_drop_while_streaming(server):
@@ -396,7 +399,8 @@ def test_a_role_only_first_chunk_and_reasoning_deltas(server):
     server.queue(Reply("The answer.", reasoning="Let me think.", role_only=True))
     chunks = list(create(server, stream=True))
     first = chunks[0].choices[0].delta
-    assert first.role == "assistant" and first.content is None
+    assert first.role == "assistant"
+    assert first.content is None
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks
     )
@@ -420,7 +424,8 @@ def test_tool_arguments_can_arrive_in_many_small_chunks(server):
 def test_a_usage_only_final_chunk_when_usage_is_asked_for(server):
     server.queue(Reply("hi", prompt_tokens=5, completion_tokens=2))
     chunks = list(create(server, stream=True, stream_options={"include_usage": True}))
-    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 7
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.total_tokens == 7
 
 
 def test_an_error_can_carry_its_own_code(server):

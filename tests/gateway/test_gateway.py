@@ -51,13 +51,16 @@ def test_a_plain_turn_is_streamed_through_the_gateway_and_stored_with_its_usage(
     assert turn.reply == "Hello from behind the gateway."
     assert history(session) == [("user", "hi"), ("assistant", "Hello from behind the gateway.")]
     reply = branch_history(current_branch(session))[-1]
-    assert reply.metadata["input_tokens"] == 21 and reply.metadata["output_tokens"] == 6
+    assert reply.metadata["input_tokens"] == 21
+    assert reply.metadata["output_tokens"] == 6
     # The upstream got the gateway's routing of our request: its own model name, streamed.
     (body,) = upstream.requests
-    assert body["model"] == "fake-model" and body["stream"] is True
+    assert body["model"] == "fake-model"
+    assert body["stream"] is True
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     deltas = [e["delta"] for e in events if e["type"] == "message.delta"]
-    assert len(deltas) > 1 and "".join(deltas) == "Hello from behind the gateway."
+    assert len(deltas) > 1
+    assert "".join(deltas) == "Hello from behind the gateway."
 
 
 def test_a_tool_turn_goes_through_the_gateway_both_ways(via_gateway, upstream, session):
@@ -67,7 +70,8 @@ def test_a_tool_turn_goes_through_the_gateway_both_ways(via_gateway, upstream, s
     )
     turn = ask(session, "what is (2+3)*4?")
     assert turn.status == "done", turn.error
-    assert turn.reply == "It is 20." and turn.tools_used == ["calculate"]
+    assert turn.reply == "It is 20."
+    assert turn.tools_used == ["calculate"]
     stored = branch_history(current_branch(session))
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     result = stored[2]
@@ -82,7 +86,8 @@ def test_a_tool_turn_goes_through_the_gateway_both_ways(via_gateway, upstream, s
     second = upstream.messages(1)
     assert second[-2]["role"] == "assistant"
     assert second[-2]["tool_calls"][0]["id"] == "call_gw1"
-    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_gw1"
+    assert second[-1]["role"] == "tool"
+    assert second[-1]["tool_call_id"] == "call_gw1"
     assert second[-1]["content"] == "20"
 
 
@@ -100,7 +105,8 @@ def test_a_429_passes_through_the_gateway_unretried_and_reshaped(gateway, upstre
     assert error.status_code == 429
     assert len(upstream.requests) == 1  # LiteLLM did not retry it
     headers = error.response.headers
-    assert "retry-after" not in headers and "retry-after-ms" not in headers
+    assert "retry-after" not in headers
+    assert "retry-after-ms" not in headers
     assert headers["llm_provider-retry-after"] == "1"
     assert headers["llm_provider-retry-after-ms"] == "1000"
     body = error.response.json()["error"]
@@ -163,7 +169,8 @@ def test_a_429_asking_for_longer_than_the_timeout_fails_the_turn_at_once(
     turn = ask(session, "hi")
     assert turn.status == "failed"
     assert len(upstream.requests) == 1  # AGENT_TIMEOUT is 20 s: not worth a retry
-    assert "HTTP 429" in turn.error and "it asks to wait 90 s" in turn.error
+    assert "HTTP 429" in turn.error
+    assert "it asks to wait 90 s" in turn.error
     assert history(session) == [("user", "hi")]
 
 
@@ -250,7 +257,9 @@ def test_an_error_in_the_middle_of_a_stream_through_the_gateway_fails_the_turn_w
     upstream.queue(StreamError("upstream overloaded, try later", "The first half of it", 3))
     events: list[dict] = []
     turn = ask(session, "tell me", events)
-    assert turn.status == "failed" and turn.finish_reason is None and turn.reply == ""
+    assert turn.status == "failed"
+    assert turn.finish_reason is None
+    assert turn.reply == ""
     assert turn.error.startswith(
         "The model did not answer: the model server sent an error in the middle of its answer: "
     )

@@ -91,7 +91,8 @@ def test_any_query_text_answers_without_an_error(alice, query):
     make(alice, "editor", "Uses vim and foo")
     found = list(search_memories(Memory.objects.for_user(alice), query))
     found_any = list(search_memories(Memory.objects.for_user(alice), query, any_term=True))
-    assert set(keys(found)) <= {"editor"} and set(keys(found_any)) <= {"editor"}
+    assert set(keys(found)) <= {"editor"}
+    assert set(keys(found_any)) <= {"editor"}
     assert Memory.objects.count() == 1
 
 

@@ -52,7 +52,8 @@ def test_the_model_remembers_in_one_turn_and_recalls_in_another(fake_llm, sessio
         Reply("Noted."),
     )
     turn = ask(session, "I use Helix, remember that")
-    assert turn.status == "done" and turn.tools_used == ["remember"]
+    assert turn.status == "done"
+    assert turn.tools_used == ["remember"]
     memory = Memory.objects.get(user=alice)
     assert (memory.key, memory.category, memory.l0_abstract) == (
         "editor",
@@ -70,7 +71,8 @@ def test_the_model_remembers_in_one_turn_and_recalls_in_another(fake_llm, sessio
         Reply("You use Helix."),
     )
     turn = ask(session, "What editor do I use?")
-    assert turn.status == "done" and turn.reply == "You use Helix."
+    assert turn.status == "done"
+    assert turn.reply == "You use Helix."
     listed, in_full = tool_results(session)[-2:]
     assert listed.splitlines()[0] == "1. [editor] (Environment) Uses Helix as their editor"
     assert "Overview: Switched from Vim in 2023." in in_full
@@ -113,7 +115,8 @@ def test_the_system_prompt_carries_the_relevant_l0_lines_within_the_budget(
     block = prompt.split("<user_memories>", 1)[1].split("</user_memories>", 1)[0]
     lines = [line for line in block.splitlines() if line.startswith("- [")]
     assert lines[0] == "- [editor] (Environment) Uses Helix"  # the relevant one first
-    assert 1 < len(lines) < 41 and sum(len(line) + 1 for line in lines) <= 300
+    assert 1 < len(lines) < 41
+    assert sum(len(line) + 1 for line in lines) <= 300
     assert "Bob's PIN" not in json.dumps(fake_llm.requests[-1])
 
 
@@ -165,7 +168,8 @@ def test_tools_of_bobs_session_never_reach_alices_memories(fake_llm, session, al
     assert in_full.startswith("✗ No memory with the key 'editor'")
     assert saved.startswith("✓ Remembered 'editor'")  # bob's own, a new one
     mine = Memory.objects.get(user=alice)
-    assert mine.l0_abstract == "Uses Helix" and mine.access_count == 0
+    assert mine.l0_abstract == "Uses Helix"
+    assert mine.access_count == 0
     assert Memory.objects.get(user=bob).l0_abstract == "pwned"
 
 
@@ -181,7 +185,8 @@ def demo(settings):
 
 def test_the_demo_model_remembers_and_recalls_when_asked_plainly(demo, session, alice):
     turn = ask(session, "remember editor: I use Helix, restore my config from git")
-    assert turn.status == "done" and turn.tools_used == ["remember"]
+    assert turn.status == "done"
+    assert turn.tools_used == ["remember"]
     memory = Memory.objects.get(user=alice)
     assert (memory.key, memory.category) == ("editor", "Project")
     assert memory.l0_abstract == "I use Helix, restore my config from git"

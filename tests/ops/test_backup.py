@@ -199,7 +199,8 @@ def backup_under_load(env: dict[str, str], base_url: str, key: str, path: Path):
     assert result.returncode == 0, result.stderr
     # Turns ran on both sides of the backup: it was taken from a database being written.
     times = [when for when, table, _ in load.finished if table == "sessions_app_turn"]
-    assert min(times) < started and max(times) > ended
+    assert min(times) < started
+    assert max(times) > ended
     return load.finished_before(started), result
 
 

@@ -157,7 +157,8 @@ def test_the_admin_erases_a_user_leaving_nothing_of_theirs_in_any_table():
     confirm = admin.post(changelist, action)
     assert confirm.status_code == 200
     assert b"Erase these users completely?" in confirm.content
-    assert b"messages: 3" in confirm.content and b"alice-erase" in confirm.content
+    assert b"messages: 3" in confirm.content
+    assert b"alice-erase" in confirm.content
     assert User.objects.filter(pk=user_id).exists()  # asking erased nothing
 
     done = admin.post(changelist, {**action, "confirmed": "yes"}, follow=True)

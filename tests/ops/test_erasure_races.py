@@ -87,7 +87,7 @@ def test_removing_a_user_while_they_write_wins_and_their_writers_get_not_found(r
         for kind in range(8):
             try:
                 writer(0, 24 + kind)
-            except Exception as exc:  # noqa: BLE001 - checked below
+            except Exception as exc:  # checked below
                 late.append(exc)
         assert len(late) == 8
         assert_clean_refusals(late)

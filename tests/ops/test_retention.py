@@ -110,7 +110,8 @@ def test_zero_days_turns_the_rule_off(retention, session, branch):
     made = autos(branch, 4, days=100)
     retention.RETENTION_AUTO_CHECKPOINT_DAYS = 0
     record = prune_auto_checkpoints(who=OPERATOR)
-    assert record.affected == 0 and record.details == {"off": "RETENTION_AUTO_CHECKPOINT_DAYS is 0"}
+    assert record.affected == 0
+    assert record.details == {"off": "RETENTION_AUTO_CHECKPOINT_DAYS is 0"}
     assert left(*made) == {c.pk for c in made}
 
 
@@ -118,7 +119,8 @@ def test_a_dry_run_changes_nothing_and_records_what_it_would_do(retention, sessi
     made = autos(branch, 5, days=20)
     record = prune_auto_checkpoints(who=OPERATOR, dry_run=True)
     assert left(*made) == {c.pk for c in made}
-    assert record.dry_run and record.affected == 3
+    assert record.dry_run
+    assert record.affected == 3
     items = record.details["checkpoints"]["items"]
     assert [item["id"] for item in items] == [c.pk for c in made[:3]]
     assert {item["session"] for item in items} == {session.pk}
@@ -152,7 +154,8 @@ def test_an_overlapping_run_of_the_same_rule_is_skipped_and_recorded(retention, 
     )
     assert prune_auto_checkpoints(who=OPERATOR).affected == 3
     running.refresh_from_db()
-    assert running.status == AuditRecord.Status.FAILED and "Abandoned" in running.error
+    assert running.status == AuditRecord.Status.FAILED
+    assert "Abandoned" in running.error
 
 
 @pytest.mark.postgres
@@ -219,7 +222,8 @@ def test_archiving_dry_run_changes_nothing(retention, alice):
     idle = session_create(owner=alice, name="old")
     aged(idle, days=60)
     record = archive_idle_sessions(who=OPERATOR, dry_run=True)
-    assert record.affected == 1 and record.dry_run
+    assert record.affected == 1
+    assert record.dry_run
     assert ExternalSession.objects.get(pk=idle.pk).archived_at is None
 
 
@@ -243,7 +247,8 @@ def test_bad_parameters_fail_the_run_with_a_clear_record_and_change_nothing(
         with pytest.raises(InvalidInput, match="whole number of 0 or more"):
             prune_auto_checkpoints(who=OPERATOR, keep_latest=bad)
     record = AuditRecord.objects.filter(status="failed").first()
-    assert record is not None and "keep_latest must be a whole number" in record.error
+    assert record is not None
+    assert "keep_latest must be a whole number" in record.error
     assert record.parameters["keep_latest"] is True
     assert left(*made) == {c.pk for c in made}
 

@@ -685,7 +685,8 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
         assert SECRET.encode() not in response.content
     mine = f"/api/v1/sessions/{world['session']}/{route}/?branch={world['branch']}"
     own = bearer(alice).get(mine)
-    assert own.status_code == 200 and SECRET.encode() in own.content
+    assert own.status_code == 200
+    assert SECRET.encode() in own.content
 
 
 def test_some_routes_take_a_session_and_another_object():

@@ -74,7 +74,8 @@ def test_the_corpus_is_large_and_every_payload_is_caught_when_not_escaped():
 
     unsafe = MarkdownIt("commonmark", {"html": True})
     unsafe.validateLink = lambda url: True
-    assert len(PAYLOADS) >= 30 and len(NAMES) >= 30
+    assert len(PAYLOADS) >= 30
+    assert len(NAMES) >= 30
     for payload in PAYLOADS:
         if payload in TEMPLATES:
             # Harmful only if a template engine ran them: Django's would change them.
@@ -170,7 +171,8 @@ def test_names_descriptions_and_messages_are_inert_on_the_chat_pages(as_alice, a
         page = as_alice.get(f"/chat/{named.pk}/").content
         assert_inert(page, f"the page of session {payload!r}", [payload])
         assert texts_of(page, "session-title") == [payload.strip()]
-        assert texts_of(page, "turn-error") and payload in texts_of(page, "turn-error")[0]
+        assert texts_of(page, "turn-error")
+        assert payload in texts_of(page, "turn-error")[0]
     for checkpoint in Checkpoint.objects.filter(branch=branch):
         payload = checkpoint.checkpoint_name
         dialog = as_alice.get(f"/chat/checkpoints/{checkpoint.pk}/restore/", **HX).content
@@ -218,7 +220,8 @@ def test_text_sent_back_in_an_address_or_a_form_is_inert(as_alice, alice, client
         "/accounts/login/?next=javascript:alert(1)",
         {"username": "alice", "password": "alice-password-1"},
     )
-    assert answer.status_code == 302 and answer["Location"] == "/chat/"
+    assert answer.status_code == 302
+    assert answer["Location"] == "/chat/"
 
 
 def test_an_imported_document_is_inert_in_every_field(as_alice, alice):
@@ -231,7 +234,8 @@ def test_an_imported_document_is_inert_in_every_field(as_alice, alice):
     response = as_alice.post("/chat/import/", {"document": upload})
     assert response.status_code == 302, response.content[:500]
     imported = ExternalSession.objects.filter(owner=alice).order_by("-pk").first()
-    assert imported is not None and imported.pk != source.pk
+    assert imported is not None
+    assert imported.pk != source.pk
     pages = _history_pages(as_alice, imported)
     assert_inert(b"".join(pages), "the imported session", PAYLOADS)
     # The notice that names the imported session, and one that quotes a rejected document.
@@ -364,7 +368,8 @@ def test_model_replies_tool_output_and_errors_are_inert_live_and_stored(fake_llm
         stream = WebsocketCommunicator(
             application, f"/ws/v1/sessions/{session.pk}/", headers=integration
         )
-        assert (await chat.connect(timeout=5))[0] and (await stream.connect(timeout=5))[0]
+        assert (await chat.connect(timeout=5))[0]
+        assert (await stream.connect(timeout=5))[0]
         seen = []
         for items, question, payload in script:
             fake_llm.queue(*items)

@@ -33,7 +33,7 @@ def _run_threads(work, n: int) -> list[BaseException]:
         try:
             barrier.wait()
             work(i)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             errors.append(exc)
         finally:
             connection.close()

@@ -46,7 +46,7 @@ def race_a_delete(writer, deleter, *, writers: int = WRITERS) -> tuple[list, lis
                 writer(i, step)
                 if step == 2:
                     warm.release()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             writer_errors.append(exc)
             warm.release()
         finally:
@@ -58,7 +58,7 @@ def race_a_delete(writer, deleter, *, writers: int = WRITERS) -> tuple[list, lis
             for _ in range(writers):
                 warm.acquire(timeout=30)
             deleter()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             deleter_errors.append(exc)
         finally:
             connection.close()

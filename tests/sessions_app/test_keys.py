@@ -57,13 +57,15 @@ def test_a_malformed_key_is_refused_saying_why_and_the_form(key, says):
 def test_the_default_name_says_agent_scope_and_chat_and_fits_a_name():
     assert parse_session_key(KEY).default_name == "shket · main · 12345"
     long = parse_session_key("agent:" + "a" * 64 + ":per-channel-peer:" + "c" * 128)
-    assert len(long.default_name) == 200 and long.default_name.endswith("…")
+    assert len(long.default_name) == 200
+    assert long.default_name.endswith("…")
 
 
 @pytest.mark.django_db
 def test_session_for_key_makes_the_session_once_then_finds_it(alice):
     made = session_for_key(owner=alice, session_key=KEY)
-    assert made.session_key == KEY and made.session_name == "shket · main · 12345"
+    assert made.session_key == KEY
+    assert made.session_name == "shket · main · 12345"
     assert InternalSession.objects.get(session=made).is_current
     assert session_for_key(owner=alice, session_key=KEY).pk == made.pk
     assert ExternalSession.objects.count() == 1
@@ -76,7 +78,8 @@ def test_scopes_and_owners_separate_sessions(alice, bob):
     channel = session_for_key(owner=alice, session_key="agent:a:per-channel-peer:7")
     bobs = session_for_key(owner=bob, session_key="agent:a:main:7")
     assert len({main.pk, peer.pk, channel.pk, bobs.pk}) == 4
-    assert bobs.owner == bob and main.owner == alice
+    assert bobs.owner == bob
+    assert main.owner == alice
 
 
 @pytest.mark.django_db

@@ -36,7 +36,8 @@ def test_new_session_has_one_current_empty_branch(alice):
     assert s.session_name == "Trip plan"
     branches = list(InternalSession.objects.filter(session=s))
     assert len(branches) == 1
-    assert branches[0].is_current and branches[0].message_count == 0
+    assert branches[0].is_current
+    assert branches[0].message_count == 0
     assert branches[0].agno_session_id
 
 
@@ -73,7 +74,8 @@ def test_session_metadata_no_database_can_store_is_refused_on_create_and_update(
         session_update(session=session, name="Renamed", metadata=metadata)
     assert ExternalSession.objects.count() == 1
     session.refresh_from_db()
-    assert session.session_name == "Python basics" and session.metadata == {}
+    assert session.session_name == "Python basics"
+    assert session.metadata == {}
 
 
 def test_session_metadata_over_the_limit_is_too_large(alice, session, settings):
@@ -156,7 +158,8 @@ def test_messages_get_consecutive_positions(branch):
     branch.refresh_from_db()
     assert branch.message_count == 2
     stored = Message.objects.get(pk=second.pk)
-    assert stored.tool_args == {"expression": "2+3"} and stored.tool_call_id == "call_1"
+    assert stored.tool_args == {"expression": "2+3"}
+    assert stored.tool_call_id == "call_1"
 
 
 def test_unknown_role_is_refused(branch):

@@ -44,7 +44,9 @@ def _dead(turn: Turn, settings) -> None:
 def test_a_running_turn_with_a_live_heartbeat_blocks_a_second_turn(session):
     turn = turn_start(session=session, message="first")
     claimed = turn_claim(turn_id=turn.pk)
-    assert claimed is not None and claimed.attempts == 1 and claimed.status == "running"
+    assert claimed is not None
+    assert claimed.attempts == 1
+    assert claimed.status == "running"
     with pytest.raises(TurnInProgress):
         turn_start(session=session, message="second")
 
@@ -63,11 +65,14 @@ def test_a_turn_whose_worker_died_is_queued_again_for_another_worker(session, se
 
     done = turn_recover_stale()
 
-    assert [t.pk for t in done.requeued] == [turn.pk] and done.failed == []
+    assert [t.pk for t in done.requeued] == [turn.pk]
+    assert done.failed == []
     turn.refresh_from_db()
-    assert turn.status == "queued" and turn.metadata["taken_over"] == 1
+    assert turn.status == "queued"
+    assert turn.metadata["taken_over"] == 1
     second = turn_claim(turn_id=turn.pk)
-    assert second is not None and second.attempts == 2
+    assert second is not None
+    assert second.attempts == 2
     # The first worker wakes up late: its attempt is fenced off everywhere.
     assert not turn_heartbeat(turn=first)
     with pytest.raises(TurnTakenOver):
@@ -89,8 +94,10 @@ def test_a_turn_out_of_attempts_fails_readably_and_the_session_goes_on(session, 
         _dead(turn, settings)
         turn_recover_stale(session_id=session.pk)
     turn.refresh_from_db()
-    assert turn.status == "failed" and turn.attempts == 2
-    assert "stopped (2 times" in turn.error and "kept" in turn.error
+    assert turn.status == "failed"
+    assert turn.attempts == 2
+    assert "stopped (2 times" in turn.error
+    assert "kept" in turn.error
     second = turn_start(session=session, message="hello again")
     assert second.status == "queued"
     contents = [m.content for m in branch_history(current_branch(session))]
@@ -104,7 +111,8 @@ def test_a_turn_no_worker_picked_up_is_failed(session, settings):
     done = turn_recover_stale()
     assert [t.pk for t in done.failed] == [waiting.pk]
     waiting.refresh_from_db()
-    assert waiting.status == "failed" and "Celery worker" in waiting.error
+    assert waiting.status == "failed"
+    assert "Celery worker" in waiting.error
 
 
 def test_a_requeued_turn_waits_its_own_queue_time_not_its_age(session, settings):
@@ -127,7 +135,8 @@ def test_a_queued_turn_no_worker_claimed_is_sent_again_once_per_interval(session
     assert [t.pk for t in turn_recover_stale().redispatched] == [turn.pk]
     assert turn_recover_stale().redispatched == []  # sent again just now
     turn.refresh_from_db()
-    assert turn.status == "queued" and turn.attempts == 0
+    assert turn.status == "queued"
+    assert turn.attempts == 0
 
 
 def test_a_claimed_or_requeued_turn_is_not_sent_again_by_the_unclaimed_rule(session, settings):
@@ -138,7 +147,8 @@ def test_a_claimed_or_requeued_turn_is_not_sent_again_by_the_unclaimed_rule(sess
     assert turn_recover_stale().redispatched == []
     _dead(turn, settings)
     done = turn_recover_stale()
-    assert [t.pk for t in done.requeued] == [turn.pk] and done.redispatched == []
+    assert [t.pk for t in done.requeued] == [turn.pk]
+    assert done.redispatched == []
     assert turn_recover_stale().redispatched == []  # the requeue counts as sending it
 
 
@@ -148,7 +158,8 @@ def test_a_turn_unclaimed_past_the_queue_timeout_is_failed_not_sent_again(sessio
     _age(turn, 601, "created_at")
     _age(turn, 601, "dispatched_at")
     done = turn_recover_stale()
-    assert [t.pk for t in done.failed] == [turn.pk] and done.redispatched == []
+    assert [t.pk for t in done.failed] == [turn.pk]
+    assert done.redispatched == []
 
 
 def test_recent_turns_are_left_alone(session):
@@ -156,7 +167,8 @@ def test_recent_turns_are_left_alone(session):
     claimed = turn_claim(turn_id=turn.pk)
     assert turn_heartbeat(turn=claimed)
     done = turn_recover_stale()
-    assert done.requeued == [] and done.failed == []
+    assert done.requeued == []
+    assert done.failed == []
     turn.refresh_from_db()
     assert turn.status == "running"
 
@@ -188,9 +200,11 @@ def test_text_the_database_cannot_store_is_cleaned_everywhere(session):
     assert stored[1].content == "ab\ufffdc"
     assert stored[1].tool_calls[0]["function"]["arguments"] == "ab\ufffdc"
     assert stored[2].tool_args == {"ab\ufffdc": ["ab\ufffdc", {"k": "ab\ufffdc"}]}
-    assert stored[2].tool_result == "ab\ufffdc" and stored[2].metadata == {"note": "ab\ufffdc"}
+    assert stored[2].tool_result == "ab\ufffdc"
+    assert stored[2].metadata == {"note": "ab\ufffdc"}
     turn.refresh_from_db()
-    assert turn.reply == "ab\ufffdc" and turn.metadata["x"] == "ab\ufffdc"
+    assert turn.reply == "ab\ufffdc"
+    assert turn.metadata["x"] == "ab\ufffdc"
 
 
 def test_what_the_agent_stores_is_bounded_and_marked_where_it_was_cut(session, settings):
@@ -219,9 +233,11 @@ def test_what_the_agent_stores_is_bounded_and_marked_where_it_was_cut(session, s
     assert turn_finish(turn=turn, reply=long, tools_used=["calc"])
     call, result, reply = list(Message.objects.filter(role__in=["assistant", "tool"]))
     cut = "y" * 100 + CUT_NOTE
-    assert call.content == cut and call.tool_calls[0]["function"]["arguments"] == cut
+    assert call.content == cut
+    assert call.tool_calls[0]["function"]["arguments"] == cut
     assert call.tool_calls[0]["id"] == "c1"  # still paired with its result
-    assert result.content == cut and result.tool_result == cut
+    assert result.content == cut
+    assert result.tool_result == cut
     assert result.tool_args == {"cut_off": json.dumps({"expression": long})[:100] + CUT_NOTE}
     assert reply.content == "short"
     turn.refresh_from_db()
@@ -255,7 +271,8 @@ def test_a_cancel_before_the_answer_is_stored_wins_and_only_the_stopped_reply_is
     assert not turn_finish(turn=turn, reply="Hello.", tools_used=[])
     assert turn_keep_stopped(turn=turn, reply="Hel")
     turn.refresh_from_db()
-    assert turn.status == "cancelled" and turn.reply == "Hel"
+    assert turn.status == "cancelled"
+    assert turn.reply == "Hel"
     stored = branch_history(current_branch(session))
     assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "Hel")]
     assert stored[-1].metadata["stopped"] is True
@@ -273,7 +290,8 @@ def test_a_cancel_after_the_turn_finished_is_refused_and_changes_nothing(session
         turn_cancel(turn=Turn.objects.get(pk=turn.pk))
     assert not turn_keep_stopped(turn=turn, reply="Hel")
     turn.refresh_from_db()
-    assert turn.status == "done" and turn.finish_reason == "stop"
+    assert turn.status == "done"
+    assert turn.finish_reason == "stop"
     stored = branch_history(current_branch(session))
     assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "Hello.")]
     assert "stopped" not in stored[-1].metadata

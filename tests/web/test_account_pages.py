@@ -53,7 +53,8 @@ def test_first_signup_makes_the_admin_logs_in_and_goes_to_the_chat(client):
     assert response.status_code == 302
     assert response.url == reverse("chat:home")
     ada = User.objects.get(username="ada")
-    assert ada.is_superuser and ada.is_staff
+    assert ada.is_superuser
+    assert ada.is_staff
     assert logged_in_user_id(client) == str(ada.pk)
 
 
@@ -61,7 +62,8 @@ def test_second_signup_is_not_an_admin(client, alice):
     response = client.post(reverse("accounts:signup"), signup_data("carol"))
     assert response.status_code == 302
     carol = User.objects.get(username="carol")
-    assert not carol.is_superuser and not carol.is_staff
+    assert not carol.is_superuser
+    assert not carol.is_staff
 
 
 def test_closed_signup_shows_no_form_and_refuses_a_post(client, alice):
@@ -113,7 +115,9 @@ def test_username_taken_in_another_case_is_refused(client, alice):
 
 
 def test_a_lookalike_username_is_refused_on_the_form(client, alice):
-    response = client.post(reverse("accounts:signup"), signup_data("\u0430lice"))  # Cyrillic "а"
+    response = client.post(
+        reverse("accounts:signup"), signup_data("\u0430lice")
+    )  # Cyrillic "\u0430"
     assert response.status_code == 400
     assert "Use letters of one script in a username" in response.content.decode()
 
@@ -421,7 +425,8 @@ def test_a_new_api_key_is_shown_once(alice_client, alice):
     shown = alice_client.get(reverse("accounts:profile"))
     assert "no-store" in shown["Cache-Control"]
     html = shown.content.decode()
-    assert 'data-testid="new-api-key"' in html and 'data-testid="copy-api-key"' in html
+    assert 'data-testid="new-api-key"' in html
+    assert 'data-testid="copy-api-key"' in html
     start = html.index('data-testid="new-api-key">') + len('data-testid="new-api-key">')
     secret = html[start : html.index("<", start)].strip()
     assert apikey_authenticate(secret) == alice
@@ -430,7 +435,8 @@ def test_a_new_api_key_is_shown_once(alice_client, alice):
     later = alice_client.get(reverse("accounts:profile")).content.decode()
     assert secret not in later
     assert 'data-testid="new-api-key"' not in later
-    assert key.prefix in later and "laptop" in later
+    assert key.prefix in later
+    assert "laptop" in later
     assert ApiKey.objects.filter(user=alice).count() == 1
     assert secret not in str(dict(alice_client.session))
 
@@ -448,8 +454,10 @@ def test_the_new_secret_is_never_whole_in_the_session(alice_client, alice):
         )
     ).decode()
     assert apikey_authenticate(secret) == alice
-    assert secret not in stored and secret not in cookie.value
-    assert cookie["httponly"] and cookie["samesite"] == "Strict"
+    assert secret not in stored
+    assert secret not in cookie.value
+    assert cookie["httponly"]
+    assert cookie["samesite"] == "Strict"
     alice_client.get(reverse("accounts:profile"))
     assert "new_api_key" not in alice_client.session
 
@@ -524,7 +532,8 @@ def test_bob_does_not_see_alices_keys(client, alice, bob):
     apikey_create(user=alice, name="alice's laptop")
     client.force_login(bob)
     html = client.get(reverse("accounts:profile")).content.decode()
-    assert "alice&#x27;s laptop" not in html and "alice's laptop" not in html
+    assert "alice&#x27;s laptop" not in html
+    assert "alice's laptop" not in html
 
 
 def test_revoking_an_unknown_key_is_not_found(alice_client):

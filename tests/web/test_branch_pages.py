@@ -54,7 +54,8 @@ def test_the_tree_and_the_header_use_the_same_labels_without_database_ids(
     labels = re.findall(r'data-testid="branch-label">([^<]*)<', page)
     assert labels == ["main", "from “start”", "edit of message 3"]
     header = re.search(r'data-testid="current-branch"[^>]*>([^<]*)<', page)
-    assert header is not None and header.group(1).startswith("edit of message 3 ·")
+    assert header is not None
+    assert header.group(1).startswith("edit of message 3 ·")
     assert f"branch {edit.pk}" not in page
 
 
@@ -85,7 +86,8 @@ def test_a_bad_name_comes_back_in_the_form_with_what_was_typed(
     assert response["HX-Retarget"] == f"#rename-branch-{talked.pk}"
     assert response["HX-Reswap"] == "outerHTML"
     body = html.unescape(response.content.decode())
-    assert 'data-testid="branch-rename-error"' in body and says in body
+    assert 'data-testid="branch-rename-error"' in body
+    assert says in body
     assert f'value="{typed}"' in body  # nothing typed is lost
     talked.refresh_from_db()
     assert talked.name == ""
@@ -203,11 +205,13 @@ def test_after_the_agents_rollback_the_page_says_where_it_moved(
     )
     notice = re.compile(r'data-testid="rollback-notice"[^>]*>(.*?)</div>')
     found = notice.search(_page(as_alice, session))
-    assert found is not None and _text(found.group(1)) == said
+    assert found is not None
+    assert _text(found.group(1)) == said
     # What the socket sends the page when the turn ends carries the notice too.
     frame = render_event(session, {"type": "turn.finished", "turn": turn.pk, "session": session.pk})
     found = notice.search(frame)
-    assert found is not None and _text(found.group(1)) == said
+    assert found is not None
+    assert _text(found.group(1)) == said
     # Once the user moves elsewhere, the notice goes.
     branch_activate(branch=talked)
     assert pages.conversation(session)["rollback_notice"] is None

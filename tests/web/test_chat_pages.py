@@ -75,18 +75,21 @@ def test_every_chat_route_is_a_404_for_another_user(as_bob, alices_things):
             assert response.status_code == 404, (method, url, response.status_code)
     session, branch, *_ = alices_things
     assert ExternalSession.objects.filter(pk=session.pk).exists()
-    assert Checkpoint.objects.count() == 1 and InternalSession.objects.count() == 1
+    assert Checkpoint.objects.count() == 1
+    assert InternalSession.objects.count() == 1
 
 
 def test_every_chat_route_asks_an_anonymous_visitor_to_log_in(client, alices_things):
     for method, url in _routes(*alices_things):
         response = getattr(client, method)(url)
-        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+        assert response.status_code == 302
+        assert "/accounts/login/" in response["Location"]
 
 
 def test_home_opens_the_latest_session_or_offers_a_new_one(as_alice, alice):
     response = as_alice.get(reverse("chat:home"))
-    assert response.status_code == 200 and b'data-testid="new-session"' in response.content
+    assert response.status_code == 200
+    assert b'data-testid="new-session"' in response.content
     s = session_create(owner=alice, name="Trip")
     assert as_alice.get(reverse("chat:home"))["Location"] == reverse("chat:session", args=[s.pk])
 
@@ -96,7 +99,8 @@ def test_new_session_is_created_and_opened(as_alice, alice):
     session = ExternalSession.objects.get(owner=alice)
     assert response["Location"] == reverse("chat:session", args=[session.pk])
     page = as_alice.get(response["Location"])
-    assert b'data-testid="message-input"' in page.content and b"ws/chat/" in page.content
+    assert b'data-testid="message-input"' in page.content
+    assert b"ws/chat/" in page.content
 
 
 def test_the_page_renders_markdown_and_keeps_html_inert(as_alice, session, branch):
@@ -107,10 +111,12 @@ def test_the_page_renders_markdown_and_keeps_html_inert(as_alice, session, branc
         content='[x](javascript:alert(1)) <img src=x onerror="alert(1)">\n\n```py\nprint(1)\n```',
     )
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;" in page
     assert "<strong>hi</strong>" in page
     assert "javascript:alert" not in page.replace("[x](javascript:alert(1))", "")
-    assert "<img" not in page and "<pre><code" in page
+    assert "<img" not in page
+    assert "<pre><code" in page
 
 
 def test_sending_runs_a_turn_and_shows_the_busy_composer(as_alice, session, inline_turns):
@@ -131,7 +137,8 @@ def test_a_turn_sent_from_the_page_is_answered(
         "Hello from the model",
     ]
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
-    assert "Hello from the model" in page and "fake-model" in page
+    assert "Hello from the model" in page
+    assert "fake-model" in page
 
 
 @pytest.mark.parametrize(
@@ -144,8 +151,10 @@ def test_bad_messages_get_a_notice_and_nothing_is_stored(
     settings.AGENT_MAX_INPUT_CHARS = 30
     response = as_alice.post(reverse("chat:send", args=[session.pk]), {"message": text}, **HX)
     assert response.status_code == status
-    assert response["HX-Retarget"] == "#notices" and says in response.content.decode()
-    assert not Message.objects.exists() and not Turn.objects.exists()
+    assert response["HX-Retarget"] == "#notices"
+    assert says in response.content.decode()
+    assert not Message.objects.exists()
+    assert not Turn.objects.exists()
 
 
 def test_the_composer_carries_the_length_limit_without_cutting_a_paste(
@@ -163,9 +172,11 @@ def test_the_composer_carries_the_length_limit_without_cutting_a_paste(
     ).content.decode()
     for html in (page, after_send, edit):
         textarea = re.search(r"<textarea[^>]*>", html)
-        assert textarea and 'data-max-chars="1234"' in textarea.group()
+        assert textarea
+        assert 'data-max-chars="1234"' in textarea.group()
         assert "maxlength" not in textarea.group()
-    assert 'data-testid="char-limit"' in page and 'aria-describedby="composer-limit"' in page
+    assert 'data-testid="char-limit"' in page
+    assert 'aria-describedby="composer-limit"' in page
 
 
 def test_every_message_has_a_copy_button_with_its_text(as_alice, session, branch):
@@ -180,7 +191,8 @@ def test_every_message_has_a_copy_button_with_its_text(as_alice, session, branch
 def test_a_second_message_while_the_agent_answers_is_refused(as_alice, session):
     as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "one"}, **HX)
     response = as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "two"}, **HX)
-    assert response.status_code == 409 and "still answering" in response.content.decode()
+    assert response.status_code == 409
+    assert "still answering" in response.content.decode()
     assert Message.objects.count() == 1
 
 
@@ -192,7 +204,8 @@ def test_a_failed_turn_shows_its_error_and_retry_answers_it(
     with django_capture_on_commit_callbacks(execute=True):
         as_alice.post(reverse("chat:send", args=[session.pk]), {"message": "hi"}, **HX)
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
-    assert 'data-testid="turn-error"' in page and "HTTP 500" in page
+    assert 'data-testid="turn-error"' in page
+    assert "HTTP 500" in page
     failed = Turn.objects.get(status="failed")
     with django_capture_on_commit_callbacks(execute=True):
         response = as_alice.post(reverse("chat:retry", args=[session.pk, failed.pk]), **HX)
@@ -206,9 +219,11 @@ def test_a_failed_turn_shows_its_error_and_retry_answers_it(
 def test_rename_and_a_too_long_name(as_alice, session):
     url = reverse("chat:rename", args=[session.pk])
     response = as_alice.post(url, {"name": "Renamed"}, **HX)
-    assert response.status_code == 200 and "Renamed" in response.content.decode()
+    assert response.status_code == 200
+    assert "Renamed" in response.content.decode()
     response = as_alice.post(url, {"name": "n" * 201}, **HX)
-    assert response.status_code == 400 and "limit is 200" in response.content.decode()
+    assert response.status_code == 400
+    assert "limit is 200" in response.content.decode()
     session.refresh_from_db()
     assert session.session_name == "Renamed"
 
@@ -217,8 +232,10 @@ def test_rename_in_the_sidebar_updates_the_open_page_header(as_alice, alice, ses
     url = reverse("chat:rename", args=[session.pk]) + f"?current={session.pk}"
     response = as_alice.post(url, {"name": "From the sidebar"}, **HX)
     body = response.content.decode()
-    assert response.status_code == 200 and "From the sidebar" in body
-    assert 'id="conv-header" hx-swap-oob="morph"' in body and 'data-testid="current-branch"' in body
+    assert response.status_code == 200
+    assert "From the sidebar" in body
+    assert 'id="conv-header" hx-swap-oob="morph"' in body
+    assert 'data-testid="current-branch"' in body
     session.refresh_from_db()
     assert session.session_name == "From the sidebar"
 
@@ -227,19 +244,22 @@ def test_renaming_another_session_leaves_the_open_pages_header_alone(as_alice, a
     other = session_create(owner=alice, name="Other")
     url = reverse("chat:rename", args=[other.pk]) + f"?current={session.pk}"
     body = as_alice.post(url, {"name": "Other renamed"}, **HX).content.decode()
-    assert "Other renamed" in body and "conv-header" not in body
+    assert "Other renamed" in body
+    assert "conv-header" not in body
 
 
 def test_search_filters_the_sidebar(as_alice, alice):
     session_create(owner=alice, name="Python basics")
     session_create(owner=alice, name="Trip to Rome")
     body = as_alice.get(reverse("chat:session_list"), {"q": "rome"}, **HX).content.decode()
-    assert "Trip to Rome" in body and "Python basics" not in body
+    assert "Trip to Rome" in body
+    assert "Python basics" not in body
 
 
 def test_a_search_with_a_nul_character_gets_a_notice(as_alice, session):
     response = as_alice.get(reverse("chat:session_list"), {"q": "py\x00"}, **HX)
-    assert response.status_code == 400 and response["HX-Retarget"] == "#notices"
+    assert response.status_code == 400
+    assert response["HX-Retarget"] == "#notices"
     assert "The search cannot contain NUL characters." in response.content.decode()
 
 
@@ -254,7 +274,8 @@ def test_a_new_session_beyond_the_per_user_limit_is_refused_with_a_message(
 
 def test_delete_session_redirects_home(as_alice, session):
     response = as_alice.post(reverse("chat:delete", args=[session.pk]), **HX)
-    assert response.status_code == 204 and response["HX-Redirect"] == "/chat/"
+    assert response.status_code == 204
+    assert response["HX-Redirect"] == "/chat/"
     assert not ExternalSession.objects.exists()
 
 
@@ -262,10 +283,12 @@ def test_long_conversations_show_the_last_page_and_load_earlier(as_alice, sessio
     grow(branch, 250)
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert page.count('data-testid="message"') == 100
-    assert "message 249" in page and "message 149" not in page
+    assert "message 249" in page
+    assert "message 149" not in page
     earlier = as_alice.get(reverse("chat:earlier", args=[session.pk]), {"before": 150}, **HX)
     body = earlier.content.decode()
-    assert body.count('data-testid="message"') == 100 and "message 50<" in body
+    assert body.count('data-testid="message"') == 100
+    assert "message 50<" in body
     assert "before=50" in body
 
 
@@ -277,7 +300,8 @@ def test_activating_a_branch_shows_its_history(as_alice, session, branch):
 
     new = checkpoint_restore(checkpoint=cp).branch
     response = as_alice.post(reverse("chat:activate", args=[session.pk, branch.pk]), **HX)
-    assert response.status_code == 200 and ">d</p>" in response.content.decode()
+    assert response.status_code == 200
+    assert ">d</p>" in response.content.decode()
     assert current_branch(session).pk == branch.pk
     response = as_alice.post(reverse("chat:activate", args=[session.pk, new.pk]), **HX)
     assert ">d</p>" not in response.content.decode()
@@ -303,9 +327,12 @@ def test_edit_a_past_message_starts_a_new_branch(
         )
     assert response.status_code == 200
     new = current_branch(session)
-    assert new.pk != branch.pk and new.parent_id == branch.pk and new.fork_position == 0
+    assert new.pk != branch.pk
+    assert new.parent_id == branch.pk
+    assert new.fork_position == 0
     history = [m.content for m in branch_history(new)]
-    assert history[0] == "better question" and "second question" not in history
+    assert history[0] == "better question"
+    assert "second question" not in history
     branch.refresh_from_db()
     assert branch.message_count == 4  # the old branch is kept
 
@@ -365,7 +392,8 @@ def test_import_of_a_time_python_cannot_hold_is_refused_and_pages_keep_working(
     assert "Import failed: Cannot import this document: The session&#x27;s created_at" in (
         response.content.decode()
     )
-    assert ExternalSession.objects.count() == 1 and Message.objects.count() == 2
+    assert ExternalSession.objects.count() == 1
+    assert Message.objects.count() == 2
     assert as_alice.get(reverse("chat:session", args=[session.pk])).status_code == 200
 
 
@@ -399,9 +427,11 @@ def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
         **HX,
     )
     body = response.content.decode()
-    assert response.status_code == 200 and "Saved “after-intro”." in body
+    assert response.status_code == 200
+    assert "Saved “after-intro”." in body
     # The list is fetched again with the page's filter; the tree and the count are updated.
-    assert 'id="checkpoint-reload"' in body and 'id="checkpoint-total"' in body
+    assert 'id="checkpoint-reload"' in body
+    assert 'id="checkpoint-total"' in body
     cp = Checkpoint.objects.get()
     assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
 
@@ -410,7 +440,8 @@ def test_a_checkpoint_name_over_200_characters_gets_a_notice(as_alice, session):
     response = as_alice.post(
         reverse("chat:checkpoint_save", args=[session.pk]), {"name": "n" * 201}, **HX
     )
-    assert response.status_code == 400 and "limit is 200" in response.content.decode()
+    assert response.status_code == 400
+    assert "limit is 200" in response.content.decode()
     assert not Checkpoint.objects.exists()
 
 
@@ -446,7 +477,8 @@ def test_an_unknown_restore_mode_is_refused(as_alice, session, branch):
     response = as_alice.post(
         reverse("chat:checkpoint_restore", args=[cp.pk]), {"mode": "sideways"}, **HX
     )
-    assert response.status_code == 400 and "restore mode" in response.content.decode()
+    assert response.status_code == 400
+    assert "restore mode" in response.content.decode()
     assert InternalSession.objects.count() == 1
 
 
@@ -455,13 +487,15 @@ def test_restoring_a_checkpoint_deleted_in_another_tab_says_so(as_alice, session
     checkpoint_delete(checkpoint=cp)
     response = as_alice.post(reverse("chat:checkpoint_restore", args=[cp.pk]), **HX)
     assert response.status_code == 404
-    assert response["HX-Retarget"] == "#notices" and "not found" in response.content.decode()
+    assert response["HX-Retarget"] == "#notices"
+    assert "not found" in response.content.decode()
 
 
 def test_delete_a_checkpoint_from_the_panel(as_alice, session, branch):
     cp = checkpoint_create(branch=branch, name="doomed")
     response = as_alice.post(reverse("chat:checkpoint_delete", args=[cp.pk]), **HX)
-    assert response.status_code == 200 and "doomed" not in response.content.decode()
+    assert response.status_code == 200
+    assert "doomed" not in response.content.decode()
     assert not Checkpoint.objects.exists()
 
 
@@ -475,7 +509,8 @@ def test_the_page_shows_the_context_gauge_and_where_the_summary_begins(as_alice,
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     # About 60 x 350 characters and the instructions, at 3.5 characters a token, of 18,000.
     shown = re.search(r'data-testid="context-gauge".*?context (\d+)%', page, re.S)
-    assert shown is not None and 35 <= int(shown.group(1)) <= 42
+    assert shown is not None
+    assert 35 <= int(shown.group(1)) <= 42
     assert 'data-testid="context-summary"' not in page
 
     summary_store(branch=branch, end=40, content="Alice asked about **loops**.", model="m")
@@ -530,7 +565,8 @@ def test_a_stopped_reply_keeps_its_own_badge_and_no_continue(as_alice, session, 
     )
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="stopped-badge"' in page
-    assert 'data-testid="cutoff-badge"' not in page and 'data-testid="continue"' not in page
+    assert 'data-testid="cutoff-badge"' not in page
+    assert 'data-testid="continue"' not in page
 
 
 def test_continue_sends_a_new_turn_through_the_composers_path(
@@ -561,12 +597,14 @@ def test_the_demo_hint_shows_under_the_composer_with_the_demo_model(as_alice, se
     settings.OPENAI_API_KEY = ""
     settings.OPENAI_BASE_URL = ""
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
-    assert 'data-testid="demo-hint"' in page and "Esc stops a reply" in page
+    assert 'data-testid="demo-hint"' in page
+    assert "Esc stops a reply" in page
 
 
 def test_no_demo_hint_with_a_real_model(as_alice, session, fake_llm):
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
-    assert 'data-testid="demo-hint"' not in page and "demo model" not in page.lower()
+    assert 'data-testid="demo-hint"' not in page
+    assert "demo model" not in page.lower()
     assert "Esc stops a reply" in page
 
 

@@ -46,7 +46,8 @@ def test_the_page_shows_the_tree_first_and_only_the_newest_checkpoints(as_alice,
     assert panel.index('id="branch-tree"') < panel.index('id="checkpoint-list"')
     newest = [cp.pk for cp in reversed(many)][:20]
     assert _ids(panel) == newest
-    assert 'data-testid="show-older"' in panel and f"before={newest[-1]}" in panel
+    assert 'data-testid="show-older"' in panel
+    assert f"before={newest[-1]}" in panel
     assert 'data-testid="checkpoint-total">151<' in panel
     assert 'id="checkpoint-shown" name="shown" value="20"' in panel
 
@@ -67,7 +68,8 @@ def test_show_older_pages_through_every_checkpoint_once(as_alice, session, many)
 
 def test_a_live_update_lists_as_many_as_the_reader_had_loaded(as_alice, session, many):
     html = _list(as_alice, session, shown=45).content.decode()
-    assert len(_ids(html)) == 45 and 'value="45"' in html
+    assert len(_ids(html)) == 45
+    assert 'value="45"' in html
 
 
 def test_the_filter_by_kind(as_alice, session, many):
@@ -102,14 +104,16 @@ def test_an_empty_filter_says_so(as_alice, session, branch):
 )
 def test_a_bad_list_request_is_a_clear_400(as_alice, session, branch, params):
     response = _list(as_alice, session, **params)
-    assert response.status_code == 400 and response["HX-Retarget"] == "#notices"
+    assert response.status_code == 400
+    assert response["HX-Retarget"] == "#notices"
 
 
 def test_bob_cannot_list_alices_checkpoints(client, bob, session, branch):
     checkpoint_create(branch=branch, name="secret")
     client.force_login(bob)
     response = _list(client, session)
-    assert response.status_code == 404 and "secret" not in response.content.decode()
+    assert response.status_code == 404
+    assert "secret" not in response.content.decode()
 
 
 def test_saving_under_a_taken_name_says_the_name_it_got(as_alice, session, branch):
@@ -128,4 +132,5 @@ def test_the_api_gives_a_taken_name_a_number_too(client, alice, session, branch)
     url = f"/api/v1/sessions/{session.pk}/checkpoints/"
     client.post(url, {"name": "dup"}, content_type="application/json")
     response = client.post(url, {"name": "dup"}, content_type="application/json")
-    assert response.status_code == 201 and response.json()["name"] == "dup (2)"
+    assert response.status_code == 201
+    assert response.json()["name"] == "dup (2)"

@@ -89,20 +89,27 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
         )
         frame = await communicator.receive_from(timeout=5)
         assert 'id="turn-3-body" hx-swap-oob="beforeend"><span class="delta">' in frame
-        assert "&lt;b&gt;x&lt;/b&gt;" in frame and "<b>" not in frame
+        assert "&lt;b&gt;x&lt;/b&gt;" in frame
+        assert "<b>" not in frame
         await database_sync_to_async(events.turn_failed)(session=session.pk, turn=3, error="x")
         frame = await communicator.receive_from(timeout=5)
-        assert 'id="messages"' in frame and 'id="branch-tree"' in frame
+        assert 'id="messages"' in frame
+        assert 'id="branch-tree"' in frame
         # The panel's list is fetched again by the page with its own filter, never replaced.
-        assert 'id="checkpoint-reload"' in frame and 'id="checkpoint-filter"' not in frame
+        assert 'id="checkpoint-reload"' in frame
+        assert 'id="checkpoint-filter"' not in frame
         # Only the composer's buttons are swapped, never its textarea: a draft survives.
-        assert 'id="composer-actions"' in frame and 'id="composer"' not in frame
+        assert 'id="composer-actions"' in frame
+        assert 'id="composer"' not in frame
         # Stopped: the streamed text stays on the page, marked stopped; the buttons follow.
         await database_sync_to_async(events.turn_cancelled)(session=session.pk, turn=3)
         frame = await communicator.receive_from(timeout=5)
-        assert 'id="turn-3-state" hx-swap-oob="true"' in frame and ">stopped<" in frame
-        assert 'id="composer-actions"' in frame and 'data-busy="false"' in frame
-        assert 'id="messages"' not in frame and 'id="composer"' not in frame
+        assert 'id="turn-3-state" hx-swap-oob="true"' in frame
+        assert ">stopped<" in frame
+        assert 'id="composer-actions"' in frame
+        assert 'data-busy="false"' in frame
+        assert 'id="messages"' not in frame
+        assert 'id="composer"' not in frame
         await communicator.disconnect(timeout=10)
 
     async_to_sync(run)()
@@ -122,10 +129,12 @@ def test_a_renamed_session_updates_the_pages_header_and_sidebar_entry_live(clien
         frame = await communicator.receive_from(timeout=5)
         assert 'id="conv-header" hx-swap-oob="morph"' in frame
         assert f'id="session-link-{session.pk}" hx-swap-oob="morph"' in frame
-        assert frame.count("&lt;i&gt;Titled&lt;/i&gt;") >= 2 and "<i>" not in frame
+        assert frame.count("&lt;i&gt;Titled&lt;/i&gt;") >= 2
+        assert "<i>" not in frame
         assert 'data-testid="archived-badge"' in frame
         # Never the composer: a draft survives.
-        assert 'id="composer"' not in frame and 'id="messages"' not in frame
+        assert 'id="composer"' not in frame
+        assert 'id="messages"' not in frame
         await communicator.disconnect(timeout=10)
 
     async_to_sync(run)()

@@ -13,7 +13,8 @@ def test_a_missing_chat_is_the_styled_404_page(client, alice):
     response = client.get("/chat/999999/")
     assert response.status_code == 404
     html = response.content.decode()
-    assert "rollback/app.css" in html and 'data-testid="error-page"' in html
+    assert "rollback/app.css" in html
+    assert 'data-testid="error-page"' in html
     assert f'href="{reverse("chat:home")}" data-testid="error-home"' in html
 
 
@@ -21,14 +22,16 @@ def test_a_missing_chat_is_the_styled_404_page(client, alice):
 def test_another_users_chat_is_the_same_404_page(client, bob, session):
     client.force_login(bob)
     response = client.get(f"/chat/{session.pk}/")
-    assert response.status_code == 404 and 'data-testid="error-page"' in response.content.decode()
+    assert response.status_code == 404
+    assert 'data-testid="error-page"' in response.content.decode()
     assert session.session_name not in response.content.decode()
 
 
 @pytest.mark.django_db
 def test_an_unknown_address_is_the_styled_404_page(client):
     response = client.get("/no/such/page/")
-    assert response.status_code == 404 and 'data-testid="error-page"' in response.content.decode()
+    assert response.status_code == 404
+    assert 'data-testid="error-page"' in response.content.decode()
 
 
 @pytest.mark.django_db
@@ -48,14 +51,17 @@ def test_a_server_error_is_the_static_500_page():
     response = client.get("/boom/")
     assert response.status_code == 500
     html = response.content.decode()
-    assert "rollback/app.css" in html and 'data-testid="error-page"' in html
-    assert 'href="/" data-testid="error-home"' in html and "boom" not in html
+    assert "rollback/app.css" in html
+    assert 'data-testid="error-page"' in html
+    assert 'href="/" data-testid="error-home"' in html
+    assert "boom" not in html
 
 
 @pytest.mark.urls("tests.web.boom_urls")
 def test_a_server_error_under_the_api_is_json():
     response = Client(raise_request_exception=False).get("/api/v1/boom/")
-    assert response.status_code == 500 and response.json() == {"detail": "Server error."}
+    assert response.status_code == 500
+    assert response.json() == {"detail": "Server error."}
 
 
 @pytest.mark.urls("tests.web.boom_urls")
@@ -68,15 +74,19 @@ def test_a_server_that_does_not_answer_is_a_503_page_needing_no_server_nor_stati
     assert response.status_code == 503
     assert response["Retry-After"] == "30"
     html = response.content.decode()
-    assert 'data-testid="unavailable-page"' in html and "Rollback is unavailable" in html
-    assert "/static/" not in html and "5999" not in html and "6999" not in html
+    assert 'data-testid="unavailable-page"' in html
+    assert "Rollback is unavailable" in html
+    assert "/static/" not in html
+    assert "5999" not in html
+    assert "6999" not in html
 
 
 @pytest.mark.urls("tests.web.boom_urls")
 @pytest.mark.parametrize("down", ["database-down", "redis-down"])
 def test_a_server_that_does_not_answer_is_a_503_in_json_under_the_api(down):
     response = Client(raise_request_exception=False).get(f"/api/v1/{down}/")
-    assert response.status_code == 503 and response["Content-Type"] == "application/json"
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/json"
     assert set(response.json()) == {"detail"}
     assert "Rollback is unavailable" in response.json()["detail"]
 

@@ -75,21 +75,25 @@ def test_a_sane_incoming_request_id_is_kept(client, incoming, log_records):
 def test_an_odd_or_missing_request_id_is_replaced_by_a_new_one(client, incoming, log_records):
     response = client.get("/tests/page/", HTTP_X_REQUEST_ID=incoming)
     request_id = response["X-Request-ID"]
-    assert NEW_ID.fullmatch(request_id) and request_id != incoming
+    assert NEW_ID.fullmatch(request_id)
+    assert request_id != incoming
     assert said(log_records, "a page").request_id == request_id
 
 
 def test_each_request_gets_its_own_id_and_nothing_stays_bound_after_it(client, log_records):
     first = client.get("/tests/page/")["X-Request-ID"]
     second = client.get("/tests/page/")["X-Request-ID"]
-    assert NEW_ID.fullmatch(first) and NEW_ID.fullmatch(second) and first != second
+    assert NEW_ID.fullmatch(first)
+    assert NEW_ID.fullmatch(second)
+    assert first != second
     log.info("after the requests")
     assert getattr(said(log_records, "after the requests"), "request_id", None) is None
 
 
 def test_every_answer_has_an_id_even_an_error(client, log_records):
     response = client.get("/no/such/page/")
-    assert response.status_code == 404 and NEW_ID.fullmatch(response["X-Request-ID"])
+    assert response.status_code == 404
+    assert NEW_ID.fullmatch(response["X-Request-ID"])
     # Django logs the 404 after the middleware ended; the id comes from the request.
     assert said(log_records, "Not Found: /no/such/page/").request_id == response["X-Request-ID"]
 
@@ -135,5 +139,6 @@ def test_a_turn_keeps_the_id_of_the_request_that_queued_it(alice, session):
         format="json",
         HTTP_X_REQUEST_ID="queued-by-me",
     )
-    assert response.status_code == 202 and response["X-Request-ID"] == "queued-by-me"
+    assert response.status_code == 202
+    assert response["X-Request-ID"] == "queued-by-me"
     assert Turn.objects.get(pk=response.json()["id"]).metadata["request_id"] == "queued-by-me"

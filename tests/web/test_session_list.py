@@ -73,18 +73,21 @@ def test_archive_and_unarchive_from_the_sidebar(as_alice, alice, session):
     body = as_alice.post(url, **HX).content.decode()
     session.refresh_from_db()
     assert session.archived_at is not None
-    assert _names(body) == ["Keep me"] and 'data-testid="show-archived"' in body
+    assert _names(body) == ["Keep me"]
+    assert 'data-testid="show-archived"' in body
     # The archived view lists it, with Unarchive.
     archived = as_alice.get(reverse("chat:session_list"), {"archived": "1"}, **HX)
     body = archived.content.decode()
-    assert _names(body) == ["Python basics"] and 'data-testid="unarchive-session"' in body
+    assert _names(body) == ["Python basics"]
+    assert 'data-testid="unarchive-session"' in body
     # Its page still opens, and says it is archived.
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="archived-badge"' in page
     # Unarchived from the archived view: it leaves that view and is back in the list.
     url = reverse("chat:unarchive", args=[session.pk]) + "?archived=1"
     body = as_alice.post(url, **HX).content.decode()
-    assert _names(body) == [] and "No archived sessions." in body
+    assert _names(body) == []
+    assert "No archived sessions." in body
     session.refresh_from_db()
     assert session.archived_at is None
     body = as_alice.get(reverse("chat:session_list"), **HX).content.decode()
@@ -94,7 +97,8 @@ def test_archive_and_unarchive_from_the_sidebar(as_alice, alice, session):
 def test_archiving_the_shown_session_updates_its_header(as_alice, session):
     url = reverse("chat:archive", args=[session.pk]) + f"?current={session.pk}"
     body = as_alice.post(url, **HX).content.decode()
-    assert 'id="conv-header" hx-swap-oob="morph"' in body and "archived-badge" in body
+    assert 'id="conv-header" hx-swap-oob="morph"' in body
+    assert "archived-badge" in body
 
 
 def test_bob_cannot_archive_or_unarchive_alices_session(client, bob, session):
@@ -109,16 +113,20 @@ def test_bob_cannot_archive_or_unarchive_alices_session(client, bob, session):
 def test_the_rename_form_holds_the_current_name(as_alice, session):
     url = reverse("chat:rename", args=[session.pk]) + f"?current={session.pk}"
     body = as_alice.get(url, **HX).content.decode()
-    assert 'data-testid="rename-form"' in body and 'value="Python basics"' in body
-    assert f'hx-post="{url}"' in body and 'data-testid="rename-cancel"' in body
+    assert 'data-testid="rename-form"' in body
+    assert 'value="Python basics"' in body
+    assert f'hx-post="{url}"' in body
+    assert 'data-testid="rename-cancel"' in body
 
 
 def test_a_refused_name_is_shown_in_the_form_and_nothing_changes(as_alice, session):
     url = reverse("chat:rename", args=[session.pk])
     response = as_alice.post(url, {"name": "n" * 201}, **HX)
     body = response.content.decode()
-    assert response.status_code == 400 and response["HX-Retarget"] == f"#session-{session.pk}"
-    assert 'data-testid="rename-error"' in body and "limit is 200" in body
+    assert response.status_code == 400
+    assert response["HX-Retarget"] == f"#session-{session.pk}"
+    assert 'data-testid="rename-error"' in body
+    assert "limit is 200" in body
     assert 'value="' + "n" * 201 + '"' in body  # what was typed stays to be corrected
     session.refresh_from_db()
     assert session.session_name == "Python basics"
@@ -128,7 +136,8 @@ def test_deleting_another_session_keeps_the_page_and_only_removes_it(as_alice, a
     other = session_create(owner=alice, name="Delete me")
     url = reverse("chat:delete", args=[other.pk]) + f"?current={session.pk}"
     response = as_alice.post(url, **HX)
-    assert response.status_code == 200 and "HX-Redirect" not in response
+    assert response.status_code == 200
+    assert "HX-Redirect" not in response
     assert _names(response.content.decode()) == ["Python basics"]
     assert list(ExternalSession.objects.values_list("pk", flat=True)) == [session.pk]
 
@@ -136,7 +145,8 @@ def test_deleting_another_session_keeps_the_page_and_only_removes_it(as_alice, a
 def test_deleting_the_shown_session_goes_home(as_alice, alice, session):
     url = reverse("chat:delete", args=[session.pk]) + f"?current={session.pk}"
     response = as_alice.post(url, **HX)
-    assert response.status_code == 204 and response["HX-Redirect"] == "/chat/"
+    assert response.status_code == 204
+    assert response["HX-Redirect"] == "/chat/"
     assert not ExternalSession.objects.exists()
 
 

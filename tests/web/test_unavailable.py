@@ -54,7 +54,8 @@ def test_the_api_answers_503_with_a_readable_detail(dead_redis, alice):
     response = client.get("/api/v1/sessions/")
     assert time.monotonic() - started < 5
     assert response.status_code == 503, response.content
-    assert set(response.json()) == {"detail"} and MESSAGE in response.json()["detail"]
+    assert set(response.json()) == {"detail"}
+    assert MESSAGE in response.json()["detail"]
 
 
 def test_signing_in_answers_a_503_page(dead_redis, alice):
@@ -82,4 +83,5 @@ def test_a_sockets_handshake_is_closed_with_4503(dead_redis, alice, session):
     accepted, closed = async_to_sync(run)()
     assert time.monotonic() - started < 5
     assert accepted["type"] == "websocket.accept"
-    assert closed["type"] == "websocket.close" and closed["code"] == 4503
+    assert closed["type"] == "websocket.close"
+    assert closed["code"] == 4503

@@ -50,7 +50,7 @@ class CheckpointOwnerFilter(OwnerFilter):
 class CheckpointForm(forms.ModelForm):
     class Meta:
         model = Checkpoint
-        fields = ["checkpoint_name", "description"]
+        fields = ("checkpoint_name", "description")
 
     def clean_checkpoint_name(self) -> str:
         try:
@@ -68,7 +68,7 @@ class CheckpointForm(forms.ModelForm):
 @admin.register(Checkpoint)
 class CheckpointAdmin(admin.ModelAdmin):
     form = CheckpointForm
-    list_display = [
+    list_display = (
         "id",
         "checkpoint_name",
         "branch",
@@ -77,12 +77,12 @@ class CheckpointAdmin(admin.ModelAdmin):
         "kind",
         "message_count",
         "created_at",
-    ]
-    list_select_related = ["branch", "branch__session", "branch__session__owner"]
-    list_filter = [KindFilter, ("created_at", admin.DateFieldListFilter), CheckpointOwnerFilter]
-    search_fields = ["checkpoint_name"]
-    actions = ["delete_checkpoints"]
-    fields = [
+    )
+    list_select_related = ("branch", "branch__session", "branch__session__owner")
+    list_filter = (KindFilter, ("created_at", admin.DateFieldListFilter), CheckpointOwnerFilter)
+    search_fields = ("checkpoint_name",)
+    actions = ("delete_checkpoints",)
+    fields = (
         "id",
         "checkpoint_name",
         "description",
@@ -94,8 +94,8 @@ class CheckpointAdmin(admin.ModelAdmin):
         "session_state",
         "metadata",
         "created_at",
-    ]
-    readonly_fields = [
+    )
+    readonly_fields = (
         "id",
         "branch_link",
         "session_link",
@@ -105,7 +105,7 @@ class CheckpointAdmin(admin.ModelAdmin):
         "session_state",
         "metadata",
         "created_at",
-    ]
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Checkpoint]:
         # The change page shows the branch, session and owner: one query for all of them.

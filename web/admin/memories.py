@@ -22,7 +22,7 @@ class MemoryOwnerFilter(OwnerFilter):
 class MemoryForm(forms.ModelForm):
     class Meta:
         model = Memory
-        fields = ["key", "category", "l0_abstract", "l1_overview", "l2_details", "confidence"]
+        fields = ("key", "category", "l0_abstract", "l1_overview", "l2_details", "confidence")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -38,11 +38,11 @@ class MemoryForm(forms.ModelForm):
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
     form = MemoryForm
-    list_display = ["id", "key", "category", "l0_abstract", "user", "access_count", "updated_at"]
-    list_select_related = ["user"]
-    list_filter = ["category", MemoryOwnerFilter]
-    search_fields = ["key", "l0_abstract"]
-    fields = [
+    list_display = ("id", "key", "category", "l0_abstract", "user", "access_count", "updated_at")
+    list_select_related = ("user",)
+    list_filter = ("category", MemoryOwnerFilter)
+    search_fields = ("key", "l0_abstract")
+    fields = (
         "id",
         "user",
         "key",
@@ -54,8 +54,8 @@ class MemoryAdmin(admin.ModelAdmin):
         "access_count",
         "created_at",
         "updated_at",
-    ]
-    readonly_fields = ["id", "user", "access_count", "created_at", "updated_at"]
+    )
+    readonly_fields = ("id", "user", "access_count", "created_at", "updated_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A memory is its user's: they (or their agent) make it.

@@ -26,7 +26,7 @@ RUN_PERMISSION = "ops.add_auditrecord"
 
 @admin.register(AuditRecord)
 class AuditRecordAdmin(ReadOnlyAdmin):
-    list_display = [
+    list_display = (
         "started_at",
         "rule",
         "status",
@@ -35,12 +35,12 @@ class AuditRecordAdmin(ReadOnlyAdmin):
         "affected",
         "duration",
         "error_preview",
-    ]
-    list_filter = ["rule", "status", "trigger", "dry_run"]
+    )
+    list_filter = ("rule", "status", "trigger", "dry_run")
     date_hierarchy = "started_at"
-    search_fields = ["target", "actor_name", "schedule", "error"]
+    search_fields = ("target", "actor_name", "schedule", "error")
     show_full_result_count = False
-    ordering = ["-started_at", "-id"]
+    ordering = ("-started_at", "-id")
     change_list_template = "admin/ops/auditrecord/change_list.html"
     fields = readonly_fields = (
         "rule",

@@ -8,7 +8,7 @@ its history, and no page loads every user or every message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from django import forms
 from django.conf import settings
@@ -82,8 +82,8 @@ class _BranchCount(TypedDict):
 class SessionForm(forms.ModelForm):
     class Meta:
         model = ExternalSession
-        fields = ["owner", "session_name", "metadata", "archived_at"]
-        field_classes = {"metadata": JSONFormField}
+        fields = ("owner", "session_name", "metadata", "archived_at")
+        field_classes: ClassVar[dict[str, type[forms.Field]]] = {"metadata": JSONFormField}
 
     def clean_session_name(self) -> str:
         return form_name(self.cleaned_data.get("session_name"), "session")
@@ -100,7 +100,7 @@ class SessionForm(forms.ModelForm):
 @admin.register(ExternalSession)
 class ExternalSessionAdmin(admin.ModelAdmin):
     form = SessionForm
-    list_display = [
+    list_display = (
         "id",
         "session_name",
         "owner",
@@ -109,20 +109,20 @@ class ExternalSessionAdmin(admin.ModelAdmin):
         "archived_at",
         "branch_count",
         "session_key",
-    ]
-    list_select_related = ["owner"]
-    list_filter = [
+    )
+    list_select_related = ("owner",)
+    list_filter = (
         OwnerFilter,
         ("archived_at", admin.EmptyFieldListFilter),
         ("session_key", admin.EmptyFieldListFilter),
-    ]
-    search_fields = ["session_name", "session_key"]
+    )
+    search_fields = ("session_name", "session_key")
     date_hierarchy = "created_at"
-    raw_id_fields = ["owner"]
+    raw_id_fields = ("owner",)
     # The key is the integration's address for the session: shown, not edited (an edit would
     # leave the integration talking to another session, or to none).
-    readonly_fields = ["id", "session_key", "created_at", "updated_at", "branch_count"]
-    fields = [
+    readonly_fields = ("id", "session_key", "created_at", "updated_at", "branch_count")
+    fields = (
         "id",
         "owner",
         "session_name",
@@ -132,8 +132,8 @@ class ExternalSessionAdmin(admin.ModelAdmin):
         "updated_at",
         "archived_at",
         "branch_count",
-    ]
-    inlines = [BranchInline]
+    )
+    inlines = (BranchInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExternalSession]:
         return (
@@ -206,8 +206,11 @@ class CheckpointInline(ReadOnlyInlineMixin, admin.TabularInline):
 class BranchForm(forms.ModelForm):
     class Meta:
         model = InternalSession
-        fields = ["session_state", "metadata"]
-        field_classes = {"session_state": JSONFormField, "metadata": JSONFormField}
+        fields = ("session_state", "metadata")
+        field_classes: ClassVar[dict[str, type[forms.Field]]] = {
+            "session_state": JSONFormField,
+            "metadata": JSONFormField,
+        }
 
     def clean_session_state(self) -> dict[str, Any]:
         return form_session_state(self.cleaned_data.get("session_state"))
@@ -221,9 +224,11 @@ class InternalSessionAdmin(admin.ModelAdmin):
     form = BranchForm
 
     class Media:
-        css = {"all": ["rollback/admin.css"]}  # no inline style: the Content Security Policy
+        css: ClassVar[dict[str, list[str]]] = {
+            "all": ["rollback/admin.css"]
+        }  # no inline style: the Content Security Policy
 
-    list_display = [
+    list_display = (
         "id",
         "name",
         "session",
@@ -234,12 +239,12 @@ class InternalSessionAdmin(admin.ModelAdmin):
         "message_count",
         "checkpoint_count",
         "created_at",
-    ]
-    list_select_related = ["session", "session__owner"]
-    list_filter = ["is_current", SessionOwnerFilter]
-    search_fields = ["agno_session_id", "session__session_name"]
+    )
+    list_select_related = ("session", "session__owner")
+    list_filter = ("is_current", SessionOwnerFilter)
+    search_fields = ("agno_session_id", "session__session_name")
     # The name is changed where its event is sent: the page, the API (sessions_app.branch_rename).
-    readonly_fields = [
+    readonly_fields = (
         "id",
         "name",
         "session",
@@ -252,8 +257,8 @@ class InternalSessionAdmin(admin.ModelAdmin):
         "is_current",
         "created_at",
         "recent_messages",
-    ]
-    fieldsets = [
+    )
+    fieldsets = (
         (
             None,
             {
@@ -274,8 +279,8 @@ class InternalSessionAdmin(admin.ModelAdmin):
         ),
         ("State", {"fields": ["session_state", "metadata"]}),
         ("Messages", {"fields": ["recent_messages"]}),
-    ]
-    inlines = [CheckpointInline]
+    )
+    inlines = (CheckpointInline,)
 
     @admin.display(description="owner", ordering="session__owner")
     def owner(self, obj: InternalSession) -> User:
@@ -344,7 +349,7 @@ class InternalSessionAdmin(admin.ModelAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = [
+    list_display = (
         "id",
         "branch",
         "position",
@@ -352,14 +357,14 @@ class MessageAdmin(ReadOnlyAdmin):
         "content_preview",
         "tool_name",
         "created_at",
-    ]
-    list_select_related = ["branch", "branch__session"]
-    list_filter = ["role"]
+    )
+    list_select_related = ("branch", "branch__session")
+    list_filter = ("role",)
     show_full_result_count = False
-    raw_id_fields = ["branch"]
+    raw_id_fields = ("branch",)
     # branch_id rather than branch: ordering by the relation would sort by the branch's own
     # ordering through a join; (branch_id, position) is the unique index.
-    ordering = ["branch_id", "position"]
+    ordering = ("branch_id", "position")
 
     @admin.display(description="content")
     def content_preview(self, obj: Message) -> str:
@@ -370,12 +375,12 @@ class MessageAdmin(ReadOnlyAdmin):
 class TurnAdmin(ReadOnlyAdmin):
     """Turns, with what the users never see: the model server's address and the raw errors."""
 
-    list_display = ["id", "session", "status", "finish_reason", "model_used", "created_at"]
-    list_filter = ["status"]
-    list_select_related = ["session"]
+    list_display = ("id", "session", "status", "finish_reason", "model_used", "created_at")
+    list_filter = ("status",)
+    list_select_related = ("session",)
     show_full_result_count = False
-    raw_id_fields = ["session", "branch", "checkpoint", "rolled_back_to"]
-    ordering = ["-id"]
+    raw_id_fields = ("session", "branch", "checkpoint", "rolled_back_to")
+    ordering = ("-id",)
     fields = readonly_fields = (
         "id",
         "session",
@@ -411,10 +416,10 @@ class TurnAdmin(ReadOnlyAdmin):
 class SummaryAdmin(ReadOnlyAdmin):
     """The model's summaries of long histories (agents.context): one per shared prefix."""
 
-    list_display = ["id", "last_message", "end_position", "model", "created_at"]
-    list_select_related = ["last_message"]
+    list_display = ("id", "last_message", "end_position", "model", "created_at")
+    list_select_related = ("last_message",)
     show_full_result_count = False
-    ordering = ["-id"]
+    ordering = ("-id",)
     fields = readonly_fields = (
         "id",
         "last_message",

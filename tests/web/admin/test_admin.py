@@ -245,9 +245,9 @@ def test_session_change_page_lists_its_branches_read_only_with_links(
         assert reverse("admin:sessions_app_internalsession_change", args=[b.pk]) in body
     assert 'name="branches-0-fork_position"' not in body
     (inline,) = response.context["inline_admin_formsets"]
-    assert not (
-        inline.has_add_permission or inline.has_change_permission or inline.has_delete_permission
-    )
+    assert not (inline.has_add_permission)
+    assert not (inline.has_change_permission)
+    assert not (inline.has_delete_permission)
 
 
 def test_session_name_can_be_edited(admin_client_, alice, session):
@@ -294,7 +294,7 @@ def _session_form_post(client, session, **fields):
         ({"archived_at_0": "1969-12-31", "archived_at_1": "23:59:59"}, "must lie between 1970"),
         ({"metadata": "[" * 100_000 + "]" * 100_000}, "nested more than 32 levels deep"),
         ({"metadata": '{"a": "\\u0000"}'}, "cannot contain NUL characters"),
-        ({"metadata": '{"blob": "%s"}' % ("x" * 70_000)}, "the limit is 65536 bytes"),  # noqa: UP031
+        ({"metadata": '{"blob": "%s"}' % ("x" * 70_000)}, "the limit is 65536 bytes"),
     ],
 )
 def test_session_form_refuses_what_would_break_a_page(admin_client_, session, fields, says):
@@ -302,7 +302,8 @@ def test_session_form_refuses_what_would_break_a_page(admin_client_, session, fi
     assert response.status_code == 200
     assert says in str(response.context["adminform"].form.errors)
     session.refresh_from_db()
-    assert session.session_name == "Python basics" and session.archived_at is None
+    assert session.session_name == "Python basics"
+    assert session.archived_at is None
 
 
 def test_session_form_accepts_the_edges_of_the_time_range(admin_client_, session):
@@ -316,7 +317,7 @@ def test_session_form_accepts_the_edges_of_the_time_range(admin_client_, session
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
-        ({"session_state": '{"blob": "%s"}' % ("x" * 70_000)}, "limit is 65536"),  # noqa: UP031
+        ({"session_state": '{"blob": "%s"}' % ("x" * 70_000)}, "limit is 65536"),
         ({"session_state": '{"a":' * 50_000 + "1" + "}" * 50_000}, "nested more than 32"),
         ({"metadata": '{"a": "\\ud800"}'}, "lone surrogates"),
     ],
@@ -329,7 +330,8 @@ def test_branch_form_refuses_what_would_break_a_page(admin_client_, branch, fiel
     assert response.status_code == 200
     assert says in str(response.context["adminform"].form.errors)
     branch.refresh_from_db()
-    assert branch.session_state == {} and branch.metadata == {}
+    assert branch.session_state == {}
+    assert branch.metadata == {}
 
 
 def test_session_delete_takes_its_branches_messages_and_checkpoints(admin_client_, session, branch):
@@ -345,9 +347,9 @@ def test_session_delete_takes_its_branches_messages_and_checkpoints(admin_client
         "checkpoints": 1,
     }
     assert admin_client_.post(url, {"post": "yes"}).status_code == 302
-    assert not (
-        ExternalSession.objects.exists() or Message.objects.exists() or Checkpoint.objects.exists()
-    )
+    assert not (ExternalSession.objects.exists())
+    assert not (Message.objects.exists())
+    assert not (Checkpoint.objects.exists())
 
 
 # --- branches ---------------------------------------------------------------------------------
@@ -526,8 +528,10 @@ def test_sessions_are_listed_searched_and_filtered_by_key(admin_client_, alice):
     assert [s.pk for s in found] == [keyed.pk]
     with_key = admin_client_.get(url, {"session_key__isempty": "0"}).context["cl"].result_list
     without = admin_client_.get(url, {"session_key__isempty": "1"}).context["cl"].result_list
-    assert [s.pk for s in with_key] == [keyed.pk] and [s.pk for s in without] == [plain.pk]
+    assert [s.pk for s in with_key] == [keyed.pk]
+    assert [s.pk for s in without] == [plain.pk]
     change = admin_client_.get(
         reverse("admin:sessions_app_externalsession_change", args=[keyed.pk])
     ).content.decode()
-    assert "agent:shket:per-peer:98765" in change and 'name="session_key"' not in change
+    assert "agent:shket:per-peer:98765" in change
+    assert 'name="session_key"' not in change

@@ -164,7 +164,8 @@ def test_superuser_sees_every_section_with_the_right_numbers(
     )
     # alice: 4 in the first session, 2 in the second (with the failed turn's question); bob: 2.
     assert Message.objects.count() == 8
-    assert totals.database_bytes and totals.database_bytes > 0
+    assert totals.database_bytes
+    assert totals.database_bytes > 0
 
     rows = [
         (u.username, u.sessions, u.messages, u.storage_bytes, u.last_activity)
@@ -235,7 +236,8 @@ def test_users_are_listed_most_storage_first_fifty_to_a_page(admin_client_, djan
         say(current(session_create(owner=user)), "x" * size)
 
     first = admin_client_.get(URL).context["usage"]
-    assert len(first.users) == USERS_PER_PAGE and first.has_next
+    assert len(first.users) == USERS_PER_PAGE
+    assert first.has_next
     assert [u.username for u in first.users[:10]] == [f"user{i:02}" for i in range(9, -1, -1)]
     body = admin_client_.get(URL).content.decode()
     assert 'href="?page=2"' in body
@@ -362,7 +364,8 @@ def test_user_controlled_text_is_escaped(admin_client_, django_user_model, admin
     body = admin_client_.get(URL).content.decode()
 
     assert SCRIPT not in body
-    assert "<img src=x" not in body and "<b>short</b>" not in body
+    assert "<img src=x" not in body
+    assert "<b>short</b>" not in body
     assert f"mallory{ESCAPED_SCRIPT}" in body
     assert f"&lt;img src=x onerror=alert(1)&gt;{ESCAPED_SCRIPT}" in body
     assert f"&lt;b&gt;short&lt;/b&gt;{ESCAPED_SCRIPT}" in body

@@ -149,7 +149,8 @@ def test_an_unknown_field_named_with_a_lone_surrogate_is_quoted_as_an_escape(api
 
 def test_bytes_that_are_not_utf8_in_a_body_are_400(api):
     response = api.post("/api/v1/sessions/", b'{"name": "\xff"}', content_type="application/json")
-    assert response.status_code == 400 and "can't decode" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "can't decode" in response.json()["detail"]
     assert not ExternalSession.objects.exists()
 
 
@@ -180,7 +181,8 @@ def test_the_api_answers_an_undecodable_query_string_in_json_with_debug_on_too(
 ):
     settings.DEBUG = True  # Django's debug page would answer a BadRequest in HTML
     response = api.get("/api/v1/sessions/?q=%FF")
-    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
     assert response.json()["detail"].startswith("The query string is not valid UTF-8")
 
 
@@ -235,7 +237,8 @@ def asgi_get(raw_path: bytes, query: bytes) -> tuple[int, bytes]:
 )
 def test_under_asgi_an_address_that_is_not_utf8_is_400(raw_path, query, says):
     status, body = asgi_get(raw_path, query)
-    assert status == 400 and json.loads(body)["detail"].startswith(says)
+    assert status == 400
+    assert json.loads(body)["detail"].startswith(says)
 
 
 # --- limit and offset -------------------------------------------------------------------------
@@ -283,7 +286,8 @@ def test_limit_zero_answers_the_count_alone(api, session, branch):
 def test_an_empty_limit_or_offset_is_the_default(api, session, branch):
     say(branch, "a", "b", "c")
     page = api.get(f"/api/v1/sessions/{session.pk}/messages/?limit=&offset=").json()
-    assert page["count"] == 3 and len(page["results"]) == 3
+    assert page["count"] == 3
+    assert len(page["results"]) == 3
 
 
 # --- Idempotency-Key --------------------------------------------------------------------------
@@ -305,7 +309,8 @@ def test_an_idempotency_key_reused_with_another_message_is_409_and_writes_nothin
     # The same request again still gets its turn, whatever the spacing and order of its keys.
     raw = '{ "wait" : false,\n "message": "once" }'
     retried = api.post(url, raw, content_type="application/json", **headers)
-    assert retried.status_code == 202 and retried.json()["id"] == first.json()["id"]
+    assert retried.status_code == 202
+    assert retried.json()["id"] == first.json()["id"]
     assert api.post(url, {"message": "once"}, format="json", **headers).status_code == 202
 
 
@@ -316,7 +321,8 @@ def test_an_idempotency_key_reused_with_another_body_on_chat_is_409(api):
     before = rows()
     other = {**body, "message": "twice"}
     response = api.post("/api/v1/chat/", other, format="json", **headers)
-    assert response.status_code == 409 and "Idempotency-Key" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "Idempotency-Key" in response.json()["detail"]
     assert rows() == before
 
 
@@ -328,7 +334,8 @@ def test_an_idempotency_key_of_a_turn_stored_without_a_fingerprint_compares_the_
     url = f"/api/v1/sessions/{session.pk}/turns/"
     headers = {"HTTP_IDEMPOTENCY_KEY": "old-key"}
     same = api.post(url, {"message": "once"}, format="json", **headers)
-    assert same.status_code == 202 and same.json()["id"] == turn.pk
+    assert same.status_code == 202
+    assert same.json()["id"] == turn.pk
     assert api.post(url, {"message": "other"}, format="json", **headers).status_code == 409
 
 
@@ -365,7 +372,8 @@ def test_a_body_that_is_not_json_is_a_json_415(api, url):
 def test_a_missing_route_under_the_api_is_a_json_404(api):
     for method in ("GET", "POST", "PUT", "DELETE"):
         response = api.generic(method, "/api/v1/nothing/here/")
-        assert response.status_code == 404 and response.json() == {"detail": "Not found."}
+        assert response.status_code == 404
+        assert response.json() == {"detail": "Not found."}
 
 
 @pytest.mark.postgres
@@ -406,7 +414,9 @@ def test_racing_requests_with_one_key_and_two_bodies_make_one_turn_and_409_the_o
     turn = Turn.objects.get(session=session)
     for message, status, body in answers:
         if message == turn.message:
-            assert status == 202 and body["id"] == turn.pk
+            assert status == 202
+            assert body["id"] == turn.pk
         else:
-            assert status == 409 and "Idempotency-Key" in body["detail"]
+            assert status == 409
+            assert "Idempotency-Key" in body["detail"]
     assert Message.objects.filter(branch__session=session, role="user").count() == 1

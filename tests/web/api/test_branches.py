@@ -23,7 +23,8 @@ def test_renaming_a_branch_answers_the_branch_with_its_name(api, talked):
     response = api.patch(f"/api/v1/branches/{talked.pk}/", {"name": " plan A "}, format="json")
     assert response.status_code == 200, response.json()
     body = response.json()
-    assert body["id"] == talked.pk and body["name"] == "plan A"
+    assert body["id"] == talked.pk
+    assert body["name"] == "plan A"
     assert set(body) >= {"id", "session", "name", "parent", "forked_from", "is_current"}
     assert set(body) >= {"message_count", "checkpoint_count", "created_at"}
     talked.refresh_from_db()

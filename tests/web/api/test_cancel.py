@@ -33,8 +33,10 @@ def test_cancelling_a_running_turn_answers_it_cancelled_and_says_so_once(
         response = cancel(api, turn.pk)
     assert response.status_code == 200
     body = response.json()
-    assert body["id"] == turn.pk and body["status"] == "cancelled"
-    assert body["finish_reason"] == "cancelled" and body["finished_at"] is not None
+    assert body["id"] == turn.pk
+    assert body["status"] == "cancelled"
+    assert body["finish_reason"] == "cancelled"
+    assert body["finished_at"] is not None
     assert [e["type"] for e in seen if e["type"] == "turn.cancelled"] == ["turn.cancelled"]
     assert api.get(f"/api/v1/turns/{turn.pk}/").json()["status"] == "cancelled"
 
@@ -42,7 +44,8 @@ def test_cancelling_a_running_turn_answers_it_cancelled_and_says_so_once(
 def test_cancelling_a_queued_turn_frees_the_session_for_the_next_message(api, session):
     turn = turn_start(session=session, message="hi")
     response = cancel(api, turn.pk)
-    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
     assert turn_start(session=session, message="next").status == "queued"
 
 
@@ -53,7 +56,8 @@ def test_cancelling_twice_answers_the_cancelled_turn_and_changes_nothing(
     with django_capture_on_commit_callbacks(execute=True):
         first = cancel(api, turn.pk).json()
         second = cancel(api, turn.pk)
-    assert second.status_code == 200 and second.json() == first
+    assert second.status_code == 200
+    assert second.json() == first
     assert [e["type"] for e in seen].count("turn.cancelled") == 1
 
 
@@ -65,7 +69,8 @@ def test_a_turn_that_already_ended_cannot_be_cancelled(api, session, ended):
     else:
         Turn.objects.filter(pk=turn.pk).update(status="done", reply="hello")
     response = cancel(api, turn.pk)
-    assert response.status_code == 409 and "already ended" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "already ended" in response.json()["detail"]
     turn.refresh_from_db()
     assert turn.status == ended
 

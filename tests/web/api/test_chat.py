@@ -44,16 +44,19 @@ def test_the_first_post_makes_the_session_and_the_second_continues_it(
     first = api.post("/api/v1/chat/", {"session_key": KEY, "message": "hi", "wait": True})
     assert first.status_code == 201, first.json()
     turn = first.json()
-    assert turn["status"] == "done" and turn["reply"] == "Hello, Telegram."
+    assert turn["status"] == "done"
+    assert turn["reply"] == "Hello, Telegram."
     session = ExternalSession.objects.get(owner=alice)
-    assert turn["session"] == session.pk and session.session_key == KEY
+    assert turn["session"] == session.pk
+    assert session.session_key == KEY
     assert session.session_name == "shket · main · 12345"
     shown = api.get(f"/api/v1/sessions/{session.pk}/").json()
     assert shown["session_key"] == KEY
 
     fake_llm.queue(Reply("Still here."))
     second = api.post("/api/v1/chat/", {"session_key": KEY, "message": "again?", "wait": True})
-    assert second.status_code == 201 and second.json()["session"] == session.pk
+    assert second.status_code == 201
+    assert second.json()["session"] == session.pk
     assert ExternalSession.objects.filter(owner=alice).count() == 1
     # The model was sent the earlier exchange: the history goes on.
     assert _contents(fake_llm) == [
@@ -109,7 +112,8 @@ def test_a_post_while_a_turn_of_that_session_is_queued_is_409(api):
     assert api.post("/api/v1/chat/", {"session_key": KEY, "message": "one"}).status_code == 202
     before = _rows()
     response = api.post("/api/v1/chat/", {"session_key": KEY, "message": "two"})
-    assert response.status_code == 409 and "still answering" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "still answering" in response.json()["detail"]
     assert _rows() == before
 
 
@@ -123,7 +127,8 @@ def test_an_idempotency_key_returns_the_first_turn(api):
     assert first.json()["id"] == again.json()["id"]
     assert _rows() == (1, 1, 1)
     too_long = api.post("/api/v1/chat/", body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 201)
-    assert too_long.status_code == 400 and _rows() == (1, 1, 1)
+    assert too_long.status_code == 400
+    assert _rows() == (1, 1, 1)
 
 
 @pytest.mark.django_db
@@ -132,19 +137,19 @@ def test_sessions_are_found_by_their_exact_key(api, alice, session):
     api.post("/api/v1/chat/", {"session_key": KEY + "6", "message": "hi"})
     keyed = ExternalSession.objects.get(owner=alice, session_key=KEY)
     found = api.get("/api/v1/sessions/", {"session_key": KEY}).json()
-    assert found["count"] == 1 and found["results"][0]["id"] == keyed.pk
+    assert found["count"] == 1
+    assert found["results"][0]["id"] == keyed.pk
     assert found["results"][0]["session_key"] == KEY
     # A session made otherwise has none.
     assert api.get(f"/api/v1/sessions/{session.pk}/").json()["session_key"] is None
     assert api.get("/api/v1/sessions/", {"session_key": "agent:shket:main:9"}).json()["count"] == 0
     # q= matches keys too (by substring, like names).
     by_q = api.get("/api/v1/sessions/", {"q": "12345"}).json()
-    assert by_q["count"] == 2 and session.pk not in [s["id"] for s in by_q["results"]]
+    assert by_q["count"] == 2
+    assert session.pk not in [s["id"] for s in by_q["results"]]
     bad = api.get("/api/v1/sessions/", {"session_key": "agent:shket:nope:1"})
-    assert (
-        bad.status_code == 400
-        and "Expected agent:<agentId>:<scope>:<chatId>" in (bad.json()["detail"])
-    )
+    assert bad.status_code == 400
+    assert "Expected agent:<agentId>:<scope>:<chatId>" in (bad.json()["detail"])
 
 
 @pytest.mark.django_db
@@ -153,9 +158,11 @@ def test_the_key_is_not_changed_through_patch(api, alice):
     response = api.patch(
         f"/api/v1/sessions/{sid}/", {"session_key": "agent:x:main:1"}, format="json"
     )
-    assert response.status_code == 400 and "session_key" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "session_key" in response.json()["detail"]
     renamed = api.patch(f"/api/v1/sessions/{sid}/", {"name": "Renamed"}, format="json").json()
-    assert renamed["name"] == "Renamed" and renamed["session_key"] == KEY
+    assert renamed["name"] == "Renamed"
+    assert renamed["session_key"] == KEY
     Turn.objects.update(status="done")
     assert api.post("/api/v1/chat/", {"session_key": KEY, "message": "x"}).json()["session"] == sid
 
@@ -166,7 +173,8 @@ def test_an_archived_session_of_the_key_is_still_its_session(api, alice):
     Turn.objects.update(status="done")
     api.patch(f"/api/v1/sessions/{sid}/", {"archived": True}, format="json")
     again = api.post("/api/v1/chat/", {"session_key": KEY, "message": "back"})
-    assert again.status_code == 202 and again.json()["session"] == sid
+    assert again.status_code == 202
+    assert again.json()["session"] == sid
     listed = api.get("/api/v1/sessions/", {"session_key": KEY, "archived": "true"}).json()
     assert [s["id"] for s in listed["results"]] == [sid]
 
@@ -176,7 +184,8 @@ def test_a_deleted_sessions_key_makes_a_new_session(api, alice):
     sid = api.post("/api/v1/chat/", {"session_key": KEY, "message": "hi"}).json()["session"]
     assert api.delete(f"/api/v1/sessions/{sid}/").status_code == 204
     again = api.post("/api/v1/chat/", {"session_key": KEY, "message": "hi"})
-    assert again.status_code == 202 and again.json()["session"] != sid
+    assert again.status_code == 202
+    assert again.json()["session"] != sid
 
 
 @pytest.mark.django_db
@@ -186,10 +195,8 @@ def test_over_the_sessions_limit_a_new_key_is_409_and_a_known_key_still_works(ap
     Turn.objects.update(status="done")
     before = _rows()
     response = api.post("/api/v1/chat/", {"session_key": KEY + "0", "message": "hi"})
-    assert (
-        response.status_code == 409
-        and "the most one account may keep is 1" in (response.json()["detail"])
-    )
+    assert response.status_code == 409
+    assert "the most one account may keep is 1" in (response.json()["detail"])
     assert _rows() == before
     assert api.post("/api/v1/chat/", {"session_key": KEY, "message": "more"}).status_code == 202
 
@@ -243,7 +250,8 @@ def test_a_malformed_key_is_400_saying_the_form_and_nothing_is_written(api, alic
     )
     assert response.status_code == 400, response.content
     detail = response.json()["detail"]
-    assert "Malformed session key" in detail and "agent:<agentId>:<scope>:<chatId>" in detail
+    assert "Malformed session key" in detail
+    assert "agent:<agentId>:<scope>:<chatId>" in detail
     assert _rows() == before
 
 
@@ -280,13 +288,15 @@ def test_an_oversized_message_is_413_and_no_session_is_made(api, alice, settings
     settings.AGENT_MAX_INPUT_CHARS = 10
     before = _rows()
     response = api.post("/api/v1/chat/", {"session_key": KEY, "message": "x" * 11})
-    assert response.status_code == 413 and _rows() == before
+    assert response.status_code == 413
+    assert _rows() == before
 
 
 @pytest.mark.django_db
 def test_not_json_is_a_4xx_not_a_500(api):
     response = api.post("/api/v1/chat/", "{not json", content_type="application/json")
-    assert response.status_code == 400 and _rows() == (0, 0, 0)
+    assert response.status_code == 400
+    assert _rows() == (0, 0, 0)
 
 
 @pytest.mark.django_db

@@ -21,12 +21,14 @@ def test_a_new_branch_uses_a_little_of_the_window_and_has_no_summary(api, sessio
     body = api.get(f"/api/v1/branches/{branch.pk}/context/").json()
     assert body["branch"] == branch.pk
     assert (body["budget"], body["reserve"]) == (10_000, 1_000)
-    assert 0 < body["used"] < 2_000 and body["percent"] == round(100 * body["used"] / 8_500)
+    assert 0 < body["used"] < 2_000
+    assert body["percent"] == round(100 * body["used"] / 8_500)
     assert (body["view_start"], body["message_count"], body["summary"]) == (0, 0, None)
 
     grow(branch, 200, 350)
     fuller = api.get(f"/api/v1/branches/{branch.pk}/context/").json()
-    assert fuller["used"] > body["used"] + 15_000 and fuller["percent"] > 100
+    assert fuller["used"] > body["used"] + 15_000
+    assert fuller["percent"] > 100
 
 
 def test_after_a_summary_the_api_shows_where_the_view_begins_and_the_summary(
@@ -46,11 +48,15 @@ def test_after_a_summary_the_api_shows_where_the_view_begins_and_the_summary(
     )
     assert posted.status_code == 201, posted.content
     turn = posted.json()
-    assert turn["status"] == "done" and turn["finish_reason"] == "stop"
-    assert turn["usage"]["input_tokens"] > 1_000 and turn["usage"]["output_tokens"] > 0
+    assert turn["status"] == "done"
+    assert turn["finish_reason"] == "stop"
+    assert turn["usage"]["input_tokens"] > 1_000
+    assert turn["usage"]["output_tokens"] > 0
     context = turn["context"]
-    assert context["budget"] == 8_000 and context["reserve"] == 1_000
-    assert 0 < context["view_start"] < 1000 and context["summary"] is not None
+    assert context["budget"] == 8_000
+    assert context["reserve"] == 1_000
+    assert 0 < context["view_start"] < 1000
+    assert context["summary"] is not None
     assert context["tokens"] <= 8_000 * 0.95 - 1_000
 
     branch = current_branch(session)

@@ -29,7 +29,8 @@ def test_create_list_get_patch_delete_a_session(api):
     )
     assert response.status_code == 201
     body = response.json()
-    assert set(body) >= SESSION_FIELDS and body["branch_count"] == 1
+    assert set(body) >= SESSION_FIELDS
+    assert body["branch_count"] == 1
     assert body["created_at"].endswith("Z")
     pk = body["id"]
     api.post("/api/v1/sessions/", {"name": "Second"}, format="json")
@@ -38,7 +39,8 @@ def test_create_list_get_patch_delete_a_session(api):
     assert [s["name"] for s in listing["results"]] == ["Second", "Trip"]  # newest first
     assert api.get(f"/api/v1/sessions/{pk}/").json()["current_branch"] == body["current_branch"]
     patched = api.patch(f"/api/v1/sessions/{pk}/", {"name": "Rome"}, format="json").json()
-    assert patched["name"] == "Rome" and patched["metadata"] == {"tags": ["x"]}
+    assert patched["name"] == "Rome"
+    assert patched["metadata"] == {"tags": ["x"]}
     assert api.delete(f"/api/v1/sessions/{pk}/").status_code == 204
     assert api.get(f"/api/v1/sessions/{pk}/").status_code == 404
 
@@ -49,8 +51,10 @@ def test_pagination_limit_and_offset(api, alice):
     for i in range(5):
         session_create(owner=alice, name=f"s{i}")
     page = api.get("/api/v1/sessions/?limit=2&offset=1").json()
-    assert page["count"] == 5 and len(page["results"]) == 2
-    assert page["next"] and page["previous"]
+    assert page["count"] == 5
+    assert len(page["results"]) == 2
+    assert page["next"]
+    assert page["previous"]
     big = api.get("/api/v1/sessions/?limit=100000").json()
     assert len(big["results"]) == 5
 
@@ -69,25 +73,29 @@ def test_pagination_limit_and_offset(api, alice):
 )
 def test_bad_session_input_is_400_and_nothing_is_written(api, body, says):
     response = api.post("/api/v1/sessions/", body, format="json")
-    assert response.status_code == 400 and says in response.json()["detail"]
+    assert response.status_code == 400
+    assert says in response.json()["detail"]
     assert not ExternalSession.objects.exists()
 
 
 def test_malformed_json_is_400(api):
     response = api.generic("POST", "/api/v1/sessions/", "{nope", content_type="application/json")
-    assert response.status_code == 400 and "JSON parse error" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "JSON parse error" in response.json()["detail"]
     assert not ExternalSession.objects.exists()
 
 
 def test_messages_are_the_history_oldest_first_and_paged_by_position(api, session, branch):
     grow(branch, 120)
     first = api.get(f"/api/v1/sessions/{session.pk}/messages/").json()
-    assert first["count"] == 120 and len(first["results"]) == 50
+    assert first["count"] == 120
+    assert len(first["results"]) == 50
     assert set(first["results"][0]) >= MESSAGE_FIELDS
     assert first["results"][0]["content"] == "message 0"
     last = api.get(f"/api/v1/sessions/{session.pk}/messages/?limit=30&offset=100").json()
     assert [m["content"] for m in last["results"]][-1] == "message 119"
-    assert last["next"] is None and len(last["results"]) == 20
+    assert last["next"] is None
+    assert len(last["results"]) == 20
 
 
 def test_messages_of_a_given_branch(api, session, branch):
@@ -109,9 +117,8 @@ def test_a_branch_of_another_session_is_refused(api, alice, session):
 
     other = current_branch(session_create(owner=alice, name="other"))
     response = api.get(f"/api/v1/sessions/{session.pk}/messages/?branch={other.pk}")
-    assert (
-        response.status_code == 400 and "not a branch of this session" in response.json()["detail"]
-    )
+    assert response.status_code == 400
+    assert "not a branch of this session" in response.json()["detail"]
 
 
 def test_branches_oldest_first_and_activate(api, session, branch):
@@ -122,9 +129,11 @@ def test_branches_oldest_first_and_activate(api, session, branch):
     new = checkpoint_restore(checkpoint=cp).branch
     listing = api.get(f"/api/v1/sessions/{session.pk}/branches/").json()["results"]
     assert [b["id"] for b in listing] == [branch.pk, new.pk]
-    assert set(listing[0]) >= BRANCH_FIELDS and listing[1]["forked_from"] == cp.pk
+    assert set(listing[0]) >= BRANCH_FIELDS
+    assert listing[1]["forked_from"] == cp.pk
     response = api.post(f"/api/v1/branches/{branch.pk}/activate/")
-    assert response.status_code == 200 and response.json()["is_current"] is True
+    assert response.status_code == 200
+    assert response.json()["is_current"] is True
     assert current_branch(session).pk == branch.pk
 
 
@@ -137,7 +146,9 @@ def test_checkpoints_create_list_get_delete(api, session, branch):
     )
     assert response.status_code == 201
     cp = response.json()
-    assert set(cp) >= CHECKPOINT_FIELDS and cp["message_count"] == 2 and cp["is_auto"] is False
+    assert set(cp) >= CHECKPOINT_FIELDS
+    assert cp["message_count"] == 2
+    assert cp["is_auto"] is False
     unnamed = api.post(f"/api/v1/sessions/{session.pk}/checkpoints/", {}, format="json").json()
     listing = api.get(f"/api/v1/sessions/{session.pk}/checkpoints/").json()["results"]
     assert [c["id"] for c in listing] == [unnamed["id"], cp["id"]]  # newest first
@@ -156,7 +167,8 @@ def test_checkpoints_create_list_get_delete(api, session, branch):
 )
 def test_bad_checkpoint_input(api, session, body, status, says):
     response = api.post(f"/api/v1/sessions/{session.pk}/checkpoints/", body, format="json")
-    assert response.status_code == status and says in response.json()["detail"]
+    assert response.status_code == status
+    assert says in response.json()["detail"]
     assert not Checkpoint.objects.exists()
 
 
@@ -168,12 +180,15 @@ def test_restore_as_branch_and_as_rewind(api, session, branch):
     restored = api.post(f"/api/v1/checkpoints/{cp.pk}/restore/", {}, format="json")
     assert restored.status_code == 200
     body = restored.json()
-    assert body["deleted_checkpoints"] == [] and body["branch"]["is_current"] is True
-    assert body["branch"]["parent"] == branch.pk and body["branch"]["message_count"] == 2
+    assert body["deleted_checkpoints"] == []
+    assert body["branch"]["is_current"] is True
+    assert body["branch"]["parent"] == branch.pk
+    assert body["branch"]["message_count"] == 2
     rewound = api.post(
         f"/api/v1/checkpoints/{cp.pk}/restore/", {"mode": "rewind"}, format="json"
     ).json()
-    assert rewound["branch"]["id"] == branch.pk and rewound["deleted_checkpoints"] == [late.pk]
+    assert rewound["branch"]["id"] == branch.pk
+    assert rewound["deleted_checkpoints"] == [late.pk]
     assert rewound["branch"]["message_count"] == 2
 
 
@@ -181,7 +196,8 @@ def test_restore_as_branch_and_as_rewind(api, session, branch):
 def test_bad_restore_input_is_400_and_nothing_changes(api, session, branch, body):
     cp = checkpoint_create(branch=branch, name="cp")
     response = api.post(f"/api/v1/checkpoints/{cp.pk}/restore/", body, format="json")
-    assert response.status_code == 400 and "detail" in response.json()
+    assert response.status_code == 400
+    assert "detail" in response.json()
     assert InternalSession.objects.count() == 1
 
 
@@ -195,9 +211,12 @@ def test_turn_is_202_then_readable(
         )
     assert response.status_code == 202
     turn = response.json()
-    assert set(turn) >= TURN_FIELDS and turn["status"] == "queued" and turn["message"] == "hi"
+    assert set(turn) >= TURN_FIELDS
+    assert turn["status"] == "queued"
+    assert turn["message"] == "hi"
     done = api.get(f"/api/v1/turns/{turn['id']}/").json()
-    assert done["status"] == "done" and done["reply"] == "Hello!"
+    assert done["status"] == "done"
+    assert done["reply"] == "Hello!"
 
 
 @pytest.mark.parametrize(
@@ -217,8 +236,10 @@ def test_bad_turn_input_is_refused_before_the_model(
 ):
     settings.AGENT_MAX_INPUT_CHARS = 100
     response = api.post(f"/api/v1/sessions/{session.pk}/turns/", body, format="json")
-    assert response.status_code == status and says in response.json()["detail"]
-    assert not Message.objects.exists() and not Turn.objects.exists()
+    assert response.status_code == status
+    assert says in response.json()["detail"]
+    assert not Message.objects.exists()
+    assert not Turn.objects.exists()
     assert fake_llm.requests == []
 
 
@@ -230,7 +251,8 @@ def test_a_turn_while_another_runs_is_409(api, session):
         == 202
     )
     response = api.post(f"/api/v1/sessions/{session.pk}/turns/", {"message": "two"}, format="json")
-    assert response.status_code == 409 and "still answering" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "still answering" in response.json()["detail"]
     assert Message.objects.count() == 1
 
 
@@ -244,16 +266,19 @@ def test_an_idempotency_key_returns_the_first_turn(api, session):
     )
     assert first.status_code == again.status_code == 202
     assert first.json()["id"] == again.json()["id"]
-    assert Turn.objects.count() == 1 and Message.objects.count() == 1
+    assert Turn.objects.count() == 1
+    assert Message.objects.count() == 1
 
 
 def test_keys_create_shows_the_secret_once_list_and_revoke(api, alice):
     created = api.post("/api/v1/keys/", {"name": "ci"}, format="json")
     assert created.status_code == 201
     body = created.json()
-    assert body["key"].startswith("rbk_") and body["prefix"] == body["key"][:12]
+    assert body["key"].startswith("rbk_")
+    assert body["prefix"] == body["key"][:12]
     listing = api.get("/api/v1/keys/").json()["results"]
-    assert all("key" not in k for k in listing) and any(k["id"] == body["id"] for k in listing)
+    assert all("key" not in k for k in listing)
+    assert any(k["id"] == body["id"] for k in listing)
     from rest_framework.test import APIClient
 
     other = APIClient()
@@ -275,7 +300,8 @@ def test_export_then_import_gives_the_same_session(api, session, branch):
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 201
     copy = response.json()
-    assert copy["branch_count"] == 2 and copy["name"] == session.session_name
+    assert copy["branch_count"] == 2
+    assert copy["name"] == session.session_name
     again = api.get(f"/api/v1/sessions/{copy['id']}/export/").json()
 
     def shape(doc):
@@ -303,7 +329,8 @@ def test_export_then_import_gives_the_same_session(api, session, branch):
 )
 def test_importing_something_else_is_400_and_nothing_is_written(api, raw):
     response = api.generic("POST", "/api/v1/sessions/import/", raw, content_type="application/json")
-    assert response.status_code == 400 and response.json()["detail"]
+    assert response.status_code == 400
+    assert response.json()["detail"]
     assert not ExternalSession.objects.exists()
 
 
@@ -319,7 +346,8 @@ def test_a_model_not_allowed_is_400_on_create_patch_and_import_and_nothing_is_wr
     body = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()
     for metadata in (expensive, {"settings": {"temperature": 3}}):
         response = api.patch(f"/api/v1/sessions/{body['id']}/", {"metadata": metadata}, "json")
-        assert response.status_code == 400 and response.json()["detail"]
+        assert response.status_code == 400
+        assert response.json()["detail"]
     assert api.get(f"/api/v1/sessions/{body['id']}/").json()["metadata"] == {}
     document = api.get(f"/api/v1/sessions/{body['id']}/export/").json()
     document["session"]["metadata"] = expensive
@@ -333,7 +361,8 @@ def test_an_oversized_import_is_413(api, settings):
     settings.ROLLBACK_IMPORT_MAX_BYTES = 100
     raw = json.dumps({"format": "rollback.session", "version": 1, "pad": "x" * 200})
     response = api.generic("POST", "/api/v1/sessions/import/", raw, content_type="application/json")
-    assert response.status_code == 413 and "limit is 100" in response.json()["detail"]
+    assert response.status_code == 413
+    assert "limit is 100" in response.json()["detail"]
 
 
 def test_throttling_answers_429_with_retry_after(api, monkeypatch):
@@ -341,9 +370,11 @@ def test_throttling_answers_429_with_retry_after(api, monkeypatch):
 
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"user": "3/min", "anon": "3/min"})
     codes = [api.get("/api/v1/sessions/").status_code for _ in range(5)]
-    assert codes[:3] == [200, 200, 200] and codes[3] == 429
+    assert codes[:3] == [200, 200, 200]
+    assert codes[3] == 429
     response = api.get("/api/v1/sessions/")
-    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
     assert "throttled" in response.json()["detail"]
 
 

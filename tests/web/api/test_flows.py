@@ -33,7 +33,8 @@ def test_wait_true_answers_201_with_the_finished_turn(alice, fake_llm, inline_tu
     )
     assert response.status_code == 201
     turn = response.json()
-    assert turn["status"] == "done" and turn["reply"] == "Right away."
+    assert turn["status"] == "done"
+    assert turn["reply"] == "Right away."
     assert turn["finished_at"] is not None
 
 
@@ -106,15 +107,18 @@ def test_the_event_stream_of_a_tool_turn_with_a_bearer_key(alice, fake_llm, inli
 
     turn, events = async_to_sync(run)()
     kinds = [e["type"] for e in events]
-    assert kinds[0] == "turn.started" and kinds[-1] == "turn.finished"
+    assert kinds[0] == "turn.started"
+    assert kinds[-1] == "turn.finished"
     order = [kinds.index(k) for k in ("tool.started", "tool.finished", "message.delta")]
     assert order == sorted(order)
     assert kinds.index("checkpoint.created") < kinds.index("turn.finished")
     finished = events[-1]
-    assert finished["turn"] == turn["id"] and finished["checkpoint"] == turn["checkpoint"]
+    assert finished["turn"] == turn["id"]
+    assert finished["checkpoint"] == turn["checkpoint"]
     assert "".join(e["delta"] for e in events if e["type"] == "message.delta") == "It is 42."
     tool = next(e for e in events if e["type"] == "tool.finished")
-    assert tool["tool"] == "calculate" and tool["result"] == "42"
+    assert tool["tool"] == "calculate"
+    assert tool["result"] == "42"
 
 
 def test_the_event_stream_refuses_another_users_key_and_a_bad_key(alice, bob):
@@ -153,7 +157,8 @@ def test_the_turn_says_how_it_ended_and_lists_only_tools_that_ran(
         ToolCalls([ToolCall("calculate", {"expression": "2+2"})]),
     )
     limited = turn("two")
-    assert limited["finish_reason"] == "tool_limit" and limited["tools_used"] == ["calculate"]
+    assert limited["finish_reason"] == "tool_limit"
+    assert limited["tools_used"] == ["calculate"]
     # The model asked for two calls (the limit; the unknown tool counts) in the first request of
     # turn two: it got no second one.
     assert len(fake_llm.requests) == 2

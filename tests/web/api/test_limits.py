@@ -60,12 +60,13 @@ def test_metadata_nested_deeper_than_32_levels_is_400(api, session, method):
         metadata = '{"a": %s}' % metadata  # noqa: UP031 - 33 levels of JSON text
     url = "/api/v1/sessions/" if method == "POST" else f"/api/v1/sessions/{session.pk}/"
     before = rows()
-    response = post_raw(api, url, '{"name": "deep", "metadata": %s}' % metadata, method)  # noqa: UP031
+    response = post_raw(api, url, '{"name": "deep", "metadata": %s}' % metadata, method)
     assert response.status_code == 400
     assert response.json()["detail"] == "The session metadata is nested more than 32 levels deep."
     assert rows() == before
     session.refresh_from_db()
-    assert session.metadata == {} and session.session_name == "Python basics"
+    assert session.metadata == {}
+    assert session.session_name == "Python basics"
 
 
 # --- text no database can hold --------------------------------------------------------------
@@ -81,7 +82,7 @@ def test_metadata_nested_deeper_than_32_levels_is_400(api, session, method):
 )
 def test_nul_or_a_lone_surrogate_in_new_session_metadata_is_400(api, escape, says):
     for metadata in ('{"note": "a%sb"}', '{"a%s": 1}', '{"list": [["%s"]]}'):
-        raw = '{"name": "x", "metadata": %s}' % (metadata % escape)  # noqa: UP031
+        raw = '{"name": "x", "metadata": %s}' % (metadata % escape)
         response = post_raw(api, "/api/v1/sessions/", raw)
         assert response.status_code == 400, raw
         assert response.json()["detail"].startswith(says)
@@ -93,17 +94,16 @@ def test_nul_or_a_lone_surrogate_in_new_session_metadata_is_400(api, escape, say
 def test_nul_or_a_lone_surrogate_in_changed_metadata_is_400_and_changes_nothing(
     api, session, escape
 ):
-    raw = '{"name": "Renamed", "metadata": {"note": "%s"}}' % escape  # noqa: UP031
+    raw = '{"name": "Renamed", "metadata": {"note": "%s"}}' % escape
     response = post_raw(api, f"/api/v1/sessions/{session.pk}/", raw, "PATCH")
     detail = response.json()["detail"]
     assert response.status_code == 400
-    assert (
-        "metadata cannot contain" in detail
-        or "lone surrogate" in detail
-        and "metadata.note" in detail
+    assert "metadata cannot contain" in detail or (
+        "lone surrogate" in detail and "metadata.note" in detail
     )
     session.refresh_from_db()
-    assert session.session_name == "Python basics" and session.metadata == {}
+    assert session.session_name == "Python basics"
+    assert session.metadata == {}
     assert api.get(f"/api/v1/sessions/{session.pk}/").status_code == 200
 
 
@@ -126,7 +126,8 @@ def test_session_metadata_at_the_limit_is_accepted_and_one_byte_more_is_not(api,
     settings.ROLLBACK_METADATA_MAX_BYTES = 1000
     metadata = {"blob": "é" * 100 + "x" * (1000 - len('{"blob":""}') - 200)}
     response = api.post("/api/v1/sessions/", {"name": "full", "metadata": metadata}, format="json")
-    assert response.status_code == 201 and response.json()["metadata"] == metadata
+    assert response.status_code == 201
+    assert response.json()["metadata"] == metadata
     metadata["blob"] += "x"
     response = api.post("/api/v1/sessions/", {"name": "over", "metadata": metadata}, format="json")
     assert response.status_code == 413
@@ -231,7 +232,8 @@ def test_the_api_key_limit_holds_through_the_api(api, alice):
     for i in range(API_KEYS_ACTIVE_MAX - 1):  # the fixture's key is the first
         apikey_create(user=alice, name=f"k{i}")
     response = api.post("/api/v1/keys/", {"name": "one too many"}, format="json")
-    assert response.status_code == 400 and "revoke one" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "revoke one" in response.json()["detail"]
     assert ApiKey.objects.filter(user=alice).count() == API_KEYS_ACTIVE_MAX
 
 

@@ -59,7 +59,8 @@ def test_create_read_change_delete(api, alice):
     )
     assert changed.status_code == 200
     assert changed.json()["l0_abstract"] == "Uses Helix daily"
-    assert changed.json()["category"] == "Skill" and changed.json()["l1_overview"] == "Since 2023."
+    assert changed.json()["category"] == "Skill"
+    assert changed.json()["l1_overview"] == "Since 2023."
     assert api.delete(url).status_code == 204
     assert api.get(url).status_code == 404
     assert not Memory.objects.exists()
@@ -70,7 +71,9 @@ def test_the_list_is_newest_first_paginated_and_ranked_with_q(api, alice):
     make(alice, "top", "Uses helix")
     make(alice, "other", "Nothing")
     listed = api.get(URL, {"limit": 2}).json()
-    assert listed["count"] == 3 and listed["next"] and listed["previous"] is None
+    assert listed["count"] == 3
+    assert listed["next"]
+    assert listed["previous"] is None
     assert [m["key"] for m in listed["results"]] == ["other", "top"]
     ranked = api.get(URL, {"q": "helix"}).json()
     assert [m["key"] for m in ranked["results"]] == ["top", "deep"]
@@ -95,7 +98,8 @@ def test_a_duplicate_key_is_a_409_and_writes_nothing(api, alice):
     answer = api.post(
         URL, {"key": "EDITOR", "category": "Project", "l0_abstract": "other"}, format="json"
     )
-    assert answer.status_code == 409 and "already have a memory" in answer.json()["detail"]
+    assert answer.status_code == 409
+    assert "already have a memory" in answer.json()["detail"]
     other = make(alice, "shell", "fish")
     renamed = api.patch(f"{URL}{other.pk}/", {"key": "editor"}, format="json")
     assert renamed.status_code == 409
@@ -159,13 +163,15 @@ def test_bad_input_is_a_clear_4xx_and_writes_nothing(api, body, status, words):
 def test_a_lone_surrogate_is_a_400(api):
     body = '{"key": "k", "category": "Project", "l0_abstract": "a\\ud800"}'
     answer = api.post(URL, body, content_type="application/json")
-    assert answer.status_code == 400 and "urrogate" in answer.json()["detail"]
+    assert answer.status_code == 400
+    assert "urrogate" in answer.json()["detail"]
     assert not Memory.objects.exists()
 
 
 def test_malformed_json_is_a_400(api):
     answer = api.post(URL, '{"key": "k", ', content_type="application/json")
-    assert answer.status_code == 400 and "detail" in answer.json()
+    assert answer.status_code == 400
+    assert "detail" in answer.json()
     assert not Memory.objects.exists()
 
 
@@ -187,7 +193,8 @@ def test_bob_never_sees_or_touches_alices_memories(api, bob_api, alice):
         bob_api.patch(url, {"l0_abstract": "pwned"}, format="json"),
         bob_api.delete(url),
     ):
-        assert answer.status_code == 404 and "alice-secret" not in answer.content.decode()
+        assert answer.status_code == 404
+        assert "alice-secret" not in answer.content.decode()
     # Bob may use the same key for a memory of his own.
     mine = bob_api.post(
         URL, {"key": "editor", "category": "Project", "l0_abstract": "vim"}, format="json"

@@ -40,7 +40,8 @@ def test_q_finds_a_word_that_is_only_in_a_message(api, two):
 @pytest.mark.parametrize("q", ['"', 'a" OR "b', "NEAR(", "x" * 10_000, "* -", "'; --"])
 def test_a_q_of_quotes_operators_or_10000_characters_is_a_list(api, two, q):
     response = api.get(URL, {"q": q})
-    assert response.status_code == 200 and isinstance(response.json()["results"], list)
+    assert response.status_code == 200
+    assert isinstance(response.json()["results"], list)
 
 
 def test_order_activity_puts_the_most_recently_active_first(api, two):
@@ -53,9 +54,11 @@ def test_order_activity_puts_the_most_recently_active_first(api, two):
 
 def test_an_unknown_order_is_400(api, two):
     response = api.get(URL, {"order": "name"})
-    assert response.status_code == 400 and "order" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "order" in response.json()["detail"]
     response = api.get(URL, {"archived": "maybe"})
-    assert response.status_code == 400 and "archived" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "archived" in response.json()["detail"]
 
 
 def test_archive_and_unarchive_through_the_api(api, two):
@@ -63,7 +66,8 @@ def test_archive_and_unarchive_through_the_api(api, two):
     response = api.patch(f"{URL}{first.pk}/", {"archived": True}, format="json")
     assert response.status_code == 200
     body = response.json()
-    assert body["archived_at"] is not None and body["archived_at"].endswith("Z")
+    assert body["archived_at"] is not None
+    assert body["archived_at"].endswith("Z")
     assert names(api.get(URL)) == ["Second"]
     assert names(api.get(URL, {"archived": "true"})) == ["First"]
     assert api.get(f"{URL}{first.pk}/").json()["archived_at"] == body["archived_at"]
@@ -76,7 +80,8 @@ def test_archive_and_unarchive_through_the_api(api, two):
 def test_archived_must_be_true_or_false(api, two):
     first, _ = two
     response = api.patch(f"{URL}{first.pk}/", {"archived": "yes"}, format="json")
-    assert response.status_code == 400 and "archived" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "archived" in response.json()["detail"]
     first.refresh_from_db()
     assert first.archived_at is None
 
