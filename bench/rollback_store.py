@@ -88,13 +88,13 @@ class Store:
                 total = 0
                 for table in tables:
                     columns = [r[1] for r in cursor.execute(f'PRAGMA table_info("{table}")')]
-                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')
+                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')  # noqa: S608 - quoted names and constants; values are parameters
                     total += int(cursor.fetchone()[0])
                 return total
             cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             total = 0
             for (table,) in cursor.fetchall():
-                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')
+                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')  # noqa: S608 - quoted names and constants; values are parameters
                 total += int(cursor.fetchone()[0])
             return total
 
@@ -169,8 +169,8 @@ class Store:
         from sessions_app.selectors import _lineage_cte
 
         table = connection.ops.quote_name(Message._meta.db_table)
-        sql = _lineage_cte() + (
-            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "
+        sql = _lineage_cte() + (  # noqa: S608 - quoted names and constants; values are parameters
+            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "  # noqa: S608 - quoted names and constants; values are parameters
             "WHERE m.position < l.upper AND m.position >= %s ORDER BY m.position"
         )
         branch = self.convs[size]["branch"]
@@ -215,14 +215,14 @@ class Store:
         from sessions_app.selectors import branch_history
 
         branch = self.convs[size]["branch"]
-        ms, rows = timed(lambda: branch_history(branch, start=max(0, size - 100)))
+        ms, _rows = timed(lambda: branch_history(branch, start=max(0, size - 100)))
         return {"ms": ms}
 
     def export(self, size: int) -> dict[str, float]:
         from checkpoints.transfer import session_export
 
         session = self.convs[size]["branch"].session
-        ms, doc = timed(lambda: session_export(session=session))
+        ms, _doc = timed(lambda: session_export(session=session))
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:

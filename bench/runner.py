@@ -22,7 +22,7 @@ class System:
 
     def __init__(self, name: str, module: str, *args: str, env: dict[str, str] | None = None):
         self.name = name
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and argument list, no shell
             [sys.executable, "-m", module, *args],
             cwd=ROOT,
             stdin=subprocess.PIPE,

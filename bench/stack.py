@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -209,7 +210,7 @@ class Stack:
             "ok": end_type == "turn.finished",
             "text": "".join(e["delta"] for _, e in deltas),
             "seqs": [e.get("seq") for _, e in deltas],
-            "gaps": [(b[0] - a[0]) * 1000 for a, b in zip(deltas, deltas[1:], strict=False)],
+            "gaps": [(b[0] - a[0]) * 1000 for a, b in itertools.pairwise(deltas)],
             "bytes": frame_bytes,
         }
 
@@ -218,7 +219,7 @@ def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def _spread(values: list[float]) -> str:

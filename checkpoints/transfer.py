@@ -254,50 +254,17 @@ def validate_export(data: Any) -> ExportDoc:
 
 
 def _check_structure(doc: ExportDoc) -> None:
+    """The document's branches form a tree whose positions, forks and checkpoints are consistent,
+    with exactly one current branch and settings this server can use."""
     try:
         clean_name(doc.session.name, what="session")
-        lengths: dict[int, int] = {}
-        checkpoint_ids: set[int] = set()
+        lengths: dict[int, int] = {}  # the history length of each branch read so far
+        checkpoint_ids: set[int] = set()  # the checkpoints of the branches read so far
         for b in doc.branches:
-            where = f"branch {b.id}"
-            if b.id in lengths:
-                raise ImportRejected(f"Branch id {b.id} appears twice.")
-            if b.parent is None:
-                if b.fork_position != 0:
-                    raise ImportRejected(f"{where} has no parent, so its fork_position must be 0.")
-            elif b.parent not in lengths:
-                raise ImportRejected(
-                    f"{where} names parent {b.parent}, which does not come before it."
-                )
-            elif b.fork_position > lengths[b.parent]:
-                raise ImportRejected(
-                    f"{where} forks at message {b.fork_position}, "
-                    f"but its parent has only {lengths[b.parent]}."
-                )
-            if b.forked_from is not None and b.forked_from not in checkpoint_ids:
-                raise ImportRejected(
-                    f"{where} was forked from checkpoint {b.forked_from}, "
-                    "which is not in an earlier branch of the document."
-                )
-            for i, m in enumerate(b.messages):
-                if m.position != b.fork_position + i:
-                    raise ImportRejected(
-                        f"{where}: message {i} has position {m.position}, "
-                        f"expected {b.fork_position + i}."
-                    )
-            total = b.fork_position + len(b.messages)
-            lengths[b.id] = total
-            for c in b.checkpoints:
-                clean_name(c.name, what="checkpoint")
-                clean_description(c.description)
-                if c.id in checkpoint_ids:
-                    raise ImportRejected(f"Checkpoint id {c.id} appears twice.")
-                if not b.fork_position <= c.message_count <= total:
-                    raise ImportRejected(
-                        f"{where}: checkpoint {c.id} is at message {c.message_count}, "
-                        f"outside the branch's messages {b.fork_position} to {total}."
-                    )
-                checkpoint_ids.add(c.id)
+            _check_branch_place(b, lengths, checkpoint_ids)
+            _check_positions(b)
+            lengths[b.id] = b.fork_position + len(b.messages)
+            _check_checkpoints(b, lengths[b.id], checkpoint_ids)
     except ImportRejected:
         raise
     except InvalidInput as exc:
@@ -309,6 +276,55 @@ def _check_structure(doc: ExportDoc) -> None:
         check_model_settings(doc.session.metadata)
     except InvalidInput as exc:
         raise ImportRejected(f"The session cannot be imported: {exc.message}") from None
+
+
+def _check_branch_place(b: BranchDoc, lengths: dict[int, int], checkpoint_ids: set[int]) -> None:
+    """A new branch id, whose parent and the checkpoint it was forked from come before it, forked
+    inside its parent's history."""
+    where = f"branch {b.id}"
+    if b.id in lengths:
+        raise ImportRejected(f"Branch id {b.id} appears twice.")
+    if b.parent is None:
+        if b.fork_position != 0:
+            raise ImportRejected(f"{where} has no parent, so its fork_position must be 0.")
+    elif b.parent not in lengths:
+        raise ImportRejected(f"{where} names parent {b.parent}, which does not come before it.")
+    elif b.fork_position > lengths[b.parent]:
+        raise ImportRejected(
+            f"{where} forks at message {b.fork_position}, "
+            f"but its parent has only {lengths[b.parent]}."
+        )
+    if b.forked_from is not None and b.forked_from not in checkpoint_ids:
+        raise ImportRejected(
+            f"{where} was forked from checkpoint {b.forked_from}, "
+            "which is not in an earlier branch of the document."
+        )
+
+
+def _check_positions(b: BranchDoc) -> None:
+    """The branch's own messages continue from its fork position without a gap."""
+    for i, m in enumerate(b.messages):
+        if m.position != b.fork_position + i:
+            raise ImportRejected(
+                f"branch {b.id}: message {i} has position {m.position}, "
+                f"expected {b.fork_position + i}."
+            )
+
+
+def _check_checkpoints(b: BranchDoc, total: int, checkpoint_ids: set[int]) -> None:
+    """Each checkpoint of the branch: a valid name and description, a new id, a position inside
+    the branch's own part of the history (`total` is its length). Adds them to `checkpoint_ids`."""
+    for c in b.checkpoints:
+        clean_name(c.name, what="checkpoint")
+        clean_description(c.description)
+        if c.id in checkpoint_ids:
+            raise ImportRejected(f"Checkpoint id {c.id} appears twice.")
+        if not b.fork_position <= c.message_count <= total:
+            raise ImportRejected(
+                f"branch {b.id}: checkpoint {c.id} is at message {c.message_count}, "
+                f"outside the branch's messages {b.fork_position} to {total}."
+            )
+        checkpoint_ids.add(c.id)
 
 
 def _check_values(doc: ExportDoc) -> None:

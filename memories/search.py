@@ -80,8 +80,8 @@ def _postgres(
         params: list[str] = list(terms)
     else:
         tsquery, params = "websearch_to_tsquery('simple', %s)", [query]
-    matched = RawSQL(f"({vector}) @@ {tsquery}", params, output_field=BooleanField())
-    rank = RawSQL(
+    matched = RawSQL(f"({vector}) @@ {tsquery}", params, output_field=BooleanField())  # noqa: S611 - quoted names and constants; values are parameters
+    rank = RawSQL(  # noqa: S611 - quoted names and constants; values are parameters
         f"ts_rank('{TS_WEIGHTS}'::float4[], {vector}, {tsquery})", params, output_field=FloatField()
     )
     return memories.filter(matched).annotate(rank=rank)
@@ -95,17 +95,17 @@ def _sqlite(
     table = connection.ops.quote_name(TABLE)
     try:  # read the expression now: should FTS5 refuse it, the search falls back
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH %s LIMIT 1", [expression])
+            cursor.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH %s LIMIT 1", [expression])  # noqa: S608 - quoted names and constants; values are parameters
     except DatabaseError:
         log.warning("Memory search failed for %r; searching by substring.", expression)
         return None
-    matching = f"SELECT rowid FROM {fts} WHERE {fts} MATCH %s"
+    matching = f"SELECT rowid FROM {fts} WHERE {fts} MATCH %s"  # noqa: S608 - quoted names and constants; values are parameters
     # bm25 alone would let a long memory's L0 match sink below a short one's L2 match (it
     # divides by the whole row's length): the level of the best match comes first, bm25 (with
     # the levels' weights) orders the memories within a level.
     weights = ", ".join(str(w) for w in FTS_WEIGHTS)
-    rank = RawSQL(
-        f"(CASE WHEN {table}.id IN ({matching}) THEN {LEVEL_A} "
+    rank = RawSQL(  # noqa: S611 - quoted names and constants; values are parameters
+        f"(CASE WHEN {table}.id IN ({matching}) THEN {LEVEL_A} "  # noqa: S608 - quoted names and constants; values are parameters
         f"WHEN {table}.id IN ({matching}) THEN {LEVEL_B} ELSE {LEVEL_C} END) + "
         f"(SELECT -bm25({fts}, {weights}) FROM {fts} "
         f"WHERE {fts} MATCH %s AND {fts}.rowid = {table}.id)",
@@ -116,7 +116,7 @@ def _sqlite(
         ],
         output_field=FloatField(),
     )
-    return memories.filter(pk__in=RawSQL(matching, [expression])).annotate(rank=rank)
+    return memories.filter(pk__in=RawSQL(matching, [expression])).annotate(rank=rank)  # noqa: S611 - quoted names and constants; values are parameters
 
 
 def search_memories(
@@ -155,4 +155,4 @@ def search_index_forget_deleted() -> None:
         return
     fts = connection.ops.quote_name(FTS_TABLE)
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+        cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")  # noqa: S608 - quoted names and constants; values are parameters

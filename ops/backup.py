@@ -256,7 +256,7 @@ def _pg_dump(db: dict[str, Any], temp: Path, dest: Path, *, program: str) -> Non
         env["PGPASSWORD"] = password
     argv = [*pg_dump_command(db, temp, found), "--no-password"]  # never wait for a prompt
     try:
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)  # noqa: S603 - a list, no shell
     except OSError as exc:
         raise BackupError(f"{found} could not run: {exc}. Run by hand:\n  {by_hand}") from None
     if result.returncode != 0:

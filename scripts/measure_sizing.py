@@ -83,7 +83,7 @@ def main() -> int:
 def measure(args: argparse.Namespace, tmp: Path) -> int:
     from tests.fakes.chat_server import FakeChatServer, Reply
 
-    rng = random.Random(42)
+    rng = random.Random(42)  # noqa: S311 - reproducible sample text, not a secret
     words = corpus()
     replies: list[str] = []
 

@@ -19,6 +19,7 @@ from html import escape
 from typing import Any
 
 import nh3
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -38,7 +39,8 @@ HIGHLIGHT_LIMIT = 20_000
 _md = MarkdownIt("commonmark", {"html": False, "linkify": True, "breaks": True}).enable(
     ["table", "strikethrough", "linkify"]
 )
-assert _md.linkify is not None, "linkify-it-py is a dependency: bare addresses become links"
+if _md.linkify is None:
+    raise ImproperlyConfigured("linkify-it-py is a dependency: bare addresses become links")
 # Only addresses with their scheme (https://..., mailto:...) become links: "main.py" or
 # "README.md" in prose are file names, not sites in Paraguay or Moldova.
 _md.linkify.set({"fuzzy_link": False, "fuzzy_email": False})

@@ -91,7 +91,8 @@ def tables_holding(text: str) -> dict[str, int]:
                 test, value = "CAST({} AS TEXT) LIKE %s", f"%{text}%"
             where = " OR ".join(test.format(quote(c)) for c in columns)
             cursor.execute(
-                f"SELECT COUNT(*) FROM {quote(table)} WHERE {where}", [value] * len(columns)
+                f"SELECT COUNT(*) FROM {quote(table)} WHERE {where}",  # noqa: S608 - quoted names; the value is a parameter
+                [value] * len(columns),
             )
             count = cursor.fetchone()[0]
             if count:

@@ -11,6 +11,7 @@ from django.contrib.admin import helpers
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminPasswordChangeForm
 from django.contrib.auth.forms import UserChangeForm as BaseUserChangeForm
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -55,7 +56,10 @@ class PasswordChangeForm(AdminPasswordChangeForm):
 
     # Django's forms save through this method (SetPasswordMixin); django-stubs do not list it.
     def set_password_and_save(
-        self, user: User, password_field_name: str = "password1", commit: bool = True
+        self,
+        user: User,
+        password_field_name: str = "password1",  # noqa: S107 - the name of a form field
+        commit: bool = True,
     ) -> User:
         usable = self.cleaned_data["set_usable_password"]
         password = self.cleaned_data[password_field_name] if usable else None
@@ -122,7 +126,8 @@ class UserAdmin(BaseUserAdmin):
         if not users:
             return None
         if request.POST.get("confirmed") == "yes":
-            assert isinstance(request.user, User)
+            if not isinstance(request.user, User):  # the admin lets only staff users in
+                raise PermissionDenied
             for user in users:
                 record = user_erase(user=user, who=Who.admin(request.user))
                 self.message_user(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -43,7 +44,10 @@ class KeyList(APIView):
     @extend_schema(request=KeyIn, responses={201: NewKeyOut}, summary="A new API key")
     def post(self, request: Request) -> Response:
         user = request.user
-        assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+        if not isinstance(
+            user, User
+        ):  # IsAuthenticated, the default permission, lets only users in
+            raise NotAuthenticated()
         data = KeyIn.validated(request.data)
         key, secret = apikey_create(user=user, name=data["name"])
         body = {**KeyOut(key).data, "key": secret}
@@ -54,6 +58,9 @@ class KeyDetail(APIView):
     @extend_schema(responses={204: None}, summary="Revoke an API key")
     def delete(self, request: Request, pk: int) -> Response:
         user = request.user
-        assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+        if not isinstance(
+            user, User
+        ):  # IsAuthenticated, the default permission, lets only users in
+            raise NotAuthenticated()
         apikey_revoke(user=user, key_id=pk)
         return Response(status=status.HTTP_204_NO_CONTENT)

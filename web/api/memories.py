@@ -7,6 +7,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -66,7 +67,8 @@ class MemoryCreateIn(MemoryIn):
 
 def _user(request: Request) -> User:
     user = request.user
-    assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+    if not isinstance(user, User):  # IsAuthenticated, the default permission, lets only users in
+        raise NotAuthenticated()
     return user
 
 

@@ -10,6 +10,7 @@ from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -68,7 +69,8 @@ if TYPE_CHECKING:
 def _user(request: Request) -> User:
     """The user of an API request."""
     user = request.user
-    assert isinstance(user, User)  # IsAuthenticated, the default permission, lets only users in
+    if not isinstance(user, User):  # IsAuthenticated, the default permission, lets only users in
+        raise NotAuthenticated()
     return user
 
 
@@ -200,7 +202,7 @@ class SessionMessages(APIView):
         paginator = Pagination()
         # Positions are dense, so a page of history is a range of positions: no COUNT(*).
         limit = paginator.get_limit(request)
-        assert limit is not None  # Pagination has a default_limit
+        assert limit is not None  # noqa: S101 - narrowing for mypy: Pagination has a default_limit
         paginator.limit = limit
         paginator.offset = offset = paginator.get_offset(request)
         paginator.count = branch.message_count

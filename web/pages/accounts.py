@@ -13,6 +13,7 @@ from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
+from django.core.exceptions import PermissionDenied
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
@@ -92,7 +93,8 @@ def _take_new_key(request: HttpRequest) -> tuple[ApiKey, str] | None:
 def _user(request: HttpRequest) -> User:
     """The user of a request to a @login_required view."""
     user = request.user
-    assert isinstance(user, User)  # login_required lets only users in
+    if not isinstance(user, User):  # login_required lets only users in
+        raise PermissionDenied
     return user
 
 

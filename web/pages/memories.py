@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -52,7 +53,8 @@ class MemoryForm(forms.Form):
 
 def _user(request: HttpRequest) -> User:
     user = request.user
-    assert isinstance(user, User)  # login_required
+    if not isinstance(user, User):  # login_required lets only users in
+        raise PermissionDenied
     return user
 
 

@@ -60,7 +60,7 @@ def test_metadata_nested_deeper_than_32_levels_is_400(api, session, method):
         metadata = '{"a": %s}' % metadata  # noqa: UP031 - 33 levels of JSON text
     url = "/api/v1/sessions/" if method == "POST" else f"/api/v1/sessions/{session.pk}/"
     before = rows()
-    response = post_raw(api, url, '{"name": "deep", "metadata": %s}' % metadata, method)
+    response = post_raw(api, url, '{"name": "deep", "metadata": %s}' % metadata, method)  # noqa: UP031 - JSON text
     assert response.status_code == 400
     assert response.json()["detail"] == "The session metadata is nested more than 32 levels deep."
     assert rows() == before
@@ -94,7 +94,7 @@ def test_nul_or_a_lone_surrogate_in_new_session_metadata_is_400(api, escape, say
 def test_nul_or_a_lone_surrogate_in_changed_metadata_is_400_and_changes_nothing(
     api, session, escape
 ):
-    raw = '{"name": "Renamed", "metadata": {"note": "%s"}}' % escape
+    raw = '{"name": "Renamed", "metadata": {"note": "%s"}}' % escape  # noqa: UP031 - JSON text
     response = post_raw(api, f"/api/v1/sessions/{session.pk}/", raw, "PATCH")
     detail = response.json()["detail"]
     assert response.status_code == 400
