@@ -175,17 +175,17 @@ def log_records():
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="alice-password-1")
+    return django_user_model.objects.create_user("alice", password="alice-password-1")  # noqa: S106 - a test user's password
 
 
 @pytest.fixture
 def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="bob-password-1")
+    return django_user_model.objects.create_user("bob", password="bob-password-1")  # noqa: S106 - a test user's password
 
 
 @pytest.fixture
 def admin_user(django_user_model):
-    return django_user_model.objects.create_superuser("admin", password="admin-password-1")
+    return django_user_model.objects.create_superuser("admin", password="admin-password-1")  # noqa: S106 - a test user's password
 
 
 @pytest.fixture

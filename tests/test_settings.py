@@ -27,7 +27,7 @@ PRODUCTION = {
     "DJANGO_SECRET_KEY": KEY,
     "DJANGO_ALLOWED_HOSTS": "rollback.example",
 }
-PASSWORD = "proxy-Long-passw0rd-42"
+PASSWORD = "proxy-Long-passw0rd-42"  # noqa: S105 - a test user's password
 
 
 def environment(var_dir: Path, **settings: str) -> dict[str, str]:

@@ -33,7 +33,7 @@ from core.errors import DomainError, InvalidInput, NotFound
 
 pytestmark = pytest.mark.django_db
 
-PASSWORD = "correct-horse-battery-9"
+PASSWORD = "correct-horse-battery-9"  # noqa: S105 - a test user's password
 
 
 def close_signup() -> None:
@@ -163,7 +163,7 @@ def test_invalid_signups_do_not_use_up_the_limit(settings):
     settings.ROLLBACK_SIGNUPS_PER_HOUR_PER_IP = 1
     for _ in range(3):
         with pytest.raises(WeakPassword):
-            user_signup(username="ada", password="short", client_ip="203.0.113.5")
+            user_signup(username="ada", password="short", client_ip="203.0.113.5")  # noqa: S106 - a test user's password
     user_signup(username="ada", password=PASSWORD, client_ip="203.0.113.5")
     with pytest.raises(SignupLimited):
         user_signup(username="grace", password=PASSWORD, client_ip="203.0.113.5")

@@ -398,7 +398,7 @@ def test_seed_custom_calculate_replaces_the_built_in(session, log_records):
     def calculate(expression: str) -> str:
         """Calculate mathematical expression."""
         calls.append(expression)
-        return str(eval(expression))
+        return str(eval(expression))  # noqa: S307 - the seed's example tool, on the test's text
 
     model = DemoModel()
     agent = RollbackAgent(

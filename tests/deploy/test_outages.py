@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 # The longest an answer may take with a server down: a Redis command's or a connection's timeout
 # (3 s), after the pool's first wait (1 s), and slack for a busy machine. Before: 30 s or more.
 PROMPT = 8.0
-PASSWORD = "outage-password-1"
+PASSWORD = "outage-password-1"  # noqa: S105 - a test user's password
 MESSAGE = "Rollback is unavailable for a moment"
 
 

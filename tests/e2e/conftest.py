@@ -36,7 +36,7 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 10_000
 TURN_TIMEOUT_MS = 20_000
-PASSWORD = "e2e-Long-passw0rd-42"
+PASSWORD = "e2e-Long-passw0rd-42"  # noqa: S105 - a test user's password
 
 # Counts the chat page's open WebSockets (htmx's ws extension fires these events).
 WS_TRACKER = """
@@ -191,7 +191,7 @@ def _screenshots(test_name: str, opened: Contexts) -> list[Path]:
         path = ARTIFACTS / (f"{name}.png" if n == 1 else f"{name}-{n}.png")
         try:
             page.screenshot(path=str(path), full_page=True, timeout=5000)
-        except Exception:  # a closed or crashed page has no screenshot
+        except Exception:  # noqa: S112 - a closed or crashed page has no screenshot
             continue
         saved.append(path)
     return saved

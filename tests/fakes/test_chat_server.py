@@ -348,7 +348,7 @@ def test_models_and_unknown_paths(server):
     assert [model.id for model in models.data] == ["fake-model"]
 
     with pytest.raises(urllib.error.HTTPError) as excinfo:
-        urllib.request.urlopen(server.base_url + "/nope", timeout=2)
+        urllib.request.urlopen(server.base_url + "/nope", timeout=2)  # noqa: S310 - a local http URL the test built
     assert excinfo.value.code == 404
     error = json.loads(excinfo.value.read())["error"]
     assert set(error) >= {"message", "type", "code"}
@@ -371,12 +371,12 @@ def test_client_disconnect_does_not_kill_server(server):
 def raw_stream(server: FakeChatServer) -> list[str]:
     """The `data:` payloads of a streamed answer, as sent."""
     body = json.dumps({"model": "m", "messages": MESSAGES, "stream": True}).encode()
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - a local http URL the test built
         server.base_url + "/chat/completions",
         data=body,
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=5) as response:
+    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a local http URL the test built
         text = response.read().decode()
     return [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
 

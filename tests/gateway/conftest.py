@@ -107,7 +107,7 @@ def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> 
         if proc.poll() is not None:
             break
         try:
-            with urllib.request.urlopen(f"{url}/health/readiness", timeout=2) as response:
+            with urllib.request.urlopen(f"{url}/health/readiness", timeout=2) as response:  # noqa: S310 - a local http URL the test built
                 if response.status == 200:
                     return
                 last = f"HTTP {response.status}"
@@ -160,7 +160,7 @@ def gateway(model_server, tmp_path_factory) -> Iterator[Gateway]:
     cmd = [executable, "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
     started = time.monotonic()
     with log.open("ab") as out:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # noqa: S603 - the test's own argument list, no shell
             cmd, cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:

@@ -390,8 +390,8 @@ def test_a_sqlite_backup_taken_while_turns_run_restores_with_the_same_data(
     var = tmp_path / "restored"
     var.mkdir()
     database_with_its_wal(var / "rollback.sqlite3")
-    steps = subprocess.run(
-        ["bash", "-euc", RESTORE_SQLITE],
+    steps = subprocess.run(  # noqa: S603 - the test's own argument list, no shell
+        ["bash", "-euc", RESTORE_SQLITE],  # noqa: S607 - a tool on PATH, in a test
         env={**os.environ, "VAR": str(var), "BACKUP": str(path)},
         capture_output=True,
         text=True,
@@ -456,14 +456,14 @@ def unwritable(tmp_path) -> Iterator[Path]:
         pass
     else:
         (directory / "probe").unlink()
-        immutable = subprocess.run(["chattr", "+i", str(directory)], check=False).returncode == 0
+        immutable = subprocess.run(["chattr", "+i", str(directory)], check=False).returncode == 0  # noqa: S603, S607 - a tool on PATH, a list, no shell
         if not immutable:
             pytest.skip("cannot make a directory unwritable for root here (chattr +i)")
     try:
         yield directory
     finally:
         if immutable:
-            subprocess.run(["chattr", "-i", str(directory)], check=True)
+            subprocess.run(["chattr", "-i", str(directory)], check=True)  # noqa: S603, S607 - a tool on PATH, a list, no shell
         directory.chmod(0o755)
 
 
@@ -574,7 +574,7 @@ class PgServer:
         return _with_path(self.url, f"/{name}")
 
     def run(self, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=300)  # noqa: S603 - the test's own argument list, no shell
 
     def drop_all(self) -> None:
         with psycopg.connect(_with_path(self.url, "/postgres"), autocommit=True) as conn:

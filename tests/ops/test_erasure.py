@@ -37,7 +37,9 @@ def world_of(username: str, mark: str) -> dict:
     checkpoints (named and automatic), turns, a memory, an API key, a browser login, and the
     admin's log entries about them and their session; every text carries `mark`."""
     user = User.objects.create_user(
-        username, email=f"{username}@{mark}.example", password="pw-Secret-123"
+        username,
+        email=f"{username}@{mark}.example",
+        password="pw-Secret-123",  # noqa: S106 - a test user's password
     )
     session = session_create(owner=user, name=f"{mark} trip plan")
     branch = InternalSession.objects.get(session=session, is_current=True)
@@ -60,13 +62,13 @@ def world_of(username: str, mark: str) -> dict:
         l2_details=f"{mark} details",
     )
     browser = Client()
-    browser.login(username=username, password="pw-Secret-123")
+    browser.login(username=username, password="pw-Secret-123")  # noqa: S106 - a test user's password
     browser.get(reverse("chat:home"))
     return {"user": user, "session": session, "browser": browser}
 
 
 def admin_client() -> Client:
-    admin = User.objects.create_superuser("root", password="root-Password-1")
+    admin = User.objects.create_superuser("root", password="root-Password-1")  # noqa: S106 - a test user's password
     client = Client()
     client.force_login(admin)
     return client
@@ -228,7 +230,7 @@ def test_the_command_refuses_an_unknown_user_and_an_unconfirmed_erasure(monkeypa
 
 
 def test_an_erased_staff_users_name_leaves_the_audit_records():
-    staff = User.objects.create_user("opsperson", password="x-Password-123", is_staff=True)
+    staff = User.objects.create_user("opsperson", password="x-Password-123", is_staff=True)  # noqa: S106 - a test user's password
     AuditRecord.objects.create(
         rule=AuditRecord.Rule.ARCHIVE_IDLE_SESSIONS,
         trigger="admin",

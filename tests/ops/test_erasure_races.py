@@ -44,9 +44,9 @@ def _delete_in_the_admin(user) -> None:
 
 @pytest.mark.parametrize("remove", [_erase, _delete_in_the_admin], ids=["erase", "admin-delete"])
 def test_removing_a_user_while_they_write_wins_and_their_writers_get_not_found(remove):
-    User.objects.create_superuser("root", password="root-Password-1")
+    User.objects.create_superuser("root", password="root-Password-1")  # noqa: S106 - a test user's password
     for round_ in range(4):
-        user = User.objects.create_user(f"busy{round_}", password="pw-Secret-123")
+        user = User.objects.create_user(f"busy{round_}", password="pw-Secret-123")  # noqa: S106 - a test user's password
         sessions = [session_create(owner=user, name=f"s{n}") for n in range(3)]
         roots = [InternalSession.objects.get(session=s) for s in sessions]
 

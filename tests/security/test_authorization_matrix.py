@@ -63,7 +63,7 @@ from web.ws.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db
 
-SECRET = "alice-secret-5f1c"  # in every name and text of alice's; nobody else may ever see it
+SECRET = "alice-secret-5f1c"  # in every name and text of alice's; nobody else may ever see it  # noqa: S105 - a test user's password
 ALL = ("GET", "POST", "PUT", "PATCH", "DELETE")
 # Alice's own requests run in this order, so a DELETE does not remove what a GET needs.
 OWNER_ORDER = ("GET", "PUT", "PATCH", "POST", "DELETE")
@@ -419,7 +419,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     )
     session_create(owner=bob, name="bob's own")
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
-    clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")
+    clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")  # noqa: S106 - a test user's password
     clerk.is_staff = True
     clerk.save()
     return {

@@ -143,7 +143,7 @@ def test_twenty_threads_of_mixed_structural_changes_keep_every_branch_whole(alic
         return model.objects.filter(**filters).order_by("?").first()
 
     def work(i: int) -> None:
-        rng = random.Random(i)
+        rng = random.Random(i)  # noqa: S311 - a seeded sequence, not a secret
         for _ in range(12):
             op = rng.choice(["append", "checkpoint", "branch", "rewind", "activate", "delete"])
             try:
@@ -224,7 +224,7 @@ def test_the_default_sqlite_database_takes_concurrent_writers(tmp_path):
         if k not in {"DATABASE_URL", "REDIS_URL", "ROLLBACK_REQUIRE_POSTGRES"}
     }
     env.update(DJANGO_SETTINGS_MODULE="rollback_site.settings", ROLLBACK_VAR_DIR=str(tmp_path))
-    done = subprocess.run(
+    done = subprocess.run(  # noqa: S603 - the test's own argument list, no shell
         [sys.executable, "-c", SQLITE_SCRIPT],
         cwd=ROOT,
         env=env,

@@ -14,7 +14,7 @@ from accounts.services import API_KEYS_ACTIVE_MAX, apikey_authenticate, apikey_c
 
 pytestmark = pytest.mark.django_db
 
-PASSWORD = "correct-horse-battery-9"
+PASSWORD = "correct-horse-battery-9"  # noqa: S105 - a test user's password
 SIGNUP_CLOSED = "Sign-up is closed on this server; ask an administrator for an account."
 
 
@@ -90,7 +90,7 @@ def test_closed_signup_still_takes_the_first_account(client):
 
 
 def test_weak_password_shows_the_validators_messages_and_creates_nothing(client):
-    data = signup_data("ada", password="123", password2="123")
+    data = signup_data("ada", password="123", password2="123")  # noqa: S106 - a test user's password
     response = client.post(reverse("accounts:signup"), data)
 
     assert response.status_code == 400

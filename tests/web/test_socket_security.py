@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 PATHS = ["/ws/chat/{pk}/", "/ws/v1/sessions/{pk}/"]
 SIGNED_OUT, NOT_FOUND, RECONNECT = 4401, 4404, 4012
-NEW_PASSWORD = "a-new-password-9"
+NEW_PASSWORD = "a-new-password-9"  # noqa: S105 - a test user's password
 
 Headers = list[tuple[bytes, bytes]]
 

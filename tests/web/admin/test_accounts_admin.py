@@ -33,7 +33,7 @@ def test_turning_signup_off_in_the_admin_closes_signup(admin_client_):
     assert response.status_code == 302
     assert SiteSettings.load().signup_open is False
     with pytest.raises(SignupClosed):
-        user_signup(username="carol", password="correct-horse-battery-9")
+        user_signup(username="carol", password="correct-horse-battery-9")  # noqa: S106 - a test user's password
     page = admin_client_.get(reverse("accounts:signup"))  # logged in: goes to the chat
     assert page.status_code == 302
 

@@ -41,7 +41,7 @@ def current(session: ExternalSession) -> InternalSession:
 
 def staff(django_user_model, username: str, *perms: str):
     """A staff member holding only `perms` ("app_label.codename")."""
-    user = django_user_model.objects.create_user(username, password="staff-password-1")
+    user = django_user_model.objects.create_user(username, password="staff-password-1")  # noqa: S106 - a test user's password
     user.is_staff = True
     user.save()
     for perm in perms:
