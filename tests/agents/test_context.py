@@ -137,7 +137,7 @@ def test_large_old_tool_results_are_shortened_before_anything_is_summarised(wind
         Reply("Four."),
     )
     assert ask(session, "calculate 2+2").status == "done"
-    tool = [m for m in branch_history(current_branch(session)) if m.role == "tool"][0]
+    tool = next(m for m in branch_history(current_branch(session)) if m.role == "tool")
     huge = "x" * 40_000  # about 11,000 tokens: more than the window
     Message.objects.filter(pk=tool.pk).update(tool_result=huge, content=huge)
     grow(current_branch(session), 4, 90)
@@ -146,7 +146,7 @@ def test_large_old_tool_results_are_shortened_before_anything_is_summarised(wind
     turn = ask(session, "next")
     assert turn.status == "done", turn.error
     assert summary_requests(window) == []
-    sent_tool = [m for m in window.messages() if m["role"] == "tool"][0]["content"]
+    sent_tool = next(m for m in window.messages() if m["role"] == "tool")["content"]
     assert "[shortened for the model: 40,000 characters in all]" in sent_tool
     assert len(sent_tool) < 2_000
     # Only the request is shortened: the stored result is whole.

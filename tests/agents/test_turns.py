@@ -97,7 +97,7 @@ def test_session_settings_choose_an_allowed_model_and_temperature(fake_llm, sess
 
 
 @pytest.mark.parametrize(
-    "chosen, error",
+    ("chosen", "error"),
     [({"model": "other"}, "'other' is not allowed here"), ({"temperature": 9}, "from 0 to 2")],
     ids=["model", "temperature"],
 )

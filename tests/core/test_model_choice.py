@@ -20,7 +20,7 @@ def served_model(settings):
 def test_by_default_only_the_configured_model_is_allowed(served_model):
     assert allowed_models() == ["house-model"]
     check_model_settings({"settings": {"model": "house-model"}})
-    with pytest.raises(InvalidInput, match="'gpt-4o' is not allowed here.*house-model"):
+    with pytest.raises(InvalidInput, match=r"'gpt-4o' is not allowed here.*house-model"):
         check_model_settings({"settings": {"model": "gpt-4o"}})
 
 

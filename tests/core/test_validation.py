@@ -124,7 +124,7 @@ def test_a_search_is_trimmed_cut_and_refuses_nul():
     assert clean_search(None) == ""
     assert clean_search("  rome ") == "rome"
     assert clean_search("x" * 500) == "x" * 200
-    with pytest.raises(InvalidInput, match="The search cannot contain NUL characters."):
+    with pytest.raises(InvalidInput, match=r"The search cannot contain NUL characters."):
         clean_search("a\x00")
 
 

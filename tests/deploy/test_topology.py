@@ -112,7 +112,8 @@ async def _run(coro_listen, action):
 
 def assert_answered_once(client: Client, database, session_id: int, turn_id: int) -> None:
     turn = client.get(f"/turns/{turn_id}/")
-    assert turn["status"] == "done" and turn["reply"] == FINAL, turn
+    assert turn["status"] == "done", turn
+    assert turn["reply"] == FINAL, turn
     history = client.get(f"/sessions/{session_id}/messages/")["results"]
     assert [(m["role"], m["content"]) for m in history] == [
         ("user", "tell me"),

@@ -3,6 +3,8 @@ reply so far and then the rest, and Markdown is formatted while it streams, mode
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from playwright.sync_api import expect
 
@@ -49,7 +51,7 @@ def test_a_reply_streaming_for_30_seconds_keeps_growing_and_never_shrinks(page, 
     wait_turn_done(page, before, timeout=90_000)
     lengths = page.evaluate(STOP_SAMPLING)
     assert len(lengths) > 100, lengths  # sampled through most of the 30 s
-    shrunk = [(a, b) for a, b in zip(lengths, lengths[1:], strict=False) if b < a]
+    shrunk = [(a, b) for a, b in itertools.pairwise(lengths) if b < a]
     assert not shrunk, shrunk
     assert lengths[-1] > lengths[0]
     assert last_reply(page) == final
@@ -75,7 +77,8 @@ def test_a_reload_and_a_new_tab_mid_reply_show_the_reply_so_far_then_the_rest(
     page.reload(wait_until="domcontentloaded")
     first_seen_here = streamed_text(page)
     for shown in (first_seen_there, first_seen_here):
-        assert len(shown) > 60 and final.startswith(shown), shown  # the reply so far, as it was
+        assert len(shown) > 60, shown
+        assert final.startswith(shown), shown  # the reply so far, as it was
 
     for tab, first in ((page, first_seen_here), (other, first_seen_there)):
         tab.wait_for_function(  # it continues from there

@@ -219,4 +219,5 @@ def test_max_ages_that_would_always_fail_stop_the_start(settings_env, message, t
         text=True,
         timeout=120,
     )
-    assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
+    assert result.returncode != 0, result.stderr[-2000:]
+    assert message in result.stderr, result.stderr[-2000:]

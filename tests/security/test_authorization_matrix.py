@@ -560,7 +560,8 @@ def expect_refused(route: str, rule: Rule, who: str, method: str, response) -> N
     answered = method in rule.methods
     if rule.access == PUBLIC:
         if rule.away and who != "anonymous":
-            assert status == 302 and response["Location"] == rule.away, where
+            assert status == 302, where
+            assert response["Location"] == rule.away, where
         elif not answered:
             assert status == 405, where
         elif rule.answers:
@@ -586,10 +587,12 @@ def expect_refused(route: str, rule: Rule, who: str, method: str, response) -> N
             assert status == 403, where
             return
         location = "/admin/" if route == "/admin/logout/" else "/admin/login/?next="
-        assert status == 302 and response["Location"].startswith(location), where
+        assert status == 302, where
+        assert response["Location"].startswith(location), where
         return
     if anonymous:
-        assert status == 302 and response["Location"].startswith("/accounts/login/?next="), where
+        assert status == 302, where
+        assert response["Location"].startswith("/accounts/login/?next="), where
     elif not answered:
         assert status == 405, where
     elif rule.access == LOGIN:
@@ -736,7 +739,7 @@ def test_a_socket_refuses_everyone_but_the_owner_before_any_event(route, world, 
         before = await database_sync_to_async(state)(alice.pk)
         for who, headers in outsiders.items():
             communicator = WebsocketCommunicator(application, url, headers=headers)
-            connected, code = await communicator.connect(timeout=5)
+            connected, _code = await communicator.connect(timeout=5)
             assert not connected, f"{route} accepted {who}"
             await publish(SECRET)
             assert await communicator.receive_nothing(timeout=0.2), f"{who} heard an event"

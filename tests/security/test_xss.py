@@ -401,14 +401,17 @@ def test_model_replies_tool_output_and_errors_are_inert_live_and_stored(fake_llm
         assert "".join(pieces) == deltas, where
         last = events[-1]
         if question == "fail":
-            assert last["type"] == "turn.failed" and payload in last["error"], where
+            assert last["type"] == "turn.failed", where
+            assert payload in last["error"], where
         else:
             assert last["type"] == "turn.finished", where
         if question == payload:  # a plain reply: streamed and finished as it was written
-            assert deltas == payload and last["reply"] == payload, where
+            assert deltas == payload, where
+            assert last["reply"] == payload, where
         if question == "use the tools":  # the JSON events carry the model's text verbatim
             started = [e["args"] for e in events if e["type"] == "tool.started"]
-            assert {"expression": payload} in started and {"name": payload} in started, where
+            assert {"expression": payload} in started, where
+            assert {"name": payload} in started, where
             made = [e["name"] for e in events if e["type"] == "checkpoint.created"]
             assert payload in made, where
 

@@ -246,5 +246,6 @@ def test_simultaneous_creations_never_pass_the_sessions_per_user_limit(alice, se
     """session_create counts the owner's sessions under a lock on the owner's row."""
     settings.ROLLBACK_MAX_SESSIONS_PER_USER = 3
     errors = _run_threads(lambda i: session_create(owner=alice, name=f"s{i}"), 8)
-    assert len(errors) == 5 and all(isinstance(e, SessionLimitReached) for e in errors), errors
+    assert len(errors) == 5, errors
+    assert all(isinstance(e, SessionLimitReached) for e in errors), errors
     assert ExternalSession.objects.filter(owner=alice).count() == 3

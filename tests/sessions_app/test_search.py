@@ -103,7 +103,7 @@ def test_archived_sessions_are_searched_only_among_the_archived(alice, chats):
 
 
 def test_search_only_narrows_the_sessions_it_is_given(alice, chats):
-    greeting, recipe = chats
+    _greeting, recipe = chats
     only_recipe = ExternalSession.objects.filter(pk=recipe.pk)
     assert list(search_sessions(only_recipe, "hello")) == []
 

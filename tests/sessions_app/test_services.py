@@ -123,11 +123,11 @@ def test_the_agents_state_is_cleaned_and_held_to_the_limit(branch, settings):
 )
 def test_a_session_choosing_a_model_or_temperature_not_allowed_is_refused(alice, settings, chosen):
     settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "house-model", ["cheap-model"]
-    with pytest.raises(InvalidInput, match="not allowed|from 0 to 2"):
+    with pytest.raises(InvalidInput, match=r"not allowed|from 0 to 2"):
         session_create(owner=alice, name="s", metadata={"settings": chosen})
     assert not ExternalSession.objects.exists()
     session = session_create(owner=alice, name="s", metadata={"settings": {"model": "cheap-model"}})
-    with pytest.raises(InvalidInput, match="not allowed|from 0 to 2"):
+    with pytest.raises(InvalidInput, match=r"not allowed|from 0 to 2"):
         session_update(session=session, metadata={"settings": chosen})
     session.refresh_from_db()
     assert session.metadata == {"settings": {"model": "cheap-model"}}

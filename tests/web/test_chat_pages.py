@@ -73,7 +73,7 @@ def test_every_chat_route_is_a_404_for_another_user(as_bob, alices_things):
         for headers in ({}, HX):
             response = getattr(as_bob, method)(url, **headers)
             assert response.status_code == 404, (method, url, response.status_code)
-    session, branch, *_ = alices_things
+    session, _branch, *_ = alices_things
     assert ExternalSession.objects.filter(pk=session.pk).exists()
     assert Checkpoint.objects.count() == 1
     assert InternalSession.objects.count() == 1

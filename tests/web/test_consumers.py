@@ -43,11 +43,11 @@ def test_the_owner_connects_and_another_user_is_refused(client, alice, bob, sess
         mine, ok = await _connect(path.format(pk=session.pk), as_alice)
         assert ok
         await mine.disconnect(timeout=10)
-        theirs, ok = await _connect(path.format(pk=session.pk), as_bob)
+        _theirs, ok = await _connect(path.format(pk=session.pk), as_bob)
         assert not ok
-        nobody, ok = await _connect(path.format(pk=session.pk), [])
+        _nobody, ok = await _connect(path.format(pk=session.pk), [])
         assert not ok
-        missing, ok = await _connect(path.format(pk=999_999), as_alice)
+        _missing, ok = await _connect(path.format(pk=999_999), as_alice)
         assert not ok
 
     async_to_sync(run)()
@@ -57,7 +57,7 @@ def test_a_socket_opened_from_another_site_is_refused(client, alice, session):
     headers = _cookie_headers(client, alice, origin="https://evil.example")
 
     async def run():
-        communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
+        _communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
         assert not ok
 
     async_to_sync(run)()

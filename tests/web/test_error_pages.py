@@ -41,7 +41,8 @@ def test_the_api_answers_404_in_json(client, alice):
         response = client.get(url)
         assert response.status_code == 404, url
         assert response["Content-Type"] == "application/json", url
-        assert set(response.json()) == {"detail"} and "found" in response.json()["detail"], url
+        assert set(response.json()) == {"detail"}, url
+        assert "found" in response.json()["detail"], url
 
 
 @pytest.mark.urls("tests.web.boom_urls")

@@ -136,7 +136,7 @@ def test_a_socket_from_another_site_is_refused_even_when_every_host_is_allowed(
 
 
 @pytest.mark.parametrize(
-    "origin, host, scheme",
+    ("origin", "host", "scheme"),
     [
         ("http://localhost:8001", "localhost:8000", None),  # another port
         ("http://localhost:8000", "localhost", None),
@@ -164,7 +164,7 @@ def test_an_origin_differing_in_scheme_port_or_host_is_refused(
 
 
 @pytest.mark.parametrize(
-    "origin, host, scheme",
+    ("origin", "host", "scheme"),
     [
         ("http://localhost:8000", "localhost:8000", None),
         ("http://localhost", "localhost", "ws"),
@@ -475,7 +475,7 @@ def _revoke_in_the_database(session: ExternalSession, alice: User, bob: User) ->
 
 
 @pytest.mark.parametrize(
-    "change, code",
+    ("change", "code"),
     [
         (_give_to_bob, NOT_FOUND),
         (_deactivate_in_the_database, SIGNED_OUT),
