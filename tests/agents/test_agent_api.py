@@ -54,9 +54,9 @@ def test_unknown_or_foreign_session_is_a_value_error(session, bob):
         RollbackAgent(external_session_id=999_999, model=DemoModel())
     with pytest.raises(ValueError, match="not found"):
         RollbackAgent(external_session_id=session.pk, model=DemoModel(), user=bob)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not found"):
         AgentService(user=bob).create_new_agent(session.pk)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not found"):
         AgentService(user=bob).list_internal_sessions(session.pk)
 
 
@@ -161,7 +161,7 @@ def test_service_rollback_to_an_unknown_or_foreign_checkpoint_is_none(alice, ses
     assert service.rollback_to_checkpoint(session.pk, 999_999) is None
     assert service.rollback_to_checkpoint(session.pk, foreign.pk) is None
     assert InternalSession.objects.filter(session=session).count() == 1
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not found"):
         service.rollback_to_checkpoint(999_999, foreign.pk)
 
 
@@ -190,7 +190,7 @@ def test_lists_and_summary(alice, session, branch):
 
 
 def test_list_checkpoints_of_another_users_branch_is_a_value_error(branch, bob):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not found"):
         AgentService(user=bob).list_checkpoints(branch.pk)
 
 

@@ -159,76 +159,91 @@ def _doc(rich_session):
     return session_export(session=rich_session)
 
 
-def _mutations():
-    def wrong_version(d):
-        d["version"] = 99
-
-    def string_version(d):
-        d["version"] = "1"
-
-    def two_current(d):
-        for b in d["branches"]:
-            b["is_current"] = True
-
-    def no_current(d):
-        for b in d["branches"]:
-            b["is_current"] = False
-
-    def gap_in_positions(d):
-        d["branches"][0]["messages"][1]["position"] = 7
-
-    def unknown_role(d):
-        d["branches"][0]["messages"][0]["role"] = "wizard"
-
-    def long_name(d):
-        d["session"]["name"] = "n" * 201
-
-    def long_checkpoint_name(d):
-        d["branches"][0]["checkpoints"][0]["name"] = "c" * 201
-
-    def parent_later(d):
-        d["branches"][1]["parent"] = d["branches"][2]["id"]
-
-    def fork_beyond_parent(d):
-        d["branches"][1]["fork_position"] = 10_000
-
-    def checkpoint_beyond_end(d):
-        d["branches"][0]["checkpoints"][0]["message_count"] = 999
-
-    def unknown_field(d):
-        d["branches"][0]["surprise"] = 1
-
-    def wrong_type(d):
-        d["branches"][0]["messages"] = "many"
-
-    def no_branches(d):
-        d["branches"] = []
-
-    def forked_from_unknown(d):
-        d["branches"][1]["forked_from"] = 123456789
-
-    return {
-        "wrong version": (wrong_version, "Unsupported export version 99"),
-        "version as text": (string_version, "Unsupported export version '1'"),
-        "two current": (two_current, "Exactly one branch must be current"),
-        "no current": (no_current, "Exactly one branch must be current"),
-        "gap in positions": (gap_in_positions, "expected 1"),
-        "unknown role": (unknown_role, "role"),
-        "long session name": (long_name, "session.name"),
-        "long checkpoint name": (long_checkpoint_name, "name"),
-        "parent after child": (parent_later, "does not come before it"),
-        "fork beyond parent": (fork_beyond_parent, "forks at message 10000"),
-        "checkpoint beyond end": (checkpoint_beyond_end, "outside the branch"),
-        "unknown field": (unknown_field, "surprise"),
-        "wrong type": (wrong_type, "messages"),
-        "no branches": (no_branches, "branches"),
-        "forked from unknown": (forked_from_unknown, "forked from checkpoint 123456789"),
-    }
+def _wrong_version(d):
+    d["version"] = 99
 
 
-@pytest.mark.parametrize("case", list(_mutations()))
+def _string_version(d):
+    d["version"] = "1"
+
+
+def _two_current(d):
+    for b in d["branches"]:
+        b["is_current"] = True
+
+
+def _no_current(d):
+    for b in d["branches"]:
+        b["is_current"] = False
+
+
+def _gap_in_positions(d):
+    d["branches"][0]["messages"][1]["position"] = 7
+
+
+def _unknown_role(d):
+    d["branches"][0]["messages"][0]["role"] = "wizard"
+
+
+def _long_name(d):
+    d["session"]["name"] = "n" * 201
+
+
+def _long_checkpoint_name(d):
+    d["branches"][0]["checkpoints"][0]["name"] = "c" * 201
+
+
+def _parent_later(d):
+    d["branches"][1]["parent"] = d["branches"][2]["id"]
+
+
+def _fork_beyond_parent(d):
+    d["branches"][1]["fork_position"] = 10_000
+
+
+def _checkpoint_beyond_end(d):
+    d["branches"][0]["checkpoints"][0]["message_count"] = 999
+
+
+def _unknown_field(d):
+    d["branches"][0]["surprise"] = 1
+
+
+def _wrong_type(d):
+    d["branches"][0]["messages"] = "many"
+
+
+def _no_branches(d):
+    d["branches"] = []
+
+
+def _forked_from_unknown(d):
+    d["branches"][1]["forked_from"] = 123456789
+
+
+# A broken document of each kind: how to break an export, and what the refusal says.
+MUTATIONS = {
+    "wrong version": (_wrong_version, "Unsupported export version 99"),
+    "version as text": (_string_version, "Unsupported export version '1'"),
+    "two current": (_two_current, "Exactly one branch must be current"),
+    "no current": (_no_current, "Exactly one branch must be current"),
+    "gap in positions": (_gap_in_positions, "expected 1"),
+    "unknown role": (_unknown_role, "role"),
+    "long session name": (_long_name, "session.name"),
+    "long checkpoint name": (_long_checkpoint_name, "name"),
+    "parent after child": (_parent_later, "does not come before it"),
+    "fork beyond parent": (_fork_beyond_parent, "forks at message 10000"),
+    "checkpoint beyond end": (_checkpoint_beyond_end, "outside the branch"),
+    "unknown field": (_unknown_field, "surprise"),
+    "wrong type": (_wrong_type, "messages"),
+    "no branches": (_no_branches, "branches"),
+    "forked from unknown": (_forked_from_unknown, "forked from checkpoint 123456789"),
+}
+
+
+@pytest.mark.parametrize("case", list(MUTATIONS))
 def test_import_of_a_broken_document_is_refused_and_nothing_written(rich_session, bob, case):
-    mutate, match = _mutations()[case]
+    mutate, match = MUTATIONS[case]
     doc = copy.deepcopy(_doc(rich_session))
     mutate(doc)
     _rejects(bob, json.dumps(doc), match)

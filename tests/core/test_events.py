@@ -404,7 +404,11 @@ def test_a_failed_turn_is_announced_once(api, session, fake_llm, settings, inlin
 
 def test_a_rolled_back_change_sends_nothing(session, talked):
     def change_then_fail() -> None:
-        with pytest.raises(RuntimeError), transaction.atomic():
+        with pytest.raises(RuntimeError, match="rolled back"):
+            change_in_a_failing_transaction()
+
+    def change_in_a_failing_transaction() -> None:
+        with transaction.atomic():
             checkpoint_create(branch=talked, name="never")
             raise RuntimeError("rolled back")
 

@@ -488,6 +488,40 @@ class _Handler(BaseHTTPRequestHandler):
             out.append((call, call_id, arguments))
         return out
 
+    def _stream_deltas(
+        self, item: Reply | ToolCalls | Drop | StreamError
+    ) -> tuple[list[dict[str, Any]], float]:
+        """The deltas of a streamed answer, before its finish, and the delay between them."""
+        if isinstance(item, Drop | StreamError):
+            pieces = split_words(item.text)[: max(0, item.after_chunks)]
+            return [{"role": "assistant", "content": ""}, *({"content": p} for p in pieces)], 0.0
+        if isinstance(item, Reply):
+            deltas: list[dict[str, Any]] = [
+                {"role": "assistant"} if item.role_only else {"role": "assistant", "content": ""}
+            ]
+            if item.reasoning:
+                deltas.extend({"reasoning_content": p} for p in split_words(item.reasoning))
+            deltas.extend({"content": p} for p in split_words(item.text, item.chunk_size))
+            return deltas, item.delay
+        return self._tool_call_deltas(item), 0.0
+
+    def _tool_call_deltas(self, item: ToolCalls) -> list[dict[str, Any]]:
+        """The deltas of tool calls: each call's head, then its arguments in pieces."""
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": "" if item.text else None}]
+        if item.text:
+            deltas.append({"content": item.text})
+        for index, (call, call_id, arguments) in enumerate(self._calls(item)):
+            head = {"index": index, "id": call_id, "type": "function"}
+            head["function"] = {"name": call.name, "arguments": ""}
+            deltas.append({"tool_calls": [head]})
+            size = item.arg_chunk or (len(arguments) + 1) // 2 or 1
+            parts = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
+            deltas.extend(
+                {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
+                for part in parts
+            )
+        return deltas
+
     def _send_stream(self, item: Reply | ToolCalls | Drop | StreamError, body: dict) -> None:
         completion_id = self.fake._next_id("chatcmpl-fake")
         created = int(time.time())
@@ -505,35 +539,7 @@ class _Handler(BaseHTTPRequestHandler):
                 ],
             }
 
-        deltas: list[dict[str, Any]] = []
-        delay = 0.0
-        if isinstance(item, Drop | StreamError):
-            deltas.append({"role": "assistant", "content": ""})
-            pieces = split_words(item.text)[: max(0, item.after_chunks)]
-            deltas.extend({"content": piece} for piece in pieces)
-        elif isinstance(item, Reply):
-            delay = item.delay
-            deltas.append(
-                {"role": "assistant"} if item.role_only else {"role": "assistant", "content": ""}
-            )
-            if item.reasoning:
-                deltas.extend({"reasoning_content": p} for p in split_words(item.reasoning))
-            deltas.extend({"content": p} for p in split_words(item.text, item.chunk_size))
-        else:
-            deltas.append({"role": "assistant", "content": "" if item.text else None})
-            if item.text:
-                deltas.append({"content": item.text})
-            for index, (call, call_id, arguments) in enumerate(self._calls(item)):
-                head = {"index": index, "id": call_id, "type": "function"}
-                head["function"] = {"name": call.name, "arguments": ""}
-                deltas.append({"tool_calls": [head]})
-                size = item.arg_chunk or (len(arguments) + 1) // 2 or 1
-                parts = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
-                deltas.extend(
-                    {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
-                    for part in parts
-                )
-
+        deltas, delay = self._stream_deltas(item)
         self._start_stream()
         try:
             for n, delta in enumerate(deltas):

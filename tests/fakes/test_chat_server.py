@@ -271,8 +271,7 @@ def test_an_explicit_error_event_after_some_text(server, in_chunk):
 
     received = []
     with pytest.raises(openai.APIError, match="upstream died") as excinfo:
-        for chunk in create(server, stream=True):
-            received.append(chunk.choices[0].delta.content or "")
+        received.extend(c.choices[0].delta.content or "" for c in create(server, stream=True))
 
     assert "".join(received) == "partial answer "
     assert not isinstance(excinfo.value, openai.APIStatusError | openai.APIConnectionError)
@@ -312,8 +311,7 @@ def test_drop_while_streaming(server):
 
     received = []
     with pytest.raises(openai.APIConnectionError):
-        for chunk in create(server, stream=True):
-            received.append(chunk.choices[0].delta.content or "")
+        received.extend(c.choices[0].delta.content or "" for c in create(server, stream=True))
 
     assert "".join(received) == "partial answer "
 

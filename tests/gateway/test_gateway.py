@@ -187,6 +187,17 @@ def test_a_429_fails_the_turn_when_our_client_may_not_retry(
     assert history(session) == [("user", "hi")]
 
 
+def _ask_a_long_history(gateway, *, stream: bool) -> None:
+    """One request through the gateway; a streamed answer is read to its end."""
+    response = client(gateway).chat.completions.create(
+        model=gateway.model,
+        messages=[{"role": "user", "content": "a very long history"}],
+        stream=stream,
+    )
+    if stream:
+        list(response)
+
+
 def test_a_context_overflow_comes_back_through_the_gateway_as_a_400_without_its_code(
     gateway, upstream
 ):
@@ -198,12 +209,7 @@ def test_a_context_overflow_comes_back_through_the_gateway_as_a_400_without_its_
         upstream.reset()
         upstream.queue(Error(400, OVERFLOW_MESSAGE, code="context_length_exceeded"))
         with pytest.raises(openai.BadRequestError) as excinfo:
-            response = client(gateway).chat.completions.create(
-                model=gateway.model,
-                messages=[{"role": "user", "content": "a very long history"}],
-                stream=stream,
-            )
-            list(response) if stream else None
+            _ask_a_long_history(gateway, stream=stream)
         error = excinfo.value
         assert error.status_code == 400
         assert len(upstream.requests) == 1  # not retried

@@ -5,6 +5,8 @@ told cleanly that what it wrote to is gone (404), never a 500; nothing is left h
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -42,6 +44,36 @@ def _delete_in_the_admin(user) -> None:
     assert answer.status_code == 302, answer.content[:500]
 
 
+def _write_something(user, sessions, roots, i: int, step: int) -> None:
+    """One write of `user`'s, of the kind (i, step) chooses: a message, a checkpoint, a branch, a
+    turn, a session, a memory, an API key, or (late in a race) a session deleted."""
+    n = (i + step) % 3
+    kind = (i * 7 + step) % 8
+    if kind == 0:
+        message_append(branch=roots[n], role="user", content=f"{i}-{step}")
+    elif kind == 1:
+        checkpoint_create(branch=roots[n], name=f"c{i}-{step}")
+    elif kind == 2:
+        branch_create(session=sessions[n])
+    elif kind == 3:
+        try:
+            turn = turn_start(session=sessions[n], message=f"ask {i}-{step}")
+        except Conflict:
+            return
+        turn_fail(turn=turn, error="stopped by the test")
+    elif kind == 4:
+        session_create(owner=user, name=f"new {i}-{step}")
+    elif kind == 5:
+        memory_create(user=user, key=f"k{i}-{step}", category="Project", l0_abstract="a line")
+    elif kind == 6:
+        try:
+            apikey_create(user=user, name=f"key {i}-{step}")
+        except ApiKeyLimitReached:
+            return
+    elif step > 20:
+        session_delete(session=sessions[n])
+
+
 @pytest.mark.parametrize("remove", [_erase, _delete_in_the_admin], ids=["erase", "admin-delete"])
 def test_removing_a_user_while_they_write_wins_and_their_writers_get_not_found(remove):
     User.objects.create_superuser("root", password="root-Password-1")  # noqa: S106 - a test user's password
@@ -50,34 +82,7 @@ def test_removing_a_user_while_they_write_wins_and_their_writers_get_not_found(r
         sessions = [session_create(owner=user, name=f"s{n}") for n in range(3)]
         roots = [InternalSession.objects.get(session=s) for s in sessions]
 
-        def writer(i: int, step: int, user=user, sessions=sessions, roots=roots) -> None:
-            n = (i + step) % 3
-            kind = (i * 7 + step) % 8
-            if kind == 0:
-                message_append(branch=roots[n], role="user", content=f"{i}-{step}")
-            elif kind == 1:
-                checkpoint_create(branch=roots[n], name=f"c{i}-{step}")
-            elif kind == 2:
-                branch_create(session=sessions[n])
-            elif kind == 3:
-                try:
-                    turn = turn_start(session=sessions[n], message=f"ask {i}-{step}")
-                except Conflict:
-                    return
-                turn_fail(turn=turn, error="stopped by the test")
-            elif kind == 4:
-                session_create(owner=user, name=f"new {i}-{step}")
-            elif kind == 5:
-                memory_create(
-                    user=user, key=f"k{i}-{step}", category="Project", l0_abstract="a line"
-                )
-            elif kind == 6:
-                try:
-                    apikey_create(user=user, name=f"key {i}-{step}")
-                except ApiKeyLimitReached:
-                    return
-            elif step > 20:
-                session_delete(session=sessions[n])
+        writer = functools.partial(_write_something, user, sessions, roots)
 
         writer_errors, eraser_errors = race_a_delete(writer, lambda user=user: remove(user))
         assert eraser_errors == [], round_

@@ -559,38 +559,12 @@ def expect_refused(route: str, rule: Rule, who: str, method: str, response) -> N
     where = f"{method} {route} as {who}: {status} {response.get('Location', '')}"
     answered = method in rule.methods
     if rule.access == PUBLIC:
-        if rule.away and who != "anonymous":
-            assert status == 302, where
-            assert response["Location"] == rule.away, where
-        elif not answered:
-            assert status == 405, where
-        elif rule.answers:
-            assert status in rule.answers, where
-        else:
-            assert _served(response), where
-        return
-    anonymous = who == "anonymous"
-    if kind == "api":
-        if anonymous:
-            assert status == 401, where
-            assert response["WWW-Authenticate"].startswith("Bearer"), where
-        elif not answered:
-            assert status == 405, where
-        elif rule.access == LOGIN:
-            assert _served(response), where
-        else:
-            assert status == 404, where
-            assert response.json() == {"detail": response.json()["detail"]}, where
-        return
-    if kind == "admin":
-        if who == "staff without permissions":
-            assert status == 403, where
-            return
-        location = "/admin/" if route == "/admin/logout/" else "/admin/login/?next="
-        assert status == 302, where
-        assert response["Location"].startswith(location), where
-        return
-    if anonymous:
+        _expect_public(rule, who, answered, response, where)
+    elif kind == "api":
+        _expect_api_refused(rule, who, answered, response, where)
+    elif kind == "admin":
+        _expect_admin_refused(route, who, response, where)
+    elif who == "anonymous":
         assert status == 302, where
         assert response["Location"].startswith("/accounts/login/?next="), where
     elif not answered:
@@ -599,6 +573,46 @@ def expect_refused(route: str, rule: Rule, who: str, method: str, response) -> N
         assert _served(response), where
     else:
         assert status == 404, where
+
+
+def _expect_public(rule: Rule, who: str, answered: bool, response, where: str) -> None:
+    """A public route, to anyone: served, or sent away when signed in (`rule.away`)."""
+    status = response.status_code
+    if rule.away and who != "anonymous":
+        assert status == 302, where
+        assert response["Location"] == rule.away, where
+    elif not answered:
+        assert status == 405, where
+    elif rule.answers:
+        assert status in rule.answers, where
+    else:
+        assert _served(response), where
+
+
+def _expect_api_refused(rule: Rule, who: str, answered: bool, response, where: str) -> None:
+    """The API, to an outsider: 401 with a Bearer challenge to the anonymous, 404 to bob."""
+    status = response.status_code
+    if who == "anonymous":
+        assert status == 401, where
+        assert response["WWW-Authenticate"].startswith("Bearer"), where
+    elif not answered:
+        assert status == 405, where
+    elif rule.access == LOGIN:
+        assert _served(response), where
+    else:
+        assert status == 404, where
+        assert response.json() == {"detail": response.json()["detail"]}, where
+
+
+def _expect_admin_refused(route: str, who: str, response, where: str) -> None:
+    """The admin, to an outsider: 403 to staff without permissions, its login page to others."""
+    status = response.status_code
+    if who == "staff without permissions":
+        assert status == 403, where
+        return
+    location = "/admin/" if route == "/admin/logout/" else "/admin/login/?next="
+    assert status == 302, where
+    assert response["Location"].startswith(location), where
 
 
 def expect_served(route: str, rule: Rule, method: str, response) -> None:

@@ -129,6 +129,28 @@ def test_checkpoint_create_racing_a_rewind_never_leaves_a_checkpoint_past_the_en
         assert_branches_consistent(session)
 
 
+def _pick(model, **filters):
+    return model.objects.filter(**filters).order_by("?").first()
+
+
+def _structural_change(session, op: str, i: int) -> None:
+    """One change of the session's structure, on a branch or checkpoint picked at random."""
+    if op == "append":
+        message_append(branch=_pick(InternalSession, session=session), role="user", content=f"{i}")
+    elif op == "checkpoint":
+        checkpoint_create(branch=_pick(InternalSession, session=session), name=f"t{i}")
+    elif op in ("branch", "rewind"):
+        cp = _pick(Checkpoint, branch__session=session)
+        if cp is not None:
+            checkpoint_restore(checkpoint=cp, mode=op)
+    elif op == "activate":
+        branch_activate(branch=_pick(InternalSession, session=session))
+    else:
+        cp = _pick(Checkpoint, branch__session=session)
+        if cp is not None:
+            checkpoint_delete(checkpoint=cp)
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_twenty_threads_of_mixed_structural_changes_keep_every_branch_whole(alice):
@@ -139,30 +161,12 @@ def test_twenty_threads_of_mixed_structural_changes_keep_every_branch_whole(alic
     checkpoint_create(branch=root, name="seed")
     refused: list[str] = []
 
-    def pick(model, **filters):
-        return model.objects.filter(**filters).order_by("?").first()
-
     def work(i: int) -> None:
         rng = random.Random(i)  # noqa: S311 - a seeded sequence, not a secret
         for _ in range(12):
             op = rng.choice(["append", "checkpoint", "branch", "rewind", "activate", "delete"])
             try:
-                if op == "append":
-                    branch = pick(InternalSession, session=session)
-                    message_append(branch=branch, role="user", content=f"{i}")
-                elif op == "checkpoint":
-                    branch = pick(InternalSession, session=session)
-                    checkpoint_create(branch=branch, name=f"t{i}")
-                elif op in ("branch", "rewind"):
-                    cp = pick(Checkpoint, branch__session=session)
-                    if cp is not None:
-                        checkpoint_restore(checkpoint=cp, mode=op)
-                elif op == "activate":
-                    branch_activate(branch=pick(InternalSession, session=session))
-                else:
-                    cp = pick(Checkpoint, branch__session=session)
-                    if cp is not None:
-                        checkpoint_delete(checkpoint=cp)
+                _structural_change(session, op, i)
             except NotFound as exc:  # deleted by another thread meanwhile: a clean 404
                 refused.append(exc.message)
 
