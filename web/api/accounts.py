@@ -44,9 +44,8 @@ class KeyList(APIView):
     @extend_schema(request=KeyIn, responses={201: NewKeyOut}, summary="A new API key")
     def post(self, request: Request) -> Response:
         user = request.user
-        if not isinstance(
-            user, User
-        ):  # IsAuthenticated, the default permission, lets only users in
+        # IsAuthenticated, the default permission, lets only users in.
+        if not isinstance(user, User):
             raise NotAuthenticated()
         data = KeyIn.validated(request.data)
         key, secret = apikey_create(user=user, name=data["name"])
@@ -58,9 +57,8 @@ class KeyDetail(APIView):
     @extend_schema(responses={204: None}, summary="Revoke an API key")
     def delete(self, request: Request, pk: int) -> Response:
         user = request.user
-        if not isinstance(
-            user, User
-        ):  # IsAuthenticated, the default permission, lets only users in
+        # IsAuthenticated, the default permission, lets only users in.
+        if not isinstance(user, User):
             raise NotAuthenticated()
         apikey_revoke(user=user, key_id=pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
