@@ -13,9 +13,10 @@ from pathlib import Path
 from django.apps import apps
 from django.db import models
 
-LAYERS: list[str] = tomllib.loads(
-    (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
-)["tool"]["importlinter"]["contracts"][0]["layers"]
+PYPROJECT = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+CONTRACTS = PYPROJECT["tool"]["importlinter"]["contracts"]
+# The packages from the highest to the lowest, as the import contract has them.
+LAYERS: list[str] = next(c["layers"] for c in CONTRACTS if c["type"] == "layers")
 
 
 def layer_of(model: type[models.Model]) -> int | None:
