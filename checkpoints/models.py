@@ -24,7 +24,7 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
     def for_user(self, user: User | AnonymousUser) -> CheckpointQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(branch__session__owner=user)
+        return self.filter(branch__session__owner=user.pk)
 
     def auto(self) -> CheckpointQuerySet:
         return self.filter(is_auto=True)

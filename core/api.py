@@ -71,7 +71,7 @@ def _non_negative(request: Any, name: str) -> int | None:
 def paginate(
     view: APIView,
     queryset: QuerySet[Any],
-    serializer: type[BaseSerializer],
+    serializer: type[BaseSerializer[Any]],
     context: dict[str, Any] | None = None,
 ) -> Response:
     """A list answer through DRF's paginator: the contract's count, next, previous, results."""
@@ -151,21 +151,23 @@ class JSONErrors(APIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer[Any]):  # input only: no instance
     """Input that names only known fields, as a JSON object."""
 
     @classmethod
     def validated(cls, data: Any) -> dict[str, Any]:
         serializer = cls(data=data)
         serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
+        validated: dict[str, Any] = serializer.validated_data
+        return validated
 
     def to_internal_value(self, data: object) -> dict[str, Any]:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+        value: dict[str, Any] = super().to_internal_value(data)
+        return value
 
 
 class TextField(serializers.CharField):
