@@ -36,11 +36,11 @@ class Pagination(LimitOffsetPagination):
     default_limit = 50
     max_limit = 1000
 
-    def get_limit(self, request: Any) -> int:
+    def get_limit(self, request: Request) -> int:
         limit = _non_negative(request, self.limit_query_param)
         return self.default_limit if limit is None else min(limit, self.max_limit)
 
-    def get_offset(self, request: Any) -> int:
+    def get_offset(self, request: Request) -> int:
         offset = _non_negative(request, self.offset_query_param)
         if offset is not None and offset > OFFSET_MAX:
             raise InvalidInput(f"offset must be at most {OFFSET_MAX}.")
@@ -57,7 +57,7 @@ class Pagination(LimitOffsetPagination):
         return super().get_previous_link()
 
 
-def _non_negative(request: Any, name: str) -> int | None:
+def _non_negative(request: Request, name: str) -> int | None:
     """A query parameter that is a non-negative integer (None when absent or empty)."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
@@ -81,7 +81,7 @@ def paginate(
     return paginator.get_paginated_response(data)
 
 
-def body_fingerprint(data: Any) -> str:
+def body_fingerprint(data: object) -> str:
     """A digest of a body as validated (defaults filled in), the same whatever its spacing or
     key order: what an Idempotency-Key is stored with, to tell a retry from another request
     reusing the key."""
@@ -89,7 +89,7 @@ def body_fingerprint(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _flatten(errors: Any, prefix: str = "") -> list[str]:
+def _flatten(errors: object, prefix: str = "") -> list[str]:
     if isinstance(errors, dict):
         out = []
         for key, value in errors.items():
@@ -126,7 +126,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-def _renderable(data: Any) -> Any:
+def _renderable(data: object) -> object:
     """Error data with `core.errors.renderable` applied to every text in it, keys included."""
     if isinstance(data, str):
         return renderable(data)
