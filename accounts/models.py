@@ -63,7 +63,7 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
     def for_user(self, user: User | AnonymousUser) -> ApiKeyQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(user=user)
+        return self.filter(user=user.pk)
 
     def active(self) -> ApiKeyQuerySet:
         return self.filter(revoked_at__isnull=True)

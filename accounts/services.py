@@ -6,7 +6,6 @@ import hashlib
 import re
 import secrets
 from datetime import timedelta
-from typing import Any
 
 from django.contrib.auth import password_validation
 from django.contrib.auth.hashers import make_password
@@ -64,7 +63,7 @@ def signup_is_open() -> bool:
     return SiteSettings.load().signup_open or not User.objects.exists()
 
 
-def _clean_username(value: Any) -> str:
+def _clean_username(value: object) -> str:
     if not isinstance(value, str):
         raise InvalidUsername("The username must be text.")
     username = User.normalize_username(value.strip())
@@ -89,7 +88,7 @@ def _looks_like_an_existing_username(username: str) -> bool:
     return any(skeleton(name) == wanted for name in existing)
 
 
-def _clean_email(value: Any) -> str:
+def _clean_email(value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -104,7 +103,7 @@ def _clean_email(value: Any) -> str:
     return email
 
 
-def _validate_password(password: Any, *, user: User) -> None:
+def _validate_password(password: object, *, user: User) -> None:
     if not isinstance(password, str):
         raise WeakPassword(["The password must be text."])
     try:
@@ -216,7 +215,7 @@ def _hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode("ascii")).hexdigest()
 
 
-def _clean_key_name(value: Any) -> str:
+def _clean_key_name(value: object) -> str:
     if not isinstance(value, str):
         raise InvalidApiKeyName("The key name must be text.")
     name = value.strip()

@@ -149,7 +149,8 @@ def refusal_factor(model: str, *, now: float | None = None) -> float:
         return 1.0
     factor, at = float(value[0]), float(value[1])
     age = max(0.0, (time.time() if now is None else now) - at)
-    return 1.0 + (min(REFUSAL_MAX, factor) - 1.0) * 0.5 ** (age / REFUSAL_HALF_LIFE)
+    decay = float(0.5 ** (age / REFUSAL_HALF_LIFE))  # float ** float is typed Any
+    return 1.0 + (min(REFUSAL_MAX, factor) - 1.0) * decay
 
 
 def ratio_for(model: str) -> float:

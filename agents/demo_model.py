@@ -254,8 +254,9 @@ class DemoModel(Model):
         for delta in self.invoke_stream(messages, assistant_message, **kwargs):
             yield delta
 
-    def _parse_provider_response(self, response: Any, **kwargs: Any) -> ModelResponse:
+    # The demo's "provider" answers with agno's own responses already.
+    def _parse_provider_response(self, response: ModelResponse, **kwargs: Any) -> ModelResponse:
         return response
 
-    def _parse_provider_response_delta(self, response: Any) -> ModelResponse:
+    def _parse_provider_response_delta(self, response: ModelResponse) -> ModelResponse:
         return response

@@ -24,9 +24,9 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import openai
@@ -38,7 +38,8 @@ from agno.models.response import ModelResponse
 from agno.run.base import RunStatus
 from django.conf import settings
 
-from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature, is_demo
+from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature
+from core.model_choice import is_demo as is_demo  # agents.model.is_demo: used by the pages, the CLI
 
 from .demo_model import DemoModel
 from .retry import AsyncClient, Client, retry_after
@@ -363,12 +364,17 @@ def tool_limit_hit(model: Model | None) -> bool:
     return isinstance(model, ChatModel) and model.tool_limit_hit
 
 
+class ModelSettings(TypedDict):
+    id: str
+    temperature: float | None
+
+
 def model_settings(
-    session_settings: dict | None = None,
+    session_settings: Mapping[str, object] | None = None,
     *,
     default_id: str | None = None,
     default_temperature: float | None = None,
-) -> dict[str, Any]:
+) -> ModelSettings:
     """The model id and temperature for a session: its own settings, else the defaults (the
     caller's, else AGENT_MODEL and the server's temperature). A model or temperature the session
     may not use raises InvalidInput (core.model_choice), so it is never called."""
@@ -381,7 +387,7 @@ def model_settings(
 
 
 def build_model(
-    session_settings: dict | None = None,
+    session_settings: Mapping[str, object] | None = None,
     *,
     default_id: str | None = None,
     default_temperature: float | None = None,
@@ -440,7 +446,7 @@ def ask_once(model: Model, instructions: str, prompt: str) -> tuple[bool, str]:
     return output.status == RunStatus.completed, content
 
 
-def model_id_for(session_settings: dict | None) -> str:
+def model_id_for(session_settings: Mapping[str, object] | None) -> str:
     """The id of the model a session's turns use (InvalidInput as build_model)."""
     return DEMO_MODEL_ID if is_demo() else model_settings(session_settings)["id"]
 

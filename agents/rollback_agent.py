@@ -25,6 +25,7 @@ from checkpoints.services import (
     checkpoint_restore,
 )
 from core.errors import DomainError
+from core.events import Event
 from memories.models import Memory
 from memories.selectors import memories_recalled, memory_by_key, prompt_line, prompt_memories
 from memories.services import memories_touch, memory_remember
@@ -154,7 +155,7 @@ class RollbackAgent(Agent):
         # Set while a turn runs: where its user message sits, so checkpoints the model asks for
         # mark the conversation as it stood when the user asked.
         self.turn_position: int | None = None
-        self.on_event: Callable[[dict], None] | None = None
+        self.on_event: Callable[[Event], None] | None = None
         self.created_checkpoints: list[Checkpoint] = []
         custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
         builtins = [

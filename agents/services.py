@@ -14,7 +14,7 @@ from django.db import close_old_connections, connection, transaction
 
 from accounts.models import User
 from core.errors import InvalidInput, NotFound
-from core.validation import storable_text
+from core.validation import JSONObject, storable_text
 from sessions_app.errors import IdempotencyKeyReused, TurnInProgress
 from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession, Message, Turn
@@ -200,7 +200,7 @@ def _history_message(session: ExternalSession, message_id: int | str, role: str)
     return message
 
 
-def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict) -> Turn:
+def _fork_and_ask(session: ExternalSession, position: int, text: str, why: JSONObject) -> Turn:
     turns_recover(session=session)
     with transaction.atomic():
         if Turn.objects.filter(session=session).active().exists():

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core import events
 from core.errors import InvalidInput
-from core.validation import clean_description, clean_metadata, clean_name
+from core.validation import JSONObject, clean_description, clean_metadata, clean_name
 from sessions_app.errors import (
     BranchNotFound,
     RewindOutOfRange,
@@ -154,7 +154,7 @@ def _snapshot(qs: QuerySet[Checkpoint]) -> list[DeletedCheckpoint]:
 
 
 def _rewind_locked(
-    branch: InternalSession, position: int, session_state: dict | None
+    branch: InternalSession, position: int, session_state: JSONObject | None
 ) -> list[DeletedCheckpoint]:
     """Cut `branch` (row locked, session locked) back to `position` messages."""
     if not branch.fork_position <= position <= branch.message_count:

@@ -22,6 +22,7 @@ from core.model_choice import check_model_settings
 from core.validation import (
     DOCUMENT_MAX_DEPTH,
     NAME_MAX_LENGTH,
+    JSONObject,
     clean_description,
     clean_json,
     clean_metadata,
@@ -155,7 +156,7 @@ class MessageDoc(_Strict):
     tool_call_id: str = Field(default="", max_length=200)
     tool_calls: Any = None
     created_at: datetime | None = None
-    metadata: dict = Field(default_factory=dict)
+    metadata: JSONObject = Field(default_factory=dict)
 
 
 class CheckpointDoc(_Strict):
@@ -164,8 +165,8 @@ class CheckpointDoc(_Strict):
     description: str = ""
     is_auto: bool = False
     message_count: int = Field(ge=0)
-    session_state: dict = Field(default_factory=dict)
-    metadata: dict = Field(default_factory=dict)
+    session_state: JSONObject = Field(default_factory=dict)
+    metadata: JSONObject = Field(default_factory=dict)
     created_at: datetime | None = None
 
 
@@ -176,8 +177,8 @@ class BranchDoc(_Strict):
     fork_position: int = Field(default=0, ge=0)
     forked_from: int | None = None
     is_current: bool = False
-    session_state: dict = Field(default_factory=dict)
-    metadata: dict = Field(default_factory=dict)
+    session_state: JSONObject = Field(default_factory=dict)
+    metadata: JSONObject = Field(default_factory=dict)
     created_at: datetime | None = None
     messages: list[MessageDoc] = Field(default_factory=list)
     checkpoints: list[CheckpointDoc] = Field(default_factory=list)
@@ -185,7 +186,7 @@ class BranchDoc(_Strict):
 
 class SessionDoc(_Strict):
     name: str = Field(max_length=NAME_MAX_LENGTH)
-    metadata: dict = Field(default_factory=dict)
+    metadata: JSONObject = Field(default_factory=dict)
     created_at: datetime | None = None
     # Optional, so documents from before session keys still import.
     session_key: str | None = None

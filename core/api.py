@@ -36,11 +36,11 @@ class Pagination(LimitOffsetPagination):
     default_limit = 50
     max_limit = 1000
 
-    def get_limit(self, request: Any) -> int:
+    def get_limit(self, request: Request) -> int:
         limit = _non_negative(request, self.limit_query_param)
         return self.default_limit if limit is None else min(limit, self.max_limit)
 
-    def get_offset(self, request: Any) -> int:
+    def get_offset(self, request: Request) -> int:
         offset = _non_negative(request, self.offset_query_param)
         if offset is not None and offset > OFFSET_MAX:
             raise InvalidInput(f"offset must be at most {OFFSET_MAX}.")
@@ -57,7 +57,7 @@ class Pagination(LimitOffsetPagination):
         return super().get_previous_link()
 
 
-def _non_negative(request: Any, name: str) -> int | None:
+def _non_negative(request: Request, name: str) -> int | None:
     """A query parameter that is a non-negative integer (None when absent or empty)."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
@@ -71,7 +71,7 @@ def _non_negative(request: Any, name: str) -> int | None:
 def paginate(
     view: APIView,
     queryset: QuerySet[Any],
-    serializer: type[BaseSerializer],
+    serializer: type[BaseSerializer[Any]],
     context: dict[str, Any] | None = None,
 ) -> Response:
     """A list answer through DRF's paginator: the contract's count, next, previous, results."""
@@ -81,7 +81,7 @@ def paginate(
     return paginator.get_paginated_response(data)
 
 
-def body_fingerprint(data: Any) -> str:
+def body_fingerprint(data: object) -> str:
     """A digest of a body as validated (defaults filled in), the same whatever its spacing or
     key order: what an Idempotency-Key is stored with, to tell a retry from another request
     reusing the key."""
@@ -89,7 +89,7 @@ def body_fingerprint(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _flatten(errors: Any, prefix: str = "") -> list[str]:
+def _flatten(errors: object, prefix: str = "") -> list[str]:
     if isinstance(errors, dict):
         out = []
         for key, value in errors.items():
@@ -126,7 +126,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-def _renderable(data: Any) -> Any:
+def _renderable(data: object) -> object:
     """Error data with `core.errors.renderable` applied to every text in it, keys included."""
     if isinstance(data, str):
         return renderable(data)
@@ -151,21 +151,23 @@ class JSONErrors(APIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer[Any]):  # input only: no instance
     """Input that names only known fields, as a JSON object."""
 
     @classmethod
     def validated(cls, data: Any) -> dict[str, Any]:
         serializer = cls(data=data)
         serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
+        validated: dict[str, Any] = serializer.validated_data
+        return validated
 
     def to_internal_value(self, data: object) -> dict[str, Any]:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+        value: dict[str, Any] = super().to_internal_value(data)
+        return value
 
 
 class TextField(serializers.CharField):

@@ -3,6 +3,7 @@ the paginated list shape."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from drf_spectacular.utils import Direction
 
 
-class ErrorOut(serializers.Serializer):
+class ErrorOut(serializers.Serializer[Mapping[str, object]]):
     detail = serializers.CharField()
 
 
@@ -50,7 +51,9 @@ class AutoSchema(SpectacularAutoSchema):
         if direction == "response":
             for code, text in ERRORS.items():
                 if code not in responses:
-                    body = self._get_response_for_code(ErrorOut, code, direction=direction)
+                    body = self._get_response_for_code(  # type: ignore[no-untyped-call]
+                        ErrorOut, code, direction=direction
+                    )  # drf-spectacular is untyped
                     body["description"] = text
                     responses[code] = body
         return responses

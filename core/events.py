@@ -23,15 +23,143 @@ import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
+from core.validation import JSONObject
+
 log = logging.getLogger(__name__)
 
-Event = dict[str, Any]
+
+# --- the payloads (api-contract.md, "Events"): one TypedDict per event type ---------------------
+
+
+class TurnStarted(TypedDict):
+    type: Literal["turn.started"]
+    session: int
+    turn: int
+    branch: int | None
+    attempt: int
+
+
+class MessageDelta(TypedDict):
+    type: Literal["message.delta"]
+    session: int
+    turn: int
+    delta: str
+    seq: NotRequired[int]
+
+
+class ToolStarted(TypedDict):
+    type: Literal["tool.started"]
+    session: int
+    turn: int
+    tool: str
+    args: object  # the arguments the model gave, as it gave them (JSON)
+    call_id: str | None
+
+
+class ToolFinished(TypedDict):
+    type: Literal["tool.finished"]
+    session: int
+    turn: int
+    tool: str
+    call_id: str | None
+    result: object  # what the tool returned (JSON)
+    error: bool
+
+
+class TurnFinished(TypedDict):
+    type: Literal["turn.finished"]
+    session: int
+    turn: int
+    status: Literal["done"]
+    finish_reason: str | None
+    reply: str
+    tools_used: list[str]
+    checkpoint: int | None
+    rolled_back_to: int | None
+
+
+class TurnFailed(TypedDict):
+    type: Literal["turn.failed"]
+    session: int
+    turn: int
+    error: str
+
+
+class TurnCancelled(TypedDict):
+    type: Literal["turn.cancelled"]
+    session: int
+    turn: int
+
+
+class CheckpointCreated(TypedDict):
+    type: Literal["checkpoint.created"]
+    session: int
+    checkpoint: int
+    branch: int
+    name: str
+    is_auto: bool
+    message_count: int
+
+
+class CheckpointDeleted(TypedDict):
+    type: Literal["checkpoint.deleted"]
+    session: int
+    checkpoints: list[int]
+
+
+class BranchChanged(TypedDict):
+    type: Literal["branch.changed"]
+    session: int
+    branch: int
+    checkpoint: int | None
+    deleted_checkpoints: list[int]
+
+
+class SessionChanged(TypedDict):
+    type: Literal["session.changed"]
+    session: int
+    name: str
+    archived: bool
+    metadata: JSONObject
+
+
+# Every event names its type and its session; `event["type"] == ...` narrows to one payload.
+Event: TypeAlias = (
+    TurnStarted
+    | MessageDelta
+    | ToolStarted
+    | ToolFinished
+    | TurnFinished
+    | TurnFailed
+    | TurnCancelled
+    | CheckpointCreated
+    | CheckpointDeleted
+    | BranchChanged
+    | SessionChanged
+)
+
+
+# What goes through the channel layer: an event for the sockets to relay, or a control message
+# that closes sockets (the end of this module).
+class EventMessage(TypedDict):
+    type: Literal["rollback.event"]
+    event: Event
+
+
+class CloseMessage(TypedDict):
+    type: Literal["rollback.close"]
+    code: int
+    logins: NotRequired[bool]  # close the user's browser logins only (not their API keys' sockets)
+    keep: NotRequired[str]  # ... except this login's group, which reconnects
+
+
+LayerMessage: TypeAlias = EventMessage | CloseMessage
 
 # Local listeners (the terminal chat, the Python API's `on_event`) hear the events of the session
 # they watch in this process, besides the channel layer.
@@ -50,7 +178,7 @@ def remember_server_loop() -> None:
     _server_loop = asyncio.get_running_loop()
 
 
-def _on_server_loop(layer: Any, group: str, message: dict) -> bool:
+def _on_server_loop(layer: Any, group: str, message: LayerMessage) -> bool:
     loop = _server_loop
     if not isinstance(layer, InMemoryChannelLayer) or loop is None or loop.is_closed():
         return False
@@ -99,7 +227,7 @@ def _send(event: Event) -> None:
     _publish(group_name(session_id), {"type": "rollback.event", "event": event}, event["type"])
 
 
-def _publish(group: str, message: dict, what: str) -> None:
+def _publish(group: str, message: LayerMessage, what: str) -> None:
     """Send one message to a channel group, in every process. Never fails the caller."""
     layer = get_channel_layer()
     if layer is None:
@@ -205,7 +333,8 @@ async def _next_match(layer: Any, channel: str, matches: Callable[[Event], bool]
     while True:
         message = await layer.receive(channel)
         event = message.get("event") if message.get("type") == "rollback.event" else None
-        if isinstance(event, dict) and matches(event):
+        # What comes off the layer is untyped: events on it are those `_send` put there.
+        if isinstance(event, dict) and matches(cast("Event", event)):
             return
 
 
@@ -232,13 +361,18 @@ def turn_started(*, session: int, turn: int, branch: int | None, attempt: int) -
 def message_delta(*, session: int, turn: int, delta: str, seq: int | None = None) -> None:
     """One streamed piece of a turn's reply; `seq` numbers the pieces of the turn's attempt
     from 1 (see sessions_app.partial), so a page that shows the reply so far skips those it has."""
-    event: Event = {"type": "message.delta", "session": session, "turn": turn, "delta": delta}
+    event: MessageDelta = {
+        "type": "message.delta",
+        "session": session,
+        "turn": turn,
+        "delta": delta,
+    }
     if seq is not None:
         event["seq"] = seq
     _send(event)
 
 
-def tool_started(*, session: int, turn: int, tool: str, args: Any, call_id: str | None) -> None:
+def tool_started(*, session: int, turn: int, tool: str, args: object, call_id: str | None) -> None:
     _send(
         {
             "type": "tool.started",
@@ -252,7 +386,7 @@ def tool_started(*, session: int, turn: int, tool: str, args: Any, call_id: str 
 
 
 def tool_finished(
-    *, session: int, turn: int, tool: str, call_id: str | None, result: Any, error: bool
+    *, session: int, turn: int, tool: str, call_id: str | None, result: object, error: bool
 ) -> None:
     _send(
         {
@@ -348,7 +482,7 @@ def branch_changed(
     )
 
 
-def session_changed(*, session: int, name: str, archived: bool, metadata: dict) -> None:
+def session_changed(*, session: int, name: str, archived: bool, metadata: JSONObject) -> None:
     """Renamed, archived or restored, or its metadata changed."""
     _after_commit(
         {
@@ -395,7 +529,7 @@ def login_group(session_key: str) -> str:
 
 
 def _close_after_commit(group: str, code: int) -> None:
-    message = {"type": "rollback.close", "code": code}
+    message: CloseMessage = {"type": "rollback.close", "code": code}
     transaction.on_commit(lambda: _publish(group, message, "a close"))
 
 
@@ -415,7 +549,12 @@ def sockets_close_logins(*, user: int, keep_session_key: str | None = None) -> N
     sockets of those logins, and have the kept login's sockets reconnect (CLOSE_RECONNECT).
     Sockets opened with an API key stay: a key is a credential of its own, revoked on its own."""
     keep = login_group(keep_session_key) if keep_session_key else ""
-    message = {"type": "rollback.close", "code": CLOSE_SIGNED_OUT, "logins": True, "keep": keep}
+    message: CloseMessage = {
+        "type": "rollback.close",
+        "code": CLOSE_SIGNED_OUT,
+        "logins": True,
+        "keep": keep,
+    }
     transaction.on_commit(lambda: _publish(user_group(user), message, "a close"))
 
 

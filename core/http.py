@@ -45,7 +45,7 @@ def domain_errors(
     view: Callable[Concatenate[HtmxHttpRequest, P], HttpResponse],
 ) -> Callable[Concatenate[HtmxHttpRequest, P], HttpResponse]:
     @functools.wraps(view)
-    def wrapper(request: HtmxHttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+    def wrapper(request: HtmxHttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
         except DomainError as exc:

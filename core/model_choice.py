@@ -12,7 +12,7 @@ no longer allowed.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
 
 from django.conf import settings
 
@@ -34,7 +34,7 @@ def allowed_models() -> list[str]:
     return list(dict.fromkeys(models))
 
 
-def chosen_model(session_settings: dict) -> str | None:
+def chosen_model(session_settings: Mapping[str, object]) -> str | None:
     """The model id the session's settings ask for (None: the default), if it is allowed."""
     value = session_settings.get("model")
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -50,7 +50,7 @@ def chosen_model(session_settings: dict) -> str | None:
     return value.strip()
 
 
-def chosen_temperature(session_settings: dict) -> float | None:
+def chosen_temperature(session_settings: Mapping[str, object]) -> float | None:
     """The temperature the session's settings ask for (None: the default), if it is in range."""
     value = session_settings.get("temperature")
     if value is None:
@@ -71,7 +71,7 @@ def chosen_temperature(session_settings: dict) -> float | None:
 CONTEXT_TOKENS_MIN, CONTEXT_TOKENS_MAX = 256, 10_000_000
 
 
-def chosen_context_tokens(session_settings: dict) -> int | None:
+def chosen_context_tokens(session_settings: Mapping[str, object]) -> int | None:
     """The context window the session's settings give its model (None: AGENT_CONTEXT_TOKENS)."""
     value = session_settings.get("context_tokens")
     if value is None:
@@ -88,7 +88,7 @@ def chosen_context_tokens(session_settings: dict) -> int | None:
     return value
 
 
-def check_model_settings(metadata: Any) -> None:
+def check_model_settings(metadata: object) -> None:
     """Refuse session metadata whose settings ask for a model or temperature not allowed."""
     chosen = metadata.get("settings") if isinstance(metadata, dict) else None
     if isinstance(chosen, dict):

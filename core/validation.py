@@ -6,7 +6,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 from django.conf import settings
 from django.db.models import CheckConstraint, Q
@@ -35,6 +35,10 @@ TIME_MAX = datetime(2100, 1, 1, tzinfo=UTC)
 # How far in the future a time given by a user (in an imported export) may lie: clock skew.
 TIME_FUTURE_SLACK = timedelta(days=1)
 
+# A JSON object from a user or a model (metadata, session state, tool arguments): its shape is
+# theirs, checked by `clean_json`, so its values are any JSON.
+JSONObject: TypeAlias = dict[str, Any]
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -50,7 +54,7 @@ def _check_text(value: str, *, what: str) -> None:
         )
 
 
-def clean_name(value: Any, *, what: str, default: str | None = None) -> str:
+def clean_name(value: object, *, what: str, default: str | None = None) -> str:
     if value is None:
         value = ""
     if not isinstance(value, str):
@@ -68,7 +72,7 @@ def clean_name(value: Any, *, what: str, default: str | None = None) -> str:
     return value
 
 
-def clean_description(value: Any) -> str:
+def clean_description(value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -81,7 +85,7 @@ def clean_description(value: Any) -> str:
     return storable_text(value)
 
 
-def clean_search(value: Any) -> str:
+def clean_search(value: object) -> str:
     """A search typed by a user: trimmed, cut to SEARCH_MAX_LENGTH; NUL is refused (no stored
     text holds one, and PostgreSQL refuses it in a query)."""
     if value is None:
@@ -183,7 +187,7 @@ def clean_json(value: Any, *, what: str, max_bytes: int | None = None) -> Any:
 
 def clean_json_object(
     value: Any, *, what: str, max_bytes: int | None = None, model_output: bool = False
-) -> dict:
+) -> JSONObject:
     """A JSON object (None is an empty one), checked like `clean_json`. With `model_output`,
     text a database cannot store is cleaned (`storable_json`) instead of refused: what a model
     wrote is kept as well as it can be, what a user sends is refused with the reason."""
@@ -195,10 +199,11 @@ def clean_json_object(
         if json_too_deep(value, JSON_MAX_DEPTH):  # the cleaning recurses: depth first
             raise InvalidInput(f"The {what} is nested more than {JSON_MAX_DEPTH} levels deep.")
         value = storable_json(value)
-    return clean_json(value, what=what, max_bytes=max_bytes)
+    checked: JSONObject = clean_json(value, what=what, max_bytes=max_bytes)
+    return checked
 
 
-def clean_metadata(value: Any, *, what: str) -> dict:
+def clean_metadata(value: Any, *, what: str) -> JSONObject:
     """The metadata of a session, a branch, a checkpoint or a message: a JSON object of at most
     ROLLBACK_METADATA_MAX_BYTES."""
     return clean_json_object(value, what=what, max_bytes=settings.ROLLBACK_METADATA_MAX_BYTES)
@@ -206,7 +211,7 @@ def clean_metadata(value: Any, *, what: str) -> dict:
 
 def clean_session_state(
     value: Any, *, what: str = "session state", model_output: bool = False
-) -> dict:
+) -> JSONObject:
     """A branch's (or checkpoint's) session state: a JSON object of at most
     ROLLBACK_STATE_MAX_BYTES. Every checkpoint copies it, so it must stay small."""
     return clean_json_object(

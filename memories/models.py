@@ -38,7 +38,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
     def for_user(self, user: User | AnonymousUser) -> MemoryQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(user=user)
+        return self.filter(user=user.pk)
 
     def newest_first(self) -> MemoryQuerySet:
         return self.order_by("-created_at", "-id")

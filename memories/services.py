@@ -3,7 +3,7 @@ the accesses of a recall. Every field goes through memories.validation first."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -35,12 +35,12 @@ def _quota_check(user: User) -> None:
 def memory_create(
     *,
     user: User,
-    key: Any,
-    category: Any,
-    l0_abstract: Any,
-    l1_overview: Any = "",
-    l2_details: Any = "",
-    confidence: Any = 1.0,
+    key: object,
+    category: object,
+    l0_abstract: object,
+    l1_overview: object = "",
+    l2_details: object = "",
+    confidence: object = 1.0,
 ) -> Memory:
     """A new memory of `user`; MemoryKeyTaken (409) when they have one with that key."""
     fields = clean_fields(
@@ -64,7 +64,7 @@ def memory_create(
 
 
 @transaction.atomic
-def memory_update(*, memory: Memory, **changes: Any) -> Memory:
+def memory_update(*, memory: Memory, **changes: object) -> Memory:
     """Change the given fields of `memory` (any of key, category, l0_abstract, l1_overview,
     l2_details, confidence); MemoryKeyTaken when the new key is another memory's."""
     fields = clean_fields(changes)
@@ -76,10 +76,9 @@ def memory_update(*, memory: Memory, **changes: Any) -> Memory:
         and Memory.objects.filter(user_id=memory.user_id, key=key).exclude(pk=memory.pk).exists()
     ):
         raise MemoryKeyTaken(key)
-    fields["updated_at"] = timezone.now()
     try:
         with transaction.atomic():
-            Memory.objects.filter(pk=memory.pk).update(**fields)
+            Memory.objects.filter(pk=memory.pk).update(**fields, updated_at=timezone.now())
     except IntegrityError:
         raise MemoryKeyTaken(str(key)) from None
     memory.refresh_from_db()
@@ -90,11 +89,11 @@ def memory_update(*, memory: Memory, **changes: Any) -> Memory:
 def memory_remember(
     *,
     user: User,
-    key: Any,
-    category: Any,
-    l0_abstract: Any,
-    l1_overview: Any = "",
-    l2_details: Any = "",
+    key: object,
+    category: object,
+    l0_abstract: object,
+    l1_overview: object = "",
+    l2_details: object = "",
 ) -> tuple[Memory, bool]:
     """What the agent's `remember` tool does: the user's memory under `key` now says this (made
     when there was none). Returns it and whether it was made."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict, cast
 
 from django.conf import settings
 
@@ -21,7 +22,7 @@ _KEY = re.compile(r"^[^\W_][\w.-]*$")
 _CATEGORIES = {c.value.lower(): c.value for c in Category}
 
 
-def _text(value: Any, *, what: str) -> str:
+def _text(value: object, *, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"The {what} must be text.")
     _refuse_unstorable(value, what=what)
@@ -35,7 +36,7 @@ def _refuse_unstorable(value: str, *, what: str) -> None:
         )
 
 
-def clean_key(value: Any) -> str:
+def clean_key(value: object) -> str:
     key = _text(value, what="key").strip().lower()
     if not key:
         raise InvalidInput("The key cannot be empty.")
@@ -49,7 +50,7 @@ def clean_key(value: Any) -> str:
     return key
 
 
-def clean_category(value: Any) -> str:
+def clean_category(value: object) -> str:
     """One of the six categories; the case does not matter ("project" is Project)."""
     text = _text(value, what="category").strip()
     try:
@@ -60,7 +61,7 @@ def clean_category(value: Any) -> str:
         ) from None
 
 
-def clean_l0(value: Any) -> str:
+def clean_l0(value: object) -> str:
     text = " ".join(_text(value, what="L0 abstract").split())  # one line
     if not text:
         raise InvalidInput("The L0 abstract (one line) cannot be empty.")
@@ -72,7 +73,7 @@ def clean_l0(value: Any) -> str:
     return text
 
 
-def clean_l1(value: Any) -> str:
+def clean_l1(value: object) -> str:
     if value is None:
         return ""
     text = _text(value, what="L1 overview").strip()
@@ -84,7 +85,7 @@ def clean_l1(value: Any) -> str:
     return text
 
 
-def clean_l2(value: Any) -> str:
+def clean_l2(value: object) -> str:
     if value is None:
         return ""
     text = _text(value, what="L2 details").strip()
@@ -94,7 +95,7 @@ def clean_l2(value: Any) -> str:
     return text
 
 
-def clean_confidence(value: Any) -> float:
+def clean_confidence(value: object) -> float:
     if value is None:
         return 1.0
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -116,16 +117,27 @@ CLEANERS = {
 EDITABLE = tuple(CLEANERS)
 
 
-def clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
+class MemoryFields(TypedDict, total=False):
+    """The fields of a memory, cleaned (those given)."""
+
+    key: str
+    category: str
+    l0_abstract: str
+    l1_overview: str
+    l2_details: str
+    confidence: float
+
+
+def clean_fields(fields: Mapping[str, object]) -> MemoryFields:
     """The given fields of a memory, each cleaned; any other name is refused."""
     unknown = sorted(set(fields) - set(CLEANERS))
     if unknown:
         raise InvalidInput(f"Unknown memory field: {', '.join(unknown)}.")
-    cleaned = {}
+    cleaned: dict[str, object] = {}
     for name, value in fields.items():
         try:
             cleaned[name] = CLEANERS[name](value)
         except InvalidInput as exc:
             exc.field = name  # type: ignore[attr-defined]  # a form shows it beside the field
             raise
-    return cleaned
+    return cast(MemoryFields, cleaned)  # each name was checked against CLEANERS

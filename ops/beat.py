@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_MIN_INTERVAL = 1.0
 
 
-class Scheduler(DatabaseScheduler):
+class Scheduler(DatabaseScheduler):  # type: ignore[misc]  # django-celery-beat is untyped
     """`CELERY_BEAT_SCHEDULER`. The schedules live in the database (django-celery-beat). Each
     wake (`tick`) also records beat's heartbeat for /healthz, after the due tasks were sent."""
 

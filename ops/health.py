@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Required, TypedDict
 
 import psycopg
 import redis.exceptions
@@ -39,6 +39,23 @@ BEAT_KEY = "ops:health:beat"
 HEARTBEAT_TTL = 24 * 3600
 
 
+class CheckJSON(TypedDict, total=False):
+    """One part in /healthz's body: `ok` always, the others when known."""
+
+    ok: Required[bool]
+    ms: float
+    age_seconds: float
+    error: str
+
+
+class ReportJSON(TypedDict):
+    """/healthz's body."""
+
+    status: Literal["ok", "fail"]
+    celery: str
+    checks: dict[str, CheckJSON]
+
+
 @dataclass(frozen=True)
 class Check:
     """One part's state. `ms`: how long the check took; `age_seconds`: of the newest heartbeat."""
@@ -49,9 +66,15 @@ class Check:
     error: str | None = None
     cause: BaseException | None = field(default=None, compare=False)  # logged, never shown
 
-    def as_json(self) -> dict[str, Any]:
-        shown = {"ok": self.ok, "ms": self.ms, "age_seconds": self.age_seconds, "error": self.error}
-        return {name: value for name, value in shown.items() if value is not None}
+    def as_json(self) -> CheckJSON:
+        shown: CheckJSON = {"ok": self.ok}
+        if self.ms is not None:
+            shown["ms"] = self.ms
+        if self.age_seconds is not None:
+            shown["age_seconds"] = self.age_seconds
+        if self.error is not None:
+            shown["error"] = self.error
+        return shown
 
 
 @dataclass(frozen=True)
@@ -63,7 +86,7 @@ class Report:
     def ok(self) -> bool:
         return all(check.ok for check in self.checks.values())
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> ReportJSON:
         return {
             "status": "ok" if self.ok else "fail",
             "celery": "configured" if self.celery else "not configured (tasks run in process)",
@@ -150,11 +173,12 @@ def check_static() -> Check:
     return Check(ok=True)
 
 
-def check_heartbeat(beat: Any, *, max_age: float, now: float) -> Check:
+def check_heartbeat(beat: object, *, max_age: float, now: float) -> Check:
     """A heartbeat (as `heartbeat_record` stores it) younger than `max_age` seconds."""
-    if not isinstance(beat, dict) or not isinstance(beat.get("at"), int | float):
+    at = beat.get("at") if isinstance(beat, dict) else None
+    if not isinstance(at, int | float):
         return Check(ok=False, error="no heartbeat")
-    age = round(max(0.0, now - beat["at"]), 1)  # a clock slightly ahead is no error
+    age = round(max(0.0, now - at), 1)  # a clock slightly ahead is no error
     if age > max_age:
         return Check(ok=False, age_seconds=age, error=f"no heartbeat for {age:.0f} s")
     return Check(ok=True, age_seconds=age)

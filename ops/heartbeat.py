@@ -62,7 +62,7 @@ class Heart:
                 return
 
 
-class WorkerHeartbeat(bootsteps.StartStopStep):
+class WorkerHeartbeat(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is untyped
     """The bootstep: its `obj` (a `Heart`) is started and stopped with the worker."""
 
     label = "Health heartbeat"

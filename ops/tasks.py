@@ -4,7 +4,7 @@ schedules in the admin ("Periodic tasks"), whose keyword arguments may set `days
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from celery import shared_task
 
@@ -15,7 +15,15 @@ from .models import AuditRecord
 from .retention import archive_idle_sessions, prune_auto_checkpoints
 
 
-def _result(record: AuditRecord) -> dict[str, Any]:
+class TaskResult(TypedDict):
+    """What a job's task returns (kept in Celery's result backend, when there is one)."""
+
+    audit: int
+    status: str
+    affected: int
+
+
+def _result(record: AuditRecord) -> TaskResult:
     return {"audit": record.pk, "status": record.status, "affected": record.affected}
 
 
@@ -34,14 +42,14 @@ def _who(task: Any, actor: int | None) -> Who:
     )
 
 
-@shared_task(name="ops.prune_auto_checkpoints", bind=True)
+@shared_task(name="ops.prune_auto_checkpoints", bind=True)  # type: ignore[untyped-decorator]
 def prune_auto_checkpoints_task(
     self: Any,
     days: int | None = None,
     keep_latest: int | None = None,
     dry_run: bool = False,
     actor: int | None = None,
-) -> dict[str, Any]:
+) -> TaskResult:
     return _result(
         prune_auto_checkpoints(
             who=_who(self, actor), dry_run=dry_run, days=days, keep_latest=keep_latest
@@ -49,10 +57,10 @@ def prune_auto_checkpoints_task(
     )
 
 
-@shared_task(name="ops.archive_idle_sessions", bind=True)
+@shared_task(name="ops.archive_idle_sessions", bind=True)  # type: ignore[untyped-decorator]
 def archive_idle_sessions_task(
     self: Any, days: int | None = None, dry_run: bool = False, actor: int | None = None
-) -> dict[str, Any]:
+) -> TaskResult:
     return _result(archive_idle_sessions(who=_who(self, actor), dry_run=dry_run, days=days))
 
 

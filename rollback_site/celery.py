@@ -24,7 +24,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@setup_logging.connect
+@setup_logging.connect  # type: ignore[untyped-decorator]  # celery is untyped
 def use_django_logging(**kwargs: Any) -> None:
     from django.conf import settings
     from django.utils.log import configure_logging

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 access_log = logging.getLogger("rollback.access")
 
 
-class BoundedRequest(http_protocol.WebRequest):
+class BoundedRequest(http_protocol.WebRequest):  # type: ignore[misc]  # daphne is untyped
     """daphne's HTTP request, refusing a body of more than `max_body` bytes while it arrives."""
 
     max_body = 0  # set by `main` from the settings
@@ -90,7 +90,7 @@ class BoundedRequest(http_protocol.WebRequest):
         log.warning("refused a request body over %d bytes from %s", self.max_body, client)
 
 
-class AccessLog(AccessLogGenerator):
+class AccessLog(AccessLogGenerator):  # type: ignore[misc]  # daphne is untyped
     """daphne's access log: one line per request (and per WebSocket step), through logging when
     it goes to standard output; a file given with --access-log keeps daphne's own format."""
 

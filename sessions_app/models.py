@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from core.validation import NAME_MAX_LENGTH, time_in_range
+from core.validation import NAME_MAX_LENGTH, JSONObject, time_in_range
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -32,7 +32,7 @@ class ExternalSessionQuerySet(models.QuerySet["ExternalSession"]):
     def for_user(self, user: AnyUser) -> ExternalSessionQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(owner=user)
+        return self.filter(owner=user.pk)
 
     def active(self) -> ExternalSessionQuerySet:
         return self.filter(archived_at__isnull=True)
@@ -81,7 +81,7 @@ class ExternalSession(models.Model):
         return self.session_name
 
     @property
-    def settings(self) -> dict:
+    def settings(self) -> JSONObject:
         value = self.metadata.get("settings") if isinstance(self.metadata, dict) else None
         return value if isinstance(value, dict) else {}
 
@@ -90,7 +90,7 @@ class InternalSessionQuerySet(models.QuerySet["InternalSession"]):
     def for_user(self, user: AnyUser) -> InternalSessionQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(session__owner=user)
+        return self.filter(session__owner=user.pk)
 
 
 def new_agno_session_id() -> str:
@@ -162,7 +162,7 @@ class MessageQuerySet(models.QuerySet["Message"]):
     def for_user(self, user: AnyUser) -> MessageQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(branch__session__owner=user)
+        return self.filter(branch__session__owner=user.pk)
 
 
 class Message(models.Model):
@@ -209,7 +209,7 @@ class TurnQuerySet(models.QuerySet["Turn"]):
     def for_user(self, user: AnyUser) -> TurnQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(session__owner=user)
+        return self.filter(session__owner=user.pk)
 
     def active(self) -> TurnQuerySet:
         return self.filter(status__in=Turn.ACTIVE)
@@ -369,7 +369,7 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
     def for_user(self, user: AnyUser) -> CheckpointQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(branch__session__owner=user)
+        return self.filter(branch__session__owner=user.pk)
 
     def auto(self) -> CheckpointQuerySet:
         return self.filter(is_auto=True)

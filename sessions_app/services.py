@@ -15,6 +15,7 @@ from core import events
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings
 from core.validation import (
+    JSONObject,
     clean_metadata,
     clean_name,
     clean_session_state,
@@ -202,7 +203,7 @@ def message_append(
     tool_result: str = "",
     tool_call_id: str = "",
     tool_calls: Any = None,
-    metadata: dict | None = None,
+    metadata: JSONObject | None = None,
 ) -> Message:
     """Append one message at the end of the branch's history (under the session's lock, like
     every structural change of a branch)."""
@@ -257,9 +258,9 @@ def branch_fork(
     branch: InternalSession,
     position: int,
     forked_from: Checkpoint | None = None,
-    session_state: dict | None = None,
+    session_state: JSONObject | None = None,
     make_current: bool = True,
-    metadata: dict | None = None,
+    metadata: JSONObject | None = None,
 ) -> InternalSession:
     """A new branch whose history is `branch`'s first `position` messages. Copies no message.
     The one way a branch is made: restoring a checkpoint (`forked_from`), editing or
@@ -350,7 +351,12 @@ def branch_set_state(*, branch: InternalSession, session_state: Any) -> Internal
 
 
 def summary_store(
-    *, branch: InternalSession, end: int, content: str, model: str, metadata: dict | None = None
+    *,
+    branch: InternalSession,
+    end: int,
+    content: str,
+    model: str,
+    metadata: JSONObject | None = None,
 ) -> Summary:
     """Keep the model's summary of the branch's history below position `end`, keyed by the
     message at `end - 1` so every branch sharing that prefix finds it. A summary of the same

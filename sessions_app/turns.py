@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from core import events, logs
 from core.errors import InvalidInput
-from core.validation import storable_json, storable_text
+from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import BranchNotFound, MessageTooLong, TurnAlreadyEnded, TurnInProgress
 
 from .models import ExternalSession, InternalSession, Message, Turn
@@ -112,7 +112,7 @@ def message_limits_check(
         )
 
 
-def clean_user_message(message: Any) -> str:
+def clean_user_message(message: object) -> str:
     if not isinstance(message, str):
         raise InvalidInput("The message must be text.")
     message = storable_text(message)
@@ -337,7 +337,7 @@ class NewMessage:
     tool_result: str = ""
     tool_call_id: str = ""
     tool_calls: Any = None
-    metadata: dict = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
 
 
 class BranchMoved(Exception):
@@ -401,7 +401,7 @@ def turn_finish(
     tools_used: list[str],
     checkpoint: Checkpoint | None = None,
     rolled_back_to: Checkpoint | None = None,
-    metadata: dict | None = None,
+    metadata: JSONObject | None = None,
 ) -> bool:
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the
     caller's (taken over, or failed meanwhile): then nothing changes."""
@@ -428,7 +428,7 @@ def turn_finish(
     return done == 1
 
 
-def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> bool:
+def turn_fail(*, turn: Turn, error: str, metadata: JSONObject | None = None) -> bool:
     """Fail the turn with a readable error, if it is still queued or running in the attempt the
     caller holds (`turn.attempts`). What was stored stays stored. False when nothing changed."""
     failed = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE, attempts=turn.attempts).update(
@@ -463,7 +463,7 @@ def turn_cancel(*, turn: Turn) -> Turn:
 
 
 @transaction.atomic
-def turn_keep_stopped(*, turn: Turn, reply: str, metadata: dict | None = None) -> bool:
+def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = None) -> bool:
     """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
     assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
     only for a cancelled turn of that attempt, and only while its branch still ends with the

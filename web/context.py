@@ -40,14 +40,14 @@ def active_turn(session: ExternalSession) -> Turn | None:
     return Turn.objects.filter(session=session).active().order_by("-created_at").first()
 
 
-def composer_state(session: ExternalSession) -> dict:
+def composer_state(session: ExternalSession) -> dict[str, Any]:
     """What the composer's buttons need (Send waits and Stop shows while a turn runs): one query,
     without the conversation."""
     active = active_turn(session)
     return {"session": session, "active_turn": active, "busy": active is not None}
 
 
-def conversation(session: ExternalSession, *, before: int | None = None) -> dict:
+def conversation(session: ExternalSession, *, before: int | None = None) -> dict[str, Any]:
     """The current branch's last messages (or the page before position `before`), the running
     turn with its reply so far, and the last turn's failure when it can be retried."""
     branch = current_branch(session)
@@ -159,7 +159,7 @@ def checkpoint_page(
     before: int | None = None,
     count: int = CHECKPOINT_PAGE,
     shown: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """One page of the panel's checkpoints, newest first: the first `count` that match the
     filter, or those older than checkpoint `before`. `shown` is how many the list held before
     this page (so a live update can list as many again)."""
@@ -180,12 +180,12 @@ def checkpoint_page(
     }
 
 
-def panel(session: ExternalSession) -> dict:
+def panel(session: ExternalSession) -> dict[str, Any]:
     """The side panel as a page load shows it: the branch tree and the newest checkpoints."""
     return {**checkpoint_page(session), "tree": branch_tree(session)}
 
 
-def panel_live(session: ExternalSession) -> dict:
+def panel_live(session: ExternalSession) -> dict[str, Any]:
     """What a live update of the side panel carries (checkpoints/_panel_oob.html): the tree
     and the count; the page fetches its list again itself, with its own filter."""
     return {
@@ -196,5 +196,5 @@ def panel_live(session: ExternalSession) -> dict:
     }
 
 
-def checkpoint_for_panel(checkpoint: Checkpoint) -> dict:
+def checkpoint_for_panel(checkpoint: Checkpoint) -> dict[str, Any]:
     return {"cp": checkpoint, "session": checkpoint.branch.session}

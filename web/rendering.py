@@ -63,7 +63,8 @@ def highlighted(code: str, language: str) -> str | None:
         lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
     except ClassNotFound:
         return None
-    return highlight(code, lexer, _formatter)
+    html: str = highlight(code, lexer, _formatter)  # Pygments is untyped
+    return html
 
 
 def _code_block(code: str, language: str) -> str:

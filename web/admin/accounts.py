@@ -149,14 +149,11 @@ class UserAdmin(BaseUserAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[User]:
         # One correlated subquery per count: joining the three tables and counting distinct ids
         # would multiply the rows (sessions x branches x checkpoints) before counting.
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                session_count=count_subquery(ExternalSession.objects.all(), "owner"),
-                branch_count=count_subquery(InternalSession.objects.all(), "session__owner"),
-                checkpoint_count=count_subquery(Checkpoint.objects.all(), "branch__session__owner"),
-            )
+        users: QuerySet[User] = super().get_queryset(request)
+        return users.annotate(
+            session_count=count_subquery(ExternalSession.objects.all(), "owner"),
+            branch_count=count_subquery(InternalSession.objects.all(), "session__owner"),
+            checkpoint_count=count_subquery(Checkpoint.objects.all(), "branch__session__owner"),
         )
 
     @admin.display(description="sessions", ordering="session_count")

@@ -136,10 +136,9 @@ class ExternalSessionAdmin(admin.ModelAdmin):
     inlines = (BranchInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExternalSession]:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(branch_count=count_subquery(InternalSession.objects.all(), "session"))
+        sessions: QuerySet[ExternalSession] = super().get_queryset(request)
+        return sessions.annotate(
+            branch_count=count_subquery(InternalSession.objects.all(), "session")
         )
 
     @admin.display(description="branches", ordering="branch_count")

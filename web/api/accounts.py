@@ -16,7 +16,7 @@ from core.api import StrictSerializer, TextField, paginate
 from core.api_schema import paginated
 
 
-class KeyOut(serializers.Serializer):
+class KeyOut(serializers.Serializer[ApiKey]):
     id = serializers.IntegerField()
     name = serializers.CharField()
     prefix = serializers.CharField()

@@ -38,7 +38,7 @@ class BearerKeyAuthentication(BaseAuthentication):
         return 'Bearer realm="api"'
 
 
-class BearerKeyScheme(OpenApiAuthenticationExtension):
+class BearerKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "web.api.authentication.BearerKeyAuthentication"
     name = "bearerKey"
 

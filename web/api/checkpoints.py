@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from checkpoints.models import Checkpoint
 from checkpoints.selectors import get_checkpoint_for_user, session_checkpoints
 from checkpoints.services import (
     RESTORE_MODES,
@@ -22,7 +23,7 @@ from web.api.serializers import BranchOut
 from web.api.sessions import BRANCH_PARAM, branch_param
 
 
-class CheckpointOut(serializers.Serializer):
+class CheckpointOut(serializers.Serializer[Checkpoint]):
     id = serializers.IntegerField()
     name = serializers.CharField(source="checkpoint_name")
     description = serializers.CharField()

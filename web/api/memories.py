@@ -16,12 +16,12 @@ from accounts.models import User
 from core.api import StrictSerializer, TextField, paginate
 from core.api_schema import paginated
 from core.validation import clean_search
-from memories.models import Category
+from memories.models import Category, Memory
 from memories.selectors import get_memory_for_user, memories_listed
 from memories.services import memory_create, memory_delete, memory_update
 
 
-class MemoryOut(serializers.Serializer):
+class MemoryOut(serializers.Serializer[Memory]):
     id = serializers.IntegerField()
     key = serializers.CharField()
     category = serializers.ChoiceField(choices=Category.values)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
+from core.validation import JSONObject
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import ExternalSession, InternalSession, Turn
 
 
-class SessionOut(serializers.Serializer):
+class SessionOut(serializers.Serializer[ExternalSession]):
     id = serializers.IntegerField()
     name = serializers.CharField(source="session_name")
     created_at = serializers.DateTimeField()
@@ -47,7 +49,7 @@ class BranchIn(StrictSerializer):
     name = TextField(required=True, allow_blank=True, trim_whitespace=False)
 
 
-class BranchOut(serializers.Serializer):
+class BranchOut(serializers.Serializer[InternalSession]):
     """A branch. `name` is what the pages call it too: the name given to it, else its default
     label ("main", "edit of message 3", ...; see sessions_app.labels). Give the serializer the
     session's labels in its context (`labels`) to spare a query per branch."""
@@ -75,7 +77,7 @@ class BranchOut(serializers.Serializer):
         return branch_label(branch)
 
 
-class MessageOut(serializers.Serializer):
+class MessageOut(serializers.Serializer[Any]):  # a Message, or its row's values
     id = serializers.IntegerField()
     position = serializers.IntegerField()
     role = serializers.CharField()
@@ -89,12 +91,12 @@ class MessageOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class UsageOut(serializers.Serializer):
+class UsageOut(serializers.Serializer[Mapping[str, object]]):
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
 
 
-class TurnContextOut(serializers.Serializer):
+class TurnContextOut(serializers.Serializer[Mapping[str, object]]):
     budget = serializers.IntegerField(help_text="The model's window in tokens.")
     reserve = serializers.IntegerField(help_text="Tokens kept for the reply (max_tokens).")
     tokens = serializers.IntegerField(help_text="The request, by Rollback's count.")
@@ -105,7 +107,7 @@ class TurnContextOut(serializers.Serializer):
     summaries_made = serializers.IntegerField()
 
 
-class SummaryOut(serializers.Serializer):
+class SummaryOut(serializers.Serializer[Any]):  # a Summary, or None
     id = serializers.IntegerField()
     end_position = serializers.IntegerField(help_text="It covers positions 0 .. end_position-1.")
     content = serializers.CharField()
@@ -113,7 +115,7 @@ class SummaryOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class BranchContextOut(serializers.Serializer):
+class BranchContextOut(serializers.Serializer[Mapping[str, object]]):
     branch = serializers.IntegerField()
     budget = serializers.IntegerField(help_text="The model's window in tokens.")
     reserve = serializers.IntegerField(help_text="Tokens kept for the reply (max_tokens).")
@@ -131,7 +133,12 @@ class BranchContextOut(serializers.Serializer):
     )
 
 
-class TurnOut(serializers.Serializer):
+class Usage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+
+
+class TurnOut(serializers.Serializer[Turn]):
     id = serializers.IntegerField()
     session = serializers.IntegerField(source="session_id")
     branch = serializers.IntegerField(source="branch_id", allow_null=True)
@@ -150,7 +157,7 @@ class TurnOut(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
     @extend_schema_field(UsageOut(allow_null=True))
-    def get_usage(self, turn: Any) -> dict | None:
+    def get_usage(self, turn: Turn) -> Usage | None:
         usage = turn.metadata.get("usage") if isinstance(turn.metadata, dict) else None
         if not isinstance(usage, dict) or not usage:
             return None
@@ -160,7 +167,7 @@ class TurnOut(serializers.Serializer):
         }
 
     @extend_schema_field(TurnContextOut(allow_null=True))
-    def get_context(self, turn: Any) -> dict | None:
+    def get_context(self, turn: Turn) -> JSONObject | None:
         """How the turn's request fitted the model's window (null before it was sent)."""
         context = turn.metadata.get("context") if isinstance(turn.metadata, dict) else None
         return context if isinstance(context, dict) else None
@@ -173,7 +180,7 @@ class TurnIn(StrictSerializer):
 
 
 @extend_schema_field(OpenApiTypes.STR)
-class SessionKeyField(serializers.Field):
+class SessionKeyField(serializers.Field[object, object, object, Any]):
     """Taken as sent: the service checks it (sessions_app.keys) and its refusal says what form a
     key has, whatever was wrong (not text, a NUL, a missing part)."""
 

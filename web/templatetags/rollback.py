@@ -28,10 +28,11 @@ def pretty_json(value: Any) -> str:
     if value in (None, ""):
         return ""
     if isinstance(value, str):
+        text = value
         try:
-            value = json.loads(value)
+            value = json.loads(text)
         except ValueError:
-            return value
+            return text
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 

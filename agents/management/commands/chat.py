@@ -14,12 +14,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from accounts.models import User
-from agents.model import is_demo
 from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from core.errors import DomainError
+from core.events import Event
+from core.model_choice import is_demo
+from core.validation import JSONObject
 from sessions_app.errors import SessionNotFound
 from sessions_app.models import Turn
 from sessions_app.selectors import get_session_for_user
@@ -64,7 +66,7 @@ class Command(BaseCommand):
                 raise CommandError(f"Session {options['session']} not found.") from None
         self.agent = self._resume()
         self._midline = False
-        self._tool_args: dict = {}
+        self._tool_args: dict[str | None, JSONObject] = {}
         branch = self.agent.internal_session
         self._line(
             f"Session {self.session.pk} '{self.session.session_name}', "
@@ -200,25 +202,26 @@ class Command(BaseCommand):
         name = checkpoint.checkpoint_name if checkpoint is not None else "?"
         self._line(f"  [rollback] Rolled back to checkpoint '{name}'. {self._where()}")
 
-    def _on_event(self, event: dict) -> None:
-        kind = event.get("type")
-        if kind == "message.delta":
+    def _on_event(self, event: Event) -> None:
+        if event["type"] == "message.delta":
             self._streamed = True
-            self._reply(str(event.get("delta") or ""))
-        elif kind == "tool.started":
-            self._tool_args[event.get("call_id")] = event.get("args") or {}
-        elif kind == "tool.finished":
-            args = self._tool_args.get(event.get("call_id")) or {}
-            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
-            result = str(event.get("result") or "").replace("\n", "\n      ")
-            failed = " (failed)" if event.get("error") else ""
-            self._event_line(f"  [tool] {event.get('tool')}({shown}) -> {result}{failed}")
-        elif kind == "checkpoint.created":
-            if event.get("is_auto"):
-                self._event_line(f"  [checkpoint] {event.get('name')} (auto)")
+            self._reply(event["delta"])
+        elif event["type"] == "tool.started":
+            args = event["args"]
+            self._tool_args[event["call_id"]] = args if isinstance(args, dict) else {}
+        elif event["type"] == "tool.finished":
+            shown = ", ".join(
+                f"{k}={v!r}" for k, v in (self._tool_args.get(event["call_id"]) or {}).items()
+            )
+            result = str(event["result"] or "").replace("\n", "\n      ")
+            failed = " (failed)" if event["error"] else ""
+            self._event_line(f"  [tool] {event['tool']}({shown}) -> {result}{failed}")
+        elif event["type"] == "checkpoint.created":
+            if event["is_auto"]:
+                self._event_line(f"  [checkpoint] {event['name']} (auto)")
             else:
                 made = [c for c in self.agent.created_checkpoints if c.pk == event["checkpoint"]]
-                name = made[0].checkpoint_name if made else f"#{event.get('checkpoint')}"
+                name = made[0].checkpoint_name if made else f"#{event['checkpoint']}"
                 self._event_line(f"  [checkpoint] {name}")
 
     # --- helpers ----------------------------------------------------------------------------
