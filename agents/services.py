@@ -119,14 +119,15 @@ def turn_submit(
         if earlier is not None:
             return _same_request(earlier, message, request_fingerprint)
     try:
-        with transaction.atomic():
-            turn = turn_start(
-                session=session,
-                message=message,
-                idempotency_key=idempotency_key,
-                request_fingerprint=request_fingerprint,
-            )
-            _run_after_commit(turn.pk)
+        # turn_start commits on its own (no savepoint inside another transaction); the run is
+        # handed over once that commit is done, or when the caller's own transaction commits.
+        turn = turn_start(
+            session=session,
+            message=message,
+            idempotency_key=idempotency_key,
+            request_fingerprint=request_fingerprint,
+        )
+        _run_after_commit(turn.pk)
     except TurnInProgress:
         earlier = (
             Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
