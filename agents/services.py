@@ -115,7 +115,11 @@ def turn_submit(
     (IdempotencyKeyReused), since its message would otherwise be dropped without a word."""
     turns_recover(session=session)
     if idempotency_key:
-        earlier = Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
+        earlier = (
+            Turn.objects.filter(session=session, idempotency_key=idempotency_key)
+            .select_related("user_message", "reply_message")
+            .first()
+        )
         if earlier is not None:
             return _same_request(earlier, message, request_fingerprint)
     try:

@@ -87,7 +87,7 @@ def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | N
     key = parse_pk(pk)
     if key is None:
         raise TurnNotFound()
-    turns = Turn.objects.for_user(user)
+    turns = Turn.objects.for_user(user).select_related("user_message", "reply_message")
     if session is not None:
         turns = turns.filter(session=session)
     try:

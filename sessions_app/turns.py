@@ -171,7 +171,7 @@ def turn_start(
             return Turn.objects.create(
                 session=session,
                 branch=branch,
-                message=text,
+                user_message=stored,
                 user_message_position=stored.position,
                 metadata={
                     "user_message_id": stored.pk,
@@ -206,7 +206,7 @@ def turn_retry(*, turn: Turn) -> Turn:
         return Turn.objects.create(
             session_id=turn.session_id,
             branch=branch,
-            message=turn.message,
+            user_message_id=turn.user_message_id,
             user_message_position=position,
             metadata={"retry_of": turn.pk, **_origin()},
         )
@@ -221,7 +221,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     with transaction.atomic():
         turn = (
             Turn.objects.select_for_update(of=("self",))
-            .select_related("session", "session__owner")
+            .select_related("session", "session__owner", "user_message")
             .filter(pk=turn_id, status=Turn.Status.QUEUED)
             .first()
         )
@@ -425,7 +425,7 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
         )
     start = branch.message_count
     limit = settings.AGENT_MAX_REPLY_CHARS
-    Message.objects.bulk_create(
+    stored = Message.objects.bulk_create(
         [
             Message(
                 branch=branch,
@@ -442,6 +442,9 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
             for i, m in enumerate(messages)
         ]
     )
+    # The turn's reply is its last assistant message: turn_finish records the reference.
+    last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
+    turn.reply_message = last
     branch.message_count = start + len(messages)
     InternalSession.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
     ExternalSession.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
@@ -459,19 +462,28 @@ def turn_finish(
 ) -> bool:
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the
     caller's (taken over, or failed meanwhile): then nothing changes."""
+    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
+    meta = {**turn.metadata, **(metadata or {})}
+    stored = turn.reply_message  # set by turn_store_messages: its last assistant message
+    if text and (stored is None or stored.content != text):
+        # No stored message holds this reply (the run's last message was not the assistant's,
+        # or its text differs): then, and only then, the turn keeps the text itself.
+        meta["reply_text"] = text
     values = {
-        "reply": bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS),
         "tools_used": storable_json(tools_used),
         "finished_at": timezone.now(),
-        "metadata": storable_json({**turn.metadata, **(metadata or {})}),
+        "metadata": storable_json(meta),
     }
     done = _owned(turn).update(
-        status=Turn.Status.DONE, checkpoint=checkpoint, rolled_back_to=rolled_back_to, **values
+        status=Turn.Status.DONE,
+        checkpoint=checkpoint,
+        rolled_back_to=rolled_back_to,
+        reply_message=stored,
+        **values,
     )
     if done:  # otherwise `turn` keeps the caller's attempt: it is the caller's token
         # What the update wrote, without reading the row back.
         turn.status = Turn.Status.DONE
-        turn.reply = values["reply"]
         turn.tools_used = values["tools_used"]
         turn.checkpoint = checkpoint
         turn.rolled_back_to = rolled_back_to
@@ -480,7 +492,7 @@ def turn_finish(
         events.turn_finished(
             session=turn.session_id,
             turn=turn.pk,
-            reply=turn.reply,
+            reply=text,
             tools_used=list(turn.tools_used),
             checkpoint=turn.checkpoint_id,
             rolled_back_to=turn.rolled_back_to_id,
@@ -534,18 +546,22 @@ def turn_keep_stopped(*, turn: Turn, reply: str, metadata: dict | None = None) -
         return False
     lock_session(turn.session_id)
     mine = Turn.objects.select_for_update().filter(
-        pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts, reply=""
+        pk=turn.pk,
+        status=Turn.Status.CANCELLED,
+        attempts=turn.attempts,
+        reply_message__isnull=True,
     )
     if not mine.exists():
         return False
     branch = InternalSession.objects.select_for_update().filter(pk=turn.branch_id).first()
     if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
         return False
-    message_append(
+    kept = message_append(
         branch=branch,
         role=Message.Role.ASSISTANT,
         content=text,
         metadata={**(metadata or {}), "stopped": True, "finish_reason": "cancelled"},
     )
-    mine.update(reply=text)
+    mine.update(reply_message=kept)
+    turn.reply_message = kept
     return True

@@ -277,11 +277,17 @@ def _wait_for(turn: Turn) -> Turn:
     database connection goes back to the pool, so requests that wait never starve the others of
     connections."""
 
+    latest = [turn]
+
     def ended() -> bool:
-        turn.refresh_from_db()
+        # Read again with the messages its texts are read through (one query).
+        latest[0] = (
+            Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk).first()
+            or latest[0]
+        )
         if not connection.in_atomic_block:
             connection.close()
-        return not turn.is_active
+        return not latest[0].is_active
 
     events.wait_until(
         turn.session_id,
@@ -290,7 +296,7 @@ def _wait_for(turn: Turn) -> Turn:
         timeout=settings.API_TURN_WAIT_SECONDS,
         poll=settings.API_TURN_WAIT_POLL_SECONDS,
     )
-    return turn
+    return latest[0]
 
 
 class TurnDetail(APIView):
