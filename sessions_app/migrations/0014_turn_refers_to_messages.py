@@ -109,6 +109,13 @@ class Migration(migrations.Migration):
             field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.message'),
         ),
         migrations.RunPython(refer, copy_back),
+        # Blank by default, so that going back re-adds the column to existing rows (then
+        # copy_back fills it).
+        migrations.AlterField(
+            model_name='turn',
+            name='message',
+            field=models.TextField(blank=True, default=''),
+        ),
         migrations.RemoveField(
             model_name='turn',
             name='message',
