@@ -71,8 +71,10 @@ def test_history_pages_keep_order_and_pagination(api, session, branch):
     url = f"/api/v1/sessions/{session.pk}/messages/?branch={child.pk}"
     first = api.get(url + "&limit=4").json()
     second = api.get(url + "&limit=4&offset=4").json()
-    assert first["results"] == expected[:4] and second["results"] == expected[4:]
-    assert first["previous"] is None and second["next"] is None
+    assert first["results"] == expected[:4]
+    assert second["results"] == expected[4:]
+    assert first["previous"] is None
+    assert second["next"] is None
     assert first["next"].endswith("offset=4")
 
 

@@ -24,13 +24,15 @@ def _texts(api, turn):
 
 def test_a_turn_row_holds_no_copy_of_its_texts():
     columns = {f.column for f in Turn._meta.concrete_fields}
-    assert "message" not in columns and "reply" not in columns
+    assert "message" not in columns
+    assert "reply" not in columns
     assert {"user_message_id", "reply_message_id"} <= columns
 
 
 def test_an_answered_turn_reads_its_texts_through_its_messages(api, session, branch):
     turn = ask(session, "hello there")
-    assert turn.status == "done" and turn.reply
+    assert turn.status == "done"
+    assert turn.reply
     asked = Message.objects.get(pk=turn.user_message_id)
     answer = Message.objects.get(pk=turn.reply_message_id)
     assert (asked.role, asked.content, asked.position) == ("user", "hello there", 0)
@@ -84,7 +86,8 @@ def test_a_reply_that_differs_from_its_last_message_is_kept_on_the_turn(session,
     turn_store_messages(turn=turn, messages=[NewMessage(role="tool", tool_name="t")])
     assert turn_finish(turn=turn, reply="said", tools_used=[])
     stored = Turn.objects.get(pk=turn.pk)
-    assert stored.reply_message_id is None and stored.reply == "said"
+    assert stored.reply_message_id is None
+    assert stored.reply == "said"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -141,7 +144,8 @@ def test_the_migration_points_existing_turns_at_their_messages_and_keeps_lost_te
     one, two, three = (new.objects.get(pk=t.pk) for t in (by_id, by_position, lost))
     assert (one.user_message_id, one.reply_message_id) == (rows[0].pk, rows[1].pk)
     assert (two.user_message_id, two.reply_message_id) == (rows[2].pk, rows[3].pk)
-    assert three.user_message_id is None and three.reply_message_id is None
+    assert three.user_message_id is None
+    assert three.reply_message_id is None
     assert three.metadata == {"model": "m", "message_text": "gone"}
     # Read through today's model, the three answer as they did.
     current = {t.pk: (t.message, t.reply) for t in Turn.objects.all()}
