@@ -205,7 +205,7 @@ def _history_message(session: ExternalSession, message_id: int | str, role: str)
     return message
 
 
-def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict) -> Turn:
+def _fork_and_ask(session: ExternalSession, position: int, text: str, why: dict[str, Any]) -> Turn:
     turns_recover(session=session)
     with transaction.atomic():
         if Turn.objects.filter(session=session).active().exists():

@@ -199,7 +199,7 @@ def lineage_summary(branch: InternalSession, *, end: int | None = None) -> Summa
     q = connection.ops.quote_name
     summaries = q(Summary._meta.db_table)
     messages = q(Message._meta.db_table)
-    columns = ", ".join(f"s.{q(f.column)}" for f in Summary._meta.concrete_fields)
+    columns = ", ".join(f"s.{q(f.column or f.attname)}" for f in Summary._meta.concrete_fields)
     sql = (
         _lineage_cte()  # noqa: S608 (quoted identifiers; the values are bound)
         + f"""

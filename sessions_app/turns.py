@@ -115,15 +115,13 @@ def message_limits_check(
 def clean_user_message(message: Any) -> str:
     if not isinstance(message, str):
         raise InvalidInput("The message must be text.")
-    message = storable_text(message)
-    if not message.strip():
+    text: str = storable_text(message)
+    if not text.strip():
         raise InvalidInput("The message is empty.")
     limit = settings.AGENT_MAX_INPUT_CHARS
-    if len(message) > limit:
-        raise MessageTooLong(
-            f"The message is {len(message)} characters long; the limit is {limit}."
-        )
-    return message
+    if len(text) > limit:
+        raise MessageTooLong(f"The message is {len(text)} characters long; the limit is {limit}.")
+    return text
 
 
 def _origin() -> dict[str, Any]:
@@ -316,8 +314,8 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
             _fail_lost(turn, qcut, now, done)
     failed = {turn.pk for turn in done.failed}
     for turn in candidates:
-        unsent = turn.status == Turn.Status.QUEUED and turn.dispatched_at < rcut
-        if unsent and turn.pk not in failed:
+        late = turn.status == Turn.Status.QUEUED and turn.dispatched_at < rcut
+        if late and turn.pk not in failed:
             _redispatch(turn, now, done)
     return done
 
@@ -383,7 +381,7 @@ class NewMessage:
     tool_result: str = ""
     tool_call_id: str = ""
     tool_calls: Any = None
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class BranchMoved(Exception):
@@ -458,7 +456,7 @@ def turn_finish(
     tools_used: list[str],
     checkpoint: Checkpoint | None = None,
     rolled_back_to: Checkpoint | None = None,
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> bool:
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the
     caller's (taken over, or failed meanwhile): then nothing changes."""
@@ -501,7 +499,7 @@ def turn_finish(
     return done == 1
 
 
-def turn_fail(*, turn: Turn, error: str, metadata: dict | None = None) -> bool:
+def turn_fail(*, turn: Turn, error: str, metadata: dict[str, Any] | None = None) -> bool:
     """Fail the turn with a readable error, if it is still queued or running in the attempt the
     caller holds (`turn.attempts`). What was stored stays stored. False when nothing changed."""
     failed = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE, attempts=turn.attempts).update(
@@ -536,7 +534,7 @@ def turn_cancel(*, turn: Turn) -> Turn:
 
 
 @transaction.atomic
-def turn_keep_stopped(*, turn: Turn, reply: str, metadata: dict | None = None) -> bool:
+def turn_keep_stopped(*, turn: Turn, reply: str, metadata: dict[str, Any] | None = None) -> bool:
     """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
     assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
     only for a cancelled turn of that attempt, and only while its branch still ends with the
