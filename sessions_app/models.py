@@ -239,6 +239,7 @@ class Turn(models.Model):
         blank=True,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_index=False,  # read from the turn only: an index would cost storage for nothing
         related_name="+",
     )
     # Where the user's message sits in the branch's history.
@@ -249,6 +250,7 @@ class Turn(models.Model):
         blank=True,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_index=False,  # read from the turn only: an index would cost storage for nothing
         related_name="+",
     )
     tools_used = models.JSONField(default=list, blank=True)

@@ -101,12 +101,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='turn',
             name='user_message',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.message'),
+            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.message'),
         ),
         migrations.AddField(
             model_name='turn',
             name='reply_message',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.message'),
+            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.message'),
         ),
         migrations.RunPython(refer, copy_back),
         # Blank by default, so that going back re-adds the column to existing rows (then
