@@ -115,18 +115,23 @@ def turn_submit(
     (IdempotencyKeyReused), since its message would otherwise be dropped without a word."""
     turns_recover(session=session)
     if idempotency_key:
-        earlier = Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()
+        earlier = (
+            Turn.objects.filter(session=session, idempotency_key=idempotency_key)
+            .select_related("user_message", "reply_message")
+            .first()
+        )
         if earlier is not None:
             return _same_request(earlier, message, request_fingerprint)
     try:
-        with transaction.atomic():
-            turn = turn_start(
-                session=session,
-                message=message,
-                idempotency_key=idempotency_key,
-                request_fingerprint=request_fingerprint,
-            )
-            _run_after_commit(turn.pk)
+        # turn_start commits on its own (no savepoint inside another transaction); the run is
+        # handed over once that commit is done, or when the caller's own transaction commits.
+        turn = turn_start(
+            session=session,
+            message=message,
+            idempotency_key=idempotency_key,
+            request_fingerprint=request_fingerprint,
+        )
+        _run_after_commit(turn.pk)
     except TurnInProgress:
         earlier = (
             Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()

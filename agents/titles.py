@@ -55,7 +55,7 @@ def _excerpt(text: str) -> str:
 def wants_title(turn: Turn) -> bool:
     """Whether the turn just answered is one of the first exchanges of a session still named
     DEFAULT_SESSION_NAME."""
-    if turn.status != Turn.Status.DONE or not turn.reply.strip():
+    if turn.status != Turn.Status.DONE:
         return False
     position = turn.user_message_position
     if position is None or position >= TITLE_TURNS * 2:
@@ -65,7 +65,8 @@ def wants_title(turn: Turn) -> bool:
         .values_list("session_name", flat=True)
         .first()
     )
-    return name == DEFAULT_SESSION_NAME
+    # The reply is read through its message: only for a session that wants a title.
+    return name == DEFAULT_SESSION_NAME and bool(turn.reply.strip())
 
 
 def session_autotitle(turn: Turn) -> str | None:

@@ -179,8 +179,9 @@ WHY = {
     "reads a row per message and builds a Django model instance for each (the callers use "
     "them). The read went from the ORM's ~80–100 ms to ~45–70 ms; reaching agno would take "
     "rows that are not model instances for whole-history readers (export): not done",
-    "added turn overhead < 10": "a turn is ~25 queries in several transactions (start, "
-    "claim, fit_turn, storing the answer, finishing) and agno's run setup (its tool schemas, "
+    "added turn overhead < 10": "a turn is 43 SQL statements, BEGIN and COMMIT included, in "
+    "four transactions (start, claim, storing the answer and finishing, plus fit_turn's reads; "
+    "held by tests/web/api/test_turn_queries.py) and agno's run setup (its tool schemas, "
     "~8 ms); it was ~190 ms before each turn stopped building its own openai client",
     "added time to first token < 10 ms in process": "before the model is asked, the turn is "
     "started, claimed and fitted to the window (the same queries as above)",

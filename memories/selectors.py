@@ -59,10 +59,11 @@ def prompt_memories(user: User, message: str, *, budget: int) -> list[Memory]:
     picked: list[Memory] = []
     seen: set[int] = set()
     used = 0
-    candidates = [
-        *search_memories(memories, message, any_term=True)[:50],
-        *memories.order_by(F("access_count").desc(), "-updated_at", "-id")[:200],
-    ]
+    # The most used first: a user with no memories (most turns) costs this one query.
+    most_used = list(memories.order_by(F("access_count").desc(), "-updated_at", "-id")[:200])
+    if not most_used:
+        return []
+    candidates = [*search_memories(memories, message, any_term=True)[:50], *most_used]
     for memory in candidates:
         if memory.pk in seen:
             continue

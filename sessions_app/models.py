@@ -233,10 +233,30 @@ class Turn(models.Model):
         InternalSession, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    message = models.TextField()
+    # The turn's texts are not copied here: it refers to the user's message and to its reply
+    # (the last assistant message it stored), and reads them through these (`message`,
+    # `reply`). A rewind that deletes them leaves the ids behind (no constraint, nothing to
+    # update on the turn rows when messages go): the texts then read as empty.
+    user_message = models.ForeignKey(
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # read from the turn only: an index would cost storage for nothing
+        related_name="+",
+    )
     # Where the user's message sits in the branch's history.
     user_message_position = models.PositiveIntegerField(null=True, blank=True)
-    reply = models.TextField(blank=True, default="")
+    reply_message = models.ForeignKey(
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # read from the turn only: an index would cost storage for nothing
+        related_name="+",
+    )
     tools_used = models.JSONField(default=list, blank=True)
     checkpoint = models.ForeignKey(
         "checkpoints.Checkpoint",
@@ -312,6 +332,33 @@ class Turn(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
+
+    @property
+    def message(self) -> str:
+        """The user's message: the text of the message the turn refers to ("" once a rewind or
+        a deleted branch took it away). Read with select_related("user_message") to spare a
+        query."""
+        return self._text("user_message", "message_text")
+
+    @property
+    def reply(self) -> str:
+        """The reply: the text of the last assistant message the turn stored ("" when there is
+        none: a turn that failed, was cancelled before a word, or was rewound away)."""
+        return self._text("reply_message", "reply_text")
+
+    def _text(self, relation: str, kept: str) -> str:
+        """A text read through `relation`, unless the turn kept it in metadata[`kept`]: only
+        when no stored message holds it (a turn stored before the references existed whose
+        message could not be found; a reply that differs from its last message's text)."""
+        meta = self.metadata if isinstance(self.metadata, dict) else {}
+        text = meta.get(kept)
+        if isinstance(text, str):
+            return text
+        try:
+            message = getattr(self, relation)
+        except Message.DoesNotExist:  # deleted by a rewind: the id stays behind
+            return ""
+        return str(message.content) if message is not None else ""
 
     def log_ids(self) -> dict[str, Any]:
         """The ids every log line about this turn carries (core.logs): the request that queued

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from django.conf import settings
 from django.db import connection
@@ -18,7 +18,6 @@ from django.db.models import (
     IntegerField,
     JSONField,
     OuterRef,
-    Q,
     QuerySet,
     Subquery,
     Value,
@@ -88,7 +87,7 @@ def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | N
     key = parse_pk(pk)
     if key is None:
         raise TurnNotFound()
-    turns = Turn.objects.for_user(user)
+    turns = Turn.objects.for_user(user).select_related("user_message", "reply_message")
     if session is not None:
         turns = turns.filter(session=session)
     try:
@@ -192,14 +191,28 @@ def branch_lineage(branch: InternalSession, *, end: int | None = None) -> list[t
 
 
 def lineage_summary(branch: InternalSession, *, end: int | None = None) -> Summary | None:
-    """The summary of the longest prefix of the branch's history below `end` that has one."""
-    lineage = [(b, upper) for b, upper in branch_lineage(branch, end=end) if upper > 0]
-    if not lineage:
+    """The summary of the longest prefix of the branch's history below `end` that has one. One
+    query: the summaries keyed by a message of the lineage, below each branch's bound."""
+    stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
+    if stop <= 0:
         return None
-    shared = Q()
-    for branch_id, upper in lineage:
-        shared |= Q(last_message__branch_id=branch_id, last_message__position__lt=upper)
-    return Summary.objects.filter(shared).order_by("-end_position", "-id").first()
+    q = connection.ops.quote_name
+    summaries = q(Summary._meta.db_table)
+    messages = q(Message._meta.db_table)
+    columns = ", ".join(f"s.{q(f.column or f.attname)}" for f in Summary._meta.concrete_fields)
+    sql = (
+        _lineage_cte()  # noqa: S608 (quoted identifiers; the values are bound)
+        + f"""
+        SELECT {columns} FROM {summaries} s
+        JOIN {messages} m ON s.last_message_id = m.id
+        JOIN lineage l ON m.branch_id = l.id
+        WHERE m.position < l.upper
+        ORDER BY s.end_position DESC, s.id DESC
+        LIMIT 1
+    """  # noqa: S608 (quoted identifiers; the values are bound)
+    )
+    found = list(Summary.objects.raw(sql, [stop, branch.pk]))
+    return found[0] if found else None
 
 
 def history_size(
@@ -323,6 +336,96 @@ def branch_history(
     with connection.cursor() as cursor, without_cyclic_gc():
         cursor.execute(_history_sql(), [stop, branch.pk, start])
         return _messages_from_rows(cursor.fetchall())
+
+
+class HistoryRow(TypedDict):
+    """One message of a history as the API shows it (web.api.serializers.MessageOut's fields,
+    in its order): read straight from the cursor, no model instance built."""
+
+    id: int
+    position: int
+    role: str
+    content: str
+    tool_name: str
+    tool_args: Any
+    tool_result: str
+    tool_call_id: str
+    tool_calls: Any
+    metadata: Any
+    created_at: datetime
+
+
+_ROW_FIELDS = (
+    "id",
+    "position",
+    "role",
+    "content",
+    "tool_name",
+    "tool_args",
+    "tool_result",
+    "tool_call_id",
+    "tool_calls",
+    "metadata",
+    "created_at",
+)
+
+
+def _rows_sql() -> str:
+    q = connection.ops.quote_name
+    messages = q(Message._meta.db_table)
+    columns = ", ".join(f"m.{q(name)}" for name in _ROW_FIELDS)
+    return (
+        _lineage_cte()  # noqa: S608 (quoted identifiers; the values are bound)
+        + f"""
+        SELECT {columns} FROM {messages} m JOIN lineage l ON m.branch_id = l.id
+        WHERE m.position < l.upper AND m.position >= %s
+        ORDER BY m.position
+    """  # noqa: S608 (quoted identifiers; the values are bound)
+    )
+
+
+def branch_history_rows(
+    branch: InternalSession, *, start: int = 0, end: int | None = None
+) -> list[HistoryRow]:
+    """`branch_history` as plain dicts (HistoryRow), for a reader that only serialises them
+    (the API's history): the same rows, range and order, in one query, without building a
+    model instance or running a serializer field per value."""
+    stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
+    start = max(0, start)
+    if start >= stop:
+        return []
+    datetime_value = _datetime_converter()
+    loads = _json_value
+    with connection.cursor() as cursor, without_cyclic_gc():
+        cursor.execute(_rows_sql(), [stop, branch.pk, start])
+        return [
+            {
+                "id": pk,
+                "position": position,
+                "role": role,
+                "content": content,
+                "tool_name": tool_name,
+                "tool_args": loads(tool_args),
+                "tool_result": tool_result,
+                "tool_call_id": tool_call_id,
+                "tool_calls": loads(tool_calls),
+                "metadata": loads(metadata),
+                "created_at": datetime_value(created_at),
+            }
+            for (
+                pk,
+                position,
+                role,
+                content,
+                tool_name,
+                tool_args,
+                tool_result,
+                tool_call_id,
+                tool_calls,
+                metadata,
+                created_at,
+            ) in cursor.fetchall()
+        ]
 
 
 @contextmanager

@@ -212,7 +212,36 @@ def message_append(
     if not isinstance(content, str):
         raise InvalidInput("Message content must be text.")
     lock_session(branch.session_id)
-    locked = _lock_branch(branch.pk)
+    return message_append_locked(
+        branch=branch,
+        locked=_lock_branch(branch.pk),
+        role=role,
+        content=content,
+        tool_name=tool_name,
+        tool_args=tool_args,
+        tool_result=tool_result,
+        tool_call_id=tool_call_id,
+        tool_calls=tool_calls,
+        metadata=metadata,
+    )
+
+
+def message_append_locked(
+    *,
+    branch: InternalSession,
+    locked: InternalSession,
+    role: str,
+    content: str = "",
+    tool_name: str = "",
+    tool_args: Any = None,
+    tool_result: str = "",
+    tool_call_id: str = "",
+    tool_calls: Any = None,
+    metadata: JSONObject | None = None,
+) -> Message:
+    """`message_append` for a caller already inside a transaction holding the session's lock,
+    with `locked`, the branch's row as read under that lock (turn_start): no second lock, no
+    second read of the branch."""
     message = Message.objects.create(
         branch_id=locked.pk,
         position=locked.message_count,
@@ -227,7 +256,7 @@ def message_append(
     )
     InternalSession.objects.filter(pk=locked.pk).update(message_count=F("message_count") + 1)
     ExternalSession.objects.filter(pk=locked.session_id).update(updated_at=timezone.now())
-    branch.message_count = locked.message_count + 1
+    branch.message_count = locked.message_count = locked.message_count + 1
     return message
 
 

@@ -28,7 +28,7 @@ from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import BranchNotFound, MessageTooLong, TurnAlreadyEnded, TurnInProgress
 
 from .models import ExternalSession, InternalSession, Message, Turn
-from .services import lock_session, message_append
+from .services import lock_session, message_append, message_append_locked
 
 if TYPE_CHECKING:
     from .models import Checkpoint
@@ -115,15 +115,13 @@ def message_limits_check(
 def clean_user_message(message: object) -> str:
     if not isinstance(message, str):
         raise InvalidInput("The message must be text.")
-    message = storable_text(message)
-    if not message.strip():
+    text: str = storable_text(message)
+    if not text.strip():
         raise InvalidInput("The message is empty.")
     limit = settings.AGENT_MAX_INPUT_CHARS
-    if len(message) > limit:
-        raise MessageTooLong(
-            f"The message is {len(message)} characters long; the limit is {limit}."
-        )
-    return message
+    if len(text) > limit:
+        raise MessageTooLong(f"The message is {len(text)} characters long; the limit is {limit}.")
+    return text
 
 
 def _origin() -> dict[str, Any]:
@@ -151,15 +149,27 @@ def turn_start(
             lock_session(session.pk)
             if Turn.objects.filter(session=session).active().exists():
                 raise TurnInProgress()
-            if branch is None:
-                branch = InternalSession.objects.get(session=session, is_current=True)
-            elif branch.session_id != session.pk:
+            if branch is not None and branch.session_id != session.pk:
                 raise BranchNotFound()
-            stored = message_append(branch=branch, role=Message.Role.USER, content=text)
+            # Read under the session's lock, which every writer of a branch takes first: its
+            # message_count is the one to append at.
+            rows = InternalSession.objects.select_for_update()
+            try:
+                locked = (
+                    rows.get(session=session, is_current=True)
+                    if branch is None
+                    else rows.get(pk=branch.pk)
+                )
+            except InternalSession.DoesNotExist:
+                raise BranchNotFound() from None
+            branch = branch or locked
+            stored = message_append_locked(
+                branch=branch, locked=locked, role=Message.Role.USER, content=text
+            )
             return Turn.objects.create(
                 session=session,
                 branch=branch,
-                message=text,
+                user_message=stored,
                 user_message_position=stored.position,
                 metadata={
                     "user_message_id": stored.pk,
@@ -194,7 +204,7 @@ def turn_retry(*, turn: Turn) -> Turn:
         return Turn.objects.create(
             session_id=turn.session_id,
             branch=branch,
-            message=turn.message,
+            user_message_id=turn.user_message_id,
             user_message_position=position,
             metadata={"retry_of": turn.pk, **_origin()},
         )
@@ -209,7 +219,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     with transaction.atomic():
         turn = (
             Turn.objects.select_for_update(of=("self",))
-            .select_related("session", "session__owner")
+            .select_related("session", "session__owner", "user_message")
             .filter(pk=turn_id, status=Turn.Status.QUEUED)
             .first()
         )
@@ -267,65 +277,99 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     (a turn that used up AGENT_TURN_ATTEMPTS is failed instead); turns no worker picked up in
     TURN_QUEUE_TIMEOUT are failed; queued turns no worker claimed in TURN_REDISPATCH_SECONDS
     since they were last sent are to be sent again (`redispatched`: the caller sends them; their
-    task may be lost, and if it was only late the claim lets one of the two run). Each change is
-    one conditional update, so a heartbeat or a claim that arrives meanwhile, or another recovery
-    running at the same time, wins cleanly."""
+    task may be lost, and if it was only late the claim lets one of the two run). The candidates
+    are found by one query (nothing more when there are none, as on almost every call); each
+    change is one conditional update, so a heartbeat or a claim that arrives meanwhile, or
+    another recovery running at the same time, wins cleanly."""
     now = timezone.now()
     stale = settings.AGENT_TURN_STALE_SECONDS
     cutoff = now - timedelta(seconds=stale)
+    qcut = now - timedelta(seconds=settings.TURN_QUEUE_TIMEOUT)
+    rcut = now - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS)
     turns = Turn.objects.all() if session_id is None else Turn.objects.filter(session_id=session_id)
-    done = Recovery()
-    dead = turns.filter(_silent_since(cutoff), status=Turn.Status.RUNNING)
-    for turn in dead.only("id", "session_id", "attempts", "metadata"):
-        still_dead = Turn.objects.filter(
-            _silent_since(cutoff), pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
+    dead = Q(_silent_since(cutoff), status=Turn.Status.RUNNING)
+    lost = Q(_unclaimed_since(qcut), status=Turn.Status.QUEUED)
+    unsent = Q(status=Turn.Status.QUEUED, dispatched_at__lt=rcut)
+    candidates = list(
+        turns.filter(dead | lost | unsent)
+        .only(
+            "id",
+            "session_id",
+            "status",
+            "attempts",
+            "metadata",
+            "heartbeat_at",
+            "started_at",
+            "created_at",
+            "dispatched_at",
         )
-        if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
-            taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
-            if still_dead.update(
-                status=Turn.Status.QUEUED, heartbeat_at=now, dispatched_at=now, metadata=taken
-            ):
-                done.requeued.append(turn)
-            continue
-        tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
-        error = WORKER_DIED.format(attempts=tries, seconds=stale)
-        if still_dead.update(status=Turn.Status.FAILED, error=error, finished_at=now):
-            turn.error = error
-            done.failed.append(turn)
-            events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
-    queued = settings.TURN_QUEUE_TIMEOUT
-    qcut = now - timedelta(seconds=queued)
-    lost = turns.filter(
-        Q(heartbeat_at__lt=qcut) | Q(heartbeat_at__isnull=True, created_at__lt=qcut),
-        status=Turn.Status.QUEUED,
+        .order_by("pk")
     )
-    error = NOT_PICKED_UP.format(seconds=queued)
-    for turn in lost.only("id", "session_id", "heartbeat_at", "created_at"):
-        waiting = Turn.objects.filter(
-            Q(heartbeat_at__lt=qcut) | Q(heartbeat_at__isnull=True, created_at__lt=qcut),
-            pk=turn.pk,
-            status=Turn.Status.QUEUED,
-        )
-        if waiting.update(status=Turn.Status.FAILED, error=error, finished_at=now):
-            turn.error = error
-            done.failed.append(turn)
-            events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
-    _redispatch_unclaimed(turns, now, done)
+    done = Recovery()
+    for turn in candidates:
+        if turn.status == Turn.Status.RUNNING:
+            _recover_dead(turn, cutoff, now, done)
+    for turn in candidates:
+        if turn.status == Turn.Status.QUEUED and _is_unclaimed_since(turn, qcut):
+            _fail_lost(turn, qcut, now, done)
+    failed = {turn.pk for turn in done.failed}
+    for turn in candidates:
+        late = turn.status == Turn.Status.QUEUED and turn.dispatched_at < rcut
+        if late and turn.pk not in failed:
+            _redispatch(turn, now, done)
     return done
 
 
-def _redispatch_unclaimed(turns: QuerySet[Turn], now: datetime, done: Recovery) -> None:
-    """Mark the queued turns no worker claimed in TURN_REDISPATCH_SECONDS as sent now, into
-    `done.redispatched`. Conditional on the time they were last sent, so of two recoveries at
-    once only one sends each."""
-    cutoff = now - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS)
-    unclaimed = turns.filter(status=Turn.Status.QUEUED, dispatched_at__lt=cutoff)
-    for turn in unclaimed.only("id", "session_id", "dispatched_at"):
-        sent = Turn.objects.filter(
-            pk=turn.pk, status=Turn.Status.QUEUED, dispatched_at=turn.dispatched_at
-        ).update(dispatched_at=now)
-        if sent:
-            done.redispatched.append(turn)
+def _unclaimed_since(cutoff: datetime) -> Q:
+    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+
+
+def _is_unclaimed_since(turn: Turn, cutoff: datetime) -> bool:
+    if turn.heartbeat_at is not None:
+        return turn.heartbeat_at < cutoff
+    return turn.created_at < cutoff
+
+
+def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -> None:
+    """Queue again (or fail, out of attempts) a running turn whose worker fell silent."""
+    still_dead = Turn.objects.filter(
+        _silent_since(cutoff), pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
+    )
+    if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
+        taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
+        if still_dead.update(
+            status=Turn.Status.QUEUED, heartbeat_at=now, dispatched_at=now, metadata=taken
+        ):
+            done.requeued.append(turn)
+        return
+    stale = settings.AGENT_TURN_STALE_SECONDS
+    tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
+    error = WORKER_DIED.format(attempts=tries, seconds=stale)
+    if still_dead.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+        turn.error = error
+        done.failed.append(turn)
+        events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
+
+
+def _fail_lost(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -> None:
+    """Fail a queued turn no worker picked up within TURN_QUEUE_TIMEOUT."""
+    error = NOT_PICKED_UP.format(seconds=settings.TURN_QUEUE_TIMEOUT)
+    waiting = Turn.objects.filter(_unclaimed_since(cutoff), pk=turn.pk, status=Turn.Status.QUEUED)
+    if waiting.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+        turn.error = error
+        done.failed.append(turn)
+        events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
+
+
+def _redispatch(turn: Turn, now: datetime, done: Recovery) -> None:
+    """Mark a queued turn no worker claimed in TURN_REDISPATCH_SECONDS as sent now, into
+    `done.redispatched`. Conditional on the time it was last sent, so of two recoveries at
+    once only one sends it."""
+    sent = Turn.objects.filter(
+        pk=turn.pk, status=Turn.Status.QUEUED, dispatched_at=turn.dispatched_at
+    ).update(dispatched_at=now)
+    if sent:
+        done.redispatched.append(turn)
 
 
 @dataclass
@@ -355,15 +399,23 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
     if turn.branch_id is None:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
     lock_session(turn.session_id)
-    if not _owned(turn).select_for_update().exists():
+    # The turn's row (still this attempt's?) and its branch's, both locked, in one query.
+    # (The filter on the branch's session makes the join an inner one, which FOR UPDATE needs.)
+    owned = (
+        _owned(turn)
+        .filter(branch__session_id=turn.session_id)
+        .select_for_update()
+        .select_related("branch")
+        .first()
+    )
+    if owned is None or owned.branch is None:
+        if _owned(turn).exists():  # still this attempt's: its branch is gone
+            raise BranchMoved("The branch this turn was answering on has been deleted.")
         raise TurnTakenOver(
             "This turn was given up on or handed to another worker before this answer "
             "arrived, so the answer was not added."
         )
-    try:
-        branch = InternalSession.objects.select_for_update().get(pk=turn.branch_id)
-    except InternalSession.DoesNotExist:
-        raise BranchMoved("The branch this turn was answering on has been deleted.") from None
+    branch = owned.branch
     if branch.message_count != (turn.user_message_position or 0) + 1:
         raise BranchMoved(
             "The conversation was rewound or changed while the agent was answering, "
@@ -371,7 +423,7 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
         )
     start = branch.message_count
     limit = settings.AGENT_MAX_REPLY_CHARS
-    Message.objects.bulk_create(
+    stored = Message.objects.bulk_create(
         [
             Message(
                 branch=branch,
@@ -388,6 +440,9 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
             for i, m in enumerate(messages)
         ]
     )
+    # The turn's reply is its last assistant message: turn_finish records the reference.
+    last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
+    turn.reply_message = last
     branch.message_count = start + len(messages)
     InternalSession.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
     ExternalSession.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
@@ -405,21 +460,37 @@ def turn_finish(
 ) -> bool:
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the
     caller's (taken over, or failed meanwhile): then nothing changes."""
+    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
+    meta = {**turn.metadata, **(metadata or {})}
+    stored = turn.reply_message  # set by turn_store_messages: its last assistant message
+    if text and (stored is None or stored.content != text):
+        # No stored message holds this reply (the run's last message was not the assistant's,
+        # or its text differs): then, and only then, the turn keeps the text itself.
+        meta["reply_text"] = text
+    values = {
+        "tools_used": storable_json(tools_used),
+        "finished_at": timezone.now(),
+        "metadata": storable_json(meta),
+    }
     done = _owned(turn).update(
         status=Turn.Status.DONE,
-        reply=bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS),
-        tools_used=storable_json(tools_used),
         checkpoint=checkpoint,
         rolled_back_to=rolled_back_to,
-        finished_at=timezone.now(),
-        metadata=storable_json({**turn.metadata, **(metadata or {})}),
+        reply_message=stored,
+        **values,
     )
     if done:  # otherwise `turn` keeps the caller's attempt: it is the caller's token
-        turn.refresh_from_db()
+        # What the update wrote, without reading the row back.
+        turn.status = Turn.Status.DONE
+        turn.tools_used = values["tools_used"]
+        turn.checkpoint = checkpoint
+        turn.rolled_back_to = rolled_back_to
+        turn.finished_at = values["finished_at"]
+        turn.metadata = values["metadata"]
         events.turn_finished(
             session=turn.session_id,
             turn=turn.pk,
-            reply=turn.reply,
+            reply=text,
             tools_used=list(turn.tools_used),
             checkpoint=turn.checkpoint_id,
             rolled_back_to=turn.rolled_back_to_id,
@@ -473,18 +544,22 @@ def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = N
         return False
     lock_session(turn.session_id)
     mine = Turn.objects.select_for_update().filter(
-        pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts, reply=""
+        pk=turn.pk,
+        status=Turn.Status.CANCELLED,
+        attempts=turn.attempts,
+        reply_message__isnull=True,
     )
     if not mine.exists():
         return False
     branch = InternalSession.objects.select_for_update().filter(pk=turn.branch_id).first()
     if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
         return False
-    message_append(
+    kept = message_append(
         branch=branch,
         role=Message.Role.ASSISTANT,
         content=text,
         metadata={**(metadata or {}), "stopped": True, "finish_reason": "cancelled"},
     )
-    mine.update(reply=text)
+    mine.update(reply_message=kept)
+    turn.reply_message = kept
     return True

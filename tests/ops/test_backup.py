@@ -51,7 +51,7 @@ TABLES: dict[str, set[str]] = {
     "checkpoints_checkpoint": set(),
     "sessions_app_turn": {
         "status",
-        "reply",
+        "reply_message_id",
         "tools_used",
         "checkpoint_id",
         "rolled_back_to_id",

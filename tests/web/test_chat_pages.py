@@ -62,7 +62,11 @@ def alices_things(session, branch):
     say(branch, "hello", "hi")
     checkpoint = checkpoint_create(branch=branch, name="cp")
     turn = Turn.objects.create(
-        session=session, branch=branch, message="x", status="failed", error="boom"
+        session=session,
+        branch=branch,
+        user_message=Message.objects.filter(branch=branch).first(),
+        status="failed",
+        error="boom",
     )
     message = Message.objects.get(branch=branch, position=0)
     return session, branch, message, checkpoint, turn

@@ -33,7 +33,13 @@ def everything(alice, session, branch):
     say(branch, "hello", "hi")
     cp = checkpoint_create(branch=branch, name="cp")
     checkpoint_restore(checkpoint=cp, mode="branch")
-    Turn.objects.create(session=session, branch=branch, message="x", status="failed", error="boom")
+    Turn.objects.create(
+        session=session,
+        branch=branch,
+        user_message=Message.objects.filter(branch=branch).first(),
+        status="failed",
+        error="boom",
+    )
     apikey_create(user=alice, name="laptop")
     message = Message.objects.get(branch=branch, position=0)
     return {"session": session, "checkpoint": cp, "message": message}

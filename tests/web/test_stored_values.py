@@ -30,7 +30,7 @@ from core.validation import (
     json_size,
 )
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
-from sessions_app.services import session_create
+from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_start
 from tests.web.api.conftest import bearer_client
 
@@ -94,13 +94,15 @@ def extreme(alice, settings):
             tool_calls=[metadata["a"]],  # a list around 31 levels: 32 in all
             metadata=metadata,
         )
+        reply = message_append(branch=branch, role="assistant", content=TRICKY, metadata=metadata)
+        Message.objects.filter(pk=reply.pk).update(created_at=when)
         Turn.objects.filter(pk=turn.pk).update(
             status=Turn.Status.DONE,
             created_at=when,
             started_at=when,
             heartbeat_at=when,
             finished_at=when,
-            reply=TRICKY,
+            reply_message=reply,
             metadata=metadata,
         )
         Checkpoint.objects.create(
@@ -154,7 +156,7 @@ def _admin_pages(session: ExternalSession) -> list[str]:
     objects = [
         session,
         branch,
-        Message.objects.get(branch=branch),
+        *Message.objects.filter(branch=branch),
         Checkpoint.objects.get(branch=branch),
         session.owner,
     ]

@@ -31,7 +31,7 @@ from sessions_app.labels import session_branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import (
     SESSION_ORDERS,
-    branch_history,
+    branch_history_rows,
     current_branch,
     get_branch_for_user,
     get_session_for_user,
@@ -207,8 +207,10 @@ class SessionMessages(APIView):
         paginator.offset = offset = paginator.get_offset(request)
         paginator.count = branch.message_count
         paginator.request = request
-        rows = branch_history(branch, start=offset, end=offset + limit)
-        return paginator.get_paginated_response(MessageOut(rows, many=True).data)
+        # Plain dicts in MessageOut's shape, straight from the cursor: no model instance and no
+        # serializer field per value (it was most of the cost of a long history).
+        rows = branch_history_rows(branch, start=offset, end=offset + limit)
+        return paginator.get_paginated_response(rows)
 
 
 class SessionTurns(APIView):
@@ -277,11 +279,17 @@ def _wait_for(turn: Turn) -> Turn:
     database connection goes back to the pool, so requests that wait never starve the others of
     connections."""
 
+    latest = [turn]
+
     def ended() -> bool:
-        turn.refresh_from_db()
+        # Read again with the messages its texts are read through (one query).
+        latest[0] = (
+            Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk).first()
+            or latest[0]
+        )
         if not connection.in_atomic_block:
             connection.close()
-        return not turn.is_active
+        return not latest[0].is_active
 
     events.wait_until(
         turn.session_id,
@@ -290,7 +298,7 @@ def _wait_for(turn: Turn) -> Turn:
         timeout=settings.API_TURN_WAIT_SECONDS,
         poll=settings.API_TURN_WAIT_POLL_SECONDS,
     )
-    return turn
+    return latest[0]
 
 
 class TurnDetail(APIView):

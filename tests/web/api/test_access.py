@@ -10,7 +10,7 @@ from django.urls import URLPattern
 from accounts.services import apikey_create
 from checkpoints.services import checkpoint_create
 from memories.services import memory_create
-from sessions_app.models import Turn
+from sessions_app.models import Message, Turn
 from tests.conftest import say
 from web.api import urls as api_urls
 
@@ -33,7 +33,12 @@ def _routes():
 def alices_objects(alice, session, branch):
     say(branch, "hello", "hi")
     checkpoint = checkpoint_create(branch=branch, name="cp")
-    turn = Turn.objects.create(session=session, branch=branch, message="x", status="done")
+    turn = Turn.objects.create(
+        session=session,
+        branch=branch,
+        user_message=Message.objects.filter(branch=branch).first(),
+        status="done",
+    )
     key, _ = apikey_create(user=alice, name="alice's key")
     memory = memory_create(user=alice, key="editor", category="Project", l0_abstract="Helix")
     return {

@@ -67,7 +67,7 @@ def test_a_turn_that_already_ended_cannot_be_cancelled(api, session, ended):
     if ended == "failed":
         turn_fail(turn=turn, error="the model did not answer")
     else:
-        Turn.objects.filter(pk=turn.pk).update(status="done", reply="hello")
+        Turn.objects.filter(pk=turn.pk).update(status="done")
     response = cancel(api, turn.pk)
     assert response.status_code == 409
     assert "already ended" in response.json()["detail"]

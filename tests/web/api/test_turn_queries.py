@@ -1,0 +1,38 @@
+"""What a turn costs the database: every statement from the POST that starts it to the answer
+that says it finished, counted (a turn ran 57 on SQLite before issue 23's cuts)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.fakes.chat_server import Reply
+from tests.web.api.conftest import bearer_client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# A turn posted with "wait": true through the API, in process (the embedded mode), answered by
+# the fake model server: the statements of the request's thread, the run included (the
+# heartbeat's own thread is not counted), BEGIN, COMMIT and savepoints included: the same on
+# SQLite and PostgreSQL. Lower it when a statement is saved; never raise it without saying why
+# in the commit.
+TURN_STATEMENTS = 43
+
+
+def test_a_turn_runs_a_fixed_number_of_statements(alice, fake_llm, inline_turns):
+    api = bearer_client(alice)
+    sid = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()["id"]
+    fake_llm.queue(Reply("First."))
+    body = {"message": "hi", "wait": True}
+    first = api.post(f"/api/v1/sessions/{sid}/turns/", body, format="json")
+    assert first.json()["status"] == "done"
+    fake_llm.queue(Reply("Right away."))
+    with CaptureQueriesContext(connection) as ctx:
+        response = api.post(
+            f"/api/v1/sessions/{sid}/turns/", {"message": "again", "wait": True}, format="json"
+        )
+    assert response.status_code == 201
+    assert response.json()["reply"] == "Right away."
+    statements = [q["sql"] for q in ctx.captured_queries]
+    assert len(statements) == TURN_STATEMENTS, "\n".join(s[:160] for s in statements)
