@@ -126,8 +126,9 @@ def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
 
 
 def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
-    context = pages.conversation(session)
-    return render(request, "sessions_app/_composer.html", context)
+    """The composer, emptied, with its buttons as the turn just sent leaves them: one query (the
+    user's message and the reply come with the socket's `turn.started`, as in every other tab)."""
+    return render(request, "sessions_app/_composer.html", pages.composer_state(session))
 
 
 @login_required
