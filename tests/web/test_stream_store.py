@@ -239,7 +239,8 @@ def test_sending_a_message_renders_only_the_composer(client, alice, session):
         answer = client.post(url, {"message": "hello"}, HTTP_HX_REQUEST="true")
     assert answer.status_code == 200
     body = answer.content.decode()
-    assert 'id="composer"' in body and 'id="messages"' not in body
+    assert 'id="composer"' in body
+    assert 'id="messages"' not in body
     sql = [q["sql"] for q in queries.captured_queries]
     # The request's login, the session, the turn's start (its recovery checks, the message and
     # the turn: 19 here), then one query for the composer's state, where the whole conversation

@@ -216,7 +216,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
     def access_ended(self, *, full: bool) -> int | None:
         """The close code when the socket's access ended, else None. One query; `full` also
         checks that a browser's login is still current."""
-        assert self.session is not None and self.user_id is not None
+        if self.session is None or self.user_id is None:
+            return CLOSE_NOT_FOUND
         access = watch_access(
             user_id=self.user_id, session_id=self.session.pk, api_key_id=self.api_key_id
         )
@@ -244,10 +245,9 @@ class EventStreamConsumer(SessionConsumer):
     """`/ws/v1/sessions/{id}/`: the contract's JSON events, as they happen."""
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
-        assert self.session is not None
         frame = {
             "type": "turn.snapshot",
-            "session": self.session.pk,
+            "session": self.session.pk if self.session is not None else None,
             "turn": turn,
             "text": snapshot.text,
             "seq": snapshot.seq,
