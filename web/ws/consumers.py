@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 CLOSE_INTERNAL_ERROR = 1011
 
 
-class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is untyped
+class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]  # untyped
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
