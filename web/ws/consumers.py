@@ -135,9 +135,13 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
             return []
         found: list[tuple[int, str]] = []
         if seq > have + 1:
-            stored = await sync_to_async(stream_read, thread_sensitive=False)(
-                turn_id=turn, attempt=attempt, after=have
-            )
+            try:
+                stored = await sync_to_async(stream_read, thread_sensitive=False)(
+                    turn_id=turn, attempt=attempt, after=have
+                )
+            except redis.exceptions.RedisError:  # the store is away: the piece as it is
+                log.warning("could not read the stream of turn %s", turn, exc_info=True)
+                stored = []
             found = [(have + n, text) for n, text in enumerate(stored[: seq - have - 1], 1)]
         found.append((seq, delta))
         self.sent[turn] = (attempt, seq)
