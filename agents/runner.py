@@ -33,8 +33,8 @@ from checkpoints.services import checkpoint_create
 from core import events, logs
 from core.errors import DomainError, InvalidInput
 from sessions_app.models import Turn
-from sessions_app.partial import PartialReply
 from sessions_app.services import branch_set_state
+from sessions_app.stream import ReplyStream
 from sessions_app.turns import (
     CUT_NOTE,
     BranchMoved,
@@ -240,7 +240,7 @@ class Streamed:
     output: RunOutput | None = None
     error: str | None = None
     text: list[str] = field(default_factory=list)
-    partial: PartialReply | None = None  # the reply so far, kept where a reload finds it
+    partial: ReplyStream | None = None  # the reply so far: stored, numbered and published
     started: set[str] = field(default_factory=set)  # the tool calls whose start was relayed
     # When the run's first request to the model went out, and when the reply's first text
     # arrived (time.monotonic()).
@@ -270,11 +270,11 @@ def _stream(
                     if got.first_at is None:
                         got.first_at = time.monotonic()
                     got.text.append(event.content)
-                    seq = got.partial.add(event.content) if got.partial is not None else None
-                    events.message_delta(
-                        session=turn.session_id, turn=turn.pk, delta=event.content, seq=seq
-                    )
+                    if got.partial is not None:
+                        got.partial.add(event.content)
             elif isinstance(event, ToolCallStartedEvent) and event.tool is not None:
+                if got.partial is not None:
+                    got.partial.flush()  # the text before the tool goes out before it
                 got.started.add(event.tool.tool_call_id or "")
                 events.tool_started(
                     session=turn.session_id,
@@ -284,6 +284,8 @@ def _stream(
                     call_id=event.tool.tool_call_id,
                 )
             elif isinstance(event, ToolCallCompletedEvent) and event.tool is not None:
+                if got.partial is not None:
+                    got.partial.flush()
                 release_pooled_connection()  # a tool that used the database is done with it
                 events.tool_finished(
                     session=turn.session_id,
@@ -296,6 +298,8 @@ def _stream(
             elif isinstance(event, RunErrorEvent):
                 got.error = event.content or "the model call failed"
     finally:
+        if got.partial is not None:
+            got.partial.flush()  # all of the text goes out before the turn's end
         close = getattr(stream, "close", None)  # a generator: ends agno's run
         if close is not None:
             close()
@@ -329,7 +333,8 @@ def keep_stopped(turn: Turn, got: Streamed, meta: dict) -> None:
 def execute_turn(agent: RollbackAgent, turn: Turn) -> RunOutput | None:
     """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
     (the model, the tools, storing the answer), the turn does not stay running."""
-    with Heartbeat(turn) as beat, PartialReply(turn) as partial:
+    reply = ReplyStream(session_id=turn.session_id, turn_id=turn.pk, attempt=turn.attempts)
+    with Heartbeat(turn) as beat, reply as partial:
         try:
             return _execute(agent, turn, beat, partial)
         except Exception as exc:
@@ -339,7 +344,7 @@ def execute_turn(agent: RollbackAgent, turn: Turn) -> RunOutput | None:
 
 
 def _execute(
-    agent: RollbackAgent, turn: Turn, beat: Heartbeat, partial: PartialReply
+    agent: RollbackAgent, turn: Turn, beat: Heartbeat, partial: ReplyStream
 ) -> RunOutput | None:
     branch = agent.refresh_branch()
     agent.turn_position = turn.user_message_position
@@ -531,8 +536,9 @@ def _complete(
     finish_reason = finish_reason_of(agent, cut)
     if cut:
         reply = cut_off(reply, limit)
-        seq = got.partial.add(CUT_NOTE) if got.partial is not None else None
-        events.message_delta(session=turn.session_id, turn=turn.pk, delta=CUT_NOTE, seq=seq)
+        if got.partial is not None:
+            got.partial.add(CUT_NOTE)
+            got.partial.flush()
     if last is not None:
         last.metadata.update({"latency_ms": meta["latency_ms"], **_usage(output)})
         last.metadata["finish_reason"] = finish_reason

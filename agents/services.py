@@ -89,8 +89,8 @@ def _recover_forever() -> None:
 
 def start_in_process_recovery() -> None:
     """The embedded mode has no broker, so no beat to run the recovery job: the web process runs
-    it on a daemon thread of its own (started by the first socket or turn it serves), which
-    also picks up turns a restarted process left running."""
+    it on a daemon thread of its own (started with the server, rollback_site.serve, and by the
+    dispatch of a turn), which also picks up turns a restarted process left running."""
     global _recovery
     if not embedded() or not getattr(settings, "ROLLBACK_IN_PROCESS_RECOVERY", True):
         return

@@ -51,6 +51,7 @@ class MessageDelta(TypedDict):
     turn: int
     delta: str
     seq: NotRequired[int]
+    attempt: NotRequired[int]
 
 
 class ToolStarted(TypedDict):
@@ -235,10 +236,9 @@ def _publish(group: str, message: LayerMessage, what: str) -> None:
     try:
         if _on_server_loop(layer, group, message):
             return
-        if isinstance(layer, InMemoryChannelLayer):
-            async_to_sync(layer.group_send)(group, message)
-        else:
-            _publisher_send(layer.group_send(group, message))
+        # Off the server's loop (no socket ever connected here, or Redis): on the one publishing
+        # loop of the process, never a new thread or loop per event.
+        _publisher_send(layer.group_send(group, message))
     except Exception:
         log.warning("could not publish %s to %s", what, group)
 
@@ -358,9 +358,12 @@ def turn_started(*, session: int, turn: int, branch: int | None, attempt: int) -
     )
 
 
-def message_delta(*, session: int, turn: int, delta: str, seq: int | None = None) -> None:
-    """One streamed piece of a turn's reply; `seq` numbers the pieces of the turn's attempt
-    from 1 (see sessions_app.partial), so a page that shows the reply so far skips those it has."""
+def message_delta(
+    *, session: int, turn: int, delta: str, seq: int | None = None, attempt: int | None = None
+) -> None:
+    """One streamed piece of a turn's reply; `seq` numbers the pieces of the turn's `attempt`
+    from 1 (see sessions_app.stream, which stores each piece before it is sent), so a client
+    skips those it has and reads a gap back from the store."""
     event: MessageDelta = {
         "type": "message.delta",
         "session": session,
@@ -369,6 +372,8 @@ def message_delta(*, session: int, turn: int, delta: str, seq: int | None = None
     }
     if seq is not None:
         event["seq"] = seq
+    if attempt is not None:
+        event["attempt"] = attempt
     _send(event)
 
 

@@ -136,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     http_protocol.WebRequest = BoundedRequest
     # The command line makes its access log with this name.
     cli.AccessLogGenerator = AccessLog
+    # The embedded mode's turn recovery (no broker, no beat) starts with the server; a turn's
+    # dispatch starts it too. (Sockets never start it: they write nothing.)
+    from agents.services import start_in_process_recovery
+
+    start_in_process_recovery()
     args = sys.argv[1:] if argv is None else argv
     cli.CommandLineInterface().run([*args, APPLICATION])
 

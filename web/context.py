@@ -12,8 +12,8 @@ from checkpoints.selectors import checkpoints_page, session_checkpoints
 from core.errors import InvalidInput
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
-from sessions_app.partial import partial_get
 from sessions_app.selectors import branch_history, current_branch, session_branches
+from sessions_app.stream import stream_snapshot
 from sessions_app.versions import message_versions
 
 PAGE = 100
@@ -84,7 +84,11 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         "history": shown,
         "earlier": start if start > 0 else None,
         "active_turn": active if before is None else None,
-        "partial": partial_get(turn=active) if active is not None and before is None else None,
+        "partial": (
+            stream_snapshot(turn_id=active.pk, attempt=active.attempts)
+            if active is not None and before is None
+            else None
+        ),
         "failed_turn": last,
         "busy": active is not None,
     }

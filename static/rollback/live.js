@@ -190,6 +190,24 @@
   document.addEventListener("htmx:wsBeforeMessage", function () {
     branchBefore = currentBranch();
   });
+  // After a turn's end, a branch change or a checkpoint, the socket has the page fetch its
+  // refresh (#live-refresh): a branch switched elsewhere shows once that fetch is swapped in.
+  var refreshFrom = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (elt && elt.id === "live-refresh") {
+      refreshFrom = ownRequests === 0 ? currentBranch() : null;
+    }
+  });
+  document.addEventListener("htmx:afterOnLoad", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!elt || elt.id !== "live-refresh") return;
+    var now = currentBranch();
+    if (refreshFrom && now && refreshFrom.id !== now.id && ownRequests === 0) announce(now.label);
+    refreshFrom = null;
+    refreshComposer();
+    follow();
+  });
 
   // htmx's ws extension opens a closed socket again by itself only after 1006, 1011, 1012 or
   // 1013, codes a server behind daphne cannot send. The server asks for it with its own codes:

@@ -43,7 +43,7 @@ SHAPES = {
     "turn.finished": {"session", "turn", "status", "finish_reason", "reply", "tools_used",
                       "checkpoint", "rolled_back_to"},
     "turn.failed": {"session", "turn", "error"},
-    "message.delta": {"session", "turn", "delta", "seq"},
+    "message.delta": {"session", "turn", "delta", "seq", "attempt"},
     "tool.started": {"session", "turn", "tool", "args", "call_id"},
     "tool.finished": {"session", "turn", "tool", "call_id", "result", "error"},
 }  # fmt: skip

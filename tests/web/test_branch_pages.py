@@ -207,9 +207,11 @@ def test_after_the_agents_rollback_the_page_says_where_it_moved(
     found = notice.search(_page(as_alice, session))
     assert found is not None
     assert _text(found.group(1)) == said
-    # What the socket sends the page when the turn ends carries the notice too.
+    # When the turn ends, the socket has the page fetch its refresh, which carries the notice too.
     frame = render_event(session, {"type": "turn.finished", "turn": turn.pk, "session": session.pk})
-    found = notice.search(frame)
+    refresh = reverse("chat:refresh", args=[session.pk])
+    assert f'hx-get="{refresh}"' in frame
+    found = notice.search(as_alice.get(refresh).content.decode())
     assert found is not None
     assert _text(found.group(1)) == said
     # Once the user moves elsewhere, the notice goes.

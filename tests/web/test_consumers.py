@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
+from django.urls import reverse
 
 from core import events
 from rollback_site.asgi import application
@@ -80,6 +81,7 @@ def test_the_event_stream_relays_the_contract_events_as_json(client, alice, sess
 
 def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, alice, session):
     headers = _cookie_headers(client, alice)
+    refresh = reverse("chat:refresh", args=[session.pk])
 
     async def run():
         communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
@@ -93,14 +95,12 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
         assert "<b>" not in frame
         await database_sync_to_async(events.turn_failed)(session=session.pk, turn=3, error="x")
         frame = await communicator.receive_from(timeout=5)
-        assert 'id="messages"' in frame
-        assert 'id="branch-tree"' in frame
-        # The panel's list is fetched again by the page with its own filter, never replaced.
-        assert 'id="checkpoint-reload"' in frame
-        assert 'id="checkpoint-filter"' not in frame
-        # Only the composer's buttons are swapped, never its textarea: a draft survives.
-        assert 'id="composer-actions"' in frame
-        assert 'id="composer"' not in frame
+        # The page fetches its refresh itself (the socket renders nothing from the database).
+        assert (
+            f'id="live-refresh" hidden data-live-fetch hx-swap-oob="true" hx-get="{refresh}"'
+            in frame
+        )
+        assert 'id="messages"' not in frame
         # Stopped: the streamed text stays on the page, marked stopped; the buttons follow.
         await database_sync_to_async(events.turn_cancelled)(session=session.pk, turn=3)
         frame = await communicator.receive_from(timeout=5)
@@ -113,12 +113,23 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
         await communicator.disconnect(timeout=10)
 
     async_to_sync(run)()
+    client.force_login(alice)
+    fetched = client.get(refresh).content.decode()
+    assert 'id="messages"' in fetched
+    assert 'id="branch-tree"' in fetched
+    # The panel's list is fetched again by the page with its own filter, never replaced.
+    assert 'id="checkpoint-reload"' in fetched
+    assert 'id="checkpoint-filter"' not in fetched
+    # Only the composer's buttons are swapped, never its textarea: a draft survives.
+    assert 'id="composer-actions"' in fetched
+    assert 'id="composer"' not in fetched
 
 
 def test_a_renamed_session_updates_the_pages_header_and_sidebar_entry_live(client, alice, session):
     from sessions_app.services import session_update
 
     headers = _cookie_headers(client, alice)
+    refresh = reverse("chat:refresh", args=[session.pk])
 
     async def run():
         communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
@@ -127,17 +138,24 @@ def test_a_renamed_session_updates_the_pages_header_and_sidebar_entry_live(clien
             session=session, name="<i>Titled</i>", archived=True
         )
         frame = await communicator.receive_from(timeout=5)
-        assert 'id="conv-header" hx-swap-oob="morph"' in frame
+        # The sidebar's entry at once, from the event; the header with the page's refresh.
         assert f'id="session-link-{session.pk}" hx-swap-oob="morph"' in frame
         assert frame.count("&lt;i&gt;Titled&lt;/i&gt;") >= 2
         assert "<i>" not in frame
-        assert 'data-testid="archived-badge"' in frame
+        assert f'hx-get="{refresh}"' in frame
         # Never the composer: a draft survives.
         assert 'id="composer"' not in frame
         assert 'id="messages"' not in frame
         await communicator.disconnect(timeout=10)
 
     async_to_sync(run)()
+    client.force_login(alice)
+    fetched = client.get(refresh).content.decode()
+    assert 'id="conv-header" hx-swap-oob="morph"' in fetched
+    assert "&lt;i&gt;Titled&lt;/i&gt;" in fetched
+    assert "<i>" not in fetched
+    assert 'data-testid="archived-badge"' in fetched
+    assert 'id="composer"' not in fetched
 
 
 def test_bob_hears_nothing_of_alices_session(client, alice, bob, session):

@@ -1,5 +1,6 @@
-"""The streamed reply is never lost: numbered pieces, the reply so far kept in the cache and shown
-by every render of a running turn, and the chat socket's frames linear in the reply's length."""
+"""The streamed reply is never lost: numbered pieces stored before they are sent, the reply so far
+shown by every render of a running turn and sent to a socket that connects mid-turn, a gap read
+back from the store at once, and the chat socket's frames linear in the reply's length."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from agents.worker import run_turn
 from core import events
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.partial import Partial, PartialReply, partial_get
+from sessions_app.stream import ReplyStream, Snapshot, stream_snapshot
 from sessions_app.turns import turn_claim, turn_start
 from tests.fakes.chat_server import Reply
 
@@ -42,11 +43,16 @@ def _running(session, text: str = "") -> Turn:
     queued = turn_start(session=session, message="question")
     turn = turn_claim(turn_id=queued.pk)
     assert turn is not None
-    with PartialReply(turn) as partial:
+    with _stream(turn) as reply:
         for word in re.findall(r"\S*\s*", text):
             if word:
-                partial.add(word)
+                reply.add(word)
+                reply.flush()  # one piece a word
     return turn
+
+
+def _stream(turn: Turn) -> ReplyStream:
+    return ReplyStream(session_id=turn.session_id, turn_id=turn.pk, attempt=turn.attempts)
 
 
 def test_the_chat_socket_sends_bytes_linear_in_a_2000_token_reply(fake_llm, alice, session):
@@ -70,23 +76,21 @@ def test_the_chat_socket_sends_bytes_linear_in_a_2000_token_reply(fake_llm, alic
         return frames
 
     frames = async_to_sync(run)()
-    pieces = [PIECE.fullmatch(f.strip()) for f in frames]
-    streamed = "".join(html.unescape(p.group(5)) for p in pieces if p)
+    pieces = [p for f in frames for p in PIECE.finditer(f)]
+    streamed = "".join(html.unescape(p.group(5)) for p in pieces)
     assert streamed.strip() == reply  # every piece arrived once, in order
-    seqs = [int(p.group(3)) for p in pieces if p]
+    seqs = [int(p.group(3)) for p in pieces]
     assert seqs == list(range(1, len(seqs) + 1))
-    delta_bytes = sum(len(f.encode()) for f, p in zip(frames, pieces, strict=True) if p)
-    # Each piece costs its own text plus a small constant (about 90 bytes, for tokens of about 4
-    # characters here): never the text so far again, which would be some 2000 times the reply.
-    assert delta_bytes <= 30 * len(reply)
-    sizes = [(len(f), len(html.escape(p[5]))) for f, p in zip(frames, pieces, strict=True) if p]
-    assert all(size <= text + 120 for size, text in sizes)
+    # Each piece costs its own text plus a small constant (about 90 bytes): never the text so
+    # far again, which would be some 2000 times the reply.
+    assert all(len(p.group(0)) <= len(html.escape(p.group(5))) + 120 for p in pieces)
     assert sum(len(f.encode()) for f in frames) <= 30 * len(reply) + 30_000
 
 
-def test_the_worker_keeps_the_reply_so_far_in_the_cache_with_its_seq(alice, session):
+def test_the_worker_keeps_the_reply_so_far_in_the_store_with_its_seq(alice, session):
     turn = _running(session, "Hello there, **you**")
-    assert partial_get(turn=turn) == Partial(text="Hello there, **you**", seq=3)
+    snapshot = stream_snapshot(turn_id=turn.pk, attempt=1)
+    assert snapshot == Snapshot(text="Hello there, **you**", seq=3)
 
 
 def test_a_page_rendered_mid_turn_shows_the_reply_so_far_as_markdown(client, alice, session):
@@ -119,8 +123,8 @@ def test_a_socket_connecting_mid_turn_first_gets_the_reply_so_far(alice, session
     assert (found.group(3), found.group(5)) == ("3", "one two three")
 
 
-def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_with_the_reply_so_far(alice, session):
-    turn = _running(session, "one two three")  # seq 3 in the cache
+def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_from_the_store_at_once(alice, session):
+    turn = _running(session, "one two three")  # seq 3 in the store
 
     headers = _headers(alice)
 
@@ -130,30 +134,34 @@ def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_with_the_reply_so_far
         frames = [await chat.receive_from(timeout=5)]  # the reply so far, seq 3
 
         def publish(delta: str, seq: int) -> None:
-            events.message_delta(session=session.pk, turn=turn.pk, delta=delta, seq=seq)
+            events.message_delta(session=session.pk, turn=turn.pk, delta=delta, seq=seq, attempt=1)
 
         await database_sync_to_async(publish)("three ", 3)  # had it: nothing is sent
         assert await chat.receive_nothing(timeout=0.3)
         await database_sync_to_async(publish)("four ", 4)
         frames.append(await chat.receive_from(timeout=5))
-        # Pieces 5 and 6 went out before this socket heard them; the cache has them by now.
-        await database_sync_to_async(_running_more)(turn, "one two three four five six seven ")
+        # Pieces 5 and 6 were stored, and their events lost: piece 7 brings them along.
+        await database_sync_to_async(_store_more)(turn, ["five ", "six ", "seven "])
         await database_sync_to_async(publish)("seven ", 7)
         frames.append(await chat.receive_from(timeout=5))
         await chat.disconnect()
         return frames
 
-    pieces = [PIECE.fullmatch(f.strip()) for f in async_to_sync(run)()]
-    assert [(p.group(2), p.group(3), p.group(5)) for p in pieces if p] == [
+    pieces = [p for f in async_to_sync(run)() for p in PIECE.finditer(f)]
+    assert [(p.group(2), p.group(3), p.group(5)) for p in pieces] == [
         (" data-snapshot", "3", "one two three"),
         (None, "4", "four "),
-        (" data-snapshot", "7", "one two three four five six seven "),
+        (None, "5", "five "),
+        (None, "6", "six "),
+        (None, "7", "seven "),
     ]
 
 
-def _running_more(turn: Turn, text: str) -> None:
-    """The worker streamed on: the cache has `text`, one seq per word."""
-    turn.refresh_from_db()
-    with PartialReply(turn) as partial:
-        for word in re.findall(r"\S+\s*", text):
-            partial.add(word)
+def _store_more(turn: Turn, pieces: list[str]) -> None:
+    """Pieces the worker stored (after piece 4), whose events the socket never heard."""
+    from sessions_app.stream import store, stream_key
+
+    key = stream_key(turn_id=turn.pk, attempt=turn.attempts)
+    store().append(key, "four ")
+    for piece in pieces:
+        store().append(key, piece)

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -48,7 +49,8 @@ SIDEBAR_SESSIONS = 200
 def _user(request: HttpRequest) -> User:
     """The user of a request to a @login_required view."""
     user = request.user
-    assert isinstance(user, User)  # login_required lets only users in
+    if not isinstance(user, User):  # login_required lets only users in
+        raise PermissionDenied
     return user
 
 
@@ -126,8 +128,9 @@ def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
 
 
 def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
-    context = pages.conversation(session)
-    return render(request, "sessions_app/_composer.html", context)
+    """The composer, emptied, with its buttons as the turn just sent leaves them: one query (the
+    user's message and the reply come with the socket's `turn.started`, as in every other tab)."""
+    return render(request, "sessions_app/_composer.html", pages.composer_state(session))
 
 
 @login_required

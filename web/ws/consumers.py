@@ -14,6 +14,13 @@ revoked, user deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_
 session is gone or no longer theirs), the codes that refuse such a handshake. The chat page's
 page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
 of the login that changed the password get, as that login goes on under a new key.
+
+A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.stream, which
+stores each piece before it is published). Both sockets send a socket that connects mid-turn the
+reply so far first (`turn.snapshot`), then the pieces it has not sent; a piece heard after a gap
+(the channel layer dropped some under load) is preceded by the missing ones, read from the
+store at once. Each event costs a socket at most two queries: the events that change more than
+a piece (a turn's start or end, a branch, checkpoints) tell the chat page to fetch its refresh.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 from typing import NoReturn
 
 import redis.exceptions
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -33,12 +41,14 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from accounts.selectors import login_is_current
-from agents.services import start_in_process_recovery
 from core.errors import DomainError
 from core.events import (
     CLOSE_NOT_FOUND,
     CLOSE_RECONNECT,
     CLOSE_SIGNED_OUT,
+    Event,
+    EventMessage,
+    MessageDelta,
     apikey_group,
     group_name,
     login_group,
@@ -46,21 +56,17 @@ from core.events import (
     user_group,
 )
 from sessions_app.models import ExternalSession, Turn
-from sessions_app.partial import PARTIAL_WRITE_SECONDS, Partial, partial_get
 from sessions_app.selectors import get_session_for_user, watch_access
+from sessions_app.stream import Snapshot, stream_read, stream_snapshot
 from web import context as pages
 
 log = logging.getLogger(__name__)
-
-# How long a socket waits for the reply so far in the cache to cover a gap in the pieces it heard:
-# the worker writes it at most PARTIAL_WRITE_SECONDS apart, checking every third of that.
-GAP_WAIT_SECONDS = PARTIAL_WRITE_SECONDS * 4 / 3 + 0.15
 
 # An error while checking a socket's access: the page's htmx reconnects after this code.
 CLOSE_INTERNAL_ERROR = 1011
 
 
-class SessionConsumer(AsyncWebsocketConsumer):
+class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]  # untyped
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
@@ -72,6 +78,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
     closing = False
     checked_at = -math.inf  # when a check last passed (time.monotonic)
     rechecks: asyncio.Task[None] | None = None
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: dict[int, tuple[int, int]] = {}  # turn -> (attempt, the last seq sent)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -88,7 +98,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.api_key_id is None:
             self.login_key = self.scope["session"].session_key
         remember_server_loop()
-        start_in_process_recovery()
         self.joined = (group_name(self.session.pk), user_group(user.pk))
         if self.api_key_id is not None:
             self.joined += (apikey_group(self.api_key_id),)
@@ -100,6 +109,45 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.refuse(CLOSE_SIGNED_OUT)  # already closed with its own code
         await self.accept()
         self.rechecks = asyncio.create_task(self.recheck_periodically())
+        # In the groups already: a piece published from now on is queued behind the snapshot.
+        running = await database_sync_to_async(running_turn)(self.session.pk)
+        if running is not None:
+            turn, attempt = running
+            snapshot = await sync_to_async(stream_snapshot, thread_sensitive=False)(
+                turn_id=turn, attempt=attempt
+            )
+            self.sent[turn] = (attempt, snapshot.seq)
+            await self.send_snapshot(turn, snapshot)
+
+    async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
+        """The reply so far, to a socket that connected mid-turn."""
+
+    async def pieces(self, event: MessageDelta, seq: int) -> list[tuple[int, str]]:
+        """The numbered pieces to send for one `message.delta` numbered `seq`: none when this
+        socket sent it already, it alone when it follows the last one sent, else the missing ones
+        (read from the stream's store) and it."""
+        turn, delta = event["turn"], event["delta"]
+        attempt = event.get("attempt") or 1
+        sent_attempt, have = self.sent.get(turn, (attempt, 0))
+        if attempt < sent_attempt:
+            return []  # a worker that lost the turn: its pieces are not the reply
+        if attempt > sent_attempt:
+            have = 0
+        if seq <= have:
+            return []
+        found: list[tuple[int, str]] = []
+        if seq > have + 1:
+            try:
+                stored = await sync_to_async(stream_read, thread_sensitive=False)(
+                    turn_id=turn, attempt=attempt, after=have
+                )
+            except redis.exceptions.RedisError:  # the store is away: the piece as it is
+                log.warning("could not read the stream of turn %s", turn, exc_info=True)
+                stored = []
+            found = [(have + n, text) for n, text in enumerate(stored[: seq - have - 1], 1)]
+        found.append((seq, delta))
+        self.sent[turn] = (attempt, seq)
+        return found
 
     async def join_groups(self) -> None:
         """Join the groups, within REDIS_COMMAND_TIMEOUT: a Redis that takes the connection and
@@ -133,7 +181,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Clients only listen; what they send is ignored."""
 
-    async def rollback_close(self, message: dict) -> None:
+    async def rollback_close(self, message: Event) -> None:
         """A control message of `core.events`: this socket's access ended. One about the
         user's browser logins (the password changed) leaves the sockets of API keys open, and
         has those of the login that made the change reconnect under its new key."""
@@ -174,7 +222,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
     def access_ended(self, *, full: bool) -> int | None:
         """The close code when the socket's access ended, else None. One query; `full` also
         checks that a browser's login is still current."""
-        assert self.session is not None and self.user_id is not None
+        if self.session is None or self.user_id is None:
+            return CLOSE_NOT_FOUND
         access = watch_access(
             user_id=self.user_id, session_id=self.session.pk, api_key_id=self.api_key_id
         )
@@ -201,49 +250,51 @@ class SessionConsumer(AsyncWebsocketConsumer):
 class EventStreamConsumer(SessionConsumer):
     """`/ws/v1/sessions/{id}/`: the contract's JSON events, as they happen."""
 
-    async def rollback_event(self, message: dict) -> None:
-        if await self.access_holds():
-            await self.send(text_data=json.dumps(message["event"]))
+    async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
+        frame = {
+            "type": "turn.snapshot",
+            "session": self.session.pk if self.session is not None else None,
+            "turn": turn,
+            "text": snapshot.text,
+            "seq": snapshot.seq,
+        }
+        await self.send(text_data=json.dumps(frame))
+
+    async def rollback_event(self, message: EventMessage) -> None:
+        if not await self.access_holds():
+            return
+        event = message["event"]
+        if event["type"] == "message.delta" and "seq" in event:
+            for seq, text in await self.pieces(event, event["seq"]):
+                await self.send(text_data=json.dumps({**event, "seq": seq, "delta": text}))
+            return
+        if event["type"] == "turn.started":  # a new attempt numbers its pieces from 1
+            self.sent.pop(event["turn"], None)
+        await self.send(text_data=json.dumps(event))
 
 
 class ChatConsumer(SessionConsumer):
     """The chat page's socket: HTML fragments for htmx's ws extension (out-of-band swaps by id),
-    rendered from the same partials as the page.
+    rendered from the same partials as the page. The page (stream.js) also keeps the highest
+    `seq` it has and skips the rest, so a page render and the socket never double a piece."""
 
-    A reply streams as numbered pieces (`seq`). A socket that connects mid-turn first sends the
-    reply so far; when it then sees a piece with a gap before it (pieces sent before it joined,
-    after the reply so far was last written), it holds the pieces back until the reply so far in
-    the cache covers the gap, and sends that, then them. The page keeps the highest `seq` it has
-    and skips the rest."""
+    async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
+        if snapshot.seq:
+            await self.send(text_data=render_snapshot(turn, snapshot))
 
-    async def connect(self) -> None:
-        self.sent: dict[int, int] = {}  # turn -> the highest seq this socket sent
-        # turn -> the pieces held back while this socket fills a gap before them
-        self.pending: dict[int, list[tuple[int, str]]] = {}
-        self.healing: set[asyncio.Task[None]] = set()
-        await super().connect()
-        if self.closing or self.session is None:
-            return
-        found = await database_sync_to_async(running_partial)(self.session)
-        if found is not None and found[1].seq:
-            turn, partial = found
-            self.sent[turn] = partial.seq
-            await self.send(text_data=render_snapshot(turn, partial))
-
-    async def rollback_event(self, message: dict) -> None:
+    async def rollback_event(self, message: EventMessage) -> None:
         if not await self.access_holds():
             return
         event = message["event"]
-        if event.get("type") == "message.delta" and isinstance(event.get("seq"), int):
-            html = await self.delta(event)
-            if html:
-                await self.send(text_data=html)
+        if event["type"] == "message.delta" and "seq" in event:
+            turn = event["turn"]
+            pieces = await self.pieces(event, event["seq"])
+            frames = [render_delta(turn, text, seq) for seq, text in pieces]
+            if frames:
+                await self.send(text_data="".join(frames))
             return
-        if event.get("type") == "turn.started":  # a new attempt numbers its pieces from 1
-            self.sent.pop(int(event["turn"]), None)
-            self.pending.pop(int(event["turn"]), None)
-        elif event.get("type") in ("turn.finished", "turn.failed", "turn.cancelled"):
-            self.pending.pop(int(event["turn"]), None)  # the stored reply replaces the bubble
+        if event["type"] == "turn.started":
+            self.sent.pop(event["turn"], None)
         try:
             html = await database_sync_to_async(render_event)(self.session, event)
         except DomainError:
@@ -252,64 +303,16 @@ class ChatConsumer(SessionConsumer):
         if html:
             await self.send(text_data=html)
 
-    async def delta(self, event: dict) -> str:
-        """The frame for one numbered piece: nothing when this socket sent it already, or while
-        it waits to fill a gap before it (pieces sent before it joined, or dropped), else the
-        piece."""
-        turn, seq = int(event["turn"]), int(event["seq"])
-        if turn in self.pending:
-            self.pending[turn].append((seq, event.get("delta") or ""))
-            return ""
-        have = self.sent.get(turn, 0)
-        if seq <= have:
-            return ""
-        if seq == have + 1:
-            self.sent[turn] = seq
-            return render_delta(turn, event.get("delta") or "", seq)
-        self.pending[turn] = [(seq, event.get("delta") or "")]
-        self.healing.add(asyncio.create_task(self.fill_gap(turn)))
-        return ""
 
-    async def fill_gap(self, turn: int) -> None:
-        """Once the reply so far in the cache covers the gap (it is at most PARTIAL_WRITE_SECONDS
-        and a check behind), send it, then the pieces held back after it."""
-        try:
-            await asyncio.sleep(GAP_WAIT_SECONDS)
-            assert self.session is not None
-            partial = await database_sync_to_async(turn_partial)(self.session.pk, turn)
-            pieces = self.pending.pop(turn, [])
-            if self.closing or not pieces:
-                return
-            frames = []
-            have = self.sent.get(turn, 0)
-            if partial is not None and partial.seq >= pieces[0][0] - 1 and partial.seq > have:
-                frames.append(render_snapshot(turn, partial))
-                have = partial.seq
-            for seq, text in pieces:  # the cache could not fill it: the pieces as they are
-                if seq > have:
-                    frames.append(render_delta(turn, text, seq))
-                    have = seq
-            self.sent[turn] = have
-            for frame in frames:
-                await self.send(text_data=frame)
-        finally:
-            task = asyncio.current_task()
-            if task is not None:
-                self.healing.discard(task)
-
-
-def running_partial(session: ExternalSession) -> tuple[int, Partial] | None:
-    """The running turn of the session and its reply so far, if a turn runs."""
-    turn = Turn.objects.filter(session=session).active().order_by("-created_at").first()
-    if turn is None or turn.status != Turn.Status.RUNNING:
-        return None
-    return turn.pk, partial_get(turn=turn)
-
-
-def turn_partial(session_id: int, turn_id: int) -> Partial | None:
-    """The reply so far of one of the session's turns."""
-    turn = Turn.objects.filter(pk=turn_id, session_id=session_id).only("id", "attempts").first()
-    return partial_get(turn=turn) if turn is not None else None
+def running_turn(session_id: int) -> tuple[int, int] | None:
+    """The running turn of the session and its attempt, if a turn runs (one query)."""
+    found = (
+        Turn.objects.filter(session_id=session_id, status=Turn.Status.RUNNING)
+        .order_by("-created_at")
+        .values_list("pk", "attempts")
+        .first()
+    )
+    return (found[0], found[1]) if found is not None else None
 
 
 def render_delta(turn: int, delta: str, seq: int | None) -> str:
@@ -317,31 +320,36 @@ def render_delta(turn: int, delta: str, seq: int | None) -> str:
     return render_to_string("sessions_app/_stream_delta.html", context)
 
 
-def render_snapshot(turn: int, partial: Partial) -> str:
+def render_snapshot(turn: int, partial: Snapshot) -> str:
     context = {"turn": turn, "partial": partial}
     return render_to_string("sessions_app/_stream_snapshot.html", context)
 
 
-def render_event(session: ExternalSession, event: dict) -> str:
-    """The page's fragments for one event, rendered from the page's own partials."""
-    kind = event.get("type")
-    if kind == "message.delta":
-        return render_delta(int(event["turn"]), event.get("delta") or "", event.get("seq"))
-    if kind == "tool.started":
-        context = {"turn": int(event["turn"]), "tool": event.get("tool") or ""}
+# The events after which the chat page fetches its refresh (its messages, composer, header and
+# side panel: sessions_app/_refresh.html) itself: rendering it here cost every socket 11 queries.
+REFRESHED = {
+    "turn.started",
+    "turn.finished",
+    "turn.failed",
+    "branch.changed",
+    "checkpoint.created",
+    "checkpoint.deleted",
+    "session.changed",
+}
+
+
+def render_event(session: ExternalSession, event: Event) -> str:
+    """The page's fragments for one event, rendered from the page's own partials, in at most
+    two queries (none but the one a stopped turn's composer needs)."""
+    if event["type"] == "message.delta":
+        return render_delta(event["turn"], event["delta"], event.get("seq"))
+    if event["type"] == "tool.started":
+        context = {"turn": event["turn"], "tool": event["tool"]}
         return render_to_string("sessions_app/_stream_tool.html", context)
-    if kind in ("checkpoint.created", "checkpoint.deleted"):
-        session.refresh_from_db()
-        return render_to_string("checkpoints/_panel_oob.html", pages.panel_live(session))
-    if kind == "turn.cancelled":  # what was streamed stays on the page, marked stopped
-        context = {**pages.composer_state(session), "turn": int(event["turn"])}
-        return render_to_string("sessions_app/_turn_stopped.html", context)
-    if kind == "session.changed":  # renamed (by hand or by the automatic title), archived
-        session.refresh_from_db()
-        context = {**pages.conversation(session), "s": session, "oob": True}
-        return render_to_string("sessions_app/_session_changed.html", context)
-    if kind in ("turn.started", "turn.finished", "turn.failed", "branch.changed"):
-        session.refresh_from_db()
-        context = {**pages.conversation(session), **pages.panel_live(session)}
-        return render_to_string("sessions_app/_refresh.html", context)
+    if event["type"] == "turn.cancelled":  # what was streamed stays on the page, marked stopped
+        stopped = {**pages.composer_state(session), "turn": event["turn"]}
+        return render_to_string("sessions_app/_turn_stopped.html", stopped)
+    if event["type"] in REFRESHED:
+        context = {"session_id": session.pk, "event": event}
+        return render_to_string("sessions_app/_live_refresh.html", context)
     return ""

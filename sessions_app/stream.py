@@ -1,0 +1,301 @@
+"""The stream of a running turn's reply: one place that holds it, numbered piece by piece.
+
+The worker running a turn (`ReplyStream`) buffers the model's tokens and, at most every
+FLUSH_SECONDS (or at once when FLUSH_CHARS wait, before a tool's events and at the end), appends
+what it buffered to the turn attempt's stream as one piece, then publishes that piece as
+`message.delta` with its number (`seq`, from 1 for each attempt). The piece is stored BEFORE it is
+published, so whoever hears piece n can read pieces 1..n from the store:
+- with Redis (REDIS_URL), a Redis list per turn attempt (`seq` is its length after the push),
+  kept STREAM_TTL_SECONDS after its last piece, and STREAM_ENDED_TTL_SECONDS once the turn ended;
+- without (the embedded mode: the worker runs in the web process), a dict in this process.
+
+A socket that connects mid-turn sends the reply so far (`stream_read`), then the pieces it hears;
+one that hears a piece with a gap before it (the channel layer dropped some) reads the missing
+range here, at once. A page render shows the reply so far the same way. Nothing is lost: a piece
+is never dropped, under overload the stream only slows down (the worker waits for the store).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import redis
+from django.conf import settings
+
+from core import events
+
+log = logging.getLogger(__name__)
+
+# At most one piece per FLUSH_SECONDS per turn (a few per 50 ms), or sooner when this many
+# characters wait.
+FLUSH_SECONDS = 0.02
+FLUSH_CHARS = 2000
+# How long a turn attempt's stream is kept after its last piece (a turn ends well before: a worker
+# that stops writing has died, and the turn is taken over under a new attempt, with a key of its
+# own), and once the turn ended (a page rendered just before the end may still ask).
+STREAM_TTL_SECONDS = 3600
+STREAM_ENDED_TTL_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The reply so far: its text and the number of its last piece (0: nothing yet)."""
+
+    text: str
+    seq: int
+
+
+NOTHING = Snapshot(text="", seq=0)
+
+
+def stream_key(*, turn_id: int, attempt: int) -> str:
+    return f"rollback:turn-stream:{turn_id}:{attempt}"
+
+
+class Store(Protocol):
+    def append(self, key: str, piece: str) -> int: ...
+    def read(self, key: str, after: int) -> list[str]: ...
+    def end(self, key: str) -> None: ...
+    def reset(self, key: str) -> None: ...
+
+
+class MemoryStore:
+    """The embedded mode's store: lists in this process, dropped some time after they end."""
+
+    def __init__(self) -> None:
+        self._lists: dict[str, list[str]] = {}
+        self._expires: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def append(self, key: str, piece: str) -> int:
+        with self._lock:
+            self._expire()
+            pieces = self._lists.setdefault(key, [])
+            pieces.append(piece)
+            self._expires[key] = time.monotonic() + STREAM_TTL_SECONDS
+            return len(pieces)
+
+    def read(self, key: str, after: int) -> list[str]:
+        with self._lock:
+            return list(self._lists.get(key, ())[after:])
+
+    def end(self, key: str) -> None:
+        with self._lock:
+            if key in self._lists:
+                self._expires[key] = time.monotonic() + STREAM_ENDED_TTL_SECONDS
+
+    def reset(self, key: str) -> None:
+        with self._lock:
+            self._lists.pop(key, None)
+            self._expires.pop(key, None)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for key in [k for k, at in self._expires.items() if at < now]:
+            self._lists.pop(key, None)
+            self._expires.pop(key, None)
+
+
+class RedisStore:
+    """A Redis list per turn attempt; one round trip per piece (push and expiry together)."""
+
+    def __init__(self, url: str) -> None:
+        self._client = redis.Redis.from_url(
+            url,
+            socket_timeout=settings.REDIS_COMMAND_TIMEOUT,
+            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT,
+        )
+
+    def append(self, key: str, piece: str) -> int:
+        pipe = self._client.pipeline(transaction=True)
+        pipe.rpush(key, piece.encode())
+        pipe.expire(key, STREAM_TTL_SECONDS)
+        length, _ = pipe.execute()
+        return int(length)
+
+    def read(self, key: str, after: int) -> list[str]:
+        found = self._client.lrange(key, after, -1)
+        return [p.decode() if isinstance(p, bytes) else str(p) for p in found]
+
+    def end(self, key: str) -> None:
+        self._client.expire(key, STREAM_ENDED_TTL_SECONDS)
+
+    def reset(self, key: str) -> None:
+        self._client.delete(key)
+
+
+_store: tuple[int, str, Store] | None = None
+_store_lock = threading.Lock()
+
+
+def store() -> Store:
+    """This process's store (made again in a forked process, or when REDIS_URL changed)."""
+    global _store
+    url = settings.REDIS_URL
+    with _store_lock:
+        if _store is None or _store[0] != os.getpid() or _store[1] != url:
+            made: Store = RedisStore(url) if url else MemoryStore()
+            _store = (os.getpid(), url, made)
+        return _store[2]
+
+
+def stream_read(*, turn_id: int, attempt: int, after: int = 0) -> list[str]:
+    """The pieces of a turn attempt after number `after` (piece `after + 1` first)."""
+    return store().read(stream_key(turn_id=turn_id, attempt=attempt), after)
+
+
+def stream_snapshot(*, turn_id: int, attempt: int) -> Snapshot:
+    """The reply so far of a turn attempt. Never fails: a store away for a moment shows nothing
+    (the pieces that follow still come, and a gap is read again)."""
+    try:
+        pieces = stream_read(turn_id=turn_id, attempt=attempt)
+    except redis.RedisError:
+        log.warning("could not read the stream of turn %s", turn_id, exc_info=True)
+        return NOTHING
+    return Snapshot(text="".join(pieces), seq=len(pieces))
+
+
+class ReplyStream:
+    """The worker's side, for one attempt of a turn: `add` each token, `flush` before a tool's
+    events; leaving the `with` block flushes the rest. The text kept is bounded by
+    AGENT_MAX_REPLY_CHARS (plus room for the note that says a reply was cut there)."""
+
+    def __init__(self, *, session_id: int, turn_id: int, attempt: int) -> None:
+        self.session_id, self.turn_id, self.attempt = session_id, turn_id, attempt
+        self.key = stream_key(turn_id=turn_id, attempt=attempt)
+        self.limit = settings.AGENT_MAX_REPLY_CHARS + 200
+        self.seq = 0
+        self._length = 0
+        self._buffer: list[str] = []
+        self._buffered = 0
+        self._flushed_at = -FLUSH_SECONDS
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ReplyStream:
+        # An attempt's stream starts empty (a database whose ids start again, as a test's, may
+        # meet a stream left from before).
+        try:
+            store().reset(self.key)
+        except redis.RedisError:
+            log.warning("%s: could not clear the stream", self.key, exc_info=True)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _flusher.forget(self)
+        self.flush()
+        try:
+            store().end(self.key)
+        except redis.RedisError:
+            log.warning("%s: could not shorten the stream's lifetime", self.key, exc_info=True)
+
+    def add(self, text: str) -> None:
+        """Buffer one streamed piece of text; it goes out within FLUSH_SECONDS."""
+        with self._lock:
+            room = self.limit - self._length
+            if room <= 0 or not text:
+                return
+            piece = text[:room]
+            self._length += len(piece)
+            self._buffer.append(piece)
+            self._buffered += len(piece)
+            due = self._flushed_at + FLUSH_SECONDS
+            if self._buffered >= FLUSH_CHARS or time.monotonic() >= due:
+                self._flush_locked()
+                return
+        _flusher.schedule(self, due)
+
+    def flush(self) -> None:
+        """Store and publish what is buffered, as one piece."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._buffer:
+            return
+        piece = "".join(self._buffer)
+        self._buffer, self._buffered = [], 0
+        self._flushed_at = time.monotonic()
+        self.seq = self._append(piece)
+        events.message_delta(
+            session=self.session_id,
+            turn=self.turn_id,
+            delta=piece,
+            seq=self.seq,
+            attempt=self.attempt,
+        )
+
+    def _append(self, piece: str) -> int:
+        """Store the piece; a store that fails is tried again (a stream slows down, never drops
+        a piece), at most for REDIS_COMMAND_TIMEOUT more, then the piece goes out unstored."""
+        deadline = time.monotonic() + settings.REDIS_COMMAND_TIMEOUT
+        while True:
+            try:
+                return store().append(self.key, piece)
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    log.warning("%s: could not store a piece", self.key, exc_info=True)
+                    return self.seq + 1
+                time.sleep(0.05)
+
+
+class _Flusher:
+    """One thread per process sends the buffered pieces of every stream whose worker went quiet
+    (the model paused after a token): no thread per turn, no piece waits past its due time."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, ReplyStream]] = []
+        self._scheduled: set[int] = set()
+        self._cond = threading.Condition()
+        self._thread: tuple[int, threading.Thread] | None = None
+
+    def schedule(self, stream: ReplyStream, due: float) -> None:
+        with self._cond:
+            if id(stream) in self._scheduled:
+                return
+            self._scheduled.add(id(stream))
+            heapq.heappush(self._due, (due, id(stream), stream))
+            self._ensure_thread()
+            self._cond.notify()
+
+    def forget(self, stream: ReplyStream) -> None:
+        with self._cond:
+            self._scheduled.discard(id(stream))
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or self._thread[0] != os.getpid():
+            thread = threading.Thread(target=self._run, name="rollback-stream-flush", daemon=True)
+            self._thread = (os.getpid(), thread)
+            thread.start()
+
+    def _next(self) -> ReplyStream:
+        with self._cond:
+            while True:
+                if self._due:
+                    due, key, stream = self._due[0]
+                    wait = due - time.monotonic()
+                    if wait <= 0:
+                        heapq.heappop(self._due)
+                        if key in self._scheduled:
+                            self._scheduled.discard(key)
+                            return stream
+                        continue
+                    self._cond.wait(wait)
+                else:
+                    self._cond.wait()
+
+    def _run(self) -> None:
+        while True:
+            stream = self._next()
+            try:
+                stream.flush()
+            except Exception:
+                log.exception("%s: could not flush", stream.key)
+
+
+_flusher = _Flusher()

@@ -1,0 +1,269 @@
+"""One stream per turn attempt: pieces coalesced, stored before they are sent and never lost; the
+integration socket's `turn.snapshot` and gap filling; at most two queries a socket per event; a
+send that renders only the composer; in-memory events published without a thread per event."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from core import events
+from rollback_site.asgi import application
+from sessions_app.models import Turn
+from sessions_app.stream import (
+    FLUSH_SECONDS,
+    ReplyStream,
+    store,
+    stream_key,
+    stream_read,
+    stream_snapshot,
+)
+from sessions_app.turns import turn_claim, turn_start
+from web.ws.consumers import ChatConsumer, render_event
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _headers(user) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
+
+
+def _claimed(session) -> Turn:
+    turn = turn_claim(turn_id=turn_start(session=session, message="question").pk)
+    assert turn is not None
+    return turn
+
+
+def _stream(turn: Turn) -> ReplyStream:
+    return ReplyStream(session_id=turn.session_id, turn_id=turn.pk, attempt=turn.attempts)
+
+
+def _heard(session_id: int) -> tuple[list[events.Event], object]:
+    heard: list[events.Event] = []
+    stop = events.listen(session_id, heard.append)
+    return heard, stop
+
+
+def test_tokens_are_coalesced_into_few_pieces_each_stored_before_it_is_sent(alice, session):
+    turn = _claimed(session)
+    tokens = [f"t{n} " for n in range(3000)]
+    stored_when_sent: list[bool] = []
+
+    def check(event: events.Event) -> None:
+        if event["type"] == "message.delta":
+            pieces = stream_read(turn_id=turn.pk, attempt=1, after=event["seq"] - 1)
+            stored_when_sent.append(pieces[:1] == [event["delta"]])
+
+    heard, stop = _heard(session.pk)
+    stop_check = events.listen(session.pk, check)
+    try:
+        started = time.monotonic()
+        with _stream(turn) as reply:
+            for token in tokens:
+                reply.add(token)
+        elapsed = time.monotonic() - started
+    finally:
+        stop()
+        stop_check()
+    deltas = [e for e in heard if e["type"] == "message.delta"]
+    assert "".join(e["delta"] for e in deltas) == "".join(tokens)  # nothing lost, in order
+    assert [e["seq"] for e in deltas] == list(range(1, len(deltas) + 1))
+    assert all(e["attempt"] == 1 and e["turn"] == turn.pk for e in deltas)
+    # One piece per FLUSH_SECONDS at most (and the first at once, and the rest at the end), or
+    # one per FLUSH_CHARS when tokens come faster than that.
+    chars = len("".join(tokens))
+    assert len(deltas) <= elapsed / FLUSH_SECONDS + chars / 2000 + 2
+    assert len(deltas) < len(tokens) / 10
+    assert all(stored_when_sent)
+    snapshot = stream_snapshot(turn_id=turn.pk, attempt=1)
+    assert (snapshot.text, snapshot.seq) == ("".join(tokens), len(deltas))
+
+
+def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(alice, session):
+    turn = _claimed(session)
+    second = threading.Event()
+    heard: list[events.Event] = []
+
+    def listener(event: events.Event) -> None:
+        if event["type"] == "message.delta":
+            heard.append(event)
+            if event["seq"] == 2:
+                second.set()
+
+    stop = events.listen(session.pk, listener)
+    try:
+        with _stream(turn) as reply:
+            reply.add("first ")  # the first piece goes out at once
+            reply.add("second")  # within FLUSH_SECONDS of it: buffered
+            # Neither flushed nor ended: the process's flushing thread sends it.
+            assert second.wait(10)
+    finally:
+        stop()
+    assert [(e["seq"], e["delta"]) for e in heard] == [(1, "first "), (2, "second")]
+
+
+def test_a_new_attempt_starts_an_empty_stream(alice, session):
+    turn = _claimed(session)
+    store().append(stream_key(turn_id=turn.pk, attempt=1), "left from before")
+    with _stream(turn) as reply:
+        reply.add("fresh")
+    assert stream_snapshot(turn_id=turn.pk, attempt=1).text == "fresh"
+
+
+def test_the_integration_socket_gets_the_reply_so_far_then_fills_a_gap_from_the_store(
+    alice, session
+):
+    turn = _claimed(session)
+    key = stream_key(turn_id=turn.pk, attempt=1)
+    with _stream(turn) as reply:
+        for word in ("one ", "two "):
+            reply.add(word)
+            reply.flush()
+
+    headers = _headers(alice)
+
+    async def run() -> list[dict]:
+        path = f"/ws/v1/sessions/{session.pk}/"
+        sock = WebsocketCommunicator(application, path, headers=headers)
+        assert (await sock.connect(timeout=5))[0]
+        frames = [json.loads(await sock.receive_from(timeout=5))]
+
+        def publish(delta: str, seq: int) -> None:
+            events.message_delta(session=session.pk, turn=turn.pk, delta=delta, seq=seq, attempt=1)
+
+        await database_sync_to_async(publish)("two ", 2)  # in the snapshot already
+        assert await sock.receive_nothing(timeout=0.3)
+        # Pieces 3 and 4 stored, their events lost; piece 5 brings them, in order.
+        for piece in ("three ", "four ", "five "):
+            await database_sync_to_async(store().append)(key, piece)
+        await database_sync_to_async(publish)("five ", 5)
+        frames += [json.loads(await sock.receive_from(timeout=5)) for _ in range(3)]
+        assert await sock.receive_nothing(timeout=0.3)
+        await sock.disconnect()
+        return frames
+
+    frames = async_to_sync(run)()
+    assert frames[0] == {
+        "type": "turn.snapshot",
+        "session": session.pk,
+        "turn": turn.pk,
+        "text": "one two ",
+        "seq": 2,
+    }
+    assert [(f["type"], f["seq"], f["delta"]) for f in frames[1:]] == [
+        ("message.delta", 3, "three "),
+        ("message.delta", 4, "four "),
+        ("message.delta", 5, "five "),
+    ]
+
+
+def test_a_socket_ignores_the_pieces_of_an_attempt_taken_over(alice, session):
+    turn = _claimed(session)
+
+    headers = _headers(alice)
+
+    async def run() -> list[dict]:
+        path = f"/ws/v1/sessions/{session.pk}/"
+        sock = WebsocketCommunicator(application, path, headers=headers)
+        assert (await sock.connect(timeout=5))[0]
+        await sock.receive_from(timeout=5)  # the (empty) snapshot
+
+        def publish(delta: str, seq: int, attempt: int) -> None:
+            events.message_delta(
+                session=session.pk, turn=turn.pk, delta=delta, seq=seq, attempt=attempt
+            )
+
+        await database_sync_to_async(publish)("new ", 1, 2)
+        await database_sync_to_async(publish)("stale ", 2, 1)  # the worker that lost the turn
+        frames = [json.loads(await sock.receive_from(timeout=5))]
+        assert await sock.receive_nothing(timeout=0.3)
+        await sock.disconnect()
+        return frames
+
+    assert [(f["seq"], f["delta"]) for f in async_to_sync(run)()] == [(1, "new ")]
+
+
+EVENTS = [
+    {"type": "turn.started", "turn": 1, "branch": 1, "attempt": 1},
+    {"type": "message.delta", "turn": 1, "delta": "hi", "seq": 1},
+    {"type": "tool.started", "turn": 1, "tool": "calculate", "args": {}, "call_id": "c"},
+    {"type": "tool.finished", "turn": 1, "tool": "calculate", "call_id": "c", "result": 4},
+    {"type": "checkpoint.created", "checkpoint": 1, "branch": 1, "name": "x", "is_auto": False},
+    {"type": "checkpoint.deleted", "checkpoints": [1]},
+    {"type": "branch.changed", "branch": 1, "checkpoint": None, "deleted_checkpoints": []},
+    {"type": "session.changed", "name": "Renamed", "archived": False, "metadata": {}},
+    {"type": "turn.finished", "turn": 1, "status": "done", "reply": "hi", "tools_used": []},
+    {"type": "turn.failed", "turn": 1, "error": "boom"},
+    {"type": "turn.cancelled", "turn": 1},
+]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=[e["type"] for e in EVENTS])
+def test_a_chat_socket_spends_at_most_two_queries_on_each_event(alice, session, event):
+    """What the chat socket does for one event: check its access (when its last check is old),
+    then render the event's fragment."""
+    turn = _claimed(session)
+    event = {**event, "session": session.pk, "turn": turn.pk}
+    consumer = ChatConsumer()
+    consumer.session, consumer.user_id = session, alice.pk
+    consumer.login_key = None
+    consumer.api_key_id = 0  # opened with a key: the check is the one query of watch_access
+    with CaptureQueriesContext(connection) as queries:
+        consumer.access_ended(full=False)
+        html = render_event(session, event)
+    assert len(queries) <= 2, [q["sql"] for q in queries.captured_queries]
+    if event["type"] in ("turn.started", "turn.finished", "branch.changed", "checkpoint.created"):
+        assert reverse("chat:refresh", args=[session.pk]) in html  # the page fetches the rest
+
+
+def test_sending_a_message_renders_only_the_composer(client, alice, session):
+    client.force_login(alice)
+    client.get(reverse("chat:session", args=[session.pk]))
+    url = reverse("chat:send", args=[session.pk])
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.post(url, {"message": "hello"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    body = answer.content.decode()
+    assert 'id="composer"' in body
+    assert 'id="messages"' not in body
+    sql = [q["sql"] for q in queries.captured_queries]
+    # The request's login, the session, the turn's start (its recovery checks, the message and
+    # the turn: 19 here), then one query for the composer's state, where the whole conversation
+    # was rendered before (27).
+    assert sql[-2] == "COMMIT" or sql[-2].startswith("RELEASE SAVEPOINT"), sql
+    assert len(sql) <= 22, sql
+
+
+def test_in_memory_events_start_no_thread_or_loop_per_event(alice, session, monkeypatch):
+    events.message_delta(session=session.pk, turn=1, delta="warm up", seq=1)
+    started: list[str] = []
+    start, new_loop = threading.Thread.start, asyncio.new_event_loop
+
+    def counted_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    def counted_loop() -> asyncio.AbstractEventLoop:
+        started.append("a new event loop")
+        return new_loop()
+
+    monkeypatch.setattr(threading.Thread, "start", counted_start)
+    monkeypatch.setattr(asyncio, "new_event_loop", counted_loop)
+    for n in range(2, 50):
+        events.message_delta(session=session.pk, turn=1, delta="x", seq=n)
+    assert started == []
