@@ -46,8 +46,9 @@ def test_each_event_type_has_one_typeddict_and_every_contract_event_has_one():
 def test_each_typeddict_names_the_keys_of_its_events_shape(payload: Any):
     shape = SHAPES.get(_type_of(payload), {"session", "turn"})  # turn.cancelled: no more
     assert set(_hints(payload)) == shape | {"type"}
-    # Every key is always sent, but for the numbering of a delta (absent outside a turn's stream).
-    optional = {"seq"} if _type_of(payload) == "message.delta" else set()
+    # Every key is always sent, but for the numbering of a delta and its attempt (absent outside
+    # a turn's stream).
+    optional = {"seq", "attempt"} if _type_of(payload) == "message.delta" else set()
     assert _optional(payload) == optional
 
 
