@@ -273,10 +273,11 @@ def check_structure(db: Tables) -> None:
     assert set(current.values()) == {1}, "a session without exactly one current branch"
     for turn in db["sessions_app_turn"].values():
         asked = messages[turn["branch_id"]][turn["user_message_position"]]
-        assert (asked["role"], asked["content"]) == ("user", turn["message"]), turn
+        # A turn refers to its messages: both are in the backup with it.
+        assert (asked["role"], asked["id"]) == ("user", turn["user_message_id"]), turn
         if turn["status"] == "done":
             reply = messages[turn["branch_id"]][turn["user_message_position"] + 1]
-            assert (reply["role"], reply["content"]) == ("assistant", turn["reply"]), turn
+            assert (reply["role"], reply["id"]) == ("assistant", turn["reply_message_id"]), turn
 
 
 def served_messages(base_url: str, key: str, session: int) -> list[tuple[str, str]]:
