@@ -73,3 +73,26 @@ def serve(handlers: dict[str, Callable[..., Any]]) -> None:
         out.flush()
         if command["op"] == "quit":
             return
+
+
+def sqlite_disk_bytes(conn: sqlite3.Connection) -> int:
+    """The bytes of every page of every table and index (SQLite's dbstat): what the database
+    holds on disk for its rows, whatever the WAL has not yet copied back."""
+    (value,) = conn.execute("SELECT COALESCE(SUM(pgsize), 0) FROM dbstat").fetchone()
+    return int(value)
+
+
+def sqlite_storage(path: str) -> dict[str, int]:
+    """Row bytes and page bytes (tables and indexes) of the SQLite file at `path`."""
+    conn = sqlite3.connect(path)
+    try:
+        return {"bytes": sqlite_bytes(conn), "disk_bytes": sqlite_disk_bytes(conn)}
+    finally:
+        conn.close()
+
+
+PG_DISK_BYTES = (
+    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'm')"
+)

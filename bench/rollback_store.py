@@ -34,6 +34,9 @@ def _configure(engine: str, var_dir: str) -> None:
         os.environ.pop("DATABASE_URL", None)  # the SQLite file under ROLLBACK_VAR_DIR
     import django
 
+    from bench.hooks import install_from_env
+
+    install_from_env()  # SQLite at the benchmark's stated durability
     django.setup()
     from django.core.management import call_command
 
@@ -225,19 +228,6 @@ class Store:
         ms, doc = timed(lambda: session_export(session=session))
         return {"ms": ms}
 
-    def storage(self, turns: int) -> dict[str, float]:
-        """`turns` turns (a user message and a reply) with a checkpoint after each."""
-        from checkpoints.services import checkpoint_create
-        from sessions_app.services import message_append
-
-        before = self.bytes()
-        branch = self._session("storage")
-        for t in range(turns):
-            message_append(branch=branch, role="user", content=text(2 * t))
-            message_append(branch=branch, role="assistant", content=text(2 * t + 1))
-            checkpoint_create(branch=branch, name=f"turn {t}")
-        return {"bytes": self.bytes() - before}
-
 
 def main() -> None:
     engine, var_dir = sys.argv[1], sys.argv[2]
@@ -255,7 +245,6 @@ def main() -> None:
             "deep_window": store.deep_window,
             "page": store.page,
             "export": store.export,
-            "storage": store.storage,
             "quit": lambda: None,
         }
     )

@@ -40,6 +40,9 @@ class Turns:
             os.environ.pop(name, None)
         import django
 
+        from bench.hooks import install_from_env
+
+        install_from_env()  # SQLite at the benchmark's stated durability
         django.setup()
         from django.core.management import call_command
 
@@ -160,8 +163,8 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     n = len(samples["raw"])
     markdown = "\n".join(
         [
-            "## Turn overhead, in process (embedded: SQLite, in-memory layer, the web "
-            "process's pool)",
+            "## Turn overhead in process, through Django's test client (embedded: SQLite, "
+            "in-memory layer, the web process's pool; no HTTP, no socket)",
             "",
             f"A whole turn against a raw `openai` streaming call to the same zero-delay fake "
             f"server ({n} samples each, interleaved; median (min–max)).",
@@ -182,21 +185,21 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
         "markdown": markdown,
         "targets": [
             (
-                "added turn overhead < 10 ms in process (`wait: true`)",
+                "added to a zero-latency model call ≤ 10 ms, Django's test client (`wait: true`)",
                 f"{api - raw:.1f} ms",
-                api - raw < 10,
+                api - raw <= 10,
                 "",
             ),
             (
-                "added turn overhead < 10 ms in process (event stream)",
+                "added to a zero-latency model call ≤ 10 ms, Django's test client (events)",
                 f"{stream - raw:.1f} ms",
-                stream - raw < 10,
+                stream - raw <= 10,
                 "",
             ),
             (
-                "added time to first token < 10 ms in process",
+                "added to the first token ≤ 10 ms, Django's test client (events in process)",
                 f"{stream_first - raw_first:.1f} ms",
-                stream_first - raw_first < 10,
+                stream_first - raw_first <= 10,
                 "",
             ),
         ],
