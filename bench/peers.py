@@ -65,7 +65,9 @@ class LangGraphPeer:
         return sqlite_disk_bytes(self.conn)
 
     def prepare(self, size: int) -> None:
-        config = {"configurable": {"thread_id": f"t{size}-{uuid.uuid4().hex}"}}
+        from langchain_core.runnables import RunnableConfig
+
+        config: RunnableConfig = {"configurable": {"thread_id": f"t{size}-{uuid.uuid4().hex}"}}
         base = self.graph.update_state(
             config, {"messages": [self._message(i) for i in range(size)]}, as_node="agent"
         )
@@ -97,7 +99,9 @@ class LangGraphPeer:
 
     def storage(self, turns: int) -> dict[str, float]:
         before, disk = self.bytes(), self.disk_bytes()
-        config = {"configurable": {"thread_id": f"storage-{uuid.uuid4().hex}"}}
+        from langchain_core.runnables import RunnableConfig
+
+        config: RunnableConfig = {"configurable": {"thread_id": f"storage-{uuid.uuid4().hex}"}}
         for t in range(turns):
             # One turn: the user's message and the reply, then its checkpoint (the super-step).
             self.graph.update_state(
@@ -175,11 +179,16 @@ class AgnoPeer:
 
     def read(self, size: int) -> dict[str, float]:
         from agno.db.base import SessionType
+        from agno.session.agent import AgentSession
 
         source = self.sessions[size]
-        ms, messages = timed(
-            lambda: self.db.get_session(source, SessionType.AGENT, user_id="bench").get_messages()
-        )
+
+        def load() -> list[Any]:
+            session = self.db.get_session(source, SessionType.AGENT, user_id="bench")
+            assert isinstance(session, AgentSession)
+            return list(session.get_messages())
+
+        ms, messages = timed(load)
         assert len(messages) == size, len(messages)
         return {"ms": ms}
 
@@ -326,7 +335,8 @@ class SeedPeer:
             (history,) = self.conn.execute(
                 "SELECT conversation_history FROM internal_sessions WHERE id = ?", (branch,)
             ).fetchone()
-            return json.loads(history)
+            rows: list[Any] = json.loads(history)
+            return rows
 
         ms, rows = timed(load)
         assert len(rows) == size

@@ -160,11 +160,11 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
             )
     rows += api_targets(results, agno)
     for row in results.get("served", {}).get("targets", []):
-        rows.append(tuple(row))  # type: ignore[arg-type]
+        rows.append(tuple(row))
     for row in results.get("turns", {}).get("targets", []):
-        rows.append(tuple(row))  # type: ignore[arg-type]
+        rows.append(tuple(row))
     for row in results.get("stack", {}).get("targets", []):
-        rows.append(tuple(row))  # type: ignore[arg-type]
+        rows.append(tuple(row))
     return rows
 
 

@@ -18,7 +18,7 @@ import asyncio
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import httpx
 
@@ -98,7 +98,18 @@ async def _turns(s: Served, client: httpx.AsyncClient, rounds: int, smoke: bool)
     return samples
 
 
-async def _queries(s: Served, client: httpx.AsyncClient) -> dict[str, float]:
+class Queries(TypedDict):
+    turn: float
+    turn_all: list[int]
+    chat_one_socket: float
+    chat_more_sockets: float
+    extra_sockets: int
+    events: int
+    per_socket_event: float
+    idle_after_chats: NotRequired[float]
+
+
+async def _queries(s: Served, client: httpx.AsyncClient) -> Queries:
     """Statements of one `wait: true` turn; and per socket event: the same chat heard by one
     socket, then by that socket and `extra` more on its session, the difference divided by the
     extra sockets and the events each received. Run first, on a fresh process."""

@@ -107,7 +107,7 @@ class Stack:
         self.services.stop_all()
         self.fake.stop()
 
-    def memory(self) -> dict[str, float]:
+    def memory(self) -> dict[str, dict[str, float]]:
         """Resident memory (MB) of each process, now and at its peak."""
         out = {}
         for name, proc in self.services.procs.items():
