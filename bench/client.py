@@ -5,6 +5,7 @@ beside a raw `openai` client on the same fake model server."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import statistics
@@ -15,7 +16,7 @@ from typing import Any, TypedDict
 
 import httpx
 
-from bench.common import role, text
+from bench.common import DASH, role, text
 
 END_TYPES = ("turn.finished", "turn.failed", "turn.cancelled")
 
@@ -59,7 +60,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 def spread(values: list[float]) -> str:
-    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}–{max(values):.1f})"
+    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
 def import_document(n: int) -> dict[str, Any]:
@@ -185,7 +186,7 @@ class Integrator:
             "ok": end_type == "turn.finished",
             "text": snapshot + "".join(d for _, d, _ in deltas),
             "seqs": seqs,
-            "gaps": [(b[0] - a[0]) * 1000 for a, b in zip(deltas, deltas[1:], strict=False)],
+            "gaps": [(b[0] - a[0]) * 1000 for a, b in itertools.pairwise(deltas)],
             "bytes": frame_bytes,
             "events": events,
         }

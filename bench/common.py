@@ -11,6 +11,20 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+# The typography of the results (named, so the source stays plain ASCII).
+DASH = "\u2013"  # en dash: a range, min-max
+TIMES = "\u00d7"  # multiplication sign: a ratio
+
+
+class BenchCheckError(RuntimeError):
+    """What a benchmark found wrong (a reply with tokens missing, a history too short)."""
+
+
+def check(condition: bool, message: str = "a benchmark check failed") -> None:
+    if not condition:
+        raise BenchCheckError(message)
+
+
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 2
 
 
@@ -50,7 +64,7 @@ def sqlite_bytes(conn: sqlite3.Connection) -> int:
         if not columns:
             continue
         (value,) = conn.execute(
-            f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"'
+            f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"'  # noqa: S608 (the catalog's names)
         ).fetchone()
         total += int(value)
     return total

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import role, serve, sqlite_bytes, sqlite_disk_bytes, text, timed
+from bench.common import check, role, serve, sqlite_bytes, sqlite_disk_bytes, text, timed
 
 # Every SQLite system of the benchmark runs at the same durability: WAL, and the synchronous
 # level the coordinator states (Rollback's own setting, NORMAL, unless --synchronous says).
@@ -94,7 +94,7 @@ class LangGraphPeer:
     def read(self, size: int) -> dict[str, float]:
         config = self.threads[size]["config"]
         ms, state = timed(lambda: self.graph.get_state(config))
-        assert len(state.values["messages"]) >= size
+        check(len(state.values["messages"]) >= size)
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:
@@ -185,11 +185,12 @@ class AgnoPeer:
 
         def load() -> list[Any]:
             session = self.db.get_session(source, SessionType.AGENT, user_id="bench")
-            assert isinstance(session, AgentSession)
+            check(isinstance(session, AgentSession))
+            assert isinstance(session, AgentSession)  # noqa: S101 (for mypy; checked above)
             return list(session.get_messages())
 
         ms, messages = timed(load)
-        assert len(messages) == size, len(messages)
+        check(len(messages) == size, f"{len(messages)} messages")
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:
@@ -339,7 +340,7 @@ class SeedPeer:
             return rows
 
         ms, rows = timed(load)
-        assert len(rows) == size
+        check(len(rows) == size)
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:

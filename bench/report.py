@@ -6,6 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.common import DASH, TIMES
+
 NAMES = {
     "rollback-sqlite": "Rollback (SQLite)",
     "rollback-postgres": "Rollback (PostgreSQL)",
@@ -66,7 +68,7 @@ def cell(samples: list[dict[str, float]] | None, with_bytes: bool = False) -> st
     if not samples:
         return "—"
     med, lo, hi, n = stats(samples)
-    text = f"**{fmt_ms(med)}** ({fmt_ms(lo)}–{fmt_ms(hi)}"
+    text = f"**{fmt_ms(med)}** ({fmt_ms(lo)}{DASH}{fmt_ms(hi)}"
     text += f", n={n})" if n < 5 else ")"
     if with_bytes and any("bytes" in s for s in samples):
         text += f", {fmt_bytes(stats(samples, 'bytes')[0])}"
@@ -98,11 +100,12 @@ def med(store: dict[str, Any], bench: str, name: str, size: int, key: str = "ms"
     return stats(samples, key)[0]
 
 
-def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
-    store = results.get("store", {})
-    sizes = results["sizes"]
-    small, big = sizes[0], sizes[-1]
-    rows: list[tuple[str, str, bool | None, str]] = []
+Target = tuple[str, str, bool | None, str]
+
+
+def _constant_cost(store: dict[str, Any], small: int, big: int) -> list[Target]:
+    """Checkpoint and restore at the largest size within 1.3 times their cost at the smallest."""
+    rows: list[Target] = []
     for engine in ("sqlite", "postgres"):
         name = f"rollback-{engine}"
         for bench in ("checkpoint", "restore"):
@@ -113,20 +116,28 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
             ratio = b / a
             rows.append(
                 (
-                    f"{bench} at {big:,} within 1.3× its cost at {small:,}, constant bytes "
+                    f"{bench} at {big:,} within 1.3{TIMES} its cost at {small:,}, constant bytes "
                     f"({NAMES[name]})",
-                    f"{ratio:.2f}×; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
+                    f"{ratio:.2f}{TIMES}; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
                     ratio <= 1.3 and abs((bb or 0) - (ba or 0)) <= 0.05 * max(ba or 1, 1),
                     "",
                 )
             )
+    return rows
+
+
+def targets(results: dict[str, Any]) -> list[Target]:
+    store = results.get("store", {})
+    sizes = results["sizes"]
+    small, big = sizes[0], sizes[-1]
+    rows = _constant_cost(store, small, big)
     fork = med(store, "restore", "agno", big)
     ours = med(store, "restore", "rollback-sqlite", big)
     if fork and ours:
         rows.append(
             (
-                f"restore ≥ 1,000× faster than agno's fork_session at {big:,}",
-                f"{fork / ours:,.0f}×",
+                f"restore ≥ 1,000{TIMES} faster than agno's fork_session at {big:,}",
+                f"{fork / ours:,.0f}{TIMES}",
                 fork / ours >= 1000,
                 "",
             )
@@ -299,7 +310,7 @@ def _header(results: dict[str, Any]) -> list[str]:
         + _load(results)
         + "); "
         f"{results['rounds']} interleaved rounds (every system measured in each round, in a "
-        "rotating order), each figure the **median** with (min–max); n is given where fewer "
+        f"rotating order), each figure the **median** with (min{DASH}max); n is given where fewer "
         f"rounds ran (a slow peer stops after {3} rounds once its samples passed 20 s). "
         f"Durability: {results.get('durability', 'not stated (an older run)')}: Rollback, "
         "LangGraph, agno and the seed alike (PostgreSQL's settings are stated with the stack). "
@@ -393,7 +404,8 @@ def _storage_table(results: dict[str, Any]) -> list[str]:
 def write_report(results: dict[str, Any], out: Path) -> None:
     sizes = results["sizes"]
     store = results.get("store", {})
-    parts = _header(results) + [
+    parts = [
+        *_header(results),
         "",
         "## Targets",
         "",
@@ -469,7 +481,7 @@ def plot(store: dict[str, Any], sizes: list[int], out: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("messages in the history")
-        ax.set_ylabel("ms (median, min–max)")
+        ax.set_ylabel(f"ms (median, min{DASH}max)")
         ax.set_title(TITLES[bench])
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)

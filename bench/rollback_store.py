@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from bench.common import role, row_bytes, serve, text, timed
+from bench.common import check, role, row_bytes, serve, text, timed
 
 PG_DATABASE = "rollback_bench_store"
 
@@ -91,13 +91,13 @@ class Store:
                 total = 0
                 for table in tables:
                     columns = [r[1] for r in cursor.execute(f'PRAGMA table_info("{table}")')]
-                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')
+                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')  # noqa: S608
                     total += int(cursor.fetchone()[0])
                 return total
             cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             total = 0
             for (table,) in cursor.fetchall():
-                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')
+                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')  # noqa: S608
                 total += int(cursor.fetchone()[0])
             return total
 
@@ -161,7 +161,7 @@ class Store:
 
         branch = self.convs[size]["branch"]
         ms, rows = timed(lambda: branch_history(branch))
-        assert len(rows) == size
+        check(len(rows) == size)
         return {"ms": ms}
 
     def read_orm(self, size: int) -> dict[str, float]:
@@ -172,15 +172,15 @@ class Store:
         from sessions_app.selectors import _lineage_cte
 
         table = connection.ops.quote_name(Message._meta.db_table)
-        sql = _lineage_cte() + (
-            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "
+        sql = _lineage_cte() + (  # noqa: S608
+            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "  # noqa: S608
             "WHERE m.position < l.upper AND m.position >= %s ORDER BY m.position"
         )
         branch = self.convs[size]["branch"]
         ms, rows = timed(
             lambda: list(Message.objects.raw(sql, [branch.message_count, branch.pk, 0]))
         )
-        assert len(rows) == size
+        check(len(rows) == size)
         return {"ms": ms}
 
     def window(self, size: int, deep: bool = False) -> dict[str, float]:
@@ -210,7 +210,7 @@ class Store:
 
         branch = self.convs[size]["deep"]
         ms, rows = timed(lambda: branch_history(branch))
-        assert len(rows) == branch.message_count
+        check(len(rows) == branch.message_count)
         return {"ms": ms}
 
     def page(self, size: int) -> dict[str, float]:
@@ -218,14 +218,14 @@ class Store:
         from sessions_app.selectors import branch_history
 
         branch = self.convs[size]["branch"]
-        ms, rows = timed(lambda: branch_history(branch, start=max(0, size - 100)))
+        ms, _ = timed(lambda: branch_history(branch, start=max(0, size - 100)))
         return {"ms": ms}
 
     def export(self, size: int) -> dict[str, float]:
         from checkpoints.transfer import session_export
 
         session = self.convs[size]["branch"].session
-        ms, doc = timed(lambda: session_export(session=session))
+        ms, _ = timed(lambda: session_export(session=session))
         return {"ms": ms}
 
 

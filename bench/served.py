@@ -23,7 +23,7 @@ from typing import Any, NotRequired, TypedDict
 import httpx
 
 from bench.client import Integrator, reply_for, spread
-from bench.common import sqlite_storage, text
+from bench.common import DASH, sqlite_storage, text
 from bench.hooks import read_counter
 
 
@@ -240,7 +240,7 @@ def run_served(
         "",
         f"Driven from outside over HTTP with an API key and on `/ws/v1/` ({len(s['raw'])} "
         "samples each, interleaved with the raw `openai` call to the same zero-delay fake "
-        "server; median (min–max)).",
+        f"server; median (min{DASH}max)).",
         "",
         "| path | whole turn | first token | added to the raw call |",
         "| --- | --- | --- | --- |",

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from bench.client import Integrator, expected, pct, reply_for, spread
-from bench.common import PG_DISK_BYTES
+from bench.common import DASH, PG_DISK_BYTES
 from bench.rollback_store import pg_url
 
 STACK_DATABASE = "rollback_bench_stack"
@@ -304,8 +304,9 @@ def run_stack(
         "## The served stack: two daphne processes, two Celery workers, PostgreSQL and Redis",
         "",
         f"{len(s['raw'])} samples each, interleaved, alternating the two web processes; "
-        f"median (min–max). PostgreSQL at fsync={d['fsync']}, "
-        f"synchronous_commit={d['synchronous_commit']}, full_page_writes={d['full_page_writes']}.",
+        f"median (min{DASH}max). PostgreSQL at fsync={d['fsync']}, "
+        f"synchronous_commit={d['synchronous_commit']}, "
+        f"full_page_writes={d['full_page_writes']}.",
         "",
         "| path | whole turn | first token | added to the raw call |",
         "| --- | --- | --- | --- |",

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import DASH, check
 from bench.runner import ROOT, System
 
 PROMPT = "Say something short."
@@ -90,7 +91,7 @@ class Turns:
             content_type="application/json",
         )
         ms = (time.perf_counter() - start) * 1000
-        assert response.status_code == 201, response.content
+        check(response.status_code == 201, str(response.content))
         return {"ms": ms}
 
     def stream(self) -> dict[str, float]:
@@ -115,8 +116,8 @@ class Turns:
                 {"message": PROMPT},
                 content_type="application/json",
             )
-            assert response.status_code == 202, response.content
-            assert done.wait(30), "no turn.finished"
+            check(response.status_code == 202, str(response.content))
+            check(done.wait(30), "no turn.finished")
             end = time.perf_counter()
         finally:
             stop()
@@ -136,7 +137,7 @@ def _median(samples: list[dict[str, float]], key: str) -> float:
 
 def _spread(samples: list[dict[str, float]], key: str) -> str:
     values = [s[key] for s in samples]
-    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}–{max(values):.1f})"
+    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
 def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
@@ -167,7 +168,7 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             "in-memory layer, the web process's pool; no HTTP, no socket)",
             "",
             f"A whole turn against a raw `openai` streaming call to the same zero-delay fake "
-            f"server ({n} samples each, interleaved; median (min–max)).",
+            f"server ({n} samples each, interleaved; median (min{DASH}max)).",
             "",
             "| path | whole turn | first token | added to the raw call |",
             "| --- | --- | --- | --- |",
