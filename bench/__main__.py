@@ -159,10 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     if "turns" not in skip:
         from bench.turns import run_turns
 
+        started = time.monotonic()
         results["turns"] = run_turns(var / "turns", rounds=rounds, smoke=args.smoke)
+        _log(f"turns in {time.monotonic() - started:.0f} s")
     if "served" not in skip:
         from bench.served import run_served
 
+        started = time.monotonic()
         results["served"] = run_served(
             var / "served",
             sizes=sizes,
@@ -171,12 +174,15 @@ def main(argv: list[str] | None = None) -> int:
             smoke=args.smoke,
             synchronous=args.synchronous,
         )
+        _log(f"served in {time.monotonic() - started:.0f} s")
     if "stack" not in skip:
         from bench.stack import run_stack
 
+        started = time.monotonic()
         results["stack"] = run_stack(
             var / "stack", rounds=rounds, smoke=args.smoke, sizes=sizes, turns=turns
         )
+        _log(f"stack in {time.monotonic() - started:.0f} s")
     previous = out / "latest.json"
     if skip and previous.exists() and not args.smoke:
         # A part left out keeps its figures from the previous full run, and says so.
