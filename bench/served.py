@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -25,6 +26,20 @@ import httpx
 from bench.client import Integrator, reply_for, spread
 from bench.common import DASH, sqlite_storage, text
 from bench.hooks import read_counter
+
+
+def prepare_app(services: Any, env: dict[str, str]) -> str:
+    """Migrate, make the user `bench` and an API key of theirs: the key. Two manage.py runs
+    (static files are collected by the serving process itself)."""
+    services.manage(env, "migrate", "--noinput")
+    out = services.manage(
+        env,
+        "shell",
+        "-c",
+        "from accounts.models import User; from django.core.management import call_command; "
+        "User.objects.create_user('bench'); call_command('createapikey', 'bench')",
+    )
+    return str(out.strip().splitlines()[-1])
 
 
 class Served:
@@ -48,14 +63,7 @@ class Served:
         )
         self.services = Services(var)
         try:
-            self.services.prepare(self.env)
-            self.services.manage(
-                self.env,
-                "shell",
-                "-c",
-                "from accounts.models import User; User.objects.create_user('bench')",
-            )
-            key = self.services.manage(self.env, "createapikey", "bench").strip().splitlines()[-1]
+            key = prepare_app(self.services, self.env)
             port = free_port()
             cmd = [sys.executable, "-m", "bench.hooks", "-b", "127.0.0.1", "-p", str(port)]
             proc = self.services.start("served", cmd, self.env)
@@ -112,12 +120,23 @@ class Queries(TypedDict):
 async def _queries(s: Served, client: httpx.AsyncClient) -> Queries:
     """Statements of one `wait: true` turn; and per socket event: the same chat heard by one
     socket, then by that socket and `extra` more on its session, the difference divided by the
-    extra sockets and the events each received. Run first, on a fresh process."""
+    extra sockets and the events each received. Each count is less the process's background
+    statements (measured over the second before it, at the same rate)."""
     from contextlib import AsyncExitStack
 
-    async def settled(before: int) -> int:
-        await asyncio.sleep(0.5)  # what a turn does after its answer
-        return s.queries() - before
+    async def background() -> float:
+        """Statements a second while nothing is asked (sockets closed long ago still cost)."""
+        before = s.queries()
+        await asyncio.sleep(1.0)
+        return float(s.queries() - before)
+
+    async def counted(action: Any) -> tuple[float, Any]:
+        """The statements of `action` and what it did after (0.5 s), less the background."""
+        rate = await background()
+        started, before = time.monotonic(), s.queries()
+        got = await action()
+        await asyncio.sleep(0.5)
+        return s.queries() - before - rate * (time.monotonic() - started), got
 
     for _ in range(2):  # the first turns of a process do more (caches, connections)
         await s.api.wait_turn(client, s.web)
@@ -125,15 +144,13 @@ async def _queries(s: Served, client: httpx.AsyncClient) -> Queries:
     per_turn = []
     for _ in range(3):
         sid = await s.api.session(client, s.web)
-        before = s.queries()
-        await s.api.wait_turn(client, s.web, sid=sid)
-        per_turn.append(await settled(before))
+        n, _ = await counted(lambda sid=sid: s.api.wait_turn(client, s.web, sid=sid))
+        per_turn.append(round(n))
     alone = []
     for _ in range(3):
         sid = await s.api.session(client, s.web)
-        before = s.queries()
-        got = await s.api.chat(client, s.web, "hi", sid=sid)
-        alone.append(await settled(before))
+        n, got = await counted(lambda sid=sid: s.api.chat(client, s.web, "hi", sid=sid))
+        alone.append(n)
     extra = 4
     heard = []
     for _ in range(3):
@@ -141,9 +158,8 @@ async def _queries(s: Served, client: httpx.AsyncClient) -> Queries:
         async with AsyncExitStack() as stack:
             await s.api.hold_sockets(stack, s.web, [sid], extra)
             await asyncio.sleep(0.3)
-            before = s.queries()
-            got = await s.api.chat(client, s.web, "hi", sid=sid)
-            heard.append(await settled(before))
+            n, got = await counted(lambda sid=sid: s.api.chat(client, s.web, "hi", sid=sid))
+            heard.append(n)
     events = max(1, got["events"])
     per_event = (statistics.median(heard) - statistics.median(alone)) / (extra * events)
     return {
@@ -253,7 +269,8 @@ def run_served(
         f"(first token: **{ws_first - raw_first:.1f} ms**) |",
         "",
         f"Statements (through Django's cursors, counted in the served process; BEGIN/COMMIT "
-        "not counted; measured first, on the fresh process): a turn "
+        "not counted; each count less the process's background statements, measured over the "
+        "second before it): a turn "
         f"**{q['turn']:.0f}** (`wait: true`, median of {q['turn_all']}); a chat heard by its "
         f"one socket {q['chat_one_socket']:.0f}, by {q['extra_sockets']} more sockets of its "
         f"session {q['chat_more_sockets']:.0f}: **{q['per_socket_event']:.1f}** per socket per "

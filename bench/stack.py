@@ -57,14 +57,9 @@ class Stack:
             AGNO_TELEMETRY="false",
         )
         self.services = Services(var)
-        self.services.prepare(self.env)
-        self.services.manage(
-            self.env,
-            "shell",
-            "-c",
-            "from accounts.models import User; User.objects.create_user('bench')",
-        )
-        self.key = self.services.manage(self.env, "createapikey", "bench").strip().splitlines()[-1]
+        from bench.served import prepare_app
+
+        self.key = prepare_app(self.services, self.env)
         self.webs = [self.services.start_daphne(self.env, name=f"web{i}") for i in (1, 2)]
         import sys
 
