@@ -88,7 +88,13 @@ def run_store(systems: dict[str, System], sizes: list[int], rounds: int) -> dict
 
 
 def run_storage(systems: dict[str, System], turns: int) -> dict[str, Any]:
-    return {name: system.call("storage", turns=turns) for name, system in systems.items()}
+    """The peers' storage; Rollback's is measured through its served API (bench.served,
+    bench.stack), with the turn rows its turns write."""
+    return {
+        name: system.call("storage", turns=turns)
+        for name, system in systems.items()
+        if not name.startswith("rollback-")
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="sqlite,postgres")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument(
-        "--skip", default="", help="comma-separated parts to leave out: store,storage,turns,stack"
+        "--skip",
+        default="",
+        help="comma-separated parts to leave out: store,storage,turns,served,stack",
+    )
+    parser.add_argument(
+        "--synchronous",
+        default="NORMAL",
+        choices=["NORMAL", "FULL"],
+        help="SQLite's synchronous level for every system (all in WAL mode); NORMAL is "
+        "Rollback's own setting",
     )
     parser.add_argument(
         "--report-only",
@@ -116,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     turns = 5 if args.smoke else 200
     engines = [e for e in args.engines.split(",") if e]
     skip = set(filter(None, args.skip.split(",")))
+    os.environ["BENCH_SQLITE_SYNCHRONOUS"] = args.synchronous
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     var = Path(tempfile.mkdtemp(prefix="rollback-bench-"))
@@ -128,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}",
         "versions": _versions(),
+        "load_before": os.getloadavg(),
+        "durability": f"every SQLite database in WAL mode at synchronous={args.synchronous}",
     }
     systems = _systems(var, engines)
     try:
@@ -141,22 +159,42 @@ def main(argv: list[str] | None = None) -> int:
     if "turns" not in skip:
         from bench.turns import run_turns
 
+        started = time.monotonic()
         results["turns"] = run_turns(var / "turns", rounds=rounds, smoke=args.smoke)
+        _log(f"turns in {time.monotonic() - started:.0f} s")
+    if "served" not in skip:
+        from bench.served import run_served
+
+        started = time.monotonic()
+        results["served"] = run_served(
+            var / "served",
+            sizes=sizes,
+            rounds=rounds,
+            turns=turns,
+            smoke=args.smoke,
+            synchronous=args.synchronous,
+        )
+        _log(f"served in {time.monotonic() - started:.0f} s")
     if "stack" not in skip:
         from bench.stack import run_stack
 
-        results["stack"] = run_stack(var / "stack", rounds=rounds, smoke=args.smoke)
+        started = time.monotonic()
+        results["stack"] = run_stack(
+            var / "stack", rounds=rounds, smoke=args.smoke, sizes=sizes, turns=turns
+        )
+        _log(f"stack in {time.monotonic() - started:.0f} s")
     previous = out / "latest.json"
     if skip and previous.exists() and not args.smoke:
         # A part left out keeps its figures from the previous full run, and says so.
         old = json.loads(previous.read_text())
-        for part in ("store", "storage", "turns", "stack"):
+        for part in ("store", "storage", "turns", "served", "stack"):
             if part in skip and part in old:
                 results[part] = old[part]
                 results.setdefault("notes", []).append(
                     f"The {part} figures are carried over from the run of {old['started']}."
                 )
     results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["load_after"] = os.getloadavg()
     from bench.report import write_report
 
     (out / "latest.json").write_text(json.dumps(results, indent=1))

@@ -11,6 +11,20 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+# The typography of the results (named, so the source stays plain ASCII).
+DASH = "\u2013"  # en dash: a range, min-max
+TIMES = "\u00d7"  # multiplication sign: a ratio
+
+
+class BenchCheckError(RuntimeError):
+    """What a benchmark found wrong (a reply with tokens missing, a history too short)."""
+
+
+def check(condition: bool, message: str = "a benchmark check failed") -> None:
+    if not condition:
+        raise BenchCheckError(message)
+
+
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 2
 
 
@@ -50,7 +64,7 @@ def sqlite_bytes(conn: sqlite3.Connection) -> int:
         if not columns:
             continue
         (value,) = conn.execute(
-            f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"'  # noqa: S608 - quoted names and constants; values are parameters
+            f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"'  # noqa: S608 (the catalog's names)
         ).fetchone()
         total += int(value)
     return total
@@ -73,3 +87,26 @@ def serve(handlers: dict[str, Callable[..., Any]]) -> None:
         out.flush()
         if command["op"] == "quit":
             return
+
+
+def sqlite_disk_bytes(conn: sqlite3.Connection) -> int:
+    """The bytes of every page of every table and index (SQLite's dbstat): what the database
+    holds on disk for its rows, whatever the WAL has not yet copied back."""
+    (value,) = conn.execute("SELECT COALESCE(SUM(pgsize), 0) FROM dbstat").fetchone()
+    return int(value)
+
+
+def sqlite_storage(path: str) -> dict[str, int]:
+    """Row bytes and page bytes (tables and indexes) of the SQLite file at `path`."""
+    conn = sqlite3.connect(path)
+    try:
+        return {"bytes": sqlite_bytes(conn), "disk_bytes": sqlite_disk_bytes(conn)}
+    finally:
+        conn.close()
+
+
+PG_DISK_BYTES = (
+    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'm')"
+)

@@ -20,7 +20,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import role, serve, sqlite_bytes, text, timed
+from bench.common import check, role, serve, sqlite_bytes, sqlite_disk_bytes, text, timed
+
+# Every SQLite system of the benchmark runs at the same durability: WAL, and the synchronous
+# level the coordinator states (Rollback's own setting, NORMAL, unless --synchronous says).
+SYNCHRONOUS = os.environ.get("BENCH_SQLITE_SYNCHRONOUS", "NORMAL").upper()
+
+
+def _durable(conn: Any) -> None:
+    """A DB-API SQLite connection at the benchmark's durability."""
+    cursor = conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
+    cursor.close()
 
 
 class LangGraphPeer:
@@ -31,6 +43,7 @@ class LangGraphPeer:
 
         self.path = var_dir / "langgraph.sqlite3"
         self.conn = sqlite3.connect(self.path, check_same_thread=False)
+        _durable(self.conn)
         self.saver = SqliteSaver(self.conn)
         self.saver.setup()
         builder = StateGraph(MessagesState)
@@ -47,8 +60,14 @@ class LangGraphPeer:
         self.conn.commit()
         return sqlite_bytes(self.conn)
 
+    def disk_bytes(self) -> int:
+        self.conn.commit()
+        return sqlite_disk_bytes(self.conn)
+
     def prepare(self, size: int) -> None:
-        config = {"configurable": {"thread_id": f"t{size}-{uuid.uuid4().hex}"}}
+        from langchain_core.runnables import RunnableConfig
+
+        config: RunnableConfig = {"configurable": {"thread_id": f"t{size}-{uuid.uuid4().hex}"}}
         base = self.graph.update_state(
             config, {"messages": [self._message(i) for i in range(size)]}, as_node="agent"
         )
@@ -75,12 +94,14 @@ class LangGraphPeer:
     def read(self, size: int) -> dict[str, float]:
         config = self.threads[size]["config"]
         ms, state = timed(lambda: self.graph.get_state(config))
-        assert len(state.values["messages"]) >= size
+        check(len(state.values["messages"]) >= size)
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:
-        before = self.bytes()
-        config = {"configurable": {"thread_id": f"storage-{uuid.uuid4().hex}"}}
+        before, disk = self.bytes(), self.disk_bytes()
+        from langchain_core.runnables import RunnableConfig
+
+        config: RunnableConfig = {"configurable": {"thread_id": f"storage-{uuid.uuid4().hex}"}}
         for t in range(turns):
             # One turn: the user's message and the reply, then its checkpoint (the super-step).
             self.graph.update_state(
@@ -88,7 +109,7 @@ class LangGraphPeer:
                 {"messages": [self._message(2 * t), self._message(2 * t + 1)]},
                 as_node="agent",
             )
-        return {"bytes": self.bytes() - before}
+        return {"bytes": self.bytes() - before, "disk_bytes": self.disk_bytes() - disk}
 
 
 class AgnoPeer:
@@ -97,9 +118,12 @@ class AgnoPeer:
         from agno.agent import Agent
         from agno.db.sqlite import SqliteDb
         from agno.models.openai import OpenAIChat
+        from sqlalchemy import create_engine, event
 
         self.path = var_dir / "agno.sqlite3"
-        self.db = SqliteDb(db_file=str(self.path))
+        engine = create_engine(f"sqlite:///{self.path}")
+        event.listen(engine, "connect", lambda conn, record: _durable(conn))
+        self.db = SqliteDb(db_engine=engine)
         # fork_session reads and writes through the agent's db; the model is never called.
         self.agent = Agent(
             db=self.db, id="bench", user_id="bench", model=OpenAIChat(id="none", api_key="none")
@@ -109,6 +133,9 @@ class AgnoPeer:
 
     def bytes(self) -> int:
         return sqlite_bytes(self.conn)
+
+    def disk_bytes(self) -> int:
+        return sqlite_disk_bytes(self.conn)
 
     def _run(self, session_id: str, i: int) -> Any:
         from agno.models.message import Message
@@ -152,24 +179,30 @@ class AgnoPeer:
 
     def read(self, size: int) -> dict[str, float]:
         from agno.db.base import SessionType
+        from agno.session.agent import AgentSession
 
         source = self.sessions[size]
-        ms, messages = timed(
-            lambda: self.db.get_session(source, SessionType.AGENT, user_id="bench").get_messages()
-        )
-        assert len(messages) == size, len(messages)
+
+        def load() -> list[Any]:
+            session = self.db.get_session(source, SessionType.AGENT, user_id="bench")
+            check(isinstance(session, AgentSession))
+            assert isinstance(session, AgentSession)
+            return list(session.get_messages())
+
+        ms, messages = timed(load)
+        check(len(messages) == size, f"{len(messages)} messages")
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:
         """agno has no checkpoint: the nearest is a fork after each turn."""
-        before = self.bytes()
+        before, disk = self.bytes(), self.disk_bytes()
         session_id = self._session(0)
         for t in range(turns):
             self.db.upsert_run(
                 self._run(session_id, 2 * t), session_id=session_id, user_id="bench", run_index=t
             )
             self.agent.fork_session(source_session_id=session_id, user_id="bench")
-        return {"bytes": self.bytes() - before}
+        return {"bytes": self.bytes() - before, "disk_bytes": self.disk_bytes() - disk}
 
 
 SEED_SCHEMA = """
@@ -205,13 +238,15 @@ class SeedPeer:
 
     def __init__(self, var_dir: Path) -> None:
         self.conn = sqlite3.connect(var_dir / "seed.sqlite3", isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        _durable(self.conn)
         self.conn.executescript(SEED_SCHEMA)
         self.branches: dict[int, dict[str, int]] = {}
 
     def bytes(self) -> int:
         return sqlite_bytes(self.conn)
+
+    def disk_bytes(self) -> int:
+        return sqlite_disk_bytes(self.conn)
 
     @staticmethod
     def _entry(i: int) -> dict[str, Any]:
@@ -301,19 +336,20 @@ class SeedPeer:
             (history,) = self.conn.execute(
                 "SELECT conversation_history FROM internal_sessions WHERE id = ?", (branch,)
             ).fetchone()
-            return json.loads(history)
+            rows: list[Any] = json.loads(history)
+            return rows
 
         ms, rows = timed(load)
-        assert len(rows) == size
+        check(len(rows) == size)
         return {"ms": ms}
 
     def storage(self, turns: int) -> dict[str, float]:
-        before = self.bytes()
+        before, disk = self.bytes(), self.disk_bytes()
         branch = self._branch([])
         for t in range(turns):
             self._append(branch, [self._entry(2 * t), self._entry(2 * t + 1)])
             self._checkpoint(branch, f"turn {t}")
-        return {"bytes": self.bytes() - before}
+        return {"bytes": self.bytes() - before, "disk_bytes": self.disk_bytes() - disk}
 
 
 PEERS = {"langgraph": LangGraphPeer, "agno": AgnoPeer, "seed": SeedPeer}

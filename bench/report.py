@@ -6,6 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.common import DASH, TIMES
+
 NAMES = {
     "rollback-sqlite": "Rollback (SQLite)",
     "rollback-postgres": "Rollback (PostgreSQL)",
@@ -66,7 +68,7 @@ def cell(samples: list[dict[str, float]] | None, with_bytes: bool = False) -> st
     if not samples:
         return "—"
     med, lo, hi, n = stats(samples)
-    text = f"**{fmt_ms(med)}** ({fmt_ms(lo)}–{fmt_ms(hi)}"
+    text = f"**{fmt_ms(med)}** ({fmt_ms(lo)}{DASH}{fmt_ms(hi)}"
     text += f", n={n})" if n < 5 else ")"
     if with_bytes and any("bytes" in s for s in samples):
         text += f", {fmt_bytes(stats(samples, 'bytes')[0])}"
@@ -98,11 +100,12 @@ def med(store: dict[str, Any], bench: str, name: str, size: int, key: str = "ms"
     return stats(samples, key)[0]
 
 
-def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
-    store = results.get("store", {})
-    sizes = results["sizes"]
-    small, big = sizes[0], sizes[-1]
-    rows: list[tuple[str, str, bool | None, str]] = []
+Target = tuple[str, str, bool | None, str]
+
+
+def _constant_cost(store: dict[str, Any], small: int, big: int) -> list[Target]:
+    """Checkpoint and restore at the largest size within 1.3 times their cost at the smallest."""
+    rows: list[Target] = []
     for engine in ("sqlite", "postgres"):
         name = f"rollback-{engine}"
         for bench in ("checkpoint", "restore"):
@@ -113,20 +116,28 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
             ratio = b / a
             rows.append(
                 (
-                    f"{bench} at {big:,} within 1.3× its cost at {small:,}, constant bytes "
+                    f"{bench} at {big:,} within 1.3{TIMES} its cost at {small:,}, constant bytes "
                     f"({NAMES[name]})",
-                    f"{ratio:.2f}×; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
+                    f"{ratio:.2f}{TIMES}; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
                     ratio <= 1.3 and abs((bb or 0) - (ba or 0)) <= 0.05 * max(ba or 1, 1),
                     "",
                 )
             )
+    return rows
+
+
+def targets(results: dict[str, Any]) -> list[Target]:
+    store = results.get("store", {})
+    sizes = results["sizes"]
+    small, big = sizes[0], sizes[-1]
+    rows = _constant_cost(store, small, big)
     fork = med(store, "restore", "agno", big)
     ours = med(store, "restore", "rollback-sqlite", big)
     if fork and ours:
         rows.append(
             (
-                f"restore ≥ 1,000× faster than agno's fork_session at {big:,}",
-                f"{fork / ours:,.0f}×",
+                f"restore ≥ 1,000{TIMES} faster than agno's fork_session at {big:,}",
+                f"{fork / ours:,.0f}{TIMES}",
                 fork / ours >= 1000,
                 "",
             )
@@ -151,76 +162,250 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None, str]]:
         if agno and value is not None:
             rows.append(
                 (
-                    f"whole history no slower than agno's read at {big:,} ({NAMES[name]})",
+                    f"whole history no slower than agno's read at {big:,}, selector in process "
+                    f"({NAMES[name]})",
                     f"{fmt_ms(value)} against {fmt_ms(agno)}",
                     value <= agno,
                     "",
                 )
             )
+    rows += api_targets(results, agno)
+    for row in results.get("served", {}).get("targets", []):
+        rows.append(tuple(row))
     for row in results.get("turns", {}).get("targets", []):
-        rows.append(tuple(row))  # type: ignore[arg-type]
+        rows.append(tuple(row))
     for row in results.get("stack", {}).get("targets", []):
-        rows.append(tuple(row))  # type: ignore[arg-type]
+        rows.append(tuple(row))
     return rows
 
 
-# Why a target is missed, when it is: from the profiles and runs behind bench/results.
+API_SYSTEMS = {"served": "served in process, SQLite", "stack": "the stack, PostgreSQL"}
+
+
+def api_store(results: dict[str, Any], part: str) -> dict[str, Any]:
+    section = results.get(part) or {}
+    return dict(section.get("data", {}).get("store", {}))
+
+
+def api_targets(
+    results: dict[str, Any], agno: float | None
+) -> list[tuple[str, str, bool | None, str]]:
+    """The history, checkpoints and restores through the served API."""
+    rows: list[tuple[str, str, bool | None, str]] = []
+    big = results["sizes"][-1]
+    for part, label in API_SYSTEMS.items():
+        store = api_store(results, part)
+        if not store:
+            continue
+        read = store["read"].get(str(big))
+        if read and agno:
+            value = stats(read)[0]
+            rows.append(
+                (
+                    f"whole {big:,}-message history through the API no slower than agno's read "
+                    f"({label})",
+                    f"{fmt_ms(value)} against {fmt_ms(agno)}",
+                    value <= agno,
+                    "",
+                )
+            )
+        for bench in ("checkpoint", "restore"):
+            values = {n: stats(v)[0] for n, v in store[bench].items()}
+            worst = max(values.values())
+            rows.append(
+                (
+                    f"{bench} through the API < 5 ms at any length ({label})",
+                    "; ".join(f"{fmt_ms(v)} at {int(n):,}" for n, v in values.items()),
+                    worst < 5,
+                    "",
+                )
+            )
+    return rows
+
+
+# Why a target is missed: the figures of this run that account for it (see why_missed).
 WHY = {
-    "checkpoint at": "the work is the same at every length (the same queries: "
-    "tests/checkpoints counts them, and the bytes are equal); at a few ms, the difference is "
-    "the noise of a shared 2-core machine",
-    "restore at": "the work is the same at every length (the same queries: tests/checkpoints "
-    "counts them, and the bytes are equal); at a few ms, the difference is the noise of a "
-    "shared 2-core machine",
+    "checkpoint at": "the work is the same at every length (the same statements, and the bytes "
+    "are equal); at a few ms, the difference is the noise of a shared 2-core machine",
+    "restore at": "the work is the same at every length (the same statements, and the bytes "
+    "are equal); at a few ms, the difference is the noise of a shared 2-core machine",
     "restore ≥": "agno's fork copies every run; the ratio moves with the noise of our few ms",
     "history a turn": "the depth-50 lineage is walked by the recursive CTE and the summary "
     "looked up over 50 (branch, bound) pairs",
-    "whole history": "agno reads one row per exchange and builds light dataclasses; Rollback "
-    "reads a row per message and builds a Django model instance for each (the callers use "
-    "them). The read went from the ORM's ~80–100 ms to ~45–70 ms; reaching agno would take "
-    "rows that are not model instances for whole-history readers (export): not done",
-    "added turn overhead < 10": "a turn is 43 SQL statements, BEGIN and COMMIT included, in "
-    "four transactions (start, claim, storing the answer and finishing, plus fit_turn's reads; "
-    "held by tests/web/api/test_turn_queries.py) and agno's run setup (its tool schemas, "
-    "~8 ms); it was ~190 ms before each turn stopped building its own openai client",
-    "added time to first token < 10 ms in process": "before the model is asked, the turn is "
-    "started, claimed and fitted to the window (the same queries as above)",
-    "added turn overhead < 25": "besides the in-process costs: the broker hop to a worker, "
-    "PostgreSQL round trips instead of SQLite's, the Redis layer between processes, on a "
-    "2-core machine others were loading too",
-    "added time to first token < 10 ms on": "the broker hop, the claim and fit_turn come "
-    "before the model is asked",
-    "concurrent streams": "2 cores carry two daphne processes, two workers, PostgreSQL, Redis, "
-    "the fake model and the clients at up to 5,000 events a second; handshakes queue behind "
-    "the consumers' database checks (database_sync_to_async runs them on one thread per web "
-    "process) and daphne drops those that wait too long",
+    "whole history no slower than agno's read at": "agno reads one row per exchange and builds "
+    "light dataclasses; the selector reads a row per message (see the table: read against the "
+    "ORM's read)",
 }
 
 
-def why_missed(what: str) -> str:
+def _served(results: dict[str, Any], part: str, key: str) -> Any:
+    return (results.get(part) or {}).get("data", {}).get(key)
+
+
+def _floor(results: dict[str, Any], part: str) -> str:
+    store = _served(results, part, "store") or {}
+    gets = [x for samples in store.get("get", {}).values() for x in samples]
+    if not gets:
+        return ""
+    return f"a plain `GET /sessions/{{id}}/` through the same API takes {fmt_ms(stats(gets)[0])}"
+
+
+def why_missed(what: str, results: dict[str, Any]) -> str:
+    """The reason for a missed target, from this run's own figures where it has them."""
+    part = "stack" if ("Celery" in what or "PostgreSQL" in what or "stack" in what) else "served"
+    queries = _served(results, "served", "queries") or {}
+    if "through the API" in what:
+        floor = _floor(results, part)
+        return f"{floor}: most of it is the request itself, not the work" if floor else ""
+    if "added to" in what and queries:
+        floor = _floor(results, part)
+        return (
+            f"a turn runs {queries['turn']:.0f} statements (measured in the served process)"
+            + (f"; {floor}" if floor else "")
+            + (
+                "; with Celery: the broker hop and PostgreSQL round trips"
+                if part == "stack"
+                else ""
+            )
+        )
+    if "per socket per event" in what and queries:
+        return (
+            f"each event costs every socket of the session {queries['per_socket_event']:.1f} "
+            "statements (its fragment rendered again per socket)"
+        )
+    if "concurrent streams" in what:
+        top = max(
+            (_served(results, "stack", "concurrency") or {"0": {}}).items(),
+            key=lambda kv: int(kv[0]),
+        )[1]
+        if top:
+            return (
+                f"2 cores carry two daphne processes, two workers, PostgreSQL, Redis, the fake "
+                f"model and the clients; the first token came after {top['first_p50']:.0f} ms "
+                f"(p50, max {top['first_max']:.0f} ms) and the run took {top['wall_s']:.1f} s for "
+                "replies the model streams in 1 s: the machine was saturated"
+            )
     for key, reason in WHY.items():
         if what.startswith(key) or key in what:
             return reason
     return ""
 
 
-def write_report(results: dict[str, Any], out: Path) -> None:
-    sizes = results["sizes"]
-    store = results.get("store", {})
-    parts = [
+def _load(results: dict[str, Any]) -> str:
+    if "load_before" not in results:
+        return ""
+    before, after = results["load_before"], results.get("load_after", results["load_before"])
+    return (
+        f"; load average {before[0]:.1f} / {before[1]:.1f} / {before[2]:.1f} at the start, "
+        f"{after[0]:.1f} / {after[1]:.1f} / {after[2]:.1f} at the end"
+    )
+
+
+def _header(results: dict[str, Any]) -> list[str]:
+    return [
         "# Benchmarks" + (" (smoke run: tiny sizes, not results)" if results["smoke"] else ""),
         "",
-        f"Run {results['started']} to {results['finished']} on {results['machine']}; "
+        f"Run {results['started']} to {results['finished']} on {results['machine']}, shared "
+        "with other engineers' test runs (the load is not ours to control: the spreads show it"
+        + _load(results)
+        + "); "
         f"{results['rounds']} interleaved rounds (every system measured in each round, in a "
-        "rotating order), each figure the **median** with (min–max); n is given where fewer "
+        f"rotating order), each figure the **median** with (min{DASH}max); n is given where fewer "
         f"rounds ran (a slow peer stops after {3} rounds once its samples passed 20 s). "
-        "Bytes are what the write added to the database's rows (every column's stored length; "
-        "PostgreSQL: `pg_column_size`), not pages. Versions: "
+        f"Durability: {results.get('durability', 'not stated (an older run)')}: Rollback, "
+        "LangGraph, agno and the seed alike (PostgreSQL's settings are stated with the stack). "
+        "A checkpoint's or restore's bytes are what the write added to the rows (every "
+        "column's stored length; PostgreSQL: `pg_column_size`); storage is given both as rows "
+        "and as every page of every table and index. Versions: "
         + ", ".join(f"{k} {v}" for k, v in results["versions"].items())
         + ".",
         "",
         "Generated by `make bench` (`python -m bench`); plots: "
         "[checkpoint](checkpoint.png), [restore](restore.png), [history read](read.png).",
+    ]
+
+
+def _api_tables(results: dict[str, Any]) -> list[str]:
+    """The history, checkpoints and restores through the served API, beside agno's read."""
+    sizes = results["sizes"]
+    present = {part: api_store(results, part) for part in API_SYSTEMS}
+    present = {part: store for part, store in present.items() if store}
+    if not present:
+        return []
+    parts = [
+        "",
+        "## Through the served API (HTTP with an API key, as an integrator)",
+        "",
+        "The whole history is `GET /sessions/{id}/messages/?limit=1000` following `next`; the "
+        "sessions were imported through `POST /sessions/import/`; a restore is "
+        '`POST /checkpoints/{id}/restore/` with `"mode": "branch"`; `GET /sessions/{id}/` is '
+        "the floor of any request.",
+        "",
+        "| what | system | " + " | ".join(f"{n:,} messages" for n in sizes) + " |",
+        "| --- | --- |" + " --- |" * len(sizes),
+    ]
+    for bench, label in (
+        ("read", "whole history"),
+        ("checkpoint", "checkpoint"),
+        ("restore", "restore"),
+        ("get", "GET the session"),
+    ):
+        for part, store in present.items():
+            row = [cell(store.get(bench, {}).get(str(n))) for n in sizes]
+            parts.append(f"| {label} | {API_SYSTEMS[part]} | " + " | ".join(row) + " |")
+        if bench == "read":
+            agno = results.get("store", {}).get("read", {}).get("agno", {})
+            if agno:
+                row = [cell(agno.get(str(n))) for n in sizes]
+                parts.append(
+                    "| whole history | agno SqliteDb, in process (no HTTP) | "
+                    + " | ".join(row)
+                    + " |"
+                )
+    return parts
+
+
+def _storage_table(results: dict[str, Any]) -> list[str]:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for part, label in (
+        ("served", "Rollback (SQLite), through the API"),
+        ("stack", "Rollback (PostgreSQL), through the API"),
+    ):
+        value = _served(results, part, "storage")
+        if value:
+            rows.append((label, value))
+    for name, value in (results.get("storage") or {}).items():
+        note = " (no checkpoint: a fork after each turn)" if name == "agno" else ""
+        rows.append((NAMES.get(name, name) + note, value))
+    if not rows:
+        return []
+    parts = [
+        "",
+        f"## Storage after {results['storage_turns']} turns, a checkpoint after each",
+        "",
+        "Rollback's turns are real turns through the API (`wait: true`, the fake model answering "
+        '"ok"), so its figures hold every row a turn writes (messages, the turn\'s row, '
+        "checkpoints) and every index; the peers store the same number of exchanges of about "
+        "120 characters each. Pages: SQLite's dbstat (tables and indexes); PostgreSQL's "
+        "`pg_total_relation_size` (tables, indexes, TOAST).",
+        "",
+        "| system | rows | pages (tables and indexes) |",
+        "| --- | --- | --- |",
+    ]
+    for label, value in rows:
+        disk = value.get("disk_bytes")
+        parts.append(
+            f"| {label} | {fmt_bytes(value['bytes'])} | "
+            f"{fmt_bytes(disk) if disk is not None else '—'} |"
+        )
+    return parts
+
+
+def write_report(results: dict[str, Any], out: Path) -> None:
+    sizes = results["sizes"]
+    store = results.get("store", {})
+    parts = [
+        *_header(results),
         "",
         "## Targets",
         "",
@@ -229,8 +414,9 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     ]
     for what, value, met, why in targets(results):
         mark = "n/a" if met is None else ("met" if met else "**missed**")
-        reason = why or (why_missed(what) if met is False else "")
+        reason = why or (why_missed(what, results) if met is False else "")
         parts.append(f"| {what} | {value} | {mark}{(': ' + reason) if reason else ''} |")
+    parts += _api_tables(results)
     for bench, with_bytes in (
         ("checkpoint", True),
         ("restore", True),
@@ -243,19 +429,10 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         ("export", False),
     ):
         if bench in store:
-            parts += ["", f"## {TITLES[bench]}", "", store_table(store, bench, sizes, with_bytes)]
-    if "storage" in results:
-        parts += [
-            "",
-            f"## Storage after {results['storage_turns']} turns, a checkpoint after each",
-            "",
-            "| system | bytes |",
-            "| --- | --- |",
-        ]
-        for name, value in results["storage"].items():
-            note = " (no checkpoint: a fork after each turn)" if name == "agno" else ""
-            parts.append(f"| {NAMES.get(name, name)}{note} | {fmt_bytes(value['bytes'])} |")
-    for key in ("turns", "stack"):
+            title = TITLES[bench] + " (in process, the services and selectors)"
+            parts += ["", f"## {title}", "", store_table(store, bench, sizes, with_bytes)]
+    parts += _storage_table(results)
+    for key in ("served", "turns", "stack"):
         section = results.get(key)
         if section:
             parts += ["", section["markdown"]]
@@ -304,7 +481,7 @@ def plot(store: dict[str, Any], sizes: list[int], out: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("messages in the history")
-        ax.set_ylabel("ms (median, min–max)")
+        ax.set_ylabel(f"ms (median, min{DASH}max)")
         ax.set_title(TITLES[bench])
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)

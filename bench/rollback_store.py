@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from bench.common import role, row_bytes, serve, text, timed
+from bench.common import check, role, row_bytes, serve, text, timed
 
 PG_DATABASE = "rollback_bench_store"
 
@@ -34,6 +34,9 @@ def _configure(engine: str, var_dir: str) -> None:
         os.environ.pop("DATABASE_URL", None)  # the SQLite file under ROLLBACK_VAR_DIR
     import django
 
+    from bench.hooks import install_from_env
+
+    install_from_env()  # SQLite at the benchmark's stated durability
     django.setup()
     from django.core.management import call_command
 
@@ -88,13 +91,13 @@ class Store:
                 total = 0
                 for table in tables:
                     columns = [r[1] for r in cursor.execute(f'PRAGMA table_info("{table}")')]
-                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')  # noqa: S608 - quoted names and constants; values are parameters
+                    cursor.execute(f'SELECT COALESCE(SUM({row_bytes(columns)}), 0) FROM "{table}"')  # noqa: S608
                     total += int(cursor.fetchone()[0])
                 return total
             cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             total = 0
             for (table,) in cursor.fetchall():
-                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')  # noqa: S608 - quoted names and constants; values are parameters
+                cursor.execute(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')  # noqa: S608
                 total += int(cursor.fetchone()[0])
             return total
 
@@ -158,7 +161,7 @@ class Store:
 
         branch = self.convs[size]["branch"]
         ms, rows = timed(lambda: branch_history(branch))
-        assert len(rows) == size
+        check(len(rows) == size)
         return {"ms": ms}
 
     def read_orm(self, size: int) -> dict[str, float]:
@@ -169,15 +172,15 @@ class Store:
         from sessions_app.selectors import _lineage_cte
 
         table = connection.ops.quote_name(Message._meta.db_table)
-        sql = _lineage_cte() + (  # noqa: S608 - quoted names and constants; values are parameters
-            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "  # noqa: S608 - quoted names and constants; values are parameters
+        sql = _lineage_cte() + (  # noqa: S608
+            f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "  # noqa: S608
             "WHERE m.position < l.upper AND m.position >= %s ORDER BY m.position"
         )
         branch = self.convs[size]["branch"]
         ms, rows = timed(
             lambda: list(Message.objects.raw(sql, [branch.message_count, branch.pk, 0]))
         )
-        assert len(rows) == size
+        check(len(rows) == size)
         return {"ms": ms}
 
     def window(self, size: int, deep: bool = False) -> dict[str, float]:
@@ -207,7 +210,7 @@ class Store:
 
         branch = self.convs[size]["deep"]
         ms, rows = timed(lambda: branch_history(branch))
-        assert len(rows) == branch.message_count
+        check(len(rows) == branch.message_count)
         return {"ms": ms}
 
     def page(self, size: int) -> dict[str, float]:
@@ -215,28 +218,15 @@ class Store:
         from sessions_app.selectors import branch_history
 
         branch = self.convs[size]["branch"]
-        ms, _rows = timed(lambda: branch_history(branch, start=max(0, size - 100)))
+        ms, _ = timed(lambda: branch_history(branch, start=max(0, size - 100)))
         return {"ms": ms}
 
     def export(self, size: int) -> dict[str, float]:
         from checkpoints.transfer import session_export
 
         session = self.convs[size]["branch"].session
-        ms, _doc = timed(lambda: session_export(session=session))
+        ms, _ = timed(lambda: session_export(session=session))
         return {"ms": ms}
-
-    def storage(self, turns: int) -> dict[str, float]:
-        """`turns` turns (a user message and a reply) with a checkpoint after each."""
-        from checkpoints.services import checkpoint_create
-        from sessions_app.services import message_append
-
-        before = self.bytes()
-        branch = self._session("storage")
-        for t in range(turns):
-            message_append(branch=branch, role="user", content=text(2 * t))
-            message_append(branch=branch, role="assistant", content=text(2 * t + 1))
-            checkpoint_create(branch=branch, name=f"turn {t}")
-        return {"bytes": self.bytes() - before}
 
 
 def main() -> None:
@@ -255,7 +245,6 @@ def main() -> None:
             "deep_window": store.deep_window,
             "page": store.page,
             "export": store.export,
-            "storage": store.storage,
             "quit": lambda: None,
         }
     )

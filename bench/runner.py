@@ -22,7 +22,7 @@ class System:
 
     def __init__(self, name: str, module: str, *args: str, env: dict[str, str] | None = None):
         self.name = name
-        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and argument list, no shell
+        self.proc = subprocess.Popen(  # noqa: S603 (this interpreter, our modules)
             [sys.executable, "-m", module, *args],
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -32,8 +32,8 @@ class System:
         )
 
     def call(self, op: str, **args: Any) -> Any:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
+        if self.proc.stdin is None or self.proc.stdout is None:
+            raise BenchError(f"{self.name} has no pipes")
         self.proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()

@@ -6,16 +6,17 @@
 - Streaming: the time to the first `message.delta` on `/ws/v1/` against the raw stream's first
   chunk; the bytes on the socket for replies of N tokens.
 - Concurrency: 50 and 100 chats at once over WebSockets, the model streaming 50 tokens 20 ms
-  apart: errors, lost or reordered tokens, the gap between tokens, each process's memory.
+  apart: errors, lost or reordered tokens, the gap between tokens, a bystander's GET meanwhile,
+  each process's memory.
+- 1,000 idle sockets held by one daphne: its resident memory before and after, per socket.
+- The whole history, a checkpoint and a restore through the API at each size; storage after N
+  turns through the API (every table and index: pg_total_relation_size).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
 import os
-import re
 import statistics
 import time
 from pathlib import Path
@@ -23,23 +24,11 @@ from typing import Any
 
 import httpx
 
+from bench.client import Integrator, expected, pct, reply_for, spread
+from bench.common import DASH, PG_DISK_BYTES
 from bench.rollback_store import pg_url
 
 STACK_DATABASE = "rollback_bench_stack"
-
-
-def _reply_for(body: dict) -> Any:
-    from tests.fakes.chat_server import Reply, last_user_text
-
-    found = re.search(r"tokens=(\d+) delay=([\d.]+)", last_user_text(body) or "")
-    if not found:
-        return Reply("ok")
-    n, delay = int(found.group(1)), float(found.group(2))
-    return Reply("".join(f"t{i} " for i in range(1, n + 1)), delay=delay)
-
-
-def _expected(n: int) -> str:
-    return "".join(f"t{i} " for i in range(1, n + 1))
 
 
 class Stack:
@@ -57,7 +46,7 @@ class Stack:
         self.redis_url = os.environ.get("BENCH_REDIS_URL") or "redis://127.0.0.1:6379/9"
         redis.Redis.from_url(self.redis_url).flushdb()
         self.fake = FakeChatServer().start()
-        self.fake.default = _reply_for
+        self.fake.default = reply_for
         self.env = app_env(
             var,
             self.fake.base_url,
@@ -68,14 +57,9 @@ class Stack:
             AGNO_TELEMETRY="false",
         )
         self.services = Services(var)
-        self.services.prepare(self.env)
-        self.services.manage(
-            self.env,
-            "shell",
-            "-c",
-            "from accounts.models import User; User.objects.create_user('bench')",
-        )
-        self.key = self.services.manage(self.env, "createapikey", "bench").strip().splitlines()[-1]
+        from bench.served import prepare_app
+
+        self.key = prepare_app(self.services, self.env)
         self.webs = [self.services.start_daphne(self.env, name=f"web{i}") for i in (1, 2)]
         import sys
 
@@ -95,10 +79,7 @@ class Stack:
             ]
             proc = self.services.start(f"worker{i}", cmd, self.env)
             self._wait_ready(f"worker{i}", proc)
-        self.headers = {"Authorization": f"Bearer {self.key}"}
-        from openai import OpenAI
-
-        self.raw_client = OpenAI(base_url=self.fake.base_url, api_key="bench", max_retries=0)
+        self.api = Integrator(self.key, self.fake.base_url)
 
     def _wait_ready(self, name: str, proc: Any) -> None:
         deadline = time.monotonic() + 90
@@ -121,7 +102,7 @@ class Stack:
         self.services.stop_all()
         self.fake.stop()
 
-    def memory(self) -> dict[str, float]:
+    def memory(self) -> dict[str, dict[str, float]]:
         """Resident memory (MB) of each process, now and at its peak."""
         out = {}
         for name, proc in self.services.procs.items():
@@ -136,161 +117,174 @@ class Stack:
             }
         return out
 
-    # --- one chat -------------------------------------------------------------------------
+    def rss_kb(self, name: str) -> int:
+        status = Path(f"/proc/{self.services.procs[name].pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return int(fields["VmRSS"].split()[0])
 
-    async def session(self, client: httpx.AsyncClient, web: str) -> int:
-        r = await client.post(
-            f"{web}/api/v1/sessions/", json={"name": "bench"}, headers=self.headers
-        )
-        r.raise_for_status()
-        return int(r.json()["id"])
+    def pg_storage(self) -> dict[str, int]:
+        import psycopg
 
-    def raw(self) -> dict[str, float]:
-        start = time.perf_counter()
-        first = None
-        for chunk in self.raw_client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True
-        ):
-            if first is None and chunk.choices and chunk.choices[0].delta.content:
-                first = time.perf_counter()
-        end = time.perf_counter()
-        return {"ms": (end - start) * 1000, "first_ms": ((first or end) - start) * 1000}
+        with psycopg.connect(pg_url(STACK_DATABASE), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+            (disk,) = conn.execute(PG_DISK_BYTES).fetchone() or (0,)
+            rows = 0
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+            for (table,) in tables:
+                (n,) = conn.execute(
+                    f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t'  # noqa: S608
+                ).fetchone() or (0,)
+                rows += int(n)
+        return {"bytes": rows, "disk_bytes": int(disk)}
 
-    async def wait_turn(self, client: httpx.AsyncClient, web: str) -> dict[str, float]:
-        sid = await self.session(client, web)
-        start = time.perf_counter()
-        r = await client.post(
-            f"{web}/api/v1/sessions/{sid}/turns/",
-            json={"message": "hi", "wait": True},
-            headers=self.headers,
-        )
-        ms = (time.perf_counter() - start) * 1000
-        if r.status_code != 201:
-            raise RuntimeError(f"wait: {r.status_code} {r.text[:300]}")
-        return {"ms": ms}
+    def durability(self) -> dict[str, str]:
+        import psycopg
 
-    async def chat(
-        self, client: httpx.AsyncClient, web: str, message: str, post_to: str | None = None
-    ) -> dict[str, Any]:
-        """Open the session's socket, post a turn, collect its events until it ends."""
-        from websockets.asyncio.client import connect
-
-        sid = await self.session(client, web)
-        url = web.replace("http://", "ws://") + f"/ws/v1/sessions/{sid}/"
-        deltas: list[tuple[float, dict]] = []
-        frame_bytes = 0
-        async with connect(
-            url, additional_headers=self.headers, open_timeout=30, max_size=None
-        ) as socket:
-            start = time.perf_counter()
-            r = await client.post(
-                f"{post_to or web}/api/v1/sessions/{sid}/turns/",
-                json={"message": message},
-                headers=self.headers,
-            )
-            if r.status_code != 202:
-                raise RuntimeError(f"post: {r.status_code} {r.text[:300]}")
-            turn = r.json()["id"]
-            end_type = None
-            while end_type is None:
-                raw = await asyncio.wait_for(socket.recv(), timeout=120)
-                now = time.perf_counter()
-                frame_bytes += len(raw.encode() if isinstance(raw, str) else raw)
-                event = json.loads(raw)
-                if event.get("turn") != turn:
-                    continue
-                if event["type"] == "message.delta":
-                    deltas.append((now, event))
-                elif event["type"] in ("turn.finished", "turn.failed", "turn.cancelled"):
-                    end_type = event["type"]
-                    end = now
-        return {
-            "ms": (end - start) * 1000,
-            "first_ms": ((deltas[0][0] if deltas else end) - start) * 1000,
-            "ok": end_type == "turn.finished",
-            "text": "".join(e["delta"] for _, e in deltas),
-            "seqs": [e.get("seq") for _, e in deltas],
-            "gaps": [(b[0] - a[0]) * 1000 for a, b in itertools.pairwise(deltas)],
-            "bytes": frame_bytes,
-        }
+        with psycopg.connect(pg_url(STACK_DATABASE), autocommit=True) as conn:
+            return {
+                name: str((conn.execute(f"SHOW {name}").fetchone() or ("?",))[0])
+                for name in ("fsync", "synchronous_commit", "full_page_writes")
+            }
 
 
-def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def _spread(values: list[float]) -> str:
-    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}–{max(values):.1f})"
-
-
-async def _measure(stack: Stack, rounds: int, smoke: bool) -> dict[str, Any]:
+async def _turn_samples(
+    stack: Stack, client: httpx.AsyncClient, rounds: int, smoke: bool
+) -> dict[str, list[dict[str, Any]]]:
     samples: dict[str, list[dict[str, Any]]] = {"raw": [], "wait": [], "ws": []}
     per_round = 2 if smoke else 5
-    async with httpx.AsyncClient(timeout=180) as client:
-        for _ in range(3):  # warm both processes and workers
-            await stack.wait_turn(client, stack.webs[0])
-            await stack.chat(client, stack.webs[1], "hi")
-        for r in range(rounds):
-            for i in range(per_round):
-                web = stack.webs[(r + i) % 2]
-                order = ["raw", "wait", "ws"]
-                for op in order[r % 3 :] + order[: r % 3]:
-                    if op == "raw":
-                        samples["raw"].append(await asyncio.to_thread(stack.raw))
-                    elif op == "wait":
-                        samples["wait"].append(await stack.wait_turn(client, web))
-                    else:
-                        samples["ws"].append(await stack.chat(client, web, "hi"))
-        sizes = [10, 100] if smoke else [10, 100, 1000]
+    for _ in range(3):  # warm both processes and workers
+        await stack.api.wait_turn(client, stack.webs[0])
+        await stack.api.chat(client, stack.webs[1], "hi")
+    for r in range(rounds):
+        for i in range(per_round):
+            web = stack.webs[(r + i) % 2]
+            order = ["raw", "wait", "ws"]
+            for op in order[r % 3 :] + order[: r % 3]:
+                if op == "raw":
+                    samples["raw"].append(await asyncio.to_thread(stack.api.raw))
+                elif op == "wait":
+                    samples["wait"].append(await stack.api.wait_turn(client, web))
+                else:
+                    got = await stack.api.chat(client, web, "hi")
+                    samples["ws"].append({"ms": got["ms"], "first_ms": got["first_ms"]})
+    return samples
+
+
+async def _concurrent(
+    stack: Stack, client: httpx.AsyncClient, chats: int, tokens: int
+) -> dict[str, Any]:
+    """`chats` chats at once (socket on one web process, post to the other), while a bystander
+    GETs a session on the first web process one request after another."""
+    stop = asyncio.Event()
+    quiet = await stack.api.session(client, stack.webs[0])
+    bystander = asyncio.create_task(stack.api.bystander(client, stack.webs[0], quiet, stop))
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(
+            stack.api.chat(
+                client,
+                stack.webs[c % 2],
+                f"tokens={tokens} delay=0.02",
+                post_to=stack.webs[(c + 1) % 2],
+            )
+            for c in range(chats)
+        ),
+        return_exceptions=True,
+    )
+    wall = time.perf_counter() - started
+    stop.set()
+    gets = await bystander
+    errors = [r for r in results if isinstance(r, BaseException)]
+    done = [r for r in results if not isinstance(r, BaseException)]
+    gaps = [g for r in done for g in r["gaps"]]
+    return {
+        "errors": len(errors) + len([r for r in done if not r["ok"]]),
+        "error_texts": [repr(e)[:200] for e in errors[:3]],
+        "lost": len([r for r in done if r["ok"] and r["text"] != expected(tokens)]),
+        "reordered": len([r for r in done if r["seqs"] != sorted(r["seqs"])]),
+        "gap_p50": pct(gaps, 50),
+        "gap_p99": pct(gaps, 99),
+        "wall_s": wall,
+        "first_p50": pct([r["first_ms"] for r in done], 50),
+        "first_max": max((r["first_ms"] for r in done), default=float("nan")),
+        "get_p50": pct(gets, 50),
+        "get_p99": pct(gets, 99),
+        "gets": len(gets),
+        "memory": stack.memory(),
+    }
+
+
+async def _idle_sockets(stack: Stack, client: httpx.AsyncClient, n: int) -> dict[str, Any]:
+    """n sockets held open on the first web process (spread over n // 10 sessions, at least
+    one): its resident memory before and after, and a GET's latency while they are held."""
+    from contextlib import AsyncExitStack
+
+    sids = [await stack.api.session(client, stack.webs[0]) for _ in range(max(1, n // 10))]
+    await asyncio.sleep(1.0)
+    before = stack.rss_kb("web1")
+    async with AsyncExitStack() as held:
+        sockets = await stack.api.hold_sockets(held, stack.webs[0], sids, n)
+        await asyncio.sleep(2.0)  # let the process settle
+        after = stack.rss_kb("web1")
+        gets = []
+        for _ in range(20):
+            t = time.perf_counter()
+            r = await client.get(
+                f"{stack.webs[0]}/api/v1/sessions/{sids[0]}/", headers=stack.api.headers
+            )
+            r.raise_for_status()
+            gets.append((time.perf_counter() - t) * 1000)
+        open_now = sum(1 for socket in sockets if socket.close_code is None)
+    return {
+        "sockets": n,
+        "open": open_now,
+        "rss_before_mb": before / 1024,
+        "rss_after_mb": after / 1024,
+        "kb_per_socket": (after - before) / n,
+        "get_p50": pct(gets, 50),
+    }
+
+
+async def _measure(
+    stack: Stack, rounds: int, smoke: bool, sizes: list[int], turns: int
+) -> dict[str, Any]:
+    from bench.served import storage_via_api, store_via_api
+
+    async with httpx.AsyncClient(timeout=300) as client:
+        samples = await _turn_samples(stack, client, rounds, smoke)
         socket_bytes = {}
-        for n in sizes:
-            got = await stack.chat(client, stack.webs[0], f"tokens={n} delay=0")
-            assert got["text"] == _expected(n), "a reply lost or reordered tokens"
+        for n in [10, 100] if smoke else [10, 100, 1000]:
+            got = await stack.api.chat(client, stack.webs[0], f"tokens={n} delay=0")
+            if got["text"] != expected(n):
+                raise RuntimeError(f"a reply of {n} tokens lost or reordered tokens")
             socket_bytes[n] = got["bytes"]
         concurrency = {}
-        for chats in [4, 8] if smoke else [50, 100]:
-            n = 10 if smoke else 50
-            started = time.perf_counter()
-            results = await asyncio.gather(
-                *(
-                    stack.chat(
-                        client,
-                        stack.webs[c % 2],
-                        f"tokens={n} delay=0.02",
-                        post_to=stack.webs[(c + 1) % 2],
-                    )
-                    for c in range(chats)
-                ),
-                return_exceptions=True,
-            )
-            wall = time.perf_counter() - started
-            errors = [r for r in results if isinstance(r, BaseException)]
-            done = [r for r in results if isinstance(r, dict)]
-            failed = [r for r in done if not r["ok"]]
-            lost = [r for r in done if r["ok"] and r["text"] != _expected(n)]
-            reordered = [r for r in done if r["seqs"] != sorted(r["seqs"])]
-            gaps = [g for r in done for g in r["gaps"]]
-            concurrency[chats] = {
-                "errors": len(errors) + len(failed),
-                "error_texts": [repr(e)[:200] for e in errors[:3]],
-                "lost": len(lost),
-                "reordered": len(reordered),
-                "gap_p50": _pct(gaps, 50),
-                "gap_p99": _pct(gaps, 99),
-                "wall_s": wall,
-                "first_p50": _pct([r["first_ms"] for r in done], 50),
-                "memory": stack.memory(),
-            }
-    return {"samples": samples, "socket_bytes": socket_bytes, "concurrency": concurrency}
+        for chats in [3, 6] if smoke else [50, 100]:
+            concurrency[chats] = await _concurrent(stack, client, chats, 10 if smoke else 50)
+        idle = await _idle_sockets(stack, client, 10 if smoke else 1000)
+        store = await store_via_api(stack.api, client, stack.webs[0], sizes, rounds)
+        before = stack.pg_storage()
+        await storage_via_api(stack.api, client, stack.webs[0], turns)
+        after = stack.pg_storage()
+    return {
+        "samples": samples,
+        "socket_bytes": socket_bytes,
+        "concurrency": concurrency,
+        "idle": idle,
+        "store": store,
+        "storage": {k: after[k] - before[k] for k in before},
+        "durability": stack.durability(),
+    }
 
 
-def run_stack(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
+def run_stack(
+    var: Path, *, rounds: int, smoke: bool, sizes: list[int], turns: int
+) -> dict[str, Any]:
     stack = Stack(var, workers_concurrency=8 if smoke else 50)
     try:
-        data = asyncio.run(_measure(stack, rounds, smoke))
+        data = asyncio.run(_measure(stack, rounds, smoke, sizes, turns))
     finally:
         stack.close()
     s = data["samples"]
@@ -299,20 +293,24 @@ def run_stack(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     wait = statistics.median(x["ms"] for x in s["wait"])
     ws = statistics.median(x["ms"] for x in s["ws"])
     ws_first = statistics.median(x["first_ms"] for x in s["ws"])
+    data["overhead"] = {"wait": wait - raw, "ws": ws - raw, "first": ws_first - raw_first}
+    d = data["durability"]
     lines = [
         "## The served stack: two daphne processes, two Celery workers, PostgreSQL and Redis",
         "",
         f"{len(s['raw'])} samples each, interleaved, alternating the two web processes; "
-        "median (min–max).",
+        f"median (min{DASH}max). PostgreSQL at fsync={d['fsync']}, "
+        f"synchronous_commit={d['synchronous_commit']}, "
+        f"full_page_writes={d['full_page_writes']}.",
         "",
         "| path | whole turn | first token | added to the raw call |",
         "| --- | --- | --- | --- |",
-        f"| raw `openai` call (stream) | {_spread([x['ms'] for x in s['raw']])} | "
-        f"{_spread([x['first_ms'] for x in s['raw']])} | — |",
-        f'| API, `"wait": true` | {_spread([x["ms"] for x in s["wait"]])} | — | '
+        f"| raw `openai` call (stream) | {spread([x['ms'] for x in s['raw']])} | "
+        f"{spread([x['first_ms'] for x in s['raw']])} | — |",
+        f'| API, `"wait": true` | {spread([x["ms"] for x in s["wait"]])} | — | '
         f"**{wait - raw:.1f} ms** |",
-        f"| API (202), events on `/ws/v1/` | {_spread([x['ms'] for x in s['ws']])} | "
-        f"{_spread([x['first_ms'] for x in s['ws']])} | **{ws - raw:.1f} ms** "
+        f"| API (202), events on `/ws/v1/` | {spread([x['ms'] for x in s['ws']])} | "
+        f"{spread([x['first_ms'] for x in s['ws']])} | **{ws - raw:.1f} ms** "
         f"(first token: **{ws_first - raw_first:.1f} ms**) |",
         "",
         "Bytes on `/ws/v1/` for a reply of N tokens (every frame of the turn):",
@@ -325,52 +323,77 @@ def run_stack(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     lines += [
         "",
         "Concurrent chats (each its own session and socket; the socket on one web process, "
-        "the post to the other; the model streams its tokens 20 ms apart):",
+        "the post to the other; the model streams its tokens 20 ms apart; meanwhile a bystander "
+        "GETs a session on the first web process, one request after another, 20 ms apart):",
         "",
-        "| chats | errors | lost | reordered | gap p50 | gap p99 | first token p50 | wall | "
-        "memory (peak RSS) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| chats | errors | lost | reordered | gap p50 | gap p99 | first token p50 (max) | "
+        "bystander GET p50 / p99 | wall | memory (peak RSS) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for chats, c in data["concurrency"].items():
         memory = ", ".join(f"{k} {v['peak_mb']:.0f} MB" for k, v in c["memory"].items())
         lines.append(
             f"| {chats} | {c['errors']} | {c['lost']} | {c['reordered']} | "
-            f"{c['gap_p50']:.1f} ms | {c['gap_p99']:.1f} ms | {c['first_p50']:.0f} ms | "
-            f"{c['wall_s']:.1f} s | {memory} |"
+            f"{c['gap_p50']:.1f} ms | {c['gap_p99']:.1f} ms | {c['first_p50']:.0f} ms "
+            f"({c['first_max']:.0f} ms) | {c['get_p50']:.1f} / {c['get_p99']:.1f} ms "
+            f"(n={c['gets']}) | {c['wall_s']:.1f} s | {memory} |"
         )
         if c["error_texts"]:
             lines.append(f"\nFirst errors at {chats}: " + "; ".join(c["error_texts"]))
+    idle = data["idle"]
+    lines += [
+        "",
+        f"Idle sockets: {idle['sockets']:,} held by one daphne ({idle['open']:,} still open "
+        f"after 2 s): RSS {idle['rss_before_mb']:.1f} MB before, {idle['rss_after_mb']:.1f} MB "
+        f"with them, **{idle['kb_per_socket']:.1f} kB per socket**; a GET meanwhile "
+        f"{idle['get_p50']:.1f} ms (p50).",
+    ]
     top = max(data["concurrency"])
     c = data["concurrency"][top]
     targets = [
         (
-            "added turn overhead < 25 ms with Celery and Redis (`wait: true`)",
+            "added to a zero-latency model call ≤ 25 ms with Celery and Redis (`wait: true`)",
             f"{wait - raw:.1f} ms",
-            wait - raw < 25,
+            wait - raw <= 25,
             "",
         ),
         (
-            "added turn overhead < 25 ms with Celery and Redis (`/ws/v1/`)",
+            "added to a zero-latency model call ≤ 25 ms with Celery and Redis (`/ws/v1/`)",
             f"{ws - raw:.1f} ms",
-            ws - raw < 25,
+            ws - raw <= 25,
             "",
         ),
         (
-            "added time to first token < 10 ms on `/ws/v1/` (Celery and Redis)",
+            "added to the first token ≤ 20 ms on `/ws/v1/` (Celery and Redis)",
             f"{ws_first - raw_first:.1f} ms",
-            ws_first - raw_first < 10,
+            ws_first - raw_first <= 20,
             "",
         ),
         (
-            f"{top} concurrent streams: zero errors, nothing lost or reordered, p99 gap < 100 ms",
-            f"{c['errors']} errors, {c['lost']} lost, {c['reordered']} reordered, "
-            f"p99 {c['gap_p99']:.1f} ms",
-            c["errors"] == 0 and c["lost"] == 0 and c["reordered"] == 0 and c["gap_p99"] < 100,
+            f"{top} concurrent streams: zero errors, nothing lost or reordered",
+            f"{c['errors']} errors, {c['lost']} lost, {c['reordered']} reordered",
+            c["errors"] == 0 and c["lost"] == 0 and c["reordered"] == 0,
+            "",
+        ),
+        (
+            f"{top} concurrent streams: p99 gap between tokens < 100 ms",
+            f"{c['gap_p99']:.1f} ms (first token p50 {c['first_p50']:.0f} ms)",
+            c["gap_p99"] < 100,
+            "",
+        ),
+        (
+            f"{top} concurrent streams: a bystander's GET p99 < 100 ms",
+            f"{c['get_p99']:.1f} ms",
+            c["get_p99"] < 100,
+            "",
+        ),
+        (
+            f"{idle['sockets']:,} idle sockets held by one daphne, memory per socket stated",
+            f"{idle['open']:,} open, {idle['kb_per_socket']:.1f} kB per socket",
+            idle["open"] == idle["sockets"],
             "",
         ),
     ]
     data["socket_bytes"] = {str(k): v for k, v in data["socket_bytes"].items()}
     data["concurrency"] = {str(k): v for k, v in data["concurrency"].items()}
-    for v in data["samples"]["ws"]:
-        v.pop("text", None)
     return {"data": data, "markdown": "\n".join(lines), "targets": targets}

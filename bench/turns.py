@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import DASH, check
 from bench.runner import ROOT, System
 
 PROMPT = "Say something short."
@@ -40,6 +41,9 @@ class Turns:
             os.environ.pop(name, None)
         import django
 
+        from bench.hooks import install_from_env
+
+        install_from_env()  # SQLite at the benchmark's stated durability
         django.setup()
         from django.core.management import call_command
 
@@ -87,7 +91,7 @@ class Turns:
             content_type="application/json",
         )
         ms = (time.perf_counter() - start) * 1000
-        assert response.status_code == 201, response.content
+        check(response.status_code == 201, str(response.content))
         return {"ms": ms}
 
     def stream(self) -> dict[str, float]:
@@ -112,8 +116,8 @@ class Turns:
                 {"message": PROMPT},
                 content_type="application/json",
             )
-            assert response.status_code == 202, response.content
-            assert done.wait(30), "no turn.finished"
+            check(response.status_code == 202, str(response.content))
+            check(done.wait(30), "no turn.finished")
             end = time.perf_counter()
         finally:
             stop()
@@ -133,7 +137,7 @@ def _median(samples: list[dict[str, float]], key: str) -> float:
 
 def _spread(samples: list[dict[str, float]], key: str) -> str:
     values = [s[key] for s in samples]
-    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}–{max(values):.1f})"
+    return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
 def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
@@ -160,11 +164,11 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     n = len(samples["raw"])
     markdown = "\n".join(
         [
-            "## Turn overhead, in process (embedded: SQLite, in-memory layer, the web "
-            "process's pool)",
+            "## Turn overhead in process, through Django's test client (embedded: SQLite, "
+            "in-memory layer, the web process's pool; no HTTP, no socket)",
             "",
             f"A whole turn against a raw `openai` streaming call to the same zero-delay fake "
-            f"server ({n} samples each, interleaved; median (min–max)).",
+            f"server ({n} samples each, interleaved; median (min{DASH}max)).",
             "",
             "| path | whole turn | first token | added to the raw call |",
             "| --- | --- | --- | --- |",
@@ -182,21 +186,21 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
         "markdown": markdown,
         "targets": [
             (
-                "added turn overhead < 10 ms in process (`wait: true`)",
+                "added to a zero-latency model call ≤ 10 ms, Django's test client (`wait: true`)",
                 f"{api - raw:.1f} ms",
-                api - raw < 10,
+                api - raw <= 10,
                 "",
             ),
             (
-                "added turn overhead < 10 ms in process (event stream)",
+                "added to a zero-latency model call ≤ 10 ms, Django's test client (events)",
                 f"{stream - raw:.1f} ms",
-                stream - raw < 10,
+                stream - raw <= 10,
                 "",
             ),
             (
-                "added time to first token < 10 ms in process",
+                "added to the first token ≤ 10 ms, Django's test client (events in process)",
                 f"{stream_first - raw_first:.1f} ms",
-                stream_first - raw_first < 10,
+                stream_first - raw_first <= 10,
                 "",
             ),
         ],
