@@ -25,7 +25,7 @@ from core.api import Pagination, body_fingerprint, paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
 from core.validation import clean_search
-from sessions_app.errors import ImportTooLarge
+from sessions_app.errors import BranchNotFound, ImportTooLarge
 from sessions_app.keys import clean_session_key
 from sessions_app.labels import session_branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Turn
@@ -347,7 +347,10 @@ class BranchActivate(APIView):
     def post(self, request: Request, pk: int) -> Response:
         branch = get_branch_for_user(request.user, pk)
         branch_activate(branch=branch)
-        branch.refresh_from_db()
+        try:  # read again for its counts; deleted since (a racing delete): 404, never a 500
+            branch.refresh_from_db()
+        except InternalSession.DoesNotExist:
+            raise BranchNotFound() from None
         return Response(BranchOut(branch).data)
 
 
