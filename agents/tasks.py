@@ -1,4 +1,5 @@
-"""Celery tasks: thin adapters that load by id and call the runner or a service."""
+"""Celery tasks: thin adapters that take ids and call the turn pipeline (through
+agents.worker) or a service."""
 
 from __future__ import annotations
 
