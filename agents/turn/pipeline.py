@@ -101,6 +101,8 @@ def execute(agent: RollbackAgent, turn: Turn) -> RunOutput | None:
 
 
 def _steps(run: TurnRun) -> RunOutput | None:
+    """Fit and stream, settle, store: the run's output (None when the turn was stopped, taken
+    over, or ended before the model was asked)."""
     agent = run.agent
     agent.refresh_branch()
     agent.turn_position = run.turn.user_message_position
@@ -113,9 +115,10 @@ def _steps(run: TurnRun) -> RunOutput | None:
     if got is None:
         return None
     settled = settle(run, got)
-    if settled is not None:
-        store(run, got, settled)
-    return None if run.beat.lost else got.output
+    if settled is None:
+        return None if run.beat.lost else got.output
+    store(run, got, settled)
+    return got.output
 
 
 def fit_and_stream(run: TurnRun) -> Streamed | None:
