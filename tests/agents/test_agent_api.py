@@ -28,7 +28,8 @@ def _fast_demo(settings):
 def test_rollback_agent_owns_an_agno_agent_with_the_contract_tools(session):
     model = DemoModel()
     agent = RollbackAgent(external_session_id=session.pk, model=model)
-    assert isinstance(agent.agent, Agent) and agent.agent.model is model
+    assert isinstance(agent.agent, Agent)
+    assert agent.agent.model is model
     names = {getattr(t, "__name__", None) for t in agent.tools}
     assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | {"calculate"}
     # agno gets the same tools, the bound methods as Functions bound to this agent.

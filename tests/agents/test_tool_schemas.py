@@ -48,7 +48,8 @@ def test_a_second_turn_builds_no_tool_schema_and_its_tools_act_on_its_own_sessio
     fake_llm.queue(ToolCalls([ToolCall("create_checkpoint", {"name": "kept"})]), Reply("two"))
     turn = ask(session, "second")
 
-    assert turn.status == "done" and turn.tools_used == ["create_checkpoint"]
+    assert turn.status == "done"
+    assert turn.tools_used == ["create_checkpoint"]
     assert schema_builds == []
     # The tool built once ran as this turn's agent: on this session's branch, at this turn.
     checkpoint = Checkpoint.objects.get(checkpoint_name="kept")
