@@ -1,18 +1,21 @@
-"""RollbackAgent: agno's Agent with checkpoint tools, over our database.
+"""RollbackAgent: an agno Agent with checkpoint tools, over our database.
 
 One agent works on one branch of one session. It holds no history of its own: every turn reads the
-branch's history from the database and stores what the run added (see agents.runner). Its
+branch's history from the database and stores what the run added (see agents.turn). Its
 checkpoint methods are also the tools the model sees, under the names of the public contract.
+It owns its agno `Agent` (`agent.agent`) rather than being one: its `run` is seed 003's (a
+message in, a whole turn stored), not agno's.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agno.agent import Agent
 from agno.models.base import Model
+from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunOutput
 from django.conf import settings
 
@@ -24,8 +27,8 @@ from checkpoints.services import (
     checkpoint_delete,
     checkpoint_restore,
 )
+from core import events
 from core.errors import DomainError
-from core.events import Event
 from memories.models import Memory
 from memories.selectors import memories_recalled, memory_by_key, prompt_line, prompt_memories
 from memories.services import memories_touch, memory_remember
@@ -37,8 +40,16 @@ from sessions_app.services import branch_activate, branch_create
 from .calculator import calculate
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
-from .runner import run_turn_with_agent
-from .tools import CHECKPOINT_TOOLS, MEMORY_TOOLS, configured_tools, names_of, without_replaced
+from .tools import (
+    CHECKPOINT_TOOLS,
+    MEMORY_TOOLS,
+    agno_tools,
+    configured_tools,
+    names_of,
+    without_replaced,
+)
+from .turn.pipeline import run_message
+from .turn.surface import AgnoAgent, RunItem
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -100,8 +111,8 @@ def _when(cp: Checkpoint) -> str:
     return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
 
 
-class RollbackAgent(Agent):
-    """An agno Agent bound to one session and one of its branches."""
+class RollbackAgent:
+    """An agent bound to one session and one of its branches, running an agno Agent."""
 
     # The tools that work on checkpoints themselves: using them takes no automatic checkpoint.
     # Every other tool does, the memory tools included, as the public contract says.
@@ -136,6 +147,8 @@ class RollbackAgent(Agent):
           in `session_state` for `AgentService.handle_agent_response` and
           `AgentService.rollback_to_checkpoint`; True (the web and API turns), the turn carries
           it out itself when it ends.
+        - `kwargs`: agno `Agent` arguments (`instructions`, `markdown`, ...) for the agno agent
+          this one owns (`self.agent`).
         """
         session = load_session(external_session_id, user=user)
         self.external_session: ExternalSession = session
@@ -155,7 +168,7 @@ class RollbackAgent(Agent):
         # Set while a turn runs: where its user message sits, so checkpoints the model asks for
         # mark the conversation as it stood when the user asked.
         self.turn_position: int | None = None
-        self.on_event: Callable[[Event], None] | None = None
+        self.on_event: Callable[[events.Event], None] | None = None
         self.created_checkpoints: list[Checkpoint] = []
         custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
         builtins = [
@@ -179,14 +192,49 @@ class RollbackAgent(Agent):
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
         kwargs.setdefault("tool_call_limit", max_tool_calls())
-        super().__init__(
+        # The tools as given (seed 003's view); agno gets them with their schemas built once
+        # per process (agents.tools.agno_tools).
+        self.tools: list[Any] = [*kept, *custom]
+        self.agent: AgnoAgent = Agent(
             model=model,
-            tools=[*kept, *custom],
+            tools=agno_tools(self.tools),
             db=None,
             telemetry=False,
             session_state=dict(self.internal_session.session_state or {}),
             **kwargs,
         )
+
+    # --- the agno agent's surface ------------------------------------------------------------
+
+    @property
+    def model(self) -> Model | None:
+        return self.agent.model
+
+    @property
+    def name(self) -> str | None:
+        return self.agent.name
+
+    @property
+    def session_state(self) -> dict[str, Any] | None:
+        """The agno run's state: the branch's state, and the rollback request the tools write."""
+        return self.agent.session_state
+
+    @session_state.setter
+    def session_state(self, value: dict[str, Any] | None) -> None:
+        self.agent.session_state = value
+
+    @property
+    def additional_context(self) -> str | None:
+        """Added to the instructions for the next run (the turn's memories and summary note)."""
+        return self.agent.additional_context
+
+    @additional_context.setter
+    def additional_context(self, value: str | None) -> None:
+        self.agent.additional_context = value
+
+    def stream(self, messages: list[AgnoMessage]) -> Iterator[RunItem]:
+        """One agno run on `messages`, streamed: its events, then its RunOutput."""
+        return self.agent.run(messages, stream=True, stream_events=True, yield_run_output=True)
 
     @staticmethod
     def _pick_branch(
@@ -204,22 +252,16 @@ class RollbackAgent(Agent):
             return current_branch(session)
         return branch_create(session=session)
 
-    def deep_copy(self, *, update: dict[str, Any] | None = None) -> RollbackAgent:  # noqa: ARG002
-        """Refused: agno's copy rebuilds an agent from the dataclass fields its constructor
-        takes, which would leave out the session (not a field) and copy this agent's bound
-        checkpoint tools onto the copy."""
-        raise NotImplementedError("Build a new RollbackAgent for each turn instead of copying.")
-
     # --- the seed's API ----------------------------------------------------------------------
 
-    def run(self, message: str, **kwargs: Any) -> RunOutput | None:  # type: ignore[override]
+    def run(self, message: str, **kwargs: Any) -> RunOutput | None:
         """Run one turn: store the user's message, answer it, store the answer, and checkpoint
         automatically after tool use. A rollback the model was asked for stays requested in
         `session_state` (seed 003: `AgentService.handle_agent_response` reports it and
         `AgentService.rollback_to_checkpoint` carries it out), unless this agent carries out
         rollbacks itself (`carry_out_rollbacks`, the web and API turns). Returns agno's RunOutput
         (`.content` is the reply); the Turn is `self.last_turn`."""
-        return run_turn_with_agent(self, message)
+        return run_message(self, message)
 
     def refresh_branch(self) -> InternalSession:
         self.internal_session.refresh_from_db()

@@ -98,7 +98,7 @@ class AgentService:
             return None
         return self._agent(session, skip_session_creation=True, internal_session_id=branch.pk)
 
-    def handle_agent_response(self, agent: RollbackAgent, response: Any) -> bool:
+    def handle_agent_response(self, agent: RollbackAgent, response: object) -> bool:
         """True when the agent's last run asked for a rollback (seed 003): its checkpoint's id
         is then `agent.session_state["rollback_checkpoint_id"]`, for `rollback_to_checkpoint`.
         Nothing is changed here. An agent that carried the rollback out itself

@@ -1,12 +1,27 @@
-"""Celery tasks: thin adapters that load by id and call the runner or a service."""
+"""Celery tasks: thin adapters that take ids and call the turn pipeline (through
+agents.worker) or a service."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from celery import shared_task
 
 from .services import turns_recover
 from .summaries import branch_summarise
 from .worker import ClaimFailed, run_turn
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def task(**options: object) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """celery's `shared_task`, typed: celery ships no types, and the tasks are sent by their
+    names (agents.dispatch), so what mypy needs of them is the function's own signature."""
+    decorator: Callable[[Callable[P, R]], Callable[P, R]] = shared_task(**options)
+    return decorator
+
 
 # A claim the database failed (ClaimFailed) is tried again by Celery after 1, 2, 4, ... s (at
 # most 30 s apart, with jitter), up to this many times: a few minutes of outage. Past that, or
@@ -15,7 +30,7 @@ from .worker import ClaimFailed, run_turn
 CLAIM_RETRIES = 10
 
 
-@shared_task(
+@task(
     name="agents.run_turn",
     acks_late=True,
     autoretry_for=(ClaimFailed,),
@@ -29,7 +44,7 @@ def run_turn_task(turn_id: int) -> str:
     return turn.status if turn is not None else "not queued"
 
 
-@shared_task(name="agents.recover_turns", ignore_result=True)
+@task(name="agents.recover_turns", ignore_result=True)
 def recover_turns_task() -> dict[str, int]:
     """The periodic job (beat, every TURN_RECOVERY_SECONDS): turns whose worker died are run
     again by another worker, or failed once their attempts are used up."""
@@ -37,7 +52,7 @@ def recover_turns_task() -> dict[str, int]:
     return {"requeued": len(done.requeued), "failed": len(done.failed)}
 
 
-@shared_task(name="agents.summarise_branch", ignore_result=True)
+@task(name="agents.summarise_branch", ignore_result=True)
 def summarise_branch_task(branch_id: int) -> int:
     """Summarise a branch's history ahead of need (agents.summaries); idempotent, and harmless
     when another summariser holds the branch."""

@@ -25,11 +25,16 @@ def _fast_demo(settings):
     settings.DEMO_MODEL_WORD_DELAY = 0
 
 
-def test_rollback_agent_is_an_agno_agent_with_the_contract_tools(session):
-    agent = RollbackAgent(external_session_id=session.pk, model=DemoModel())
-    assert isinstance(agent, Agent)
+def test_rollback_agent_owns_an_agno_agent_with_the_contract_tools(session):
+    model = DemoModel()
+    agent = RollbackAgent(external_session_id=session.pk, model=model)
+    assert isinstance(agent.agent, Agent)
+    assert agent.agent.model is model
     names = {getattr(t, "__name__", None) for t in agent.tools}
     assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | {"calculate"}
+    # agno gets the same tools, the bound methods as Functions bound to this agent.
+    given = {getattr(t, "name", getattr(t, "__name__", None)) for t in agent.agent.tools or []}
+    assert given == names
 
 
 def test_a_new_agent_starts_a_new_empty_current_branch(session, branch):

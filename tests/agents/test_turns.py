@@ -541,7 +541,7 @@ def test_a_nul_in_tool_arguments_content_and_results_is_stored_cleaned(fake_llm,
 def test_a_turn_for_a_deleted_session_does_nothing_and_says_why(fake_llm, session, caplog):
     turn = turn_start(session=session, message="gone soon")
     session.delete()
-    with caplog.at_level("INFO", logger="agents.worker"):
+    with caplog.at_level("INFO", logger="agents.turn"):
         assert run_turn(turn.pk) is None
     assert "it is gone" in caplog.text
     assert fake_llm.requests == []
@@ -550,7 +550,7 @@ def test_a_turn_for_a_deleted_session_does_nothing_and_says_why(fake_llm, sessio
 def test_a_redelivered_task_of_a_finished_turn_stores_nothing_twice(fake_llm, session, caplog):
     fake_llm.queue(Reply("once"))
     turn = ask(session, "hello")
-    with caplog.at_level("INFO", logger="agents.worker"):
+    with caplog.at_level("INFO", logger="agents.turn"):
         assert run_turn(turn.pk) is None
     assert "it is done" in caplog.text
     assert history(session) == [("user", "hello"), ("assistant", "once")]

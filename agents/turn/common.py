@@ -1,0 +1,81 @@
+"""What every step of the turn shares: the run in progress, the metadata stored with the
+turn, and the two ways a step ends a turn early (failed, or stopped keeping its partial reply)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from sessions_app.models import Turn
+from sessions_app.stream import ReplyStream
+from sessions_app.turns import turn_fail, turn_keep_stopped
+
+from ..model import redact
+
+if TYPE_CHECKING:
+    from ..context import Fit
+    from .claim import Heartbeat
+    from .surface import TurnAgent
+
+log = logging.getLogger("agents.turn")
+
+
+class TurnMeta(TypedDict, total=False):
+    """`Turn.metadata` as the pipeline writes it (sessions_app.models.Turn reads it)."""
+
+    model: str
+    demo: bool
+    latency_ms: int
+    first_token_ms: int
+    context: dict[str, Any]
+    usage: dict[str, int]
+    finish_reason: str
+    state_not_saved: str
+    rollback_requested: int
+    rollback_branch: int
+    rollback_error: str
+
+
+@dataclass
+class TurnRun:
+    """One claimed turn on its way through the steps."""
+
+    agent: TurnAgent
+    turn: Turn
+    beat: Heartbeat
+    partial: ReplyStream
+    label: str  # the model's name, as stored
+    started: float = field(default_factory=time.monotonic)
+    fit: Fit | None = None
+
+
+def fail_turn(turn: Turn, error: str, metadata: TurnMeta | None = None) -> None:
+    """Fail the turn (`turn_fail` says so with `turn.failed`), unless it is no longer this
+    worker's: then whoever holds the turn now reports it. The model server's address and key
+    never reach the error text the user sees."""
+    error = redact(error)
+    try:
+        failed = turn_fail(turn=turn, error=error, metadata=dict(metadata or {}))
+    except Exception:
+        # The database itself is failing: the heartbeat stops with this run, and the recovery
+        # job takes the turn over or fails it once the database answers again.
+        log.exception("turn %s: could not record its failure (%s)", turn.pk, error)
+        return
+    if not failed:
+        log.info(
+            "turn %s is no longer this worker's (%s); its failure is not recorded",
+            turn.pk,
+            turn.status,
+        )
+
+
+def keep_stopped(turn: Turn, reply: str, meta: TurnMeta) -> None:
+    """The turn was cancelled while this worker ran it: keep what was streamed so far as the
+    reply, marked stopped (the cancel already sent `turn.cancelled`)."""
+    try:
+        if turn_keep_stopped(turn=turn, reply=reply, metadata=dict(meta)):
+            log.info("turn %s was stopped; its partial reply is kept", turn.pk)
+    except Exception:
+        log.exception("turn %s: could not keep its stopped reply", turn.pk)

@@ -1,0 +1,73 @@
+"""Step 2, fit: the branch's history up to the turn's user message, fitted into the model's
+window (summarising what does not fit), as the messages agno sends.
+
+The user's most relevant memories ride in the instructions (within MEMORY_PROMPT_CHARS) and
+the fitting counts them. Fitted again, smaller, after the server refused the request as too
+long (`retry`): that second chance is the pipeline's, shared with the stream step.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from agno.models.message import Message as AgnoMessage
+from django.conf import settings
+
+from ..context import ContextTooSmall, SummaryFailed, fit_turn
+from ..history import alternate, to_agno
+from ..model import ChatModel
+from .common import TurnRun, fail_turn
+
+# The fitting failed as too long for the window: fit again, smaller (or with the window the
+# server stated), if the turn still has its second chance.
+AGAIN: Literal["again"] = "again"
+
+
+def memories_of(run: TurnRun) -> str | None:
+    """The L0 lines of the user's memories most relevant to the message, as instructions."""
+    return run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS)
+
+
+def fit(
+    run: TurnRun, memories: str | None, *, retry: bool
+) -> list[AgnoMessage] | Literal["again"] | None:
+    """The messages to send, AGAIN, or None when the turn ended here (failed, or no longer this
+    worker's). Sets the agent's extra context (memories, the summary note) for the run."""
+    agent, turn = run.agent, run.turn
+    try:
+        run.fit = fit_turn(
+            session=agent.external_session,
+            branch=agent.internal_session,
+            end=turn.user_message_position or 0,
+            message=turn.message,
+            model=run.label,
+            stop=lambda: run.beat.lost,
+            extra_chars=len(memories or ""),
+            retry=retry,
+        )
+    except ContextTooSmall as exc:
+        fail_turn(turn, exc.message, {"model": run.label})
+        return None
+    except SummaryFailed as exc:
+        if exc.overflow and not retry and not run.beat.lost:
+            return AGAIN
+        _summary_failed(run, exc)
+        return None
+    notes = [note for note in (memories, run.fit.context_note) if note]
+    agent.additional_context = "\n\n".join(notes) or None
+    if isinstance(agent.model, ChatModel):
+        agent.model.begin_turn()
+    return alternate([*to_agno(run.fit.history), AgnoMessage(role="user", content=turn.message)])
+
+
+def _summary_failed(run: TurnRun, exc: SummaryFailed) -> None:
+    if run.beat.lost:
+        run.beat.check_cancelled()
+        return
+    fail_turn(
+        run.turn,
+        "The earlier messages of this conversation could not be summarised to fit the "
+        f"model's window: {exc} Nothing was lost; send your message again once the model "
+        "server answers.",
+        {"model": run.label},
+    )

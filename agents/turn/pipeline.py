@@ -1,0 +1,143 @@
+"""The turn, top-down: claim, fit, stream, settle, store, after.
+
+Three doors lead here and nowhere else: the Celery task (agents.tasks -> agents.worker ->
+`run_queued`), the embedded mode (agents.dispatch runs the same task in process) and the
+Python API (`RollbackAgent.run` -> `run_message`, which `AgentService`'s agents use).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from agno.run.agent import RunOutput
+
+from core import events, logs
+from sessions_app.models import Turn
+from sessions_app.stream import ReplyStream
+
+from ..context import overflowed
+from ..model import is_context_overflow, model_label
+from .after import after, report_turn
+from .claim import Heartbeat, claim_message, claim_queued
+from .common import TurnRun, fail_turn
+from .fit import fit, memories_of
+from .settle import settle
+from .store import store
+from .stream import Streamed, stream
+
+if TYPE_CHECKING:
+    from .surface import TurnAgent
+
+log = logging.getLogger("agents.turn")
+
+
+def run_queued(turn_id: int, agent_for: Callable[[Turn], TurnAgent]) -> Turn | None:
+    """A worker's turn: claim it (None when it was not queued; ClaimFailed when the database
+    failed meanwhile), build its agent with `agent_for`, run it, then the after-work. Every
+    line logged meanwhile carries the turn's ids; the last reports the outcome."""
+    with logs.bound(turn_id=turn_id):
+        turn = claim_queued(turn_id)
+        if turn is None:
+            return None
+        with logs.bound(**turn.log_ids()):
+            try:
+                if _run_built(turn, agent_for):
+                    after(turn)
+            finally:
+                report_turn(turn)
+        return turn
+
+
+def _run_built(turn: Turn, agent_for: Callable[[Turn], TurnAgent]) -> bool:
+    if turn.branch_id is None:
+        fail_turn(turn, "The branch of this turn was deleted before it could run.")
+        return False
+    try:
+        agent = agent_for(turn)
+    except Exception as exc:  # a broken configuration must fail the turn, not leave it running
+        log.exception("could not build the agent for turn %s", turn.pk)
+        fail_turn(turn, f"The agent could not start: {exc}")
+        return False
+    execute(agent, turn)
+    return True
+
+
+def run_message(agent: TurnAgent, message: str) -> RunOutput | None:
+    """The Python API's turn, synchronously, on the agent's branch; `agent.last_turn` is the
+    Turn after it. Its events reach `agent.on_event` too. No after-work: seed 003's callers
+    name their sessions themselves, and their model gets no requests they did not make."""
+    stop = events.listen(agent.external_session.pk, agent.on_event) if agent.on_event else None
+    try:
+        turn, claimed = claim_message(agent, message)
+        if not claimed:
+            agent.last_turn = turn
+            return None
+        with logs.bound(**turn.log_ids()):
+            try:
+                output = execute(agent, turn)
+            finally:
+                report_turn(turn)
+        turn.refresh_from_db()
+        agent.last_turn = turn
+        return output
+    finally:
+        if stop is not None:
+            stop()
+
+
+def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
+    """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
+    (the model, the tools, storing the answer), the turn does not stay running."""
+    reply = ReplyStream(session_id=turn.session_id, turn_id=turn.pk, attempt=turn.attempts)
+    with Heartbeat(turn) as beat, reply as partial:
+        run = TurnRun(agent, turn, beat, partial, label=model_label(agent.model))
+        try:
+            return _steps(run)
+        except Exception as exc:
+            log.exception("turn %s failed", turn.pk)
+            fail_turn(turn, f"The turn failed: {type(exc).__name__}: {exc}")
+            return None
+
+
+def _steps(run: TurnRun) -> RunOutput | None:
+    """Fit and stream, settle, store: the run's output (None when the turn was stopped, taken
+    over, or ended before the model was asked)."""
+    agent = run.agent
+    agent.refresh_branch()
+    agent.turn_position = run.turn.user_message_position
+    agent.created_checkpoints = []
+    agent.clear_rollback_request()
+    try:
+        got = fit_and_stream(run)
+    finally:
+        agent.turn_position = None
+    if got is None:
+        return None
+    settled = settle(run, got)
+    if settled is None:
+        return None if run.beat.lost else got.output
+    store(run, got, settled)
+    return got.output
+
+
+def fit_and_stream(run: TurnRun) -> Streamed | None:
+    """Fit the history and stream the run; once more, fitted smaller, when the server (or the
+    summariser) refused the request as too long for the window. None: the turn ended."""
+    memories = memories_of(run)
+    got = None
+    for retry in (False, True):
+        messages = fit(run, memories, retry=retry)
+        if messages is None:
+            return None
+        if isinstance(messages, str):  # AGAIN
+            continue
+        got = stream(run, messages)
+        if retry or got.text or run.beat.lost or not is_context_overflow(str(got.failure)):
+            return got
+        # Our count fell short of the server's: count more for a while, fit this request into
+        # a smaller share of the window, ask once more.
+        log.warning("turn %s: the model's window was exceeded; fitting again", run.turn.pk)
+        overflowed(run.label, str(got.failure))
+    return got

@@ -1,0 +1,97 @@
+"""Step 4, settle: what the run came to. The model is calibrated against the tokens the
+server reported, the turn's metadata is gathered, and a turn that cannot be stored ends here:
+stopped (its partial reply kept), taken over by another worker (its answer dropped),
+interrupted, or failed with the model's own error."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from agno.run.agent import RunOutput
+from agno.run.base import RunStatus
+
+from core.model_choice import is_demo
+
+from ..context import calibrate
+from ..model import is_context_overflow
+from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
+from .stream import Streamed
+
+log = logging.getLogger("agents.turn.settle")
+
+
+@dataclass
+class Settled:
+    """A run that answered: its output and the metadata to store with it."""
+
+    output: RunOutput
+    meta: TurnMeta
+
+
+def settle(run: TurnRun, got: Streamed) -> Settled | None:
+    """The answer to store, or None when the turn ended here."""
+    if run.fit is not None and got.output is not None and not is_demo():
+        calibrate(run.label, estimated=run.fit.raw_tokens, reported=first_input_tokens(got.output))
+    meta = turn_meta(run, got)
+    if _not_ours(run, got, meta):
+        return None
+    output = got.output
+    if output is not None and output.status == RunStatus.cancelled and not got.error:
+        fail_turn(run.turn, "The reply was interrupted before it finished; it was not kept.", meta)
+        return None
+    if output is None or got.error or output.status != RunStatus.completed:
+        fail_turn(run.turn, f"The model did not answer: {_reason(got)}", meta)
+        return None
+    return Settled(output, meta)
+
+
+def turn_meta(run: TurnRun, got: Streamed) -> TurnMeta:
+    meta: TurnMeta = {
+        "model": run.label,
+        "demo": is_demo(),
+        "latency_ms": round((time.monotonic() - run.started) * 1000),
+    }
+    if got.first_at is not None:
+        # From the agent's first request to the model (after fitting the window, summaries
+        # included) to the reply's first text: tool rounds before the reply count.
+        meta["first_token_ms"] = round((got.first_at - got.sent_at) * 1000)
+    if run.fit is not None:
+        meta["context"] = run.fit.record()
+    return meta
+
+
+def _not_ours(run: TurnRun, got: Streamed, meta: TurnMeta) -> bool:
+    """Whether the turn stopped being this worker's: cancelled (the reply so far is kept) or
+    taken over (whoever holds it now finishes it)."""
+    beat = run.beat
+    if beat.lost and not beat.cancelled:
+        beat.check_cancelled()
+    if beat.cancelled:
+        keep_stopped(run.turn, "".join(got.text), meta)
+        return True
+    if beat.lost:
+        log.info("turn %s was taken from this worker mid-run; its answer is dropped", run.turn.pk)
+        return True
+    return False
+
+
+def _reason(got: Streamed) -> str:
+    output = got.output
+    reason = got.error or (output.content if output is not None else None) or "no answer"
+    if is_context_overflow(str(reason)):
+        return (
+            f"{reason} (the request was longer than the model's window even after fitting "
+            "it: set AGENT_CONTEXT_TOKENS, or the session's settings.context_tokens, to the "
+            "model's real window)"
+        )
+    return str(reason)
+
+
+def first_input_tokens(output: RunOutput) -> int | None:
+    """The input tokens the server reported for the run's first request."""
+    for m in output.messages or []:
+        if m.role == "assistant" and not m.from_history and m.metrics is not None:
+            return m.metrics.input_tokens or None
+    return None

@@ -1,0 +1,218 @@
+"""Step 5, store: the run's new messages, the reply (cut off at a length limit, marked), the
+branch's state, the automatic checkpoint after tool use and a rollback the model asked for, in
+one transaction ending with `turn_finish`. The services announce each change once it commits
+(checkpoint.created, branch.changed, turn.finished)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agno.run.agent import RunOutput
+from django.conf import settings
+from django.db import transaction
+
+from checkpoints.models import Checkpoint
+from checkpoints.services import checkpoint_create
+from core.errors import DomainError, InvalidInput
+from sessions_app.models import InternalSession
+from sessions_app.services import branch_set_state
+from sessions_app.turns import (
+    CUT_NOTE,
+    BranchMoved,
+    NewMessage,
+    TurnTakenOver,
+    cut_off,
+    turn_finish,
+    turn_store_messages,
+)
+
+from ..history import from_agno
+from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
+from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
+from .settle import Settled
+from .stream import Streamed, flush, send_delta, send_tool_finished, send_tool_started
+
+log = logging.getLogger("agents.turn.store")
+
+
+@dataclass
+class Answer:
+    """What the run added, ready to store."""
+
+    new: list[NewMessage]
+    reply: str
+    tools_used: list[str]
+
+
+def store(run: TurnRun, got: Streamed, settled: Settled) -> None:
+    """Store the answer; the turn fails with the reason when it cannot be."""
+    meta = settled.meta
+    before = meta.copy()  # what a failure records: the run's, without the answer's
+    try:
+        answer = prepare(run, got, settled.output, meta)
+        if answer is not None:
+            _commit(run, answer, meta, got)
+    except Exception as exc:
+        log.exception("turn %s: the answer could not be stored", run.turn.pk)
+        error = f"The answer could not be stored: {type(exc).__name__}: {exc}"
+        fail_turn(run.turn, error, before)
+
+
+def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> Answer | None:
+    """The run's messages as rows, its reply and the tools it used; None (the turn failed)
+    for an empty reply. A reply cut short by a length limit (AGENT_MAX_REPLY_CHARS, or
+    max_tokens at the server) is kept, marked as cut off, with finish_reason "length"; one
+    whose stream ended without a finish is kept too, with "interrupted"."""
+    ran = {t.tool_call_id for t in output.tools or [] if t.tool_call_id and not t.tool_call_error}
+    new = from_agno(output.messages or [], model=meta["model"], ran=ran)
+    report_unrun_tools(run, new, got)
+    reply = output.content if isinstance(output.content, str) else str(output.content or "")
+    if not reply.strip():
+        fail_turn(run.turn, "The model sent an empty reply.", meta)
+        return None
+    reply = _finish(run, got, new, reply, meta, usage_of(output))
+    used = [
+        m.tool_name for m in new if m.role == "tool" and m.tool_name and not m.metadata.get("error")
+    ]
+    return Answer(new=new, reply=reply, tools_used=used)
+
+
+def _finish(
+    run: TurnRun,
+    got: Streamed,
+    new: list[NewMessage],
+    reply: str,
+    meta: TurnMeta,
+    usage: dict[str, int],
+) -> str:
+    """The finish reason and usage, into the turn's metadata and the reply's message; the
+    reply cut off (and the browser told so) when it passed a length limit."""
+    last = new[-1] if new and new[-1].role == "assistant" else None
+    limit = settings.AGENT_MAX_REPLY_CHARS
+    cut = reply_cut_off(run.agent.model) or (last is not None and len(last.content) > limit)
+    meta["usage"] = usage
+    meta["finish_reason"] = finish_reason_of(run, cut)
+    if cut:
+        reply = cut_off(reply, limit)
+        send_delta(got, CUT_NOTE)
+        flush(got)
+    if last is not None:
+        last.metadata.update({"latency_ms": meta["latency_ms"], **usage})
+        last.metadata["finish_reason"] = meta["finish_reason"]
+        if cut:
+            last.content = cut_off(last.content, limit)
+        if meta["demo"]:
+            last.metadata["demo"] = True
+    return reply
+
+
+def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None:
+    turn = run.turn
+    try:
+        with transaction.atomic():
+            branch = turn_store_messages(turn=turn, messages=answer.new)
+            _save_state(run, branch, meta)
+            auto = _auto_checkpoint(run, branch, answer.tools_used)
+            rolled_back_to = _rollback(run, meta)
+            if not turn_finish(
+                turn=turn,
+                reply=answer.reply,
+                tools_used=answer.tools_used,
+                checkpoint=auto,
+                rolled_back_to=rolled_back_to,
+                metadata=dict(meta),
+            ):
+                raise TurnTakenOver("This turn ended elsewhere before its answer was stored.")
+    except TurnTakenOver as exc:
+        log.info("turn %s: %s", turn.pk, exc)
+        keep_stopped(turn, "".join(got.text), meta)  # when it was cancelled just before its end
+    except BranchMoved as exc:
+        fail_turn(turn, str(exc), meta)
+
+
+def _save_state(run: TurnRun, branch: InternalSession, meta: TurnMeta) -> None:
+    try:
+        branch_set_state(branch=branch, session_state=run.agent.persistent_state())
+    except InvalidInput as exc:
+        # The agent's state outgrew the limits (ROLLBACK_STATE_MAX_BYTES, the depth): the
+        # answer is kept, the stored state stays as it was, and the turn says why.
+        log.warning("turn %s: the session state was not saved: %s", run.turn.pk, exc.message)
+        meta["state_not_saved"] = exc.message
+
+
+def _auto_checkpoint(
+    run: TurnRun, branch: InternalSession, tools_used: list[str]
+) -> Checkpoint | None:
+    """After a tool other than the checkpoint tools ran (when the session wants it)."""
+    others = [name for name in tools_used if name not in run.agent.checkpoint_tools]
+    if not others or not run.agent.auto_checkpoint:
+        return None
+    return checkpoint_create(
+        branch=branch,
+        name=f"after-{others[-1]}",
+        is_auto=True,
+        metadata={
+            "trigger": "tool_call",
+            "tool_name": others[-1],
+            "message_count": branch.message_count,
+            "turn": run.turn.pk,
+        },
+    )
+
+
+def _rollback(run: TurnRun, meta: TurnMeta) -> Checkpoint | None:
+    """A rollback the model asked for: carried out when the agent carries out rollbacks (the
+    web and API turns), else left requested for the caller (seed 003's API)."""
+    agent = run.agent
+    requested = agent.requested_rollback
+    if requested is None:
+        return None
+    if not agent.carry_out_rollbacks:
+        meta["rollback_requested"] = requested
+        return None
+    try:
+        if agent.carry_out_rollback():
+            # The branch it made: the page tells the user they were moved there.
+            meta["rollback_branch"] = agent.internal_session.pk
+            return agent.last_rollback
+    except DomainError as exc:
+        meta["rollback_error"] = exc.message
+    return None
+
+
+def finish_reason_of(run: TurnRun, cut: bool) -> str:
+    """Why the run's reply ended: the tool-call limit, a length limit, a stream that ended
+    without a finish, or the model's own stop."""
+    model = run.agent.model
+    if tool_limit_hit(model):
+        return "tool_limit"
+    if cut:
+        return "length"
+    if reply_interrupted(model):
+        return "interrupted"
+    return "stop"
+
+
+def usage_of(output: RunOutput) -> dict[str, int]:
+    metrics = output.metrics
+    if metrics is None:
+        return {}
+    usage = {
+        "input_tokens": metrics.input_tokens or 0,
+        "output_tokens": metrics.output_tokens or 0,
+        "total_tokens": metrics.total_tokens or 0,
+    }
+    return usage if any(usage.values()) else {}
+
+
+def report_unrun_tools(run: TurnRun, new: list[NewMessage], got: Streamed) -> None:
+    """agno sends no events for a tool call it refused (an unknown tool, arguments that are
+    not JSON, a call past the limit): report each as started and finished with an error, so
+    that every call has exactly one `tool.started` and one `tool.finished`."""
+    for m in new:
+        if m.role != "tool" or not m.metadata.get("error") or m.tool_call_id in got.started:
+            continue
+        call_id = m.tool_call_id or None
+        send_tool_started(run.turn, m.tool_name, m.tool_args, call_id)
+        send_tool_finished(run.turn, m.tool_name, call_id, m.tool_result, True)

@@ -1,0 +1,164 @@
+"""Step 3, stream: run the agent and relay what the model says as it says it.
+
+Every model event reaches the browser through `relay` (text into the turn's reply stream, which
+numbers, coalesces, stores and publishes it as `message.delta`: sessions_app.stream; tool calls
+as `tool.started` / `tool.finished`, after the text before them has gone out); the store step's late
+additions (the cut-off note, tools agno refused to run) go out through the same helpers here.
+The run stops early, closing the model's stream, when the turn was cancelled or taken from
+this worker.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agno.models.message import Message as AgnoMessage
+from agno.run.agent import (
+    RunContentEvent,
+    RunErrorEvent,
+    RunOutput,
+    ToolCallCompletedEvent,
+    ToolCallStartedEvent,
+)
+from agno.run.base import RunStatus
+from django.db import connection
+
+from core import events
+from sessions_app.models import Turn
+from sessions_app.stream import ReplyStream
+
+from .common import TurnRun
+from .surface import RunItem
+
+log = logging.getLogger("agents.turn.stream")
+
+
+@dataclass
+class Streamed:
+    """What a run relayed: its output, its error, and the reply's text streamed so far."""
+
+    partial: ReplyStream | None  # the reply so far: stored, numbered and published
+    output: RunOutput | None = None
+    error: str | None = None
+    text: list[str] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)  # the tool calls whose start was relayed
+    # When the run's first request to the model went out, and when the reply's first text
+    # arrived (time.monotonic()).
+    sent_at: float = field(default_factory=time.monotonic)
+    first_at: float | None = None
+
+    @property
+    def failure(self) -> str | None:
+        """The run's error, or the error text of an output agno marked failed."""
+        if self.error:
+            return self.error
+        if self.output is None or self.output.status != RunStatus.error:
+            return None
+        return None if self.output.content is None else str(self.output.content)
+
+
+def stream(run: TurnRun, messages: list[AgnoMessage]) -> Streamed:
+    """Run the agent on `messages`; whatever the run raises becomes its error."""
+    got = Streamed(partial=run.partial)
+    try:
+        _run(run, messages, got)
+    except Exception as exc:
+        log.exception("turn %s failed", run.turn.pk)
+        got.output, got.error = None, f"{type(exc).__name__}: {exc}"
+    return got
+
+
+def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
+    release_pooled_connection()  # the model may take seconds: the stream needs no database
+    items = run.agent.stream(messages)
+    try:
+        for item in items:
+            run.beat.tick()
+            if run.beat.lost:
+                got.output = got.error = None
+                return
+            relay(run.turn, item, got)
+    finally:
+        if got.partial is not None:
+            got.partial.flush()  # all of the text goes out before the turn's end
+        close = getattr(items, "close", None)  # a generator: ends agno's run
+        if close is not None:
+            close()
+        if run.beat.lost:
+            # The model's HTTP response is closed only when openai's Stream is finalised, and it
+            # sits in a reference cycle (the Stream and its own generator): collect it now, so
+            # the request to the model ends at once instead of at some later collection.
+            gc.collect()
+
+
+def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
+    """One item of agno's stream: noted in `got`, and sent on to the browser."""
+    if isinstance(item, RunOutput):
+        got.output = item
+    elif isinstance(item, RunContentEvent):
+        if isinstance(item.content, str) and item.content:
+            if got.first_at is None:
+                got.first_at = time.monotonic()
+            got.text.append(item.content)
+            send_delta(got, item.content)
+    elif isinstance(item, ToolCallStartedEvent) and item.tool is not None:
+        got.started.add(item.tool.tool_call_id or "")
+        flush(got)  # the text before the tool goes out before it
+        send_tool_started(
+            turn, item.tool.tool_name or "", item.tool.tool_args, item.tool.tool_call_id
+        )
+    elif isinstance(item, ToolCallCompletedEvent) and item.tool is not None:
+        flush(got)
+        release_pooled_connection()  # a tool that used the database is done with it
+        tool = item.tool
+        send_tool_finished(
+            turn, tool.tool_name or "", tool.tool_call_id, tool.result, bool(tool.tool_call_error)
+        )
+    elif isinstance(item, RunErrorEvent):
+        got.error = item.content or "the model call failed"
+
+
+def send_delta(got: Streamed, text: str) -> None:
+    """Text of the reply, into the turn's reply stream: stored (for a reload or a socket that
+    connects late), numbered and sent as a `message.delta`, a few pieces per 50 ms at most."""
+    if got.partial is not None:
+        got.partial.add(text)
+
+
+def flush(got: Streamed) -> None:
+    """Send the text buffered in the reply stream now (before a tool event, at the end)."""
+    if got.partial is not None:
+        got.partial.flush()
+
+
+def send_tool_started(turn: Turn, tool: str, args: Any, call_id: str | None) -> None:
+    events.tool_started(
+        session=turn.session_id, turn=turn.pk, tool=tool, args=args, call_id=call_id
+    )
+
+
+def send_tool_finished(
+    turn: Turn, tool: str, call_id: str | None, result: Any, error: bool
+) -> None:
+    events.tool_finished(
+        session=turn.session_id,
+        turn=turn.pk,
+        tool=tool,
+        call_id=call_id,
+        result=result,
+        error=error,
+    )
+
+
+def release_pooled_connection() -> None:
+    """Give this thread's database connection back to the process's pool (PostgreSQL) while
+    the turn waits on the model. Measured with 50 turns at once in a worker of 50 threads, the
+    turns held all 10 connections of the pool (DATABASE_POOL_SIZE) for their whole stream and
+    the others failed after DATABASE_POOL_TIMEOUT. The next query borrows one again. Nothing
+    changes without a pool (SQLite keeps its one connection per thread)."""
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()

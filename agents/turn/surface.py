@@ -1,0 +1,83 @@
+"""What a turn uses, as Protocols: `AgnoAgent`, the part of agno's `Agent` that `RollbackAgent`
+owns and the pipeline streams (agno's `Agent` satisfies it: mypy checks that where the agent is
+built; nothing else of agno's surface is relied on), and `TurnAgent`, the part of
+`RollbackAgent` the steps use. The pipeline names no class of agents.rollback_agent, which
+imports the pipeline (`RollbackAgent.run`): the dependency goes one way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from agno.models.base import Model
+from agno.models.message import Message as AgnoMessage
+from agno.run.agent import RunOutput, RunOutputEvent
+
+if TYPE_CHECKING:
+    from checkpoints.models import Checkpoint
+    from core.events import Event
+    from sessions_app.models import ExternalSession, InternalSession, Turn
+
+# One item of a streamed run: an event (RunContent, ToolCallStarted, ToolCallCompleted,
+# RunError, ...) and, last, the run's RunOutput (`yield_run_output=True`).
+RunItem = RunOutputEvent | RunOutput
+
+
+class AgnoAgent(Protocol):
+    """An agno agent as the turn runs it: its model, the state its tools write (the rollback
+    request), the context the turn adds to its instructions, and one streamed run."""
+
+    name: str | None
+    model: Model | None
+    session_state: dict[str, Any] | None
+    additional_context: str | None
+
+    def run(
+        self,
+        input: list[AgnoMessage],
+        *,
+        stream: Literal[True],
+        stream_events: bool,
+        yield_run_output: bool,
+    ) -> Iterator[RunItem]: ...
+
+
+class TurnAgent(Protocol):
+    """The agent a turn runs (`agents.rollback_agent.RollbackAgent`), as the steps use it: its
+    session and branch, its settings, the run's stream, the state its tools wrote and the
+    rollback the model asked for."""
+
+    external_session: ExternalSession
+    internal_session: InternalSession
+    auto_checkpoint: bool
+    carry_out_rollbacks: bool
+    checkpoint_tools: frozenset[str]
+    created_checkpoints: list[Checkpoint]
+    last_turn: Turn | None
+    last_rollback: Checkpoint | None
+    turn_position: int | None
+    on_event: Callable[[Event], None] | None
+
+    @property
+    def model(self) -> Model | None: ...
+
+    @property
+    def additional_context(self) -> str | None: ...
+
+    @additional_context.setter
+    def additional_context(self, value: str | None) -> None: ...
+
+    @property
+    def requested_rollback(self) -> int | None: ...
+
+    def stream(self, messages: list[AgnoMessage]) -> Iterator[RunItem]: ...
+
+    def refresh_branch(self) -> InternalSession: ...
+
+    def persistent_state(self) -> dict[str, Any]: ...
+
+    def clear_rollback_request(self) -> None: ...
+
+    def carry_out_rollback(self) -> bool: ...
+
+    def memory_note(self, message: str, *, budget: int) -> str | None: ...
