@@ -63,6 +63,29 @@ def spread(values: list[float]) -> str:
     return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
+def overhead(samples: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
+    """What a turn adds to the raw `openai` call (medians of the interleaved samples: `raw`,
+    `wait` and `ws`), and the table that shows it."""
+    raw = statistics.median(x["ms"] for x in samples["raw"])
+    raw_first = statistics.median(x["first_ms"] for x in samples["raw"])
+    wait = statistics.median(x["ms"] for x in samples["wait"])
+    ws = statistics.median(x["ms"] for x in samples["ws"])
+    ws_first = statistics.median(x["first_ms"] for x in samples["ws"])
+    added = {"wait": wait - raw, "ws": ws - raw, "first": ws_first - raw_first}
+    table = [
+        "| path | whole turn | first token | added to the raw call |",
+        "| --- | --- | --- | --- |",
+        f"| raw `openai` call (stream) | {spread([x['ms'] for x in samples['raw']])} | "
+        f"{spread([x['first_ms'] for x in samples['raw']])} | — |",
+        f'| API, `"wait": true` | {spread([x["ms"] for x in samples["wait"]])} | — | '
+        f"**{added['wait']:.1f} ms** |",
+        f"| API (202), events on `/ws/v1/` | {spread([x['ms'] for x in samples['ws']])} | "
+        f"{spread([x['first_ms'] for x in samples['ws']])} | **{added['ws']:.1f} ms** "
+        f"(first token: **{added['first']:.1f} ms**) |",
+    ]
+    return added, table
+
+
 def import_document(n: int) -> dict[str, Any]:
     """A session export (the contract's `POST /sessions/import/` document) of n messages."""
     return {

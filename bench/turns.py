@@ -102,7 +102,7 @@ class Turns:
         first: list[float] = []
         done = threading.Event()
 
-        def heard(event: dict[str, Any]) -> None:
+        def heard(event: events.Event) -> None:
             if event["type"] == "message.delta" and not first:
                 first.append(time.perf_counter())
             if event["type"] in ("turn.finished", "turn.failed"):

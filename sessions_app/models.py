@@ -373,7 +373,7 @@ class Turn(models.Model):
 
     @property
     def finish_reason(self) -> str | None:
-        """Why the reply ended, as the runner or the cancel recorded it: `stop` (the model
+        """Why the reply ended, as the turn pipeline or the cancel recorded it: `stop` (the model
         finished), `length` (cut at a length limit), `interrupted` (the stream ended without a
         finish; the text so far is the reply), `tool_limit` (AGENT_MAX_TOOL_CALLS reached),
         `cancelled`. None while the turn runs and when it failed."""
