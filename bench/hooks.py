@@ -58,7 +58,10 @@ def install(synchronous: str | None, counter_path: str | None) -> None:
     def on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
         if synchronous and connection.vendor == "sqlite":
             connection.connection.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        if counter is not None:
+        # The signal fires at every (re)connection of the same DatabaseWrapper (a request
+        # closes its connection, the thread's wrapper opens another): add the counter once, or
+        # each statement would be counted once per reconnection so far.
+        if counter is not None and counter.wrap not in connection.execute_wrappers:
             connection.execute_wrappers.append(counter.wrap)
 
     connection_created.connect(on_connect, weak=False)
