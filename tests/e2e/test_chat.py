@@ -250,7 +250,11 @@ def test_restoring_a_checkpoint_deleted_in_another_tab_says_so(page, app, llm):
     expect(other.get_by_test_id("checkpoint")).to_have_count(0)
     expect(page.get_by_test_id("checkpoint")).to_have_count(0)  # the live update arrived
 
-    dialog.get_by_test_id("confirm-restore").click(timeout=2000)
+    # The open dialog survived the live update. The page fetches that update itself (one more
+    # round trip than when the socket carried it): on a loaded machine the swap may still be
+    # settling when the click comes, so the click may wait for it.
+    expect(dialog).to_be_visible()
+    dialog.get_by_test_id("confirm-restore").click(timeout=10_000)
     notice = page.get_by_test_id("notice")
     expect(notice).to_be_visible()
     expect(notice).to_contain_text(re.compile(r"no longer exists|not found", re.I))
