@@ -305,8 +305,8 @@ def _header(results: dict[str, Any]) -> list[str]:
     return [
         "# Benchmarks" + (" (smoke run: tiny sizes, not results)" if results["smoke"] else ""),
         "",
-        f"Run {results['started']} to {results['finished']} on {results['machine']}, shared "
-        "with other engineers' test runs (the load is not ours to control: the spreads show it"
+        f"Run {results['started']} to {results['finished']} on {results['machine']}, which "
+        "other work may share (the load averages say how much; the spreads show its effect"
         + _load(results)
         + "); "
         f"{results['rounds']} interleaved rounds (every system measured in each round, in a "
