@@ -215,6 +215,20 @@ class TurnQuerySet(models.QuerySet["Turn"]):
         return self.filter(status__in=Turn.ACTIVE)
 
 
+def _message_reference() -> models.ForeignKey[Message | None, Message | None]:
+    """A turn's reference to one of its messages: no constraint and no index (read from the
+    turn only; a rewind that deletes the message leaves the id behind)."""
+    return models.ForeignKey(
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+
+
 class Turn(models.Model):
     """One user message and everything the agent did to answer it."""
 
@@ -237,26 +251,10 @@ class Turn(models.Model):
     # (the last assistant message it stored), and reads them through these (`message`,
     # `reply`). A rewind that deletes them leaves the ids behind (no constraint, nothing to
     # update on the turn rows when messages go): the texts then read as empty.
-    user_message = models.ForeignKey(
-        Message,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,  # read from the turn only: an index would cost storage for nothing
-        related_name="+",
-    )
+    user_message = _message_reference()
     # Where the user's message sits in the branch's history.
     user_message_position = models.PositiveIntegerField(null=True, blank=True)
-    reply_message = models.ForeignKey(
-        Message,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,  # read from the turn only: an index would cost storage for nothing
-        related_name="+",
-    )
+    reply_message = _message_reference()
     tools_used = models.JSONField(default=list, blank=True)
     checkpoint = models.ForeignKey(
         "checkpoints.Checkpoint",
