@@ -26,8 +26,10 @@ from sessions_app.errors import (
     RewindOutOfRange,
     SessionNotFound,
 )
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import ExternalSession, FileVersion, InternalSession, Message
+from sessions_app.selectors import file_mark
 from sessions_app.services import branch_fork, branch_make_current, lock_session
+from workspace.services import versions_delete
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
@@ -95,6 +97,7 @@ def checkpoint_create(
         is_auto=bool(is_auto),
         message_count=position,
         session_state=locked.session_state,
+        files_mark=file_mark(),
         metadata=meta,
     )
     InternalSession.objects.filter(pk=locked.pk).update(checkpoint_count=F("checkpoint_count") + 1)
@@ -154,9 +157,14 @@ def _snapshot(qs: QuerySet[Checkpoint]) -> list[DeletedCheckpoint]:
 
 
 def _rewind_locked(
-    branch: InternalSession, position: int, session_state: JSONObject | None
+    branch: InternalSession,
+    position: int,
+    session_state: JSONObject | None,
+    files_mark: int | None = None,
 ) -> list[DeletedCheckpoint]:
-    """Cut `branch` (row locked, session locked) back to `position` messages."""
+    """Cut `branch` (row locked, session locked) back to `position` messages, and its workspace
+    back to `files_mark` (a checkpoint's; without one, to the files as they stood when the
+    message at `position` was sent)."""
     if not branch.fork_position <= position <= branch.message_count:
         raise RewindOutOfRange(
             f"Cannot rewind to message {position}: this branch holds messages "
@@ -169,9 +177,16 @@ def _rewind_locked(
         deleted += _snapshot(Checkpoint.objects.filter(branch_id__in=doomed))
         # Children first, so the deletion never walks a deep chain of parents.
         Message.objects.filter(branch_id__in=doomed).delete()
+        versions_delete(FileVersion.objects.filter(branch_id__in=doomed))
         Checkpoint.objects.filter(branch_id__in=doomed).delete()
         InternalSession.objects.filter(pk__in=doomed).delete()
     Message.objects.filter(branch_id=branch.pk, position__gte=position).delete()
+    later_files = FileVersion.objects.filter(branch_id=branch.pk)
+    if files_mark is None:
+        later_files = later_files.filter(position__gt=position)
+    else:
+        later_files = later_files.filter(id__gt=files_mark)
+    versions_delete(later_files)
     later.delete()
     updates: dict[str, Any] = {"message_count": position}
     if session_state is not None:
@@ -251,7 +266,9 @@ def checkpoint_restore(
         raise CheckpointNotFound("That checkpoint no longer exists.") from None
     source = current.branch
     if mode == "rewind":
-        deleted = _rewind_locked(source, current.message_count, current.session_state)
+        deleted = _rewind_locked(
+            source, current.message_count, current.session_state, current.files_mark
+        )
         _announce(source, current.pk, deleted)
         return RestoreResult(branch=source, mode=mode, deleted_checkpoints=deleted)
     new = branch_fork(
@@ -259,6 +276,7 @@ def checkpoint_restore(
         position=current.message_count,
         forked_from=current,
         session_state=current.session_state,
+        file_mark=current.files_mark,
         metadata={"restored_from": current.pk},
     )
     return RestoreResult(branch=new, mode=mode)

@@ -130,6 +130,36 @@ class SessionChanged(TypedDict):
     metadata: JSONObject
 
 
+class ToolApprovalRequested(TypedDict):
+    type: Literal["tool.approval_requested"]
+    session: int
+    turn: int
+    tool_call_id: str
+    tool_name: str
+    args: object  # the arguments the model gave (JSON)
+
+
+class ToolApprovalAnswered(TypedDict):
+    """The owner answered (or the wait ended: cancelled, timed out); the turn goes on."""
+
+    type: Literal["tool.approval_answered"]
+    session: int
+    turn: int
+    tool_call_id: str
+    approved: bool
+    reason: str  # "approved", "refused", "timed_out", "cancelled"
+
+
+class WorkspaceChanged(TypedDict):
+    """Files of a branch changed (written, deleted, uploaded, imported; a turn's writes dropped
+    with it). A restore or a rewind says so with `branch.changed` instead."""
+
+    type: Literal["workspace.changed"]
+    session: int
+    branch: int
+    paths: list[str]
+
+
 # Every event names its type and its session; `event["type"] == ...` narrows to one payload.
 Event: TypeAlias = (
     TurnStarted
@@ -143,6 +173,9 @@ Event: TypeAlias = (
     | CheckpointDeleted
     | BranchChanged
     | SessionChanged
+    | ToolApprovalRequested
+    | ToolApprovalAnswered
+    | WorkspaceChanged
 )
 
 
@@ -496,6 +529,51 @@ def session_changed(*, session: int, name: str, archived: bool, metadata: JSONOb
             "name": name,
             "archived": archived,
             "metadata": metadata,
+        }
+    )
+
+
+# --- approvals and the workspace ---------------------------------------------------------------
+
+
+def tool_approval_requested(
+    *, session: int, turn: int, tool_call_id: str, tool_name: str, args: object
+) -> None:
+    """A turn waits at `awaiting_approval` for its owner to approve or refuse a tool call."""
+    _after_commit(
+        {
+            "type": "tool.approval_requested",
+            "session": session,
+            "turn": turn,
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "args": args,
+        }
+    )
+
+
+def tool_approval_answered(
+    *, session: int, turn: int, tool_call_id: str, approved: bool, reason: str
+) -> None:
+    _after_commit(
+        {
+            "type": "tool.approval_answered",
+            "session": session,
+            "turn": turn,
+            "tool_call_id": tool_call_id,
+            "approved": approved,
+            "reason": reason,
+        }
+    )
+
+
+def workspace_changed(*, session: int, branch: int, paths: Iterable[str]) -> None:
+    _after_commit(
+        {
+            "type": "workspace.changed",
+            "session": session,
+            "branch": branch,
+            "paths": sorted(set(paths)),
         }
     )
 

@@ -218,6 +218,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "memories",
     "sessions_app",
+    "workspace",
     "checkpoints",
     "agents",
     "ops",

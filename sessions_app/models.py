@@ -124,6 +124,10 @@ class InternalSession(models.Model):
     checkpoint_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     metadata = models.JSONField(default=dict, blank=True)
+    # How much of its ancestors' workspace this branch sees (workspace.selectors): the file
+    # versions of its parent's lineage whose id is at most this mark, as they stood at the fork.
+    # Null for a branch with no parent.
+    fork_file_mark = models.PositiveBigIntegerField(null=True, blank=True)
 
     objects = InternalSessionQuerySet.as_manager()
 
@@ -165,6 +169,15 @@ class MessageQuerySet(models.QuerySet["Message"]):
         return self.filter(branch__session__owner=user.pk)
 
 
+class Effect(models.TextChoices):
+    """What a tool call did beyond the conversation (api-contract.md, "Workspace and tools with
+    effects")."""
+
+    NONE = "none"
+    WORKSPACE = "workspace"
+    EXTERNAL = "external"
+
+
 class Message(models.Model):
     """One entry of a branch's history. Written once, never updated, never copied."""
 
@@ -185,6 +198,10 @@ class Message(models.Model):
     tool_result = models.TextField(blank=True, default="")
     tool_call_id = models.CharField(max_length=200, blank=True, default="")
     tool_calls = models.JSONField(null=True, blank=True)
+    # A tool message: what the call did beyond this conversation. `none`: it only read;
+    # `workspace`: it changed the session's files (a restore undoes it); `external`: it acted on
+    # the outside world (nothing here can undo it). Empty for the other roles.
+    effect = models.CharField(max_length=16, choices=Effect.choices, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     metadata = models.JSONField(default=dict, blank=True)
 
@@ -235,18 +252,22 @@ class Turn(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
+        AWAITING_APPROVAL = "awaiting_approval"
         DONE = "done"
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL)
 
     session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="turns")
     # The branch the turn answers on; null once a rewind has deleted that branch.
     branch = models.ForeignKey(
         InternalSession, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
     )
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
+    # While the turn waits at `awaiting_approval`: the tool call that waits for its owner's
+    # answer, `{"tool_call_id", "tool_name", "args"}` (agents.approval); null otherwise.
+    pending_approval = models.JSONField(null=True, blank=True)
     # The turn's texts are not copied here: it refers to the user's message and to its reply
     # (the last assistant message it stored), and reads them through these (`message`,
     # `reply`). A rewind that deletes them leaves the ids behind (no constraint, nothing to
@@ -299,7 +320,7 @@ class Turn(models.Model):
             # One turn at a time per session: a second one is refused by the database too.
             models.UniqueConstraint(
                 fields=["session"],
-                condition=Q(status__in=["queued", "running"]),
+                condition=Q(status__in=["queued", "running", "awaiting_approval"]),
                 name="one_active_turn_per_session",
             ),
             models.UniqueConstraint(
@@ -442,6 +463,9 @@ class Checkpoint(models.Model):
     is_auto = models.BooleanField(default=False)
     message_count = models.PositiveIntegerField()
     session_state = models.JSONField(default=dict, blank=True)
+    # The workspace as it stood: the file versions of the branch's lineage whose id is at most
+    # this mark (workspace.selectors). One number: a checkpoint copies no file.
+    files_mark = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     # trigger, tool_name, importance, ...
     metadata = models.JSONField(default=dict, blank=True)
@@ -470,3 +494,72 @@ class Checkpoint(models.Model):
     @property
     def kind(self) -> str:
         return "auto" if self.is_auto else "manual"
+
+
+# --- the workspace's rows (operations: the `workspace` package, one layer up) --------------------
+# Defined here for the reason the checkpoint is: branches, checkpoints and turns refer to them
+# (a fork's mark, a rewind's deletion, a failed turn's writes) without a dependency across
+# packages. Their app label is `workspace`.
+
+WORKSPACE_PATH_MAX = 255
+
+
+class WorkspaceBlob(models.Model):
+    """The content of a file, stored once per session however many versions, branches and
+    checkpoints show it: addressed by its SHA-256."""
+
+    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="+")
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveIntegerField()  # bytes, UTF-8
+    content = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        app_label = "workspace"
+        verbose_name = "file content"
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["session", "sha256"], name="blob_unique_per_session"),
+            time_in_range("created_at", name="blob_created_at_in_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.size} bytes)"
+
+
+class FileVersion(models.Model):
+    """One write (or deletion, `blob` null) of one path, at a position of a branch. Written once,
+    never updated, never copied: a branch's workspace as of a mark is the newest version of each
+    path along its lineage (workspace.selectors)."""
+
+    branch = models.ForeignKey(
+        InternalSession, on_delete=models.CASCADE, related_name="file_versions"
+    )
+    # The branch's message count when it was written.
+    position = models.PositiveIntegerField()
+    path = models.CharField(max_length=WORKSPACE_PATH_MAX)
+    blob = models.ForeignKey(
+        WorkspaceBlob, null=True, blank=True, on_delete=models.RESTRICT, related_name="versions"
+    )
+    # The turn whose agent wrote it (null: a person, an import): a turn that fails or is
+    # stopped loses its writes with its messages.
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # by ("agent", "user", "api", "import"), tool_call_id, ...
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        app_label = "workspace"
+        verbose_name = "file version"
+        ordering: ClassVar[list[str]] = ["id"]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["branch", "id"], name="fileversion_branch_id"),
+            models.Index(fields=["branch", "path", "id"], name="fileversion_branch_path"),
+        ]
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            time_in_range("created_at", name="fileversion_created_at_in_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} @ {self.position}"

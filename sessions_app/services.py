@@ -30,7 +30,7 @@ from sessions_app.errors import (
 
 from .keys import clean_session_key, parse_session_key
 from .models import ExternalSession, InternalSession, Message, Summary
-from .selectors import branch_history, sessions_idle
+from .selectors import branch_history, fork_mark, sessions_idle
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -290,9 +290,12 @@ def branch_fork(
     session_state: JSONObject | None = None,
     make_current: bool = True,
     metadata: JSONObject | None = None,
+    file_mark: int | None = None,
 ) -> InternalSession:
-    """A new branch whose history is `branch`'s first `position` messages. Copies no message.
-    The one way a branch is made: restoring a checkpoint (`forked_from`), editing or
+    """A new branch whose history is `branch`'s first `position` messages, and whose workspace
+    is `branch`'s as of `file_mark` (a checkpoint's `files_mark`; by default, the files as they
+    stood when the message at `position` was sent: selectors.fork_mark). Copies no message and
+    no file. The one way a branch is made: restoring a checkpoint (`forked_from`), editing or
     regenerating a message, and a rollback the agent asks for all come here."""
     lock_session(branch.session_id)
     parent = _lock_branch(branch.pk)
@@ -308,6 +311,7 @@ def branch_fork(
         fork_position=position,
         message_count=position,
         forked_from=forked_from,
+        fork_file_mark=fork_mark(parent, position) if file_mark is None else file_mark,
         session_state=parent.session_state if session_state is None else session_state,
         metadata=clean_metadata(metadata, what="branch metadata"),
         is_current=False,

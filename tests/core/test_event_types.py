@@ -107,6 +107,13 @@ def test_the_functions_send_what_their_typeddicts_say():
             events.checkpoints_deleted(session=7, checkpoints=[4, 3]),
             events.branch_changed(session=7, branch=2, checkpoint=3, deleted_checkpoints=[5]),
             events.session_changed(session=7, name="s", archived=False, metadata={"k": 1}),
+            events.tool_approval_requested(
+                session=7, turn=1, tool_call_id="c2", tool_name="fs__drop", args={"p": "x"}
+            ),
+            events.tool_approval_answered(
+                session=7, turn=1, tool_call_id="c2", approved=False, reason="refused"
+            ),
+            events.workspace_changed(session=7, branch=2, paths=["b.md", "a.txt", "a.txt"]),
         )
     )
     assert {event["type"] for event in sent} == {_type_of(p) for p in PAYLOADS}

@@ -1,0 +1,181 @@
+"""Writes to a workspace: a file written or deleted is one new version row (a deletion has no
+content), its content one blob stored once per session. Nothing is ever updated or copied: a
+checkpoint marks the versions so far, a restore reads along the lineage, a rewind deletes the
+branch's later versions (checkpoints.services).
+
+Every write takes the session's lock, then the branch's row (sessions_app.services.lock_session),
+like every other write to a session, so it is ordered with checkpoints, forks and rewinds. A
+write by a turn's agent names the turn: it is refused once the turn is no longer that worker's
+(cancelled, failed, taken over), and dropped with the turn's messages when the turn does not end
+`done` (`files_drop_turn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from core import events
+from core.errors import Conflict
+from core.validation import JSONObject, clean_metadata
+from sessions_app.errors import BranchNotFound
+from sessions_app.models import FileVersion, InternalSession, Turn, WorkspaceBlob
+from sessions_app.services import lock_session
+
+from .errors import FileNotFoundInWorkspace, TooManyFiles
+from .selectors import WorkspaceFile, workspace_files
+from .validation import clean_content, clean_path, max_files, sha256_of
+
+WRITING_STATUSES = (Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL)
+
+
+class TurnNoLongerWrites(Conflict):
+    def __init__(self) -> None:
+        super().__init__(
+            "This turn was stopped or taken over: its agent can no longer change the files."
+        )
+
+
+@dataclass(frozen=True)
+class Written:
+    file: WorkspaceFile
+    created: bool  # a new path (else a new version of one that existed)
+
+
+def _locked_branch(branch: InternalSession, turn: Turn | None) -> InternalSession:
+    lock_session(branch.session_id)
+    locked = InternalSession.objects.select_for_update().filter(pk=branch.pk).first()
+    if locked is None:
+        raise BranchNotFound()
+    if (
+        turn is not None
+        and not Turn.objects.filter(
+            pk=turn.pk, attempts=turn.attempts, status__in=WRITING_STATUSES
+        ).exists()
+    ):
+        raise TurnNoLongerWrites()
+    return locked
+
+
+def _check_shape(files: list[WorkspaceFile], path: str) -> bool:
+    """Whether `path` exists as a file; BadPath-like errors when it would clash with a folder
+    (a file where a folder is, or a folder where a file is)."""
+    exists = False
+    for f in files:
+        if f.path == path:
+            exists = True
+        elif f.path.startswith(path + "/"):
+            raise Conflict(f"'{path}' is a folder of this workspace; choose another file name.")
+        elif path.startswith(f.path + "/"):
+            raise Conflict(f"'{f.path}' is a file, so it cannot hold '{path}'.")
+    return exists
+
+
+@transaction.atomic
+def file_write(
+    *,
+    branch: InternalSession,
+    path: Any,
+    content: Any,
+    turn: Turn | None = None,
+    by: str = "user",
+    metadata: JSONObject | None = None,
+) -> Written:
+    """Write a text file of `branch`'s workspace (a new version at the branch's position).
+    Refused with a clear error, writing nothing: a bad path, binary content, a file over
+    WORKSPACE_MAX_FILE_BYTES, a new file past WORKSPACE_MAX_FILES, a path that clashes with a
+    folder."""
+    clean = clean_path(path)
+    text = clean_content(content)
+    meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
+    locked = _locked_branch(branch, turn)
+    files = workspace_files(locked)
+    exists = _check_shape(files, clean)
+    if not exists and len(files) >= max_files():
+        raise TooManyFiles(
+            f"This workspace already holds {len(files):,} files, the most it may "
+            "(WORKSPACE_MAX_FILES): delete one first. Nothing was written."
+        )
+    sha = sha256_of(text)
+    blob, _ = WorkspaceBlob.objects.get_or_create(
+        session_id=locked.session_id,
+        sha256=sha,
+        defaults={"content": text, "size": len(text.encode("utf-8"))},
+    )
+    version = FileVersion.objects.create(
+        branch_id=locked.pk,
+        position=locked.message_count,
+        path=clean,
+        blob=blob,
+        turn=turn,
+        metadata=meta,
+    )
+    events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
+    return Written(
+        WorkspaceFile(clean, blob.size, blob.sha256, version.created_at, version.pk, blob.pk),
+        created=not exists,
+    )
+
+
+@transaction.atomic
+def file_delete(
+    *,
+    branch: InternalSession,
+    path: Any,
+    turn: Turn | None = None,
+    by: str = "user",
+    metadata: JSONObject | None = None,
+) -> str:
+    """Delete a file of `branch`'s workspace (a version without content). Returns its path;
+    FileNotFoundInWorkspace when there is none."""
+    clean = clean_path(path)
+    meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
+    locked = _locked_branch(branch, turn)
+    if not any(f.path == clean for f in workspace_files(locked, path=clean)):
+        raise FileNotFoundInWorkspace(clean)
+    FileVersion.objects.create(
+        branch_id=locked.pk,
+        position=locked.message_count,
+        path=clean,
+        blob=None,
+        turn=turn,
+        created_at=timezone.now(),
+        metadata=meta,
+    )
+    events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
+    return clean
+
+
+def blobs_collect(blob_ids: Iterable[int]) -> int:
+    """Delete those of `blob_ids` no version refers to any more (after versions were deleted:
+    a rewind, a failed turn). Returns how many went."""
+    ids = sorted(set(blob_ids))
+    gone = 0
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        used = FileVersion.objects.filter(blob=OuterRef("pk"))
+        gone += (
+            WorkspaceBlob.objects.filter(pk__in=chunk)
+            .exclude(Exists(used))
+            .delete()[1]
+            .get(WorkspaceBlob._meta.label, 0)
+        )
+    return gone
+
+
+def versions_delete(versions: Any) -> list[str]:
+    """Delete the FileVersion rows of the queryset `versions`, and the blobs only they used.
+    Returns the paths they touched."""
+    rows = list(versions.values_list("id", "path", "blob_id"))
+    if not rows:
+        return []
+    ids = [pk for pk, _, _ in rows]
+    for start in range(0, len(ids), 500):
+        FileVersion.objects.filter(pk__in=ids[start : start + 500]).delete()
+    blobs_collect(b for _, _, b in rows if b is not None)
+    return sorted({p for _, p, _ in rows})
