@@ -11,8 +11,8 @@ from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
-from sessions_app.models import ExternalSession, InternalSession
-from sessions_app.selectors import branch_lineage, parse_pk
+from sessions_app.models import Effect, ExternalSession, InternalSession, Message
+from sessions_app.selectors import branch_lineage, common_length, history_effects, parse_pk
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
@@ -171,6 +171,30 @@ def branches_forked_after(branch_id: int, position: int) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [branch_id, position])
         return [row[0] for row in cursor.fetchall()]
+
+
+def irreversible_effects(
+    checkpoint: Checkpoint, *, mode: str, current: InternalSession | None
+) -> list[Message]:
+    """The ledger of a restore: the tool messages of effect `external` that restoring
+    `checkpoint` leaves behind, oldest first. As a branch: those of the current branch's history
+    past what it shares with the checkpoint's (the line of conversation the user leaves). As a
+    rewind: those after the checkpoint on its own branch, and on the branches the rewind
+    deletes with it. A restore cannot undo them; the page, the API and the model are told."""
+    branch = checkpoint.branch
+    position = checkpoint.message_count
+    if mode == "rewind":
+        found = [m for m in history_effects(branch, start=position) if m.branch_id == branch.pk]
+        doomed = branches_forked_after(branch.pk, position)
+        if doomed:
+            found += Message.objects.filter(
+                branch_id__in=doomed, role=Message.Role.TOOL, effect=Effect.EXTERNAL
+            ).order_by("created_at", "id")
+        return sorted(found, key=lambda m: (m.created_at, m.pk))
+    if current is None:
+        return []
+    shared = common_length(current, branch, b_end=position)
+    return history_effects(current, start=shared)
 
 
 def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:

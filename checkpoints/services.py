@@ -8,6 +8,7 @@ which costs what there is to discard and no more.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,7 +34,12 @@ from workspace.services import versions_delete
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
-from .selectors import auto_checkpoints_beyond, branches_forked_after, unused_checkpoint_name
+from .selectors import (
+    auto_checkpoints_beyond,
+    branches_forked_after,
+    irreversible_effects,
+    unused_checkpoint_name,
+)
 
 RestoreMode = Literal["branch", "rewind"]
 RESTORE_MODES = ("branch", "rewind")
@@ -53,6 +59,33 @@ class RestoreResult:
     branch: InternalSession
     mode: str
     deleted_checkpoints: list[DeletedCheckpoint] = field(default_factory=list)
+    # The external effects the restore left behind (selectors.irreversible_effects).
+    irreversible: list[Message] = field(default_factory=list)
+
+
+# How many of the effects a restore left behind the restored branch keeps for the model's
+# instructions (agents.context), newest last, each bounded.
+LEFT_BEHIND_KEPT = 20
+LEFT_BEHIND_CHARS = 300
+
+
+def left_behind(effects: list[Message]) -> list[JSONObject]:
+    """The effects a restore left behind, as the restored branch's metadata keeps them."""
+    return [
+        {
+            "message": m.pk,
+            "tool_name": m.tool_name,
+            "args": json_bounded(m.tool_args, LEFT_BEHIND_CHARS),
+            "result": (m.tool_result or m.content)[:LEFT_BEHIND_CHARS],
+            "created_at": m.created_at.isoformat(),
+        }
+        for m in effects[-LEFT_BEHIND_KEPT:]
+    ]
+
+
+def json_bounded(value: Any, limit: int) -> Any:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return value if len(text) <= limit else text[:limit] + "…"
 
 
 def default_checkpoint_name() -> str:
@@ -265,21 +298,32 @@ def checkpoint_restore(
     except Checkpoint.DoesNotExist:
         raise CheckpointNotFound("That checkpoint no longer exists.") from None
     source = current.branch
+    was_current = InternalSession.objects.filter(session_id=session_id, is_current=True).first()
+    ledger = irreversible_effects(current, mode=mode, current=was_current)
     if mode == "rewind":
         deleted = _rewind_locked(
             source, current.message_count, current.session_state, current.files_mark
         )
+        if ledger:
+            meta = {**(source.metadata or {}), "left_behind": left_behind(ledger)}
+            InternalSession.objects.filter(pk=source.pk).update(metadata=meta)
+            source.metadata = meta
         _announce(source, current.pk, deleted)
-        return RestoreResult(branch=source, mode=mode, deleted_checkpoints=deleted)
+        return RestoreResult(
+            branch=source, mode=mode, deleted_checkpoints=deleted, irreversible=ledger
+        )
+    why: JSONObject = {"restored_from": current.pk}
+    if ledger:
+        why["left_behind"] = left_behind(ledger)
     new = branch_fork(
         branch=source,
         position=current.message_count,
         forked_from=current,
         session_state=current.session_state,
         file_mark=current.files_mark,
-        metadata={"restored_from": current.pk},
+        metadata=why,
     )
-    return RestoreResult(branch=new, mode=mode)
+    return RestoreResult(branch=new, mode=mode, irreversible=ledger)
 
 
 def checkpoint_cleanup_auto(

@@ -211,6 +211,40 @@ def branch_lineage(branch: InternalSession, *, end: int | None = None) -> list[t
         return [(int(row[0]), int(row[1])) for row in cursor.fetchall()]
 
 
+def common_length(
+    a: InternalSession, b: InternalSession, *, a_end: int | None = None, b_end: int | None = None
+) -> int:
+    """How many messages the histories of `a` (below `a_end`) and `b` (below `b_end`) share
+    from their start: the same rows, since histories form a tree. Two lineage reads."""
+    ours = dict(branch_lineage(a, end=a_end))
+    shared = [min(upper, ours[pk]) for pk, upper in branch_lineage(b, end=b_end) if pk in ours]
+    return max(shared, default=0)
+
+
+def history_effects(
+    branch: InternalSession, *, start: int = 0, effect: str = "external"
+) -> list[Message]:
+    """The tool messages of `effect` in the branch's history from position `start`, oldest
+    first: one query, no other message loaded."""
+    stop = branch.message_count
+    if max(0, start) >= stop:
+        return []
+    q = connection.ops.quote_name
+    messages = q(Message._meta.db_table)
+    columns = ", ".join(f"m.{q(f.column or f.attname)}" for f in _HISTORY_FIELDS)
+    sql = (
+        _lineage_cte()  # noqa: S608 - quoted names and constants; values are parameters
+        + f"""
+        SELECT {columns} FROM {messages} m JOIN lineage l ON m.branch_id = l.id
+        WHERE m.position < l.upper AND m.position >= %s AND m.role = 'tool' AND m.effect = %s
+        ORDER BY m.position
+    """  # noqa: S608 - quoted names and constants; values are parameters
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [stop, branch.pk, max(0, start), effect])
+        return _messages_from_rows(cursor.fetchall())
+
+
 def lineage_summary(branch: InternalSession, *, end: int | None = None) -> Summary | None:
     """The summary of the longest prefix of the branch's history below `end` that has one. One
     query: the summaries keyed by a message of the lineage, below each branch's bound."""
