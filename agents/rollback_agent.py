@@ -45,6 +45,7 @@ from .tools import (
     MEMORY_TOOLS,
     agno_tools,
     configured_tools,
+    effects_of,
     names_of,
     without_replaced,
 )
@@ -188,6 +189,9 @@ class RollbackAgent:
             log.info("The custom tool %r replaces the built-in tool for this agent", name)
         # A checkpoint tool replaced by a custom one is a tool like any other: it checkpoints.
         self.checkpoint_tools = CHECKPOINT_TOOLS - replaced
+        # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
+        # message, and the tools whose calls wait for the owner's approval (agents.tools).
+        self.tool_effects, self.tool_approvals = effects_of(kept, custom)
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.

@@ -20,7 +20,7 @@ import logging
 import types
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from agno.tools import Toolkit
 from agno.tools.function import Function
@@ -43,7 +43,91 @@ CHECKPOINT_TOOLS = frozenset(
 # The memory tools change no conversation state: memories belong to the user, not the branch, so
 # a checkpoint after them would mark nothing a restore could undo.
 MEMORY_TOOLS = frozenset({"remember", "recall"})
-BUILTIN_TOOLS = CHECKPOINT_TOOLS | MEMORY_TOOLS | {"calculate"}
+FILE_TOOLS = frozenset({"list_dir", "read_file", "write_file", "delete_file"})
+TODO_TOOLS = frozenset({"create_todo", "get_todo", "mark_todo_done"})
+BUILTIN_TOOLS = CHECKPOINT_TOOLS | MEMORY_TOOLS | FILE_TOOLS | TODO_TOOLS | {"calculate"}
+
+# What a tool call does beyond the conversation (api-contract.md), recorded on its tool message:
+# `none` it only reads (or changes only the conversation's own checkpoints), `workspace` it
+# changes what a restore brings back (the files, the plan in the session state), `external`
+# nothing here can undo it. A memory outlives every restore: `remember` is external.
+EFFECTS = ("none", "workspace", "external")
+BUILTIN_EFFECTS: dict[str, str] = {
+    **dict.fromkeys(CHECKPOINT_TOOLS, "none"),
+    "calculate": "none",
+    "recall": "none",
+    "remember": "external",
+    "list_dir": "none",
+    "read_file": "none",
+    "write_file": "workspace",
+    "delete_file": "workspace",
+    "get_todo": "none",
+    "create_todo": "workspace",
+    "mark_todo_done": "workspace",
+}
+# A custom tool that declares nothing acts on the outside world: the safe assumption.
+DEFAULT_EFFECT = "external"
+
+T = TypeVar("T")
+
+
+def tool_effect(effect: str, *, approval: bool = False) -> Callable[[T], T]:
+    """Declare what a custom tool does, for seed 003's `RollbackAgent(tools=[...])` and
+    AGENT_TOOLS: `@tool_effect("none")` on a function that only reads, `"workspace"` for one
+    whose changes a restore undoes, `"external"` (the default for an undeclared tool) for one that
+    acts outside; `approval=True` makes each call wait for the owner's approval. Works on a
+    function, an agno Function or a Toolkit (for all its functions)."""
+    if effect not in EFFECTS:
+        raise ValueError(f"Unknown tool effect {effect!r}: use one of {', '.join(EFFECTS)}.")
+
+    def declare(tool: T) -> T:
+        holders: list[Any] = [tool]
+        if isinstance(tool, Function) and tool.entrypoint is not None:
+            holders.append(tool.entrypoint)
+        for holder in holders:
+            setattr(holder, "rollback_effect", effect)  # noqa: B010 - a function's own attribute
+            setattr(holder, "rollback_approval", approval)  # noqa: B010
+        return tool
+
+    return declare
+
+
+def _declared(tool: Any, attribute: str) -> Any:
+    for holder in (tool, getattr(tool, "entrypoint", None), getattr(tool, "__func__", None)):
+        value = getattr(holder, attribute, None) if holder is not None else None
+        if value is not None:
+            return value
+    return None
+
+
+def declared_effect(tool: Any) -> str:
+    """A custom tool's declared effect (`tool_effect`), else `external`."""
+    value = _declared(tool, "rollback_effect")
+    return value if value in EFFECTS else DEFAULT_EFFECT
+
+
+def declared_approval(tool: Any) -> bool:
+    return bool(_declared(tool, "rollback_approval"))
+
+
+def effects_of(builtins: Iterable[Any], custom: Iterable[Any]) -> tuple[dict[str, str], set[str]]:
+    """The effect of each tool name an agent offers, and the names that wait for approval: the
+    built-ins as BUILTIN_EFFECTS says, the custom ones as they declare (a custom tool that
+    replaces a built-in is a custom tool: its own declaration counts)."""
+    effects: dict[str, str] = {}
+    approvals: set[str] = set()
+    for tool in builtins:
+        for name in tool_names(tool):
+            effects[name] = BUILTIN_EFFECTS.get(name, DEFAULT_EFFECT)
+    for tool in custom:
+        functions = tool.functions if isinstance(tool, Toolkit) else {}
+        for name in tool_names(tool):
+            one = functions.get(name)
+            source = one if one is not None and _declared(one, "rollback_effect") else tool
+            effects[name] = declared_effect(source)
+            if declared_approval(tool) or (one is not None and declared_approval(one)):
+                approvals.add(name)
+    return effects, approvals
 
 
 def tool_names(tool: Any) -> list[str]:
