@@ -134,7 +134,11 @@ def files_check(
     except TooLarge as exc:
         raise ImportTooLarge(f"Cannot import this document: {exc.message}") from None
     except InvalidInput as exc:
-        raise ImportRejected(f"Cannot import this document: {exc.message}") from None
+        raise _bad(exc.message) from None
+
+
+def _bad(message: str) -> ImportRejected:
+    return ImportRejected(f"Cannot import this document: {message}")
 
 
 def _check_blobs(files: FilesDoc) -> None:
@@ -142,14 +146,12 @@ def _check_blobs(files: FilesDoc) -> None:
     for sha, content in files.blobs.items():
         where = f"file content {sha[:16]}"
         if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-            raise ImportRejected(
-                f"{where}: its key must be the content's SHA-256 in lowercase hex."
-            )
+            raise _bad(f"{where}: its key must be the content's SHA-256 in lowercase hex.")
         clean_content(content)
         if sha256_of(content) != sha:
-            raise ImportRejected(f"{where}: the content's SHA-256 does not match its key.")
+            raise _bad(f"{where}: the content's SHA-256 does not match its key.")
         if sha not in used:
-            raise ImportRejected(f"{where} is used by no file version.")
+            raise _bad(f"{where} is used by no file version.")
 
 
 def _check_versions(files: FilesDoc, branches: dict[int, BranchPlace]) -> None:
@@ -157,18 +159,16 @@ def _check_versions(files: FilesDoc, branches: dict[int, BranchPlace]) -> None:
         where = f"file version {i} ({v.path[:80]!r})"
         place = branches.get(v.branch)
         if place is None:
-            raise ImportRejected(f"{where} names branch {v.branch}, which is not in the document.")
+            raise _bad(f"{where} names branch {v.branch}, which is not in the document.")
         if clean_path(v.path) != v.path:
-            raise ImportRejected(
-                f"{where}: the path is not in its plain form ({clean_path(v.path)!r})."
-            )
+            raise _bad(f"{where}: the path is not in its plain form ({clean_path(v.path)!r}).")
         if not place.fork_position <= v.position <= place.length:
-            raise ImportRejected(
+            raise _bad(
                 f"{where} is at message {v.position}, outside branch {v.branch}'s messages "
                 f"{place.fork_position} to {place.length}."
             )
         if v.sha256 is not None and v.sha256 not in files.blobs:
-            raise ImportRejected(f"{where} names content {v.sha256[:16]}, which is not in blobs.")
+            raise _bad(f"{where} names content {v.sha256[:16]}, which is not in blobs.")
         if v.created_at is not None:
             clean_past_time(v.created_at, what=f"created_at of {where}")
 
@@ -177,11 +177,13 @@ def _check_marks(
     files: FilesDoc, branches: dict[int, BranchPlace], checkpoints: dict[int, int]
 ) -> None:
     total = len(files.versions)
-    marks = [(f"checkpoint {c}'s files_upto", n) for c, n in checkpoints.items()]
+    marks: list[tuple[str, int | None]] = [
+        (f"checkpoint {c}'s files_upto", n) for c, n in checkpoints.items()
+    ]
     marks += [(f"branch {b}'s fork_files_upto", p.fork_files_upto) for b, p in branches.items()]
     for what, n in marks:
         if n is not None and not 0 <= n <= total:
-            raise ImportRejected(f"{what} is {n}; the document has {total} file versions.")
+            raise _bad(f"{what} is {n}; the document has {total} file versions.")
 
 
 def _workspace(
@@ -226,9 +228,8 @@ def _check_workspaces(files: FilesDoc, branches: dict[int, BranchPlace]) -> None
                 None,
             )
             if folder is not None:
-                raise ImportRejected(
-                    f"Cannot import this document: in branch {b}'s workspace '{folder}' is a "
-                    f"file and the folder of '{path}'."
+                raise _bad(
+                    f"in branch {b}'s workspace '{folder}' is a file and the folder of '{path}'."
                 )
 
 
