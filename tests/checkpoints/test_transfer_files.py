@@ -13,7 +13,14 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
 from sessions_app.errors import ImportRejected, ImportTooLarge
-from sessions_app.models import ExternalSession, FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import (
+    ExternalSession,
+    FileVersion,
+    InternalSession,
+    Message,
+    WorkspaceBlob,
+)
+from sessions_app.services import message_append
 from tests.conftest import say
 from workspace.selectors import checkpoint_files, workspace_files
 from workspace.services import file_delete, file_write
@@ -242,3 +249,27 @@ def test_an_import_whose_workspace_has_too_many_files_is_too_large(filed_session
     with pytest.raises(ImportTooLarge, match="WORKSPACE_MAX_FILES"):
         _import(doc, bob)
     assert ExternalSession.objects.filter(owner=bob).count() == 1
+
+
+def test_a_tool_messages_effect_survives_export_and_import(session, branch, bob):
+    say(branch, "send the mail")
+    sent = message_append(
+        branch=branch, role="tool", content="sent", tool_name="mail__send", tool_result="sent"
+    )
+    Message.objects.filter(pk=sent.pk).update(effect="external")
+    doc = session_export(session=session)
+
+    copied = _import(doc, bob)
+
+    assert doc["branches"][0]["messages"][1]["effect"] == "external"
+    effects = Message.objects.filter(branch__session=copied).order_by("position")
+    assert [m.effect for m in effects] == ["", "external"]
+
+
+def test_an_import_with_an_unknown_effect_is_refused(session, branch, bob):
+    say(branch, "hello")
+    doc = session_export(session=session)
+    doc["branches"][0]["messages"][0]["effect"] = "explosive"
+
+    with pytest.raises(ImportRejected):
+        _import(doc, bob)
