@@ -12,7 +12,7 @@ sides. A document from before the workspace has no `files` and still imports.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -186,51 +186,81 @@ def _check_marks(
             raise _bad(f"{what} is {n}; the document has {total} file versions.")
 
 
-def _workspace(
-    files: FilesDoc, branches: dict[int, BranchPlace], branch: int, upto: int
-) -> dict[str, str]:
-    """The workspace of `branch` over the first `upto` versions (as the selectors read it)."""
-    bounds: dict[int, int] = {}
-    at: int | None = branch
-    while at is not None and at not in bounds:
-        bounds[at] = upto
-        place = branches[at]
-        if place.fork_files_upto is not None:
-            upto = min(upto, place.fork_files_upto)
-        at = place.parent
-    out: dict[str, str | None] = {}
-    for i, v in enumerate(files.versions):
-        if i < bounds.get(v.branch, -1):
-            out[v.path] = v.sha256
-    return {p: sha for p, sha in out.items() if sha is not None}
+State = dict[str, tuple[int, str | None]]  # path -> (the version's index, its content or None)
+
+
+class _Workspaces:
+    """Each branch's workspace as the selectors would read it (the newest version of each path
+    along the lineage, each ancestor capped by its child's fork mark), built from its parent's
+    at the fork and its own versions, each state once: the cost follows the document's size,
+    not its branches times its versions."""
+
+    def __init__(self, files: FilesDoc, branches: dict[int, BranchPlace]) -> None:
+        self.branches = branches
+        self.own: dict[int, list[tuple[int, str, str | None]]] = {b: [] for b in branches}
+        for i, v in enumerate(files.versions):
+            self.own[v.branch].append((i, v.path, v.sha256))
+        self.memo: dict[tuple[int, int], State] = {}
+
+    def state(self, branch: int, upto: int) -> State:
+        chain: list[tuple[int, int]] = []
+        at: int | None = branch
+        while at is not None and (at, upto) not in self.memo:
+            chain.append((at, upto))
+            place = self.branches[at]
+            if place.fork_files_upto is not None:
+                upto = min(upto, place.fork_files_upto)
+            at = place.parent
+        out: State = self.memo[(at, upto)] if at is not None else {}
+        if len(self.memo) > 256:  # a bound on the memory; only the speed depends on it
+            self.memo.clear()
+        for b, bound in reversed(chain):
+            out = dict(out)
+            for i, path, sha in self.own[b]:
+                if i >= bound:
+                    break
+                if path not in out or out[path][0] < i:
+                    out[path] = (i, sha)
+            self.memo[(b, bound)] = out
+        return out
 
 
 def _check_workspaces(files: FilesDoc, branches: dict[int, BranchPlace]) -> None:
     if not files.versions:
         return
     limit = max_files()
+    workspaces = _Workspaces(files, branches)
     for b in branches:
-        found = sorted(_workspace(files, branches, b, len(files.versions)))
+        state = workspaces.state(b, len(files.versions))
+        found = sorted(p for p, (_, sha) in state.items() if sha is not None)
         if len(found) > limit:
             raise ImportTooLarge(
                 f"Cannot import this document: branch {b}'s workspace holds {len(found):,} files; "
                 f"the limit is {limit:,} (WORKSPACE_MAX_FILES)."
             )
-        present = set(found)
-        for path in found:
-            parts = path.split("/")
-            folder = next(
-                (
-                    "/".join(parts[:n])
-                    for n in range(1, len(parts))
-                    if "/".join(parts[:n]) in present
-                ),
-                None,
-            )
-            if folder is not None:
+        own = {path for _, path, _ in workspaces.own[b]}
+        _check_no_file_holds_files(b, found, [p for p in found if p in own])
+
+
+def _check_no_file_holds_files(branch: int, found: list[str], written: list[str]) -> None:
+    """No file of the branch's own writes (`written`) is a folder of another file, nor inside a
+    folder that is a file (`found`: the workspace's paths, sorted)."""
+    present = set(found)
+    for path in written:
+        parts = path.split("/")
+        for n in range(1, len(parts)):
+            folder = "/".join(parts[:n])
+            if folder in present:
                 raise _bad(
-                    f"in branch {b}'s workspace '{folder}' is a file and the folder of '{path}'."
+                    f"in branch {branch}'s workspace '{folder}' is a file and the folder of "
+                    f"'{path}'."
                 )
+        at = bisect_left(found, path + "/")
+        if at < len(found) and found[at].startswith(path + "/"):
+            raise _bad(
+                f"in branch {branch}'s workspace '{path}' is a file and the folder of "
+                f"'{found[at]}'."
+            )
 
 
 # --- Writing them ---------------------------------------------------------------------------
@@ -294,7 +324,7 @@ def files_import(
     for b, n in branches:
         if n is not None:
             b.fork_file_mark = mark(n)
-    InternalSession.objects.bulk_update(forked, ["fork_file_mark"], batch_size=500)
+    InternalSession.objects.bulk_update(forked, ["fork_file_mark"], batch_size=100)
     for c, n in checkpoints:
         c.files_mark = mark(n)
-    Checkpoint.objects.bulk_update([c for c, n in checkpoints if n], ["files_mark"], batch_size=500)
+    Checkpoint.objects.bulk_update([c for c, n in checkpoints if n], ["files_mark"], batch_size=100)

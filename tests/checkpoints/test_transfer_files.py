@@ -273,3 +273,39 @@ def test_an_import_with_an_unknown_effect_is_refused(session, branch, bob):
 
     with pytest.raises(ImportRejected):
         _import(doc, bob)
+
+
+def _chain(doc: dict, depth: int) -> None:
+    """`depth` more branches, each forked from the one before at its end, each writing a file."""
+    parent = doc["branches"][-1]
+    length = parent["fork_position"] + len(parent["messages"])
+    for level in range(depth):
+        branch_id = 10_000 + level
+        doc["branches"].append(
+            {
+                "id": branch_id,
+                "parent": parent["id"],
+                "fork_position": length,
+                "fork_files_upto": len(doc["files"]["versions"]),
+            }
+        )
+        sha = _blob(doc, f"level {level}")
+        doc["files"]["versions"].append(
+            {"branch": branch_id, "path": f"level{level:04}.txt", "position": length, "sha256": sha}
+        )
+        parent = doc["branches"][-1]
+
+
+def test_an_import_counts_files_along_a_deep_lineage(session, branch, bob, settings):
+    file_write(branch=branch, path="root.txt", content="root")
+    doc = session_export(session=session)
+    _chain(doc, 1500)  # deeper than Python's recursion limit
+    settings.WORKSPACE_MAX_FILES = 1501
+
+    copied = _import(doc, bob)
+
+    deepest = InternalSession.objects.filter(session=copied).order_by("-id").first()
+    assert len(workspace_files(deepest)) == 1501
+    settings.WORKSPACE_MAX_FILES = 1500
+    with pytest.raises(ImportTooLarge):
+        _import(doc, bob)
