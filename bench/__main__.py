@@ -28,6 +28,9 @@ STORE_BENCHES = {
     # benchmark: the systems that have it
     "checkpoint": ["rollback-sqlite", "rollback-postgres", "langgraph", "seed"],
     "restore": ["rollback-sqlite", "rollback-postgres", "langgraph", "agno", "seed"],
+    # The same with a 500-file workspace (the two above carry a 10-file one).
+    "checkpoint_500": ["rollback-sqlite", "rollback-postgres"],
+    "restore_500": ["rollback-sqlite", "rollback-postgres"],
     "read": ["rollback-sqlite", "rollback-postgres", "langgraph", "agno", "seed"],
     "read_orm": ["rollback-sqlite", "rollback-postgres"],
     "window": ["rollback-sqlite", "rollback-postgres"],

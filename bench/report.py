@@ -16,8 +16,10 @@ NAMES = {
     "seed": "seed design (JSON copy)",
 }
 TITLES = {
-    "checkpoint": "Checkpoint creation",
-    "restore": "Restore as a branch",
+    "checkpoint": "Checkpoint creation, 10 files",
+    "restore": "Restore as a branch, 10 files",
+    "checkpoint_500": "Checkpoint creation, 500 files",
+    "restore_500": "Restore as a branch, 500 files",
     "read": "Read the whole history",
     "read_orm": "Rollback's read before this change (ORM instances)",
     "window": "The history a turn needs (agents.context.fit_turn)",
@@ -126,11 +128,36 @@ def _constant_cost(store: dict[str, Any], small: int, big: int) -> list[Target]:
     return rows
 
 
+def _files_cost(store: dict[str, Any], big: int) -> list[Target]:
+    """Checkpoint and restore with a 500-file workspace within 1.3 times their cost with a
+    10-file one, with the same bytes: nothing is copied (the same statements: tests/workspace)."""
+    rows: list[Target] = []
+    for engine in ("sqlite", "postgres"):
+        name = f"rollback-{engine}"
+        for bench in ("checkpoint", "restore"):
+            a, b = med(store, bench, name, big), med(store, f"{bench}_500", name, big)
+            ba = med(store, bench, name, big, "bytes")
+            bb = med(store, f"{bench}_500", name, big, "bytes")
+            if a is None or b is None:
+                continue
+            ratio = b / a
+            rows.append(
+                (
+                    f"{bench} with 500 files within 1.3{TIMES} its cost with 10, constant bytes, "
+                    f"at {big:,} messages ({NAMES[name]})",
+                    f"{ratio:.2f}{TIMES}; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
+                    ratio <= 1.3 and abs((bb or 0) - (ba or 0)) <= 0.05 * max(ba or 1, 1),
+                    "",
+                )
+            )
+    return rows
+
+
 def targets(results: dict[str, Any]) -> list[Target]:
     store = results.get("store", {})
     sizes = results["sizes"]
     small, big = sizes[0], sizes[-1]
-    rows = _constant_cost(store, small, big)
+    rows = _constant_cost(store, small, big) + _files_cost(store, big)
     fork = med(store, "restore", "agno", big)
     ours = med(store, "restore", "rollback-sqlite", big)
     if fork and ours:
@@ -420,6 +447,8 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     for bench, with_bytes in (
         ("checkpoint", True),
         ("restore", True),
+        ("checkpoint_500", True),
+        ("restore_500", True),
         ("read", False),
         ("read_orm", False),
         ("window", False),

@@ -76,6 +76,41 @@ class Store:
         InternalSession.objects.filter(pk=branch.pk).update(message_count=start + n)
         branch.refresh_from_db()
 
+    @staticmethod
+    def _files(branch: Any, n: int) -> None:
+        """A workspace of n files on the branch, the rows n writes leave (in bulk: the
+        preparation is not what is measured)."""
+        from sessions_app.models import FileVersion, WorkspaceBlob
+        from workspace.validation import sha256_of
+
+        branch.refresh_from_db()
+        contents = [f"# module {i}\n" + text(i) for i in range(n)]
+        blobs = WorkspaceBlob.objects.bulk_create(
+            [
+                WorkspaceBlob(
+                    session_id=branch.session_id,
+                    sha256=sha256_of(c),
+                    content=c,
+                    size=len(c.encode("utf-8")),
+                )
+                for c in contents
+            ],
+            batch_size=500,
+        )
+        FileVersion.objects.bulk_create(
+            [
+                FileVersion(
+                    branch=branch,
+                    position=branch.message_count,
+                    path=f"src/pkg{i // 50}/module_{i:04}.py",
+                    blob=blob,
+                    metadata={"by": "agent"},
+                )
+                for i, blob in enumerate(blobs)
+            ],
+            batch_size=500,
+        )
+
     def bytes(self) -> int:
         from django.db import connection
 
@@ -108,7 +143,13 @@ class Store:
 
         branch = self._session(f"{size}")
         self._grow(branch, size)
+        self._files(branch, 10)
         base = checkpoint_create(branch=branch, name="base")
+        # The same conversation with a 500-file workspace.
+        wide = self._session(f"{size}, 500 files")
+        self._grow(wide, size)
+        self._files(wide, 500)
+        wide_base = checkpoint_create(branch=wide, name="base")
         # The context window: a summary of everything but the newest `window` messages, as the
         # turn before would have left it.
         cut = max(0, size - window)
@@ -136,25 +177,42 @@ class Store:
                 content="The conversation so far, summarised. " * 20,
                 model="bench",
             )
-        self.convs[size] = {"branch": branch, "base": base, "deep": deep}
+        self.convs[size] = {
+            "branch": branch,
+            "base": base,
+            "deep": deep,
+            "wide": wide,
+            "wide_base": wide_base,
+        }
 
     # --- what is measured --------------------------------------------------------------------
 
-    def checkpoint(self, size: int) -> dict[str, float]:
+    def checkpoint(self, size: int, wide: bool = False) -> dict[str, float]:
+        """A checkpoint of the conversation with its 10-file workspace (`wide`: 500 files)."""
         from checkpoints.services import checkpoint_create
 
-        branch = self.convs[size]["branch"]
+        branch = self.convs[size]["wide" if wide else "branch"]
         before = self.bytes()
         ms, _ = timed(lambda: checkpoint_create(branch=branch, name="bench"))
         return {"ms": ms, "bytes": self.bytes() - before}
 
-    def restore(self, size: int) -> dict[str, float]:
+    def restore(self, size: int, wide: bool = False) -> dict[str, float]:
+        """A restore as a branch of the conversation with its 10-file workspace (`wide`: 500)."""
         from checkpoints.services import checkpoint_restore
+        from workspace.selectors import workspace_files
 
-        base = self.convs[size]["base"]
+        base = self.convs[size]["wide_base" if wide else "base"]
         before = self.bytes()
-        ms, _ = timed(lambda: checkpoint_restore(checkpoint=base, mode="branch"))
-        return {"ms": ms, "bytes": self.bytes() - before}
+        ms, restored = timed(lambda: checkpoint_restore(checkpoint=base, mode="branch"))
+        added = self.bytes() - before
+        check(len(workspace_files(restored.branch)) == (500 if wide else 10))
+        return {"ms": ms, "bytes": added}
+
+    def checkpoint_500(self, size: int) -> dict[str, float]:
+        return self.checkpoint(size, wide=True)
+
+    def restore_500(self, size: int) -> dict[str, float]:
+        return self.restore(size, wide=True)
 
     def read(self, size: int) -> dict[str, float]:
         from sessions_app.selectors import branch_history
@@ -238,6 +296,8 @@ def main() -> None:
             "prepare": store.prepare,
             "checkpoint": store.checkpoint,
             "restore": store.restore,
+            "checkpoint_500": store.checkpoint_500,
+            "restore_500": store.restore_500,
             "read": store.read,
             "read_orm": store.read_orm,
             "window": store.window,

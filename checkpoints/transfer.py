@@ -2,6 +2,7 @@
 
 The document holds every branch with its own messages and its checkpoints; references between
 them (a branch's parent, the checkpoint it was forked from) use the ids of the exporting server.
+The workspace's files and their marks travel too (checkpoints.transfer_files).
 Import checks the whole document before writing anything, then writes it in one transaction.
 """
 
@@ -39,6 +40,8 @@ from sessions_app.selectors import without_cyclic_gc
 from sessions_app.services import session_quota_check
 from sessions_app.turns import message_limits_check
 
+from .transfer_files import BranchPlace, FilesDoc, files_check, files_export, files_import
+
 if TYPE_CHECKING:
     from accounts.models import User
 
@@ -55,6 +58,7 @@ _MESSAGE_FIELDS = (
     "tool_result",
     "tool_call_id",
     "tool_calls",
+    "effect",
     "created_at",
     "metadata",
 )
@@ -67,6 +71,7 @@ def _iso(value: datetime | None) -> str | None:
 def session_export(*, session: ExternalSession) -> dict[str, Any]:
     """The whole session, every branch with its own messages and checkpoints."""
     branches = list(InternalSession.objects.filter(session=session).order_by("created_at", "id"))
+    files = files_export(session)
     by_branch: dict[int, dict[str, Any]] = {}
     for b in _parents_first(branches):
         by_branch[b.pk] = {
@@ -79,6 +84,7 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
             "session_state": b.session_state,
             "metadata": b.metadata,
             "created_at": _iso(b.created_at),
+            "fork_files_upto": files.upto(b.fork_file_mark),
             "messages": [],
             "checkpoints": [],
         }
@@ -104,6 +110,7 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
                 "session_state": cp.session_state,
                 "metadata": cp.metadata,
                 "created_at": _iso(cp.created_at),
+                "files_upto": files.upto(cp.files_mark),
             }
         )
     return {
@@ -117,6 +124,7 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
             "session_key": session.session_key or None,
         },
         "branches": list(by_branch.values()),
+        "files": files.files,
     }
 
 
@@ -155,6 +163,7 @@ class MessageDoc(_Strict):
     tool_result: str | None = ""
     tool_call_id: str = Field(default="", max_length=200)
     tool_calls: Any = None
+    effect: Literal["", "none", "workspace", "external"] = ""
     created_at: datetime | None = None
     metadata: JSONObject = Field(default_factory=dict)
 
@@ -168,6 +177,8 @@ class CheckpointDoc(_Strict):
     session_state: JSONObject = Field(default_factory=dict)
     metadata: JSONObject = Field(default_factory=dict)
     created_at: datetime | None = None
+    # How many of the document's file versions its workspace covers (0: none, or no files).
+    files_upto: int = Field(default=0, ge=0)
 
 
 class BranchDoc(_Strict):
@@ -180,6 +191,8 @@ class BranchDoc(_Strict):
     session_state: JSONObject = Field(default_factory=dict)
     metadata: JSONObject = Field(default_factory=dict)
     created_at: datetime | None = None
+    # How many of the document's file versions its parent's workspace is seen up to (None: all).
+    fork_files_upto: int | None = Field(default=None, ge=0)
     messages: list[MessageDoc] = Field(default_factory=list)
     checkpoints: list[CheckpointDoc] = Field(default_factory=list)
 
@@ -198,6 +211,7 @@ class ExportDoc(_Strict):
     exported_at: datetime | None = None
     session: SessionDoc
     branches: list[BranchDoc] = Field(min_length=1)
+    files: FilesDoc | None = None  # None: a document from before the workspace
 
 
 def _describe(error: ValidationError) -> str:
@@ -251,6 +265,16 @@ def validate_export(data: Any) -> ExportDoc:
         raise ImportRejected(_describe(exc)) from None
     _check_structure(doc)
     _check_values(doc)
+    files_check(
+        doc.files,
+        {
+            b.id: BranchPlace(
+                b.parent, b.fork_position, b.fork_position + len(b.messages), b.fork_files_upto
+            )
+            for b in doc.branches
+        },
+        {c.id: c.files_upto for b in doc.branches for c in b.checkpoints},
+    )
     return doc
 
 
@@ -417,6 +441,8 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
     )
     branch_ids: dict[int, int] = {}
     checkpoint_ids: dict[int, int] = {}
+    made_branches: list[tuple[InternalSession, int | None]] = []
+    made_checkpoints: list[tuple[Checkpoint, int]] = []
     for b in doc.branches:
         branch = InternalSession.objects.create(
             session=session,
@@ -432,6 +458,7 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
             metadata=b.metadata,
         )
         branch_ids[b.id] = branch.pk
+        made_branches.append((branch, b.fork_files_upto))
         Message.objects.bulk_create(
             (
                 Message(
@@ -445,6 +472,7 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
                     tool_result=storable_text(m.tool_result or ""),
                     tool_call_id=storable_text(m.tool_call_id),
                     tool_calls=m.tool_calls,
+                    effect=m.effect,
                     created_at=_when(m.created_at),
                     metadata=m.metadata,
                 )
@@ -464,4 +492,12 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
                 created_at=_when(c.created_at),
             )
             checkpoint_ids[c.id] = created.pk
+            made_checkpoints.append((created, c.files_upto))
+    files_import(
+        session=session,
+        files=doc.files,
+        branches=made_branches,
+        checkpoints=made_checkpoints,
+        branch_ids=branch_ids,
+    )
     return session

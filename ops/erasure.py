@@ -1,5 +1,6 @@
 """Erasing a user on request: every row of theirs in every table, in one transaction. Their
-sessions (with branches, messages, summaries, checkpoints and turns), memories (and their words in
+sessions (with branches, messages, summaries, checkpoints, turns and workspace files: every
+version and every content), memories (and their words in
 the search index), API keys, browser logins, the admin's log entries about them and their objects,
 their name on audit records, and the account itself. Their open sockets close. The audit record of
 the erasure keeps counts and the user's former id, nothing of what they wrote or were called."""
@@ -21,7 +22,15 @@ from checkpoints.models import Checkpoint
 from core import events
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
-from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
+from sessions_app.models import (
+    ExternalSession,
+    FileVersion,
+    InternalSession,
+    Message,
+    Summary,
+    Turn,
+    WorkspaceBlob,
+)
 from sessions_app.search import search_index_forget_deleted
 from sessions_app.services import session_delete
 
@@ -73,6 +82,8 @@ def user_holdings(user: User) -> dict[str, int]:
         "summaries": Summary.objects.filter(last_message__branch__session__owner=user).count(),
         "checkpoints": Checkpoint.objects.filter(branch__session__owner=user).count(),
         "turns": Turn.objects.filter(session__owner=user).count(),
+        "file_versions": FileVersion.objects.filter(branch__session__owner=user).count(),
+        "file_contents": WorkspaceBlob.objects.filter(session__owner=user).count(),
         "memories": Memory.objects.filter(user=user).count(),
         "api_keys": ApiKey.objects.filter(user=user).count(),
         "browser_logins": sum(1 for _ in _login_sessions(user)),

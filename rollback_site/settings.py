@@ -531,6 +531,13 @@ ROLLBACK_STATE_MAX_BYTES = env_int("ROLLBACK_STATE_MAX_BYTES", 64 * 1024)
 # is refused until some are deleted.
 ROLLBACK_MAX_SESSIONS_PER_USER = env_int("ROLLBACK_MAX_SESSIONS_PER_USER", 10_000)
 
+# --- The workspace (workspace/) ---------------------------------------------------------------
+# A session's text files, versioned with its branches: the largest file in bytes (UTF-8) and the
+# most files one workspace (a branch as it stands) may hold. A write past either is refused with
+# a clear error and writes nothing; the agent's tool gets that error as its result.
+WORKSPACE_MAX_FILE_BYTES = max(1, env_int("WORKSPACE_MAX_FILE_BYTES", 262_144))
+WORKSPACE_MAX_FILES = max(1, env_int("WORKSPACE_MAX_FILES", 1_000))
+
 # --- Memories (memories/) ------------------------------------------------------------------
 # Facts about a user the agent keeps across sessions. The longest L2 details of one memory, in
 # characters (longer: 413); how many memories one user may keep; the characters of L0 lines the

@@ -8,6 +8,11 @@ A worker claims a queued turn (`turn_claim`), which counts an attempt; the attem
 fencing token: heartbeats, storing the answer and finishing all check it, so a worker that was
 given up on can never store an answer after the turn was handed to another one
 (`turn_recover_stale`). One reply is stored, once.
+
+What the turn's agent wrote to the workspace goes with its tool messages: kept when the turn ends
+`done`, deleted (file_rows.turn_writes_drop) in the same transaction when it fails, is stopped, or
+is claimed again to run from its start. Those changes take the session's lock first, like every
+writer of a session's rows, so an agent's write in flight is either dropped or refused.
 """
 
 from __future__ import annotations
@@ -25,8 +30,15 @@ from django.utils import timezone
 from core import events, logs
 from core.errors import InvalidInput
 from core.validation import JSONObject, storable_json, storable_text
-from sessions_app.errors import BranchNotFound, MessageTooLong, TurnAlreadyEnded, TurnInProgress
+from sessions_app.errors import (
+    BranchNotFound,
+    MessageTooLong,
+    SessionNotFound,
+    TurnAlreadyEnded,
+    TurnInProgress,
+)
 
+from .file_rows import turn_writes_drop
 from .models import ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append, message_append_locked
 
@@ -214,27 +226,62 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     """Move a queued turn to running and return it, its `attempts` counting this claim (the
     claimer's fencing token) and `metadata.worker` naming the claimer (host:pid). None when it is
     not queued: a redelivered task, a turn another worker took, a finished turn, a deleted
-    session."""
+    session. A turn claimed before (taken over from a worker that died) runs again from its
+    start: what its earlier attempts wrote to the workspace is deleted in the same transaction."""
     now = timezone.now()
+    session_id: int | None = None
+    while True:
+        with transaction.atomic():
+            if session_id is not None:
+                try:
+                    lock_session(session_id)
+                except SessionNotFound:
+                    return None
+            turn = (
+                Turn.objects.select_for_update(of=("self",))
+                .select_related("session", "session__owner", "user_message")
+                .filter(pk=turn_id, status=Turn.Status.QUEUED)
+                .first()
+            )
+            if turn is None:
+                return None
+            if turn.attempts and session_id is None:
+                # Dropping the earlier writes needs the session's lock, which every writer
+                # takes before a turn's row: claim again, taking it first (rare: a take-over).
+                session_id = turn.session_id
+                continue
+            turn.status = Turn.Status.RUNNING
+            turn.attempts += 1
+            turn.started_at = turn.heartbeat_at = now
+            if worker:
+                turn.metadata = {**turn.metadata, "worker": worker}
+            turn.save(
+                update_fields=["status", "attempts", "started_at", "heartbeat_at", "metadata"]
+            )
+            if turn.attempts > 1:
+                turn_writes_drop(turn.pk)
+            events.turn_started(
+                session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
+            )
+        return turn
+
+
+def _end_dropping_writes(
+    turn_id: int, session_id: int, rows: QuerySet[Turn], **values: Any
+) -> bool:
+    """End a turn other than `done` (failed, cancelled) by the conditional update
+    `rows.update(**values)`, under the session's lock, and delete its workspace writes in the
+    same transaction (its tool messages are not kept either). False when the update matched
+    nothing, or the session is gone."""
     with transaction.atomic():
-        turn = (
-            Turn.objects.select_for_update(of=("self",))
-            .select_related("session", "session__owner", "user_message")
-            .filter(pk=turn_id, status=Turn.Status.QUEUED)
-            .first()
-        )
-        if turn is None:
-            return None
-        turn.status = Turn.Status.RUNNING
-        turn.attempts += 1
-        turn.started_at = turn.heartbeat_at = now
-        if worker:
-            turn.metadata = {**turn.metadata, "worker": worker}
-        turn.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "metadata"])
-        events.turn_started(
-            session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
-        )
-    return turn
+        try:
+            lock_session(session_id)
+        except SessionNotFound:
+            return False
+        if not rows.update(**values):
+            return False
+        turn_writes_drop(turn_id)
+    return True
 
 
 def _owned(turn: Turn) -> QuerySet[Turn]:
@@ -345,7 +392,15 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
     stale = settings.AGENT_TURN_STALE_SECONDS
     tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
     error = WORKER_DIED.format(attempts=tries, seconds=stale)
-    if still_dead.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+    failed = _end_dropping_writes(
+        turn.pk,
+        turn.session_id,
+        still_dead,
+        status=Turn.Status.FAILED,
+        error=error,
+        finished_at=now,
+    )
+    if failed:
         turn.error = error
         done.failed.append(turn)
         events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
@@ -355,7 +410,12 @@ def _fail_lost(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -> N
     """Fail a queued turn no worker picked up within TURN_QUEUE_TIMEOUT."""
     error = NOT_PICKED_UP.format(seconds=settings.TURN_QUEUE_TIMEOUT)
     waiting = Turn.objects.filter(_unclaimed_since(cutoff), pk=turn.pk, status=Turn.Status.QUEUED)
-    if waiting.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+    values = {"status": Turn.Status.FAILED, "error": error, "finished_at": now}
+    if turn.attempts:  # run before, then queued again: its earlier attempts' writes go
+        failed = _end_dropping_writes(turn.pk, turn.session_id, waiting, **values)
+    else:  # never run: nothing written, no lock needed
+        failed = waiting.update(**values) == 1
+    if failed:
         turn.error = error
         done.failed.append(turn)
         events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
@@ -501,8 +561,13 @@ def turn_finish(
 
 def turn_fail(*, turn: Turn, error: str, metadata: JSONObject | None = None) -> bool:
     """Fail the turn with a readable error, if it is still queued or running in the attempt the
-    caller holds (`turn.attempts`). What was stored stays stored. False when nothing changed."""
-    failed = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE, attempts=turn.attempts).update(
+    caller holds (`turn.attempts`). What was stored stays stored (the user's message); what the
+    turn's agent wrote to the workspace goes, like its tool messages. False when nothing
+    changed."""
+    failed = _end_dropping_writes(
+        turn.pk,
+        turn.session_id,
+        Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE, attempts=turn.attempts),
         status=Turn.Status.FAILED,
         error=storable_text(error)[:4000],
         finished_at=timezone.now(),
@@ -520,13 +585,17 @@ def turn_cancel(*, turn: Turn) -> Turn:
     worker running it notices within about TURN_STOP_POLL_SECONDS, closes the model's stream and
     keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
     nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
-    update decides a race with the turn's natural end: exactly one of them wins."""
-    with transaction.atomic():
-        cancelled = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE).update(
-            status=Turn.Status.CANCELLED, finished_at=timezone.now()
-        )
-        if cancelled:
-            events.turn_cancelled(session=turn.session_id, turn=turn.pk)
+    update decides a race with the turn's natural end: exactly one of them wins. What the turn's
+    agent wrote to the workspace is deleted with it (its tool messages are never stored)."""
+    cancelled = _end_dropping_writes(
+        turn.pk,
+        turn.session_id,
+        Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE),
+        status=Turn.Status.CANCELLED,
+        finished_at=timezone.now(),
+    )
+    if cancelled:
+        events.turn_cancelled(session=turn.session_id, turn=turn.pk)
     turn.refresh_from_db()
     if turn.status != Turn.Status.CANCELLED:
         raise TurnAlreadyEnded()

@@ -6,30 +6,38 @@ branch's later versions (checkpoints.services).
 Every write takes the session's lock, then the branch's row (sessions_app.services.lock_session),
 like every other write to a session, so it is ordered with checkpoints, forks and rewinds. A
 write by a turn's agent names the turn: it is refused once the turn is no longer that worker's
-(cancelled, failed, taken over), and dropped with the turn's messages when the turn does not end
-`done` (`files_drop_turn`).
+(cancelled, failed, taken over), and dropped with the turn's tool messages when the turn does not
+end `done` (sessions_app.file_rows.turn_writes_drop, called where sessions_app.turns ends it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from core import events
 from core.errors import Conflict
 from core.validation import JSONObject, clean_metadata
 from sessions_app.errors import BranchNotFound
+from sessions_app.file_rows import blobs_collect, versions_delete
 from sessions_app.models import FileVersion, InternalSession, Turn, WorkspaceBlob
 from sessions_app.services import lock_session
 
 from .errors import FileNotFoundInWorkspace, TooManyFiles
 from .selectors import WorkspaceFile, workspace_files
 from .validation import clean_content, clean_path, max_files, sha256_of
+
+__all__ = [
+    "TurnNoLongerWrites",
+    "Written",
+    "blobs_collect",
+    "file_delete",
+    "file_write",
+    "versions_delete",
+]
 
 WRITING_STATUSES = (Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL)
 
@@ -149,33 +157,3 @@ def file_delete(
     )
     events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
     return clean
-
-
-def blobs_collect(blob_ids: Iterable[int]) -> int:
-    """Delete those of `blob_ids` no version refers to any more (after versions were deleted:
-    a rewind, a failed turn). Returns how many went."""
-    ids = sorted(set(blob_ids))
-    gone = 0
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        used = FileVersion.objects.filter(blob=OuterRef("pk"))
-        gone += (
-            WorkspaceBlob.objects.filter(pk__in=chunk)
-            .exclude(Exists(used))
-            .delete()[1]
-            .get(WorkspaceBlob._meta.label, 0)
-        )
-    return gone
-
-
-def versions_delete(versions: Any) -> list[str]:
-    """Delete the FileVersion rows of the queryset `versions`, and the blobs only they used.
-    Returns the paths they touched."""
-    rows = list(versions.values_list("id", "path", "blob_id"))
-    if not rows:
-        return []
-    ids = [pk for pk, _, _ in rows]
-    for start in range(0, len(ids), 500):
-        FileVersion.objects.filter(pk__in=ids[start : start + 500]).delete()
-    blobs_collect(b for _, _, b in rows if b is not None)
-    return sorted({p for _, p, _ in rows})
