@@ -257,6 +257,8 @@ def _after_tool(message: Message) -> str:
     result = message.content if isinstance(message.content, str) else str(message.content)
     if message.tool_name == "calculate" and not result.startswith("Error"):
         return f"The result is **{result}**."
+    if not result.strip():  # an empty file read: a reply is never empty
+        return "The file is empty." if message.tool_name == "read_file" else "Done."
     return result
 
 

@@ -504,3 +504,10 @@ def test_the_demo_keeps_a_todo_list(alice, session, branch):
         "title": "bake bread",
         "done": False,
     }
+
+
+def test_reading_an_empty_file_gets_a_reply_saying_so(alice, session):
+    run(alice, session, "write notes.md saying ")
+    turn = run(alice, session, "read notes.md").last_turn
+    assert turn.status == Turn.Status.DONE, turn.error
+    assert turn.reply == "The file is empty."
