@@ -26,6 +26,7 @@ works on a branch at a time (`summarising`), and a turn that needs a summary wai
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -52,10 +53,11 @@ log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 3.5  # English prose is about 4, code about 3: err towards counting more
 MESSAGE_TOKENS = 4  # each message's role and framing
-# The instructions and the tool schemas agno sends with every request (measured: about 4,500
-# characters for the built-in tools, the memory tools included), with room to spare. The L0
-# lines of the user's memories come on top (fit_turn's `extra_chars`).
-SYSTEM_CHARS = 5_400
+# The instructions and the tool schemas agno sends with every request (measured: about 7,200
+# characters for the built-in tools, the memory, file and plan tools included), with room to
+# spare. The L0 lines of the user's memories and the ledger's note come on top (fit_turn's
+# `extra_chars`).
+SYSTEM_CHARS = 8_400
 SAFETY = 0.95  # the share of the window a request may fill by our count
 KEEP_SHARE = 0.5  # after summarising, the newest messages fill at most this share of what is left
 SUMMARY_MAX_TOKENS = 1_024
@@ -98,6 +100,45 @@ class SummaryFailed(Exception):
     def __init__(self, reason: str, *, overflow: bool = False) -> None:
         super().__init__(reason)
         self.overflow = overflow
+
+
+# The note telling the model what a restore left behind (the branch's `left_behind`, kept by
+# checkpoints.services): at most this many effects, the newest, each call's arguments cut short.
+LEDGER_NOTE_EFFECTS = 10
+LEDGER_NOTE_ARGS_CHARS = 160
+
+
+def left_behind_note(branch: InternalSession) -> str | None:
+    """What the restore that made (or rewound) `branch` could not undo, for the model's
+    instructions: the external effects of tool calls it left behind, so the model does not do
+    them again unasked. None when the branch's restore left nothing behind."""
+    entries = (branch.metadata or {}).get("left_behind")
+    if not isinstance(entries, list):
+        return None
+    lines = [_ledger_line(e) for e in entries[-LEDGER_NOTE_EFFECTS:] if isinstance(e, dict)]
+    if not lines:
+        return None
+    more = len(entries) - LEDGER_NOTE_EFFECTS
+    if more > 0:
+        lines.insert(0, f"- (and {more} earlier ones)")
+    return (
+        "<left_behind>\n"
+        "This conversation was restored to an earlier point. These tool calls were made before "
+        "the restore and acted outside this conversation: the restore did not undo them, they "
+        "still happened. Do not do them again unless the user asks you to.\n"
+        + "\n".join(lines)
+        + "\n</left_behind>"
+    )
+
+
+def _ledger_line(entry: dict[str, Any]) -> str:
+    tool = str(entry.get("tool_name") or "a tool")[:100]
+    args = entry.get("args")
+    shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+    if len(shown) > LEDGER_NOTE_ARGS_CHARS:
+        shown = shown[:LEDGER_NOTE_ARGS_CHARS] + "…"
+    when = str(entry.get("created_at") or "")[:19].replace("T", " ")
+    return f"- {tool} {shown}" + (f" at {when} UTC" if when else "")
 
 
 @dataclass

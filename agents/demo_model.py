@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +19,15 @@ from core.model_choice import DEMO_MODEL_ID
 
 DEMO_NOTICE = (
     "I am Rollback's offline demo model: set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a "
-    "real model. Try “calculate (2+3)*4”, “checkpoint as start”, “list checkpoints” or "
-    "“roll back to start”."
+    "real model. Try “calculate (2+3)*4”, “write notes.md saying hello”, “checkpoint as "
+    "start”, “list the files”, “add a todo: buy milk” or “roll back to start”."
 )
 
 _NAME = r"[\"'“”‘’]?(?P<name>[^\"'“”‘’]+?)[\"'“”‘’]?"
+# A file the user names: a path with an extension (notes.md, docs/plan.txt), quoted or not.
+_PATH = r"[\"'`“”‘’]?(?P<path>[^\s\"'`“”‘’]+\.[A-Za-z0-9]+)[\"'`“”‘’]?"
+_PLEASE = r"^\s*(?:please\s+)?(?:can you\s+|could you\s+)?"
+_TODO = r"(?:todo|to-do|task)"
 _INTENTS: list[tuple[str, re.Pattern[str]]] = [
     (
         # "remember KEY: FACT": the fact under that key (category Project, unless the key starts
@@ -37,6 +41,61 @@ _INTENTS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     ("recall", re.compile(r"^\s*(?:please\s+)?recall\s+(?P<query>\S.*?)\s*[?.!]*$", re.I | re.S)),
+    (
+        # "write a file notes.md saying hello", "create notes.md with: ...": anchored at the
+        # start, like remember, so the content may say anything (even "roll back to start").
+        "write_file",
+        re.compile(
+            rf"{_PLEASE}(?:write|create|make|save)\s+(?:(?:a|an|the|new)\s+)*(?:file\s+)?"
+            rf"(?:called\s+|named\s+)?{_PATH}\s*(?:,\s*)?"
+            r"(?:saying|with(?: the content)?|containing|that says|:)\s*:?\s*(?P<content>.*?)\s*$",
+            re.I | re.S,
+        ),
+    ),
+    (
+        "read_file",
+        re.compile(
+            rf"{_PLEASE}(?:read|open|show me|show|cat)\s+(?:me\s+)?(?:the\s+)?(?:file\s+)?"
+            rf"{_PATH}\s*[.!?]*$",
+            re.I,
+        ),
+    ),
+    (
+        "delete_file",
+        re.compile(rf"{_PLEASE}(?:delete|remove)\s+(?:the\s+)?(?:file\s+)?{_PATH}\s*[.!?]*$", re.I),
+    ),
+    (
+        "list_dir",
+        re.compile(
+            r"\b(?:list|show)(?: me)?(?: all| my| the)? files\b"
+            r"(?:\s+(?:in|under)\s+(?:the\s+)?(?:folder\s+)?(?P<folder>[^\s?.!]+))?",
+            re.I,
+        ),
+    ),
+    (
+        "create_todo",
+        re.compile(
+            rf"{_PLEASE}(?:add|create|new)\s+(?:a\s+)?{_TODO}(?:\s+item)?\s*:?\s+"
+            r"(?P<title>\S.*?)\s*[.!]*$",
+            re.I | re.S,
+        ),
+    ),
+    (
+        "mark_todo_done",
+        re.compile(
+            rf"\b(?:mark|tick(?: off)?|check off|complete|finish)\s+(?:the\s+)?{_TODO}\s+"
+            r"#?(?P<id>\d+)\b",
+            re.I,
+        ),
+    ),
+    (
+        "get_todo",
+        re.compile(
+            rf"\b(?:show|list|see|what(?:'s| is) on)(?: me)?(?: all| my| the)?\s+"
+            rf"(?:{_TODO}s?(?: list)?|plan)\b",
+            re.I,
+        ),
+    ),
     (
         "rollback_to_checkpoint_tool",
         re.compile(
@@ -144,30 +203,53 @@ def _category_of(key: str) -> str:
     return next((c for c in _CATEGORIES if c.lower() == first), "Project")
 
 
+def _unquoted(text: str) -> str:
+    """`text` without one pair of quotes around it."""
+    text = text.strip()
+    pairs = {'"': '"', "'": "'", "“": "”", "‘": "’", "`": "`"}
+    if len(text) >= 2 and pairs.get(text[0]) == text[-1]:
+        return text[1:-1]
+    return text
+
+
+def _remember_args(groups: dict[str, Any]) -> dict[str, Any]:
+    key = groups["key"]
+    return {"key": key, "category": _category_of(key), "l0": groups["fact"]}
+
+
+def _cleanup_args(groups: dict[str, Any]) -> dict[str, Any]:
+    return {"keep_latest": int(groups["keep"]) if groups.get("keep") else 5}
+
+
+# The arguments of each tool's call, from the groups its pattern matched (none: no arguments).
+_ARGUMENTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "calculate": lambda g: {"expression": g["expr"].strip()},
+    "create_checkpoint": lambda g: {"name": g["name"].strip()},
+    "rollback_to_checkpoint_tool": lambda g: {"checkpoint_id_or_name": g["name"].strip()},
+    "delete_checkpoint_tool": lambda g: {"checkpoint_id": int(g["id"])},
+    "get_checkpoint_info_tool": lambda g: {"checkpoint_id": int(g["id"])},
+    "remember": _remember_args,
+    "recall": lambda g: {"query": g["query"]},
+    "cleanup_auto_checkpoints_tool": _cleanup_args,
+    "write_file": lambda g: {"path": g["path"], "content": _unquoted(g["content"])},
+    "read_file": lambda g: {"path": g["path"]},
+    "delete_file": lambda g: {"path": g["path"]},
+    "list_dir": lambda g: {"path": g["folder"] or ""},
+    "create_todo": lambda g: {"title": _unquoted(g["title"])},
+    "mark_todo_done": lambda g: {"todo_id": int(g["id"])},
+}
+
+
 def _intent(text: str, available: set[str]) -> tuple[str, dict[str, Any]] | None:
+    """The first tool (of those offered) whose pattern the message matches, with its
+    arguments."""
     for tool, pattern in _INTENTS:
         if tool not in available:
             continue
         match = pattern.search(text.strip())
-        if not match:
-            continue
-        groups = match.groupdict()
-        if tool == "calculate":
-            return tool, {"expression": groups["expr"].strip()}
-        if tool in ("create_checkpoint",):
-            return tool, {"name": groups["name"].strip()}
-        if tool == "rollback_to_checkpoint_tool":
-            return tool, {"checkpoint_id_or_name": groups["name"].strip()}
-        if tool in ("delete_checkpoint_tool", "get_checkpoint_info_tool"):
-            return tool, {"checkpoint_id": int(groups["id"])}
-        if tool == "remember":
-            key = groups["key"]
-            return tool, {"key": key, "category": _category_of(key), "l0": groups["fact"]}
-        if tool == "recall":
-            return tool, {"query": groups["query"]}
-        if tool == "cleanup_auto_checkpoints_tool":
-            return tool, {"keep_latest": int(groups["keep"]) if groups.get("keep") else 5}
-        return tool, {}
+        if match:
+            build = _ARGUMENTS.get(tool)
+            return tool, build(match.groupdict()) if build else {}
     return None
 
 
@@ -175,6 +257,8 @@ def _after_tool(message: Message) -> str:
     result = message.content if isinstance(message.content, str) else str(message.content)
     if message.tool_name == "calculate" and not result.startswith("Error"):
         return f"The result is **{result}**."
+    if not result.strip():  # an empty file read: a reply is never empty
+        return "The file is empty." if message.tool_name == "read_file" else "Done."
     return result
 
 

@@ -11,12 +11,15 @@ templates of many models accept only alternating roles.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from agno.models.message import Message as AgnoMessage
 
 from sessions_app.models import Message
 from sessions_app.turns import NewMessage
+
+from .tools import DEFAULT_EFFECT
 
 
 def _call_ids(tool_calls: Any) -> list[str]:
@@ -127,13 +130,19 @@ def _metrics(message: AgnoMessage) -> dict[str, Any]:
 
 
 def from_agno(
-    messages: list[AgnoMessage], *, model: str, ran: set[str] | None = None
+    messages: list[AgnoMessage],
+    *,
+    model: str,
+    ran: set[str] | None = None,
+    effects: Mapping[str, str] | None = None,
 ) -> list[NewMessage]:
     """The messages a run added after the user's message, ready to store. A tool result is
     marked {"error": true} when its tool did not run: it raised (agno's `tool_call_error`), or
     its call id is not in `ran`, the calls that ran (agno answers a call to an unknown tool,
     with arguments that are not JSON, or past the tool-call limit with an error text of its
-    own and no flag)."""
+    own and no flag). Each tool message records its tool's effect from `effects` (the agent's
+    `tool_effects`); a name it does not know is `external`, the safe assumption. A call that
+    did not run still records its tool's effect: what the tool may do, not what it did."""
     new: list[NewMessage] = []
     names: dict[str, str] = {}
     seen_user = False
@@ -160,15 +169,17 @@ def from_agno(
         elif m.role == "tool":
             result = _text(m.content)
             failed = bool(m.tool_call_error) or (ran is not None and m.tool_call_id not in ran)
+            name = m.tool_name or names.get(m.tool_call_id or "", "")
             new.append(
                 NewMessage(
                     role="tool",
                     content=result,
-                    tool_name=m.tool_name or names.get(m.tool_call_id or "", ""),
+                    tool_name=name,
                     tool_args=m.tool_args,
                     tool_result=result,
                     tool_call_id=m.tool_call_id or "",
                     metadata={"error": True} if failed else {},
+                    effect=(effects or {}).get(name, DEFAULT_EFFECT),
                 )
             )
         elif m.role == "user":

@@ -38,6 +38,7 @@ from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
+from .file_tools import FileTools
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
 from .tools import (
@@ -68,6 +69,10 @@ INSTRUCTIONS = [
     "You remember facts about the user across conversations: save a lasting fact with the "
     "remember tool, look one up with the recall tool. Memories belong to the user, not to this "
     "conversation: a rollback does not erase them.",
+    "This conversation has a workspace of text files: use list_dir, read_file, write_file and "
+    "delete_file when the user asks you to create, change or look at files. A checkpoint keeps "
+    "the files as they are, and a restore brings them back.",
+    "Keep a plan for longer tasks with create_todo, get_todo and mark_todo_done.",
 ]
 
 
@@ -112,8 +117,9 @@ def _when(cp: Checkpoint) -> str:
     return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
 
 
-class RollbackAgent:
-    """An agent bound to one session and one of its branches, running an agno Agent."""
+class RollbackAgent(FileTools):
+    """An agent bound to one session and one of its branches, running an agno Agent. Its
+    workspace and plan tools come from agents.file_tools."""
 
     # The tools that work on checkpoints themselves: using them takes no automatic checkpoint.
     # Every other tool does, the memory tools included, as the public contract says.
@@ -169,6 +175,7 @@ class RollbackAgent:
         # Set while a turn runs: where its user message sits, so checkpoints the model asks for
         # mark the conversation as it stood when the user asked.
         self.turn_position: int | None = None
+        self.running_turn: Turn | None = None
         self.on_event: Callable[[events.Event], None] | None = None
         self.created_checkpoints: list[Checkpoint] = []
         custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
@@ -182,6 +189,13 @@ class RollbackAgent:
             self.cleanup_auto_checkpoints_tool,
             self.remember,
             self.recall,
+            self.list_dir,
+            self.read_file,
+            self.write_file,
+            self.delete_file,
+            self.create_todo,
+            self.get_todo,
+            self.mark_todo_done,
         ]
         kept = without_replaced(builtins, custom)
         replaced = names_of(builtins) - names_of(kept)
@@ -289,6 +303,14 @@ class RollbackAgent:
     def get_session_state(self, session_id: str | None = None) -> dict[str, Any]:
         """The branch's state (seed 003); `session_id` is agno's and has no use here."""
         return dict(self.session_state or {})
+
+    def plan_state(self) -> dict[str, Any]:
+        """The state the plan tools keep the todo list in: the run's session state."""
+        state = self.session_state
+        if state is None:
+            state = {}
+            self.session_state = state
+        return state
 
     def persistent_state(self) -> dict[str, Any]:
         """The state to store on the branch: without the rollback request flags."""

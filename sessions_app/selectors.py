@@ -406,6 +406,7 @@ class HistoryRow(TypedDict):
     tool_result: str
     tool_call_id: str
     tool_calls: Any
+    effect: str | None  # a tool message's (none, workspace, external); None for other roles
     metadata: Any
     created_at: datetime
 
@@ -420,6 +421,7 @@ _ROW_FIELDS = (
     "tool_result",
     "tool_call_id",
     "tool_calls",
+    "effect",
     "metadata",
     "created_at",
 )
@@ -464,6 +466,7 @@ def branch_history_rows(
                 "tool_result": tool_result,
                 "tool_call_id": tool_call_id,
                 "tool_calls": loads(tool_calls),
+                "effect": effect or None,
                 "metadata": loads(metadata),
                 "created_at": datetime_value(created_at),
             }
@@ -477,6 +480,7 @@ def branch_history_rows(
                 tool_result,
                 tool_call_id,
                 tool_calls,
+                effect,
                 metadata,
                 created_at,
             ) in cursor.fetchall()

@@ -39,7 +39,7 @@ from sessions_app.errors import (
 )
 
 from .file_rows import turn_writes_drop
-from .models import ExternalSession, InternalSession, Message, Turn
+from .models import Effect, ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append, message_append_locked
 
 if TYPE_CHECKING:
@@ -442,6 +442,15 @@ class NewMessage:
     tool_call_id: str = ""
     tool_calls: Any = None
     metadata: JSONObject = field(default_factory=dict)
+    effect: str = ""  # a tool message's: none, workspace or external (Message.effect)
+
+
+def _effect(m: NewMessage) -> str:
+    """A tool message's effect as stored: one of Effect's, `external` when it names none (the
+    safe assumption); empty for the other roles."""
+    if m.role != Message.Role.TOOL:
+        return ""
+    return m.effect if m.effect in Effect.values else Effect.EXTERNAL
 
 
 class BranchMoved(Exception):
@@ -495,6 +504,7 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
                 tool_result=bounded(storable_text(m.tool_result or ""), limit),
                 tool_call_id=storable_text(m.tool_call_id or "")[:200],
                 tool_calls=storable_json(_bounded_calls(m.tool_calls, limit)),
+                effect=_effect(m),
                 metadata=storable_json(m.metadata),
             )
             for i, m in enumerate(messages)

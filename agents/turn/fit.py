@@ -13,7 +13,7 @@ from typing import Literal
 from agno.models.message import Message as AgnoMessage
 from django.conf import settings
 
-from ..context import ContextTooSmall, SummaryFailed, fit_turn
+from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
 from ..history import alternate, to_agno
 from ..model import ChatModel
 from .common import TurnRun, fail_turn
@@ -24,8 +24,14 @@ AGAIN: Literal["again"] = "again"
 
 
 def memories_of(run: TurnRun) -> str | None:
-    """The L0 lines of the user's memories most relevant to the message, as instructions."""
-    return run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS)
+    """The L0 lines of the user's memories most relevant to the message, as instructions;
+    after a restore that left external effects behind, the note naming them
+    (context.left_behind_note), so the model does not repeat them unasked."""
+    notes = (
+        run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS),
+        left_behind_note(run.agent.internal_session),
+    )
+    return "\n\n".join(note for note in notes if note) or None
 
 
 def fit(

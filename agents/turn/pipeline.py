@@ -107,12 +107,14 @@ def _steps(run: TurnRun) -> RunOutput | None:
     agent = run.agent
     agent.refresh_branch()
     agent.turn_position = run.turn.user_message_position
+    agent.running_turn = run.turn  # the file tools write in its name (refused once it ends)
     agent.created_checkpoints = []
     agent.clear_rollback_request()
     try:
         got = fit_and_stream(run)
     finally:
         agent.turn_position = None
+        agent.running_turn = None
     if got is None:
         return None
     settled = settle(run, got)

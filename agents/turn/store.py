@@ -65,7 +65,9 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
     max_tokens at the server) is kept, marked as cut off, with finish_reason "length"; one
     whose stream ended without a finish is kept too, with "interrupted"."""
     ran = {t.tool_call_id for t in output.tools or [] if t.tool_call_id and not t.tool_call_error}
-    new = from_agno(output.messages or [], model=meta["model"], ran=ran)
+    new = from_agno(
+        output.messages or [], model=meta["model"], ran=ran, effects=run.agent.tool_effects
+    )
     report_unrun_tools(run, new, got)
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     if not reply.strip():

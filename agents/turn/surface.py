@@ -52,6 +52,8 @@ class TurnAgent(Protocol):
     auto_checkpoint: bool
     carry_out_rollbacks: bool
     checkpoint_tools: frozenset[str]
+    tool_effects: dict[str, str]
+    running_turn: Turn | None
     created_checkpoints: list[Checkpoint]
     last_turn: Turn | None
     last_rollback: Checkpoint | None

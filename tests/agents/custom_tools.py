@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agents.tools import tool_effect
+
 CALLS: list[str] = []
 
 
@@ -17,3 +19,19 @@ def shout(text: str) -> str:
 
 
 NOT_A_TOOL = 42
+
+
+# Custom tools with declared effects (agents.tools.tool_effect), for the effect tests.
+SENT: list[str] = []
+
+
+def send_message(to: str, text: str) -> str:
+    """Send a message to someone outside (declares nothing: its effect is external)."""
+    SENT.append(f"{to}: {text}")
+    return f"sent to {to}"
+
+
+@tool_effect("none")
+def lookup_order(order_id: str) -> str:
+    """Look an order up (only reads)."""
+    return f"order {order_id}: shipped"

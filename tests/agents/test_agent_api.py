@@ -9,6 +9,7 @@ from agents.demo_model import DemoModel
 from agents.model import build_model
 from agents.rollback_agent import CHECKPOINT_TOOLS, MEMORY_TOOLS, RollbackAgent
 from agents.service import AgentService
+from agents.tools import FILE_TOOLS, TODO_TOOLS
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from sessions_app.models import InternalSession
@@ -31,7 +32,7 @@ def test_rollback_agent_owns_an_agno_agent_with_the_contract_tools(session):
     assert isinstance(agent.agent, Agent)
     assert agent.agent.model is model
     names = {getattr(t, "__name__", None) for t in agent.tools}
-    assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | {"calculate"}
+    assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | FILE_TOOLS | TODO_TOOLS | {"calculate"}
     # agno gets the same tools, the bound methods as Functions bound to this agent.
     given = {getattr(t, "name", getattr(t, "__name__", None)) for t in agent.agent.tools or []}
     assert given == names

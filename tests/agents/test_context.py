@@ -336,7 +336,7 @@ def test_a_request_refused_as_too_long_is_fitted_again_smaller_for_itself_alone(
     # The server's tokenizer counts a token for every 2.5 characters, we count 3.5: the turn's
     # first request fits by our count and is refused; the one error states the window we knew.
     window.chars_per_token = 2.5
-    grow(current_branch(session), 150, 90)
+    grow(current_branch(session), 120, 90)
     before = context_usage(current_branch(session)).limits
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error

@@ -408,3 +408,106 @@ def test_roll_back_to_an_unknown_checkpoint_says_so_and_changes_nothing(alice, s
     assert InternalSession.objects.filter(session=session).count() == 1
     assert current_branch(session).pk == branch.pk
     assert agent.internal_session.pk == branch.pk
+
+
+# --- the workspace and the plan --------------------------------------------------------------
+
+FILE_AND_PLAN_TOOLS = tools(
+    *TOOL_NAMES,
+    "list_dir",
+    "read_file",
+    "write_file",
+    "delete_file",
+    "create_todo",
+    "get_todo",
+    "mark_todo_done",
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "tool", "arguments"),
+    [
+        (
+            "write a file notes.md saying hello",
+            "write_file",
+            {"path": "notes.md", "content": "hello"},
+        ),
+        (
+            'create notes.md with "two words"',
+            "write_file",
+            {"path": "notes.md", "content": "two words"},
+        ),
+        (
+            "please write docs/plan.txt: step one\nstep two",
+            "write_file",
+            {"path": "docs/plan.txt", "content": "step one\nstep two"},
+        ),
+        (
+            # The content may say anything, even what another tool would do.
+            "write notes.md saying roll back to start",
+            "write_file",
+            {"path": "notes.md", "content": "roll back to start"},
+        ),
+        ("read notes.md", "read_file", {"path": "notes.md"}),
+        ("show me the file docs/plan.txt", "read_file", {"path": "docs/plan.txt"}),
+        ("list the files", "list_dir", {"path": ""}),
+        ("show me the files in docs", "list_dir", {"path": "docs"}),
+        ("delete notes.md", "delete_file", {"path": "notes.md"}),
+        ("remove the file notes.md.", "delete_file", {"path": "notes.md"}),
+        ("add a todo: buy milk", "create_todo", {"title": "buy milk"}),
+        ("add todo bake bread", "create_todo", {"title": "bake bread"}),
+        ("show my todo list", "get_todo", {}),
+        ("what's on my todo list?", "get_todo", {}),
+        ("mark todo 1 done", "mark_todo_done", {"todo_id": 1}),
+        ("mark todo #2 as done", "mark_todo_done", {"todo_id": 2}),
+        # The checkpoint requests still mean what they meant.
+        ("delete checkpoint 4", "delete_checkpoint_tool", {"checkpoint_id": 4}),
+        ("list checkpoints", "list_checkpoints_tool", {}),
+    ],
+)
+def test_a_plain_request_calls_the_matching_file_or_plan_tool(text, tool, arguments):
+    assert only_call(ask([user(text)], FILE_AND_PLAN_TOOLS)) == (tool, arguments)
+
+
+def test_the_file_tools_are_not_called_when_not_offered():
+    response = ask([user("write a file notes.md saying hello")], ALL_TOOLS)
+    assert not response.tool_calls
+
+
+def test_the_demo_writes_reads_lists_and_deletes_a_file(alice, session, branch):
+    from workspace.selectors import workspace_files
+
+    agent = run(alice, session, "write a file notes.md saying hello")
+    assert agent.last_turn.status == Turn.Status.DONE, agent.last_turn.error
+    assert agent.last_turn.reply == "✓ Created notes.md (5 bytes)."
+    assert agent.last_turn.checkpoint.checkpoint_name == "after-write_file"
+    assert run(alice, session, "read notes.md").last_turn.reply == "hello"
+    listing = run(alice, session, "list the files").last_turn.reply
+    assert listing == "Files in the workspace:\nnotes.md (5 bytes)"
+    assert run(alice, session, "delete notes.md").last_turn.reply == "✓ Deleted notes.md."
+    assert workspace_files(fresh(branch)) == []
+    effects = [m.effect for m in branch_history(fresh(branch)) if m.role == "tool"]
+    assert effects == ["workspace", "none", "none", "workspace"]
+
+
+def test_the_demo_keeps_a_todo_list(alice, session, branch):
+    run(alice, session, "add a todo: buy milk")
+    run(alice, session, "add a todo: bake bread")
+    assert run(alice, session, "mark todo 1 done").last_turn.reply == (
+        "✓ Marked todo 1 done: buy milk"
+    )
+    assert run(alice, session, "show my todo list").last_turn.reply == (
+        "Todo list:\n1. [x] buy milk\n2. [ ] bake bread\n1 of 2 done."
+    )
+    assert fresh(branch).session_state["todos"][1] == {
+        "id": 2,
+        "title": "bake bread",
+        "done": False,
+    }
+
+
+def test_reading_an_empty_file_gets_a_reply_saying_so(alice, session):
+    run(alice, session, "write notes.md saying ")
+    turn = run(alice, session, "read notes.md").last_turn
+    assert turn.status == Turn.Status.DONE, turn.error
+    assert turn.reply == "The file is empty."

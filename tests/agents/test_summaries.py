@@ -119,16 +119,17 @@ def test_a_failing_background_summary_breaks_nothing_and_the_turn_summarises(
 def test_a_branch_grown_past_the_threshold_is_summarised_after_its_turn(
     window, session, inline_turns
 ):
-    # About 4,700 tokens of history: it fits a request (about 5,000 are left for it), but past
-    # three quarters of that, the next turns would soon need a summary.
-    grow(current_branch(session), 154, 90)
+    # About 4,000 tokens of history: it fits a request (little more is left for it beside the
+    # instructions and the tool schemas, SYSTEM_CHARS), but past three quarters of that, the
+    # next turns would soon need a summary.
+    grow(current_branch(session), 134, 90)
     turn = ask(session, "hello")
     assert turn.status == "done", turn.error
     assert not is_summary(window.requests[0])  # the reply did not wait for a summary
     assert window.requests[0]["messages"][-1]["content"] == "hello"
     assert any(is_summary(r) for r in window.requests[1:])  # summarised after it
     summary = Summary.objects.get()
-    assert 0 < summary.end_position < 156
+    assert 0 < summary.end_position < 136
     assert not is_summarising(current_branch(session).pk)
 
     window.requests.clear()

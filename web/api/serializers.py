@@ -12,7 +12,7 @@ from rest_framework import serializers
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
 from core.validation import JSONObject
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Effect, ExternalSession, InternalSession, Turn
 
 
 class SessionOut(serializers.Serializer[ExternalSession]):
@@ -87,8 +87,19 @@ class MessageOut(serializers.Serializer[Any]):  # a Message, or its row's values
     tool_result = serializers.CharField()
     tool_call_id = serializers.CharField()
     tool_calls = serializers.JSONField(allow_null=True)
+    effect = serializers.ChoiceField(
+        choices=Effect.choices,
+        allow_null=True,
+        help_text="A tool message's effect: none (it only read), workspace (a restore undoes "
+        "it), external (nothing here can undo it); null for the other roles.",
+    )
     metadata = serializers.JSONField()
     created_at = serializers.DateTimeField()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        data["effect"] = data.get("effect") or None  # a Message's "" (not a tool message)
+        return data
 
 
 class UsageOut(serializers.Serializer[Mapping[str, object]]):

@@ -21,7 +21,7 @@ def test_a_new_branch_uses_a_little_of_the_window_and_has_no_summary(api, sessio
     body = api.get(f"/api/v1/branches/{branch.pk}/context/").json()
     assert body["branch"] == branch.pk
     assert (body["budget"], body["reserve"]) == (10_000, 1_000)
-    assert 0 < body["used"] < 2_000
+    assert 0 < body["used"] < 3_000  # the instructions and the tool schemas (SYSTEM_CHARS)
     assert body["percent"] == round(100 * body["used"] / 8_500)
     assert (body["view_start"], body["message_count"], body["summary"]) == (0, 0, None)
 

@@ -1,0 +1,102 @@
+"""The ledger told to the model: after a restore that left external effects behind, the next
+turns' instructions name them (tool, arguments, when) and ask the model not to repeat them
+unasked; before the restore, and on a branch whose restore left nothing behind, no such note."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.context import LEDGER_NOTE_ARGS_CHARS, LEDGER_NOTE_EFFECTS, left_behind_note
+from checkpoints.services import checkpoint_create, checkpoint_restore
+from sessions_app.models import InternalSession
+from sessions_app.selectors import current_branch
+from tests.conftest import ask
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def system_prompt(server) -> str:
+    first = server.messages(-1)[0]
+    assert first["role"] == "system"
+    return first["content"]
+
+
+@pytest.fixture
+def sent_then_restored(fake_llm, session, settings):
+    """A session that checkpointed, then sent a message outside (an external effect)."""
+    settings.AGENT_TOOLS = ["tests.agents.custom_tools.send_message"]
+    fake_llm.queue(Reply("Hello."))
+    ask(session, "hi")
+    start = checkpoint_create(branch=current_branch(session), name="start")
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_message", {"to": "bob", "text": "the launch is on"})]),
+        Reply("Sent."),
+    )
+    ask(session, "tell bob the launch is on")
+    assert "<left_behind>" not in system_prompt(fake_llm)
+    fake_llm.queue(Reply("Anything else?"))
+    ask(session, "thanks")
+    assert "<left_behind>" not in system_prompt(fake_llm)
+    return start
+
+
+@pytest.mark.parametrize("mode", ["branch", "rewind"])
+def test_after_a_restore_the_model_is_told_the_external_effects_it_left_behind(
+    fake_llm, session, sent_then_restored, mode
+):
+    result = checkpoint_restore(checkpoint=sent_then_restored, session=session, mode=mode)
+    assert [m.tool_name for m in result.irreversible] == ["send_message"]
+    fake_llm.queue(Reply("Where were we?"))
+    ask(session, "where were we?")
+    prompt = system_prompt(fake_llm)
+    assert "<left_behind>" in prompt
+    note = prompt.split("<left_behind>", 1)[1].split("</left_behind>", 1)[0]
+    assert "send_message" in note
+    assert "the launch is on" in note
+    assert "Do not do them again unless the user asks you to." in note
+    assert " UTC" in note  # when it happened
+    # And on the turns after it, on that branch.
+    fake_llm.queue(Reply("Still here."))
+    ask(session, "and now?")
+    assert "send_message" in system_prompt(fake_llm)
+
+
+def test_a_restore_that_left_nothing_external_behind_adds_no_note(fake_llm, session):
+    fake_llm.queue(Reply("Hello."))
+    ask(session, "hi")
+    start = checkpoint_create(branch=current_branch(session), name="start")
+    fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "1+1"})]), Reply("2"))
+    ask(session, "calculate 1+1")
+    checkpoint_restore(checkpoint=start, session=session)
+    fake_llm.queue(Reply("Yes?"))
+    ask(session, "hello again")
+    assert "<left_behind>" not in system_prompt(fake_llm)
+
+
+def test_the_note_is_bounded_keeping_the_newest_effects(session):
+    entries = [
+        {
+            "message": i,
+            "tool_name": f"tool_{i}",
+            "args": {"text": "x" * 1000},
+            "result": "ok",
+            "created_at": "2026-11-26T01:02:03+00:00",
+        }
+        for i in range(30)
+    ]
+    branch = InternalSession(session=session, metadata={"left_behind": entries})
+    note = left_behind_note(branch)
+    assert note is not None
+    lines = [line for line in note.splitlines() if line.startswith("- ")]
+    assert lines[0] == f"- (and {30 - LEDGER_NOTE_EFFECTS} earlier ones)"
+    assert [line.split()[1] for line in lines[1:]] == [f"tool_{i}" for i in range(20, 30)]
+    assert all(len(line) < LEDGER_NOTE_ARGS_CHARS + 80 for line in lines)
+    assert lines[-1].endswith("… at 2026-11-26 01:02:03 UTC")
+    assert len(note) < 3_000
+
+
+def test_no_note_without_a_ledger_or_with_a_malformed_one(session):
+    assert left_behind_note(InternalSession(session=session, metadata={})) is None
+    assert left_behind_note(InternalSession(session=session, metadata={"left_behind": "x"})) is None
+    assert left_behind_note(InternalSession(session=session, metadata={"left_behind": [1]})) is None
