@@ -38,6 +38,7 @@ from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
+from .mcp import mcp_toolset
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
 from .tools import (
@@ -192,6 +193,12 @@ class RollbackAgent:
         # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
         # message, and the tools whose calls wait for the owner's approval (agents.tools).
         self.tool_effects, self.tool_approvals = effects_of(kept, custom)
+        # The operator's MCP servers' tools for this turn (agents.mcp); a server that is down
+        # leaves a notice for the turn's metadata instead.
+        mcp = mcp_toolset(taken=set(self.tool_effects))
+        self.tool_effects.update(mcp.effects)
+        self.tool_approvals |= mcp.approvals
+        self.notices: list[str] = mcp.notices
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
@@ -201,7 +208,7 @@ class RollbackAgent:
         self.tools: list[Any] = [*kept, *custom]
         self.agent: AgnoAgent = Agent(
             model=model,
-            tools=agno_tools(self.tools),
+            tools=[*agno_tools(self.tools), *mcp.functions],
             db=None,
             telemetry=False,
             session_state=dict(self.internal_session.session_state or {}),

@@ -1,0 +1,189 @@
+"""MCP tools through real turns: a real MCP server made with the official SDK (tests.fakes.
+mcp_server, streamable HTTP) and the local model server scripted to call `<server>__<tool>`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.models import McpServer
+from agents.rollback_agent import RollbackAgent
+from checkpoints.transfer import session_export
+from sessions_app.models import Message
+from tests.conftest import ask
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.fakes.mcp_server import FakeMcpServer
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "s3cret-token-never-shown"  # noqa: S105 - a test's secret, looked for everywhere
+
+
+@pytest.fixture(scope="module")
+def mcp_server():
+    with FakeMcpServer(token=SECRET).start() as server:
+        yield server
+
+
+@pytest.fixture
+def tracker(mcp_server, settings):
+    """The fake server as the operator's `tracker`, with its secret header."""
+    mcp_server.reset()
+    mcp_server.slow_seconds = 5.0
+    settings.AGENT_MCP_TIMEOUT = 10
+    return McpServer.objects.create(
+        name="tracker",
+        url=mcp_server.url,
+        headers={"Authorization": f"Bearer {SECRET}"},
+        approval=["send_message"],
+    )
+
+
+def tool_messages(turn) -> list[Message]:
+    return list(Message.objects.filter(branch_id=turn.branch_id, role="tool").order_by("position"))
+
+
+def offered(request: dict) -> dict[str, dict]:
+    return {t["function"]["name"]: t["function"] for t in request.get("tools", [])}
+
+
+def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
+    fake_llm, session, tracker, mcp_server
+):
+    fake_llm.queue(
+        ToolCalls([ToolCall("tracker__send_message", {"to": "bob", "text": "hi"})]),
+        Reply("Sent."),
+    )
+
+    turn = ask(session, "Tell bob hi")
+
+    assert turn.status == "done"
+    assert mcp_server.calls == [("send_message", {"to": "bob", "text": "hi"})]
+    # The secret header reached the server (it refuses every request without it).
+    assert f"Bearer {SECRET}" in mcp_server.seen_authorization
+    tools = offered(fake_llm.requests[0])
+    send = tools["tracker__send_message"]
+    assert send["description"] == "Send a message to someone (it cannot be unsent)."
+    assert set(send["parameters"]["properties"]) == {"to", "text"}
+    assert send["parameters"]["required"] == ["to", "text"]
+    assert {"tracker__lookup", "tracker__drop_table", "tracker__explode"} <= set(tools)
+    assert "create_checkpoint" in tools  # beside the built-in tools
+    [message] = tool_messages(turn)
+    assert message.tool_name == "tracker__send_message"
+    assert message.tool_result == "sent to bob"
+    assert not message.metadata.get("error")
+    assert turn.tools_used == ["tracker__send_message"]
+    assert "notices" not in turn.metadata
+
+
+def test_effects_and_approvals_come_from_annotations_and_the_servers_list(
+    fake_llm, session, tracker
+):
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+
+    assert agent.tool_effects["tracker__lookup"] == "none"  # readOnlyHint
+    assert agent.tool_effects["tracker__send_message"] == "external"
+    assert agent.tool_effects["tracker__drop_table"] == "external"
+    assert agent.tool_effects["tracker__explode"] == "external"
+    # destructiveHint, and the server's `approval` list; not the read-only one.
+    assert {"tracker__drop_table", "tracker__send_message"} <= agent.tool_approvals
+    assert "tracker__lookup" not in agent.tool_approvals
+    assert "tracker__explode" not in agent.tool_approvals
+    assert agent.notices == []
+
+
+def test_a_disabled_server_offers_nothing_and_is_not_contacted(
+    fake_llm, session, tracker, mcp_server
+):
+    McpServer.objects.filter(pk=tracker.pk).update(enabled=False)
+
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+
+    assert not any(name.startswith("tracker__") for name in agent.tool_effects)
+    assert mcp_server.seen_authorization == []
+
+
+def test_a_tool_that_errors_gives_the_model_an_error_result(fake_llm, session, tracker):
+    fake_llm.queue(ToolCalls([ToolCall("tracker__explode", {})]), Reply("It broke."))
+
+    turn = ask(session, "Explode")
+
+    assert turn.status == "done"
+    [message] = tool_messages(turn)
+    assert message.metadata.get("error") is True
+    assert message.tool_result.startswith("✗ tracker__explode failed")
+    assert "Error executing tool explode" in message.tool_result
+    # The model read the error as the tool's result.
+    tool_reply = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert tool_reply[0]["content"].startswith("✗ tracker__explode failed")
+    assert turn.tools_used == []
+
+
+def test_a_tool_past_the_timeout_gives_an_error_result_and_the_turn_finishes(
+    fake_llm, session, tracker, mcp_server, settings
+):
+    fake_llm.queue(ToolCalls([ToolCall("tracker__slow", {})]), Reply("Too slow."))
+    mcp_server.slow_seconds = 5.0
+    agent_timeout = 1
+    settings.AGENT_MCP_TIMEOUT = agent_timeout
+
+    turn = ask(session, "Be slow")
+
+    assert turn.status == "done"
+    [message] = tool_messages(turn)
+    assert message.metadata.get("error") is True
+    assert message.tool_result == (
+        f"✗ tracker__slow failed: it did not answer within {agent_timeout} seconds."
+    )
+    assert ("slow", {}) in mcp_server.calls
+
+
+def test_a_server_that_is_down_leaves_a_notice_and_the_turn_goes_on(
+    fake_llm, session, tracker, log_records
+):
+    McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp", headers={})
+    fake_llm.queue(Reply("Fine without it."))
+
+    turn = ask(session, "hello")
+
+    assert turn.status == "done"
+    assert turn.reply == "Fine without it."
+    tools = offered(fake_llm.requests[0])
+    assert not any(name.startswith("gone__") for name in tools)
+    assert "tracker__lookup" in tools  # the server that answered still offers its tools
+    [notice] = turn.metadata["notices"]
+    assert notice.startswith("The MCP server gone is unavailable (it could not be reached)")
+    assert "127.0.0.1" not in notice
+    assert any(notice in r.getMessage() for r in log_records)
+
+
+def test_a_server_refusing_the_headers_leaves_a_notice(fake_llm, session, tracker):
+    McpServer.objects.filter(pk=tracker.pk).update(headers={"Authorization": "Bearer wrong"})
+    fake_llm.queue(Reply("Hi."))
+
+    turn = ask(session, "hello")
+
+    assert turn.status == "done"
+    assert not any(name.startswith("tracker__") for name in offered(fake_llm.requests[0]))
+    [notice] = turn.metadata["notices"]
+    assert notice.startswith("The MCP server tracker is unavailable (it answered")
+    assert "wrong" not in notice
+
+
+def test_the_secret_never_reaches_the_model_the_turn_the_logs_or_the_export(
+    fake_llm, session, tracker, log_records
+):
+    fake_llm.queue(
+        ToolCalls([ToolCall("tracker__lookup", {"query": "rollback"})]),
+        Reply("Found it."),
+    )
+
+    turn = ask(session, "Look up rollback")
+
+    assert turn.status == "done"
+    assert tool_messages(turn)[0].tool_result == "definition of rollback"
+    assert SECRET not in json.dumps(fake_llm.requests)
+    assert SECRET not in json.dumps(turn.metadata)
+    assert not [r for r in log_records if SECRET in r.getMessage()]
+    assert SECRET not in json.dumps(session_export(session=session), default=str)
