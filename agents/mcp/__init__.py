@@ -10,12 +10,13 @@ turn, and need each tool's effect and approval from its annotations: so the SDK 
 from __future__ import annotations
 
 from .config import configured_servers
-from .services import mcp_servers_ensure, mcp_servers_sync
+from .services import mcp_server_save, mcp_servers_ensure, mcp_servers_sync
 from .tools import McpToolset, mcp_toolset
 
 __all__ = [
     "McpToolset",
     "configured_servers",
+    "mcp_server_save",
     "mcp_servers_ensure",
     "mcp_servers_sync",
     "mcp_toolset",

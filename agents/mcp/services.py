@@ -67,3 +67,13 @@ def forget_sync() -> None:
     """For tests: write AGENT_MCP_SERVERS again on the next use."""
     global _synced
     _synced = False
+
+
+def mcp_server_save(*, server: McpServer, headers: dict[str, str] | None = None) -> McpServer:
+    """Save a server the operator edited (the admin); `headers` None keeps the stored ones."""
+    if headers is not None:
+        server.headers = headers
+    server.updated_at = timezone.now()
+    server.full_clean()
+    server.save()
+    return server

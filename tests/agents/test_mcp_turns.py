@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from agents.mcp.tools import McpToolError
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent
 from checkpoints.transfer import session_export
@@ -187,3 +188,67 @@ def test_the_secret_never_reaches_the_model_the_turn_the_logs_or_the_export(
     assert SECRET not in json.dumps(turn.metadata)
     assert not [r for r in log_records if SECRET in r.getMessage()]
     assert SECRET not in json.dumps(session_export(session=session), default=str)
+
+
+def test_tools_whose_names_do_not_fit_are_left_out_and_logged(
+    fake_llm, session, tracker, log_records
+):
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+
+    names = {name for name in agent.tool_effects if name.startswith("tracker__")}
+    assert names == {
+        "tracker__lookup",
+        "tracker__send_message",
+        "tracker__drop_table",
+        "tracker__explode",
+        "tracker__slow",
+    }
+    [warning] = [r.getMessage() for r in log_records if "not offered" in r.getMessage()]
+    assert "bad.name" in warning
+    assert "a_tool_whose_name_is_much_too_long" in warning
+
+
+def test_a_server_offers_at_most_the_configured_number_of_tools(
+    fake_llm, session, tracker, settings
+):
+    settings.AGENT_MCP_MAX_TOOLS = 2
+
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+
+    assert [n for n in agent.tool_effects if n.startswith("tracker__")] == [
+        "tracker__lookup",
+        "tracker__send_message",
+    ]
+
+
+def test_a_schema_past_the_size_limit_is_left_out(fake_llm, session, tracker, settings):
+    settings.AGENT_MCP_MAX_SCHEMA_CHARS = 80  # the tools without arguments fit, not the others
+
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+
+    names = {n for n in agent.tool_effects if n.startswith("tracker__")}
+    assert names == {"tracker__explode", "tracker__slow"}
+
+
+def test_a_long_result_is_cut_and_says_so(fake_llm, session, tracker, settings):
+    settings.AGENT_MCP_MAX_RESULT_CHARS = 10
+    fake_llm.queue(ToolCalls([ToolCall("tracker__lookup", {"query": "x" * 50})]), Reply("ok"))
+
+    turn = ask(session, "Look it up")
+
+    [message] = tool_messages(turn)
+    assert message.tool_result == "definition\n… (the result was cut at 10 characters)"
+
+
+def test_a_server_gone_after_the_listing_gives_an_error_result(fake_llm, session, settings):
+    settings.AGENT_MCP_TIMEOUT = 10
+    with FakeMcpServer(token=SECRET).start() as short_lived:
+        McpServer.objects.create(
+            name="brief", url=short_lived.url, headers={"Authorization": f"Bearer {SECRET}"}
+        )
+        agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+        assert "brief__send_message" in agent.tool_effects
+    # The server stopped between the listing and the call: the call cannot connect.
+    [function] = [f for f in agent.agent.tools if getattr(f, "name", "") == "brief__lookup"]
+    with pytest.raises(McpToolError, match=r"^✗ brief__lookup failed: it could not be reached"):
+        function.entrypoint(query="x")

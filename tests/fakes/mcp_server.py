@@ -3,7 +3,8 @@ streamable HTTP by uvicorn in a thread on a free local port, for tests.
 
 Its tools cover what the agent must handle: one annotated read-only (`lookup`), one that acts
 outside and records each call (`send_message`), one annotated destructive (`drop_table`), one
-that raises (`explode`), one that sleeps past a short timeout (`slow`). Every request must carry
+that raises (`explode`), one that sleeps past a short timeout (`slow`), and two whose names no
+model API accepts (`bad.name`, and one too long once prefixed). Every request must carry
 `Authorization: Bearer <token>`; one without it is refused with 401, so a test that gets an
 answer proves the secret header was sent::
 
@@ -99,6 +100,16 @@ class FakeMcpServer:
             calls.append(("slow", {}))
             await anyio.sleep(self.slow_seconds)
             return "finally"
+
+        @mcp.tool(name="bad.name")
+        def bad_name() -> str:
+            """A name no model API accepts."""
+            return "never offered"
+
+        @mcp.tool(name="a_tool_whose_name_is_much_too_long_for_any_model_api_to_accept")
+        def too_long() -> str:
+            """Its name with the server's prefix passes 64 characters."""
+            return "never offered"
 
         return mcp
 
