@@ -18,15 +18,18 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agno.tools.function import Function
 from django.conf import settings
-from mcp.types import Tool
 
 from ..models import McpServer
-from .client import Endpoint, McpFailure, call_tool, list_tools, result_text
 from .services import mcp_servers_ensure
+
+if TYPE_CHECKING:
+    from mcp.types import Tool
+
+    from .client import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,8 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
 
 
 def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
+    from .client import McpFailure, call_tool, result_text
+
     def call(**arguments: Any) -> str:
         try:
             result = call_tool(endpoint, tool, arguments)
@@ -138,10 +143,14 @@ def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
     """The tools of every enabled server for this turn (no server: no connection at all).
     `taken`: names already offered; an MCP tool never replaces another tool."""
     mcp_servers_ensure()
-    endpoints = [Endpoint.of(row) for row in McpServer.objects.enabled()]
+    rows = list(McpServer.objects.enabled())
     toolset = McpToolset()
-    if not endpoints:
+    if not rows:
         return toolset
+    # The SDK takes a second or more to import: only a process that talks to a server pays it.
+    from .client import Endpoint, McpFailure, list_tools
+
+    endpoints = [Endpoint.of(row) for row in rows]
     names = set(taken or ())
     for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
         if isinstance(listed, McpFailure):
