@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from agents.mcp.tools import McpToolError
 from agents.models import McpServer
@@ -252,3 +253,23 @@ def test_a_server_gone_after_the_listing_gives_an_error_result(fake_llm, session
     [function] = [f for f in agent.agent.tools if getattr(f, "name", "") == "brief__lookup"]
     with pytest.raises(McpToolError, match=r"^✗ brief__lookup failed: it could not be reached"):
         function.entrypoint(query="x")
+
+
+def test_the_page_shows_the_notice_and_an_mcp_result_as_escaped_text(
+    fake_llm, session, tracker, client, alice
+):
+    McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp")
+    fake_llm.queue(
+        ToolCalls([ToolCall("tracker__lookup", {"query": "<script>alert(1)</script>"})]),
+        Reply("Done."),
+    )
+    turn = ask(session, "Look it up")
+    assert turn.status == "done"
+    client.force_login(alice)
+
+    html = client.get(reverse("chat:session", args=[session.pk])).content.decode()
+
+    assert 'data-testid="turn-notice"' in html
+    assert "The MCP server gone is unavailable" in html
+    assert "<script>alert(1)" not in html
+    assert "definition of &lt;script&gt;alert(1)&lt;/script&gt;" in html
