@@ -4,6 +4,7 @@ mcp_server, streamable HTTP) and the local model server scripted to call `<serve
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from django.urls import reverse
@@ -273,3 +274,22 @@ def test_the_page_shows_the_notice_and_an_mcp_result_as_escaped_text(
     assert "The MCP server gone is unavailable" in html
     assert "<script>alert(1)" not in html
     assert "definition of &lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_server_that_never_answers_the_listing_is_left_out_after_the_timeout(
+    fake_llm, session, settings
+):
+    settings.AGENT_MCP_TIMEOUT = 1
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        McpServer.objects.create(name="silent", url=f"http://127.0.0.1:{port}/mcp")
+
+        agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+
+    assert not any(name.startswith("silent__") for name in agent.tool_effects)
+    assert agent.notices == [
+        "The MCP server silent is unavailable (it did not answer within 1 seconds); its tools "
+        "were left out of this turn."
+    ]
