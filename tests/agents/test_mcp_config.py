@@ -4,6 +4,10 @@ admin's rows on first use, without wiping what the entry leaves out."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -153,3 +157,38 @@ def test_a_missing_table_is_logged_and_tried_again_later(mcp_setting, log_record
         cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
     mcp_servers_ensure()  # the next use writes it
     assert McpServer.objects.filter(name="tracker").exists()
+
+
+def _check(tmp_path, servers: str) -> subprocess.CompletedProcess[str]:
+    """`manage.py check` in a fresh process: the start, with AGENT_MCP_SERVERS from the
+    environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        AGENT_MCP_SERVERS=servers,
+        ROLLBACK_VAR_DIR=str(tmp_path),
+        DJANGO_SETTINGS_MODULE="rollback_site.settings",
+    )
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_bad_entry_in_the_environment_stops_the_start_without_its_secret(tmp_path):
+    good = _check(tmp_path, '[{"name": "tracker", "url": "https://mcp.example.com/mcp"}]')
+    assert good.returncode == 0, good.stderr
+
+    bad = _check(
+        tmp_path,
+        '[{"name": "tracker", "url": "mcp.example.com", "headers": {"Authorization": "'
+        + SECRET
+        + '"}}]',
+    )
+    assert bad.returncode != 0
+    assert "AGENT_MCP_SERVERS[0] ('tracker'): the url must be an http(s) URL." in bad.stderr
+    assert "config-secret-99" not in bad.stderr + bad.stdout
