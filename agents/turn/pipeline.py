@@ -109,6 +109,7 @@ def _steps(run: TurnRun) -> RunOutput | None:
     agent.turn_position = run.turn.user_message_position
     agent.created_checkpoints = []
     agent.clear_rollback_request()
+    agent.offer_mcp_tools()  # the MCP servers' tools for this turn, or a notice (agents.mcp)
     try:
         got = fit_and_stream(run)
     finally:

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 
 from agents.mcp.tools import McpToolError
+from agents.model import build_model
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent
 from checkpoints.transfer import session_export
@@ -41,6 +42,13 @@ def tracker(mcp_server, settings):
         headers={"Authorization": f"Bearer {SECRET}"},
         approval=["send_message"],
     )
+
+
+def offered_agent(session) -> RollbackAgent:
+    """An agent as a turn starts it: with this turn's MCP tools."""
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent.offer_mcp_tools()
+    return agent
 
 
 def tool_messages(turn) -> list[Message]:
@@ -83,7 +91,7 @@ def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
 def test_effects_and_approvals_come_from_annotations_and_the_servers_list(
     fake_llm, session, tracker
 ):
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent = offered_agent(session)
 
     assert agent.tool_effects["tracker__lookup"] == "none"  # readOnlyHint
     assert agent.tool_effects["tracker__send_message"] == "external"
@@ -101,7 +109,7 @@ def test_a_disabled_server_offers_nothing_and_is_not_contacted(
 ):
     McpServer.objects.filter(pk=tracker.pk).update(enabled=False)
 
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent = offered_agent(session)
 
     assert not any(name.startswith("tracker__") for name in agent.tool_effects)
     assert mcp_server.seen_authorization == []
@@ -195,7 +203,7 @@ def test_the_secret_never_reaches_the_model_the_turn_the_logs_or_the_export(
 def test_tools_whose_names_do_not_fit_are_left_out_and_logged(
     fake_llm, session, tracker, log_records
 ):
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent = offered_agent(session)
 
     names = {name for name in agent.tool_effects if name.startswith("tracker__")}
     assert names == {
@@ -215,7 +223,7 @@ def test_a_server_offers_at_most_the_configured_number_of_tools(
 ):
     settings.AGENT_MCP_MAX_TOOLS = 2
 
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent = offered_agent(session)
 
     assert [n for n in agent.tool_effects if n.startswith("tracker__")] == [
         "tracker__lookup",
@@ -226,7 +234,7 @@ def test_a_server_offers_at_most_the_configured_number_of_tools(
 def test_a_schema_past_the_size_limit_is_left_out(fake_llm, session, tracker, settings):
     settings.AGENT_MCP_MAX_SCHEMA_CHARS = 80  # the tools without arguments fit, not the others
 
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent = offered_agent(session)
 
     names = {n for n in agent.tool_effects if n.startswith("tracker__")}
     assert names == {"tracker__explode", "tracker__slow"}
@@ -248,7 +256,7 @@ def test_a_server_gone_after_the_listing_gives_an_error_result(fake_llm, session
         McpServer.objects.create(
             name="brief", url=short_lived.url, headers={"Authorization": f"Bearer {SECRET}"}
         )
-        agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+        agent = offered_agent(session)
         assert "brief__send_message" in agent.tool_effects
     # The server stopped between the listing and the call: the call cannot connect.
     [function] = [f for f in agent.agent.tools if getattr(f, "name", "") == "brief__lookup"]
@@ -286,10 +294,28 @@ def test_a_server_that_never_answers_the_listing_is_left_out_after_the_timeout(
         port = silent.getsockname()[1]
         McpServer.objects.create(name="silent", url=f"http://127.0.0.1:{port}/mcp")
 
-        agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+        agent = offered_agent(session)
 
     assert not any(name.startswith("silent__") for name in agent.tool_effects)
     assert agent.notices == [
         "The MCP server silent is unavailable (it did not answer within 1 seconds); its tools "
         "were left out of this turn."
     ]
+
+
+def test_each_turn_lists_the_tools_again(fake_llm, session, tracker, mcp_server):
+    agent = RollbackAgent(session.pk, model=build_model(), skip_session_creation=True)
+    assert not any(n.startswith("tracker__") for n in agent.tool_effects)  # none before a turn
+    fake_llm.queue(Reply("one"), Reply("two"))
+
+    agent.run("first")
+    first = set(offered(fake_llm.requests[0]))
+    McpServer.objects.filter(pk=tracker.pk).update(approval=[], enabled=True)
+    McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp")
+    agent.run("second")
+    second = offered(fake_llm.requests[1])
+
+    assert set(second) == first  # the same tools, once each (not added twice)
+    assert len(fake_llm.requests[1]["tools"]) == len(second)
+    assert "tracker__send_message" not in agent.tool_approvals  # the new approval list
+    assert agent.last_turn.metadata["notices"][0].startswith("The MCP server gone")
