@@ -184,7 +184,8 @@ def _block_text(block: Any) -> str:
         return block.text
     if isinstance(block, ImageContent | AudioContent):
         kind = "image" if isinstance(block, ImageContent) else "audio"
-        return f"[{kind} ({block.mime_type}), {len(block.data) * 3 // 4} bytes, not shown]"
+        size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # base64, not decoded
+        return f"[{kind} ({block.mime_type}), {size} bytes, not shown]"
     if isinstance(block, ResourceLink):
         return f"[resource link: {block.uri}]"
     if isinstance(block, EmbeddedResource):

@@ -212,6 +212,7 @@ def test_tools_whose_names_do_not_fit_are_left_out_and_logged(
         "tracker__drop_table",
         "tracker__explode",
         "tracker__slow",
+        "tracker__chart",
     }
     [warning] = [r.getMessage() for r in log_records if "not offered" in r.getMessage()]
     assert "bad.name" in warning
@@ -237,7 +238,7 @@ def test_a_schema_past_the_size_limit_is_left_out(fake_llm, session, tracker, se
     agent = offered_agent(session)
 
     names = {n for n in agent.tool_effects if n.startswith("tracker__")}
-    assert names == {"tracker__explode", "tracker__slow"}
+    assert names == {"tracker__explode", "tracker__slow", "tracker__chart"}
 
 
 def test_a_long_result_is_cut_and_says_so(fake_llm, session, tracker, settings):
@@ -319,3 +320,13 @@ def test_each_turn_lists_the_tools_again(fake_llm, session, tracker, mcp_server)
     assert len(fake_llm.requests[1]["tools"]) == len(second)
     assert "tracker__send_message" not in agent.tool_approvals  # the new approval list
     assert agent.last_turn.metadata["notices"][0].startswith("The MCP server gone")
+
+
+def test_non_text_content_is_summarised_for_the_model(fake_llm, session, tracker):
+    fake_llm.queue(ToolCalls([ToolCall("tracker__chart", {})]), Reply("A chart."))
+
+    turn = ask(session, "Draw it")
+
+    [message] = tool_messages(turn)
+    assert message.tool_result == "A chart of the week:\n[image (image/png), 21 bytes, not shown]"
+    assert not message.metadata.get("error")

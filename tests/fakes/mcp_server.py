@@ -3,10 +3,11 @@ streamable HTTP by uvicorn in a thread on a free local port, for tests.
 
 Its tools cover what the agent must handle: one annotated read-only (`lookup`), one that acts
 outside and records each call (`send_message`), one annotated destructive (`drop_table`), one
-that raises (`explode`), one that sleeps past a short timeout (`slow`), and two whose names no
-model API accepts (`bad.name`, and one too long once prefixed). Every request must carry
-`Authorization: Bearer <token>`; one without it is refused with 401, so a test that gets an
-answer proves the secret header was sent::
+that raises (`explode`), one that sleeps past a short timeout (`slow`), one that answers with
+an image beside its text (`chart`), and two whose names no model API accepts (`bad.name`, and
+one too long once prefixed). Every request must carry `Authorization: Bearer <token>`; one
+without it is refused with 401, so a test that gets an answer proves the secret header was
+sent::
 
     with FakeMcpServer(token="s3cret").start() as server:
         server.url  # http://127.0.0.1:<port>/mcp
@@ -23,6 +24,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import ToolAnnotations
 
 __all__ = ["FakeMcpServer"]
@@ -100,6 +102,11 @@ class FakeMcpServer:
             calls.append(("slow", {}))
             await anyio.sleep(self.slow_seconds)
             return "finally"
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+        def chart() -> list[str | Image]:
+            """Draw a chart: a line of text and a picture."""
+            return ["A chart of the week:", Image(data=b"\x89PNG fake image bytes", format="png")]
 
         @mcp.tool(name="bad.name")
         def bad_name() -> str:
