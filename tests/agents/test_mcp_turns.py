@@ -3,6 +3,7 @@ mcp_server, streamable HTTP) and the local model server scripted to call `<serve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 
@@ -330,3 +331,17 @@ def test_non_text_content_is_summarised_for_the_model(fake_llm, session, tracker
     [message] = tool_messages(turn)
     assert message.tool_result == "A chart of the week:\n[image (image/png), 21 bytes, not shown]"
     assert not message.metadata.get("error")
+
+
+def test_a_listing_from_a_thread_that_runs_an_event_loop_uses_a_loop_of_its_own(tracker):
+    from agents.mcp.client import Endpoint, list_tools
+
+    endpoint = Endpoint.of(tracker)
+
+    async def inside_a_loop():
+        return list_tools([endpoint])  # synchronous code called on a running loop
+
+    [tools] = asyncio.run(inside_a_loop())
+
+    assert "lookup" in {tool.name for tool in tools}
+    assert SECRET not in repr(endpoint)
