@@ -16,3 +16,7 @@ class AgentsConfig(AppConfig):
         # Every process that can build an agent (web, worker, commands) stops at the start with a
         # clear message when AGENT_TOOLS names something it cannot load, never at a turn.
         check_agent_tools()
+        # AGENT_MCP_SERVERS is checked here (no database yet); its rows are written on first use.
+        from .mcp import configured_servers
+
+        configured_servers()

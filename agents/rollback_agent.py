@@ -39,6 +39,7 @@ from sessions_app.services import branch_activate, branch_create
 
 from .calculator import calculate
 from .file_tools import FileTools
+from .mcp import McpToolset, mcp_toolset
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
 from .tools import (
@@ -206,6 +207,9 @@ class RollbackAgent(FileTools):
         # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
         # message, and the tools whose calls wait for the owner's approval (agents.tools).
         self.tool_effects, self.tool_approvals = effects_of(kept, custom)
+        # The operator's MCP servers' tools, listed at the start of each turn (offer_mcp_tools).
+        self.mcp = McpToolset()
+        self.notices: list[str] = []
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
@@ -253,6 +257,22 @@ class RollbackAgent(FileTools):
     def stream(self, messages: list[AgnoMessage]) -> Iterator[RunItem]:
         """One agno run on `messages`, streamed: its events, then its RunOutput."""
         return self.agent.run(messages, stream=True, stream_events=True, yield_run_output=True)
+
+    def offer_mcp_tools(self) -> None:
+        """At the start of a turn (under its heartbeat: a listing may wait AGENT_MCP_TIMEOUT):
+        the tools of the enabled MCP servers, in place of the last turn's, with their effects
+        and approvals; a server that is down leaves a notice for the turn instead."""
+        for name in self.mcp.effects:
+            self.tool_effects.pop(name, None)
+            self.tool_approvals.discard(name)
+        previous = {id(f) for f in self.mcp.functions}
+        self.mcp = mcp_toolset(taken=set(self.tool_effects))
+        self.tool_effects.update(self.mcp.effects)
+        self.tool_approvals |= self.mcp.approvals
+        self.notices = list(self.mcp.notices)
+        current = self.agent.tools if isinstance(self.agent.tools, list) else []
+        kept = [t for t in current if id(t) not in previous]
+        self.agent.tools = [*kept, *self.mcp.functions]
 
     @staticmethod
     def _pick_branch(

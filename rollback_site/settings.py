@@ -467,6 +467,21 @@ AGENT_MAX_TOOL_CALLS = env_int("AGENT_MAX_TOOL_CALLS", 20)
 # Loaded and checked when the app starts (agents.tools); one named like a built-in tool replaces
 # it, and the start logs that.
 AGENT_TOOLS = env_json_or_list("AGENT_TOOLS")
+# The operator's MCP servers (streamable HTTP), a JSON list of {"name", "url", "headers"?,
+# "approval"?: [tool names], "enabled"?}: checked when the app starts, written into the admin's
+# rows on first use in each process (agents.mcp). Their tools reach the model as <name>__<tool>.
+# Each listing and each call waits AGENT_MCP_TIMEOUT seconds at most; a server offers at most
+# AGENT_MCP_MAX_TOOLS tools whose schemas are at most AGENT_MCP_MAX_SCHEMA_CHARS of JSON; a
+# result is cut at AGENT_MCP_MAX_RESULT_CHARS characters.
+AGENT_MCP_SERVERS = os.environ.get("AGENT_MCP_SERVERS", "").strip()
+AGENT_MCP_TIMEOUT = env_seconds("AGENT_MCP_TIMEOUT", 30.0)
+AGENT_MCP_MAX_TOOLS = env_count("AGENT_MCP_MAX_TOOLS", 100, meaning="tools per MCP server")
+AGENT_MCP_MAX_SCHEMA_CHARS = env_count(
+    "AGENT_MCP_MAX_SCHEMA_CHARS", 16_000, meaning="characters of an MCP tool's schema"
+)
+AGENT_MCP_MAX_RESULT_CHARS = env_count(
+    "AGENT_MCP_MAX_RESULT_CHARS", 20_000, meaning="characters of an MCP tool's result"
+)
 # A worker running a turn touches its heartbeat every TURN_HEARTBEAT_SECONDS, on a thread of its
 # own, however slow the model. A running turn with no heartbeat for AGENT_TURN_STALE_SECONDS lost
 # its worker: the recovery job (every TURN_RECOVERY_SECONDS) queues it again for another worker,

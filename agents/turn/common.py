@@ -36,6 +36,7 @@ class TurnMeta(TypedDict, total=False):
     rollback_requested: int
     rollback_branch: int
     rollback_error: str
+    notices: list[str]
 
 
 @dataclass

@@ -110,6 +110,7 @@ def _steps(run: TurnRun) -> RunOutput | None:
     agent.running_turn = run.turn  # the file tools write in its name (refused once it ends)
     agent.created_checkpoints = []
     agent.clear_rollback_request()
+    agent.offer_mcp_tools()  # the MCP servers' tools for this turn, or a notice (agents.mcp)
     try:
         got = fit_and_stream(run)
     finally:

@@ -59,6 +59,9 @@ def turn_meta(run: TurnRun, got: Streamed) -> TurnMeta:
         meta["first_token_ms"] = round((got.first_at - got.sent_at) * 1000)
     if run.fit is not None:
         meta["context"] = run.fit.record()
+    notices = run.agent.notices
+    if notices:
+        meta["notices"] = list(notices)  # an MCP server that was down (agents.mcp)
     return meta
 
 

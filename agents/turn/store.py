@@ -106,6 +106,8 @@ def _finish(
             last.content = cut_off(last.content, limit)
         if meta["demo"]:
             last.metadata["demo"] = True
+        if meta.get("notices"):
+            last.metadata["notices"] = meta["notices"]  # shown with the reply (_message.html)
     return reply
 
 

@@ -31,6 +31,7 @@ class AgnoAgent(Protocol):
     model: Model | None
     session_state: dict[str, Any] | None
     additional_context: str | None
+    tools: Any  # a list; its MCP tools are replaced at the start of each turn
 
     def run(
         self,
@@ -59,6 +60,7 @@ class TurnAgent(Protocol):
     last_rollback: Checkpoint | None
     turn_position: int | None
     on_event: Callable[[Event], None] | None
+    notices: list[str]  # for the turn's metadata: an MCP server that was down
 
     @property
     def model(self) -> Model | None: ...
@@ -83,3 +85,5 @@ class TurnAgent(Protocol):
     def carry_out_rollback(self) -> bool: ...
 
     def memory_note(self, message: str, *, budget: int) -> str | None: ...
+
+    def offer_mcp_tools(self) -> None: ...

@@ -1,0 +1,347 @@
+"""MCP tools through real turns: a real MCP server made with the official SDK (tests.fakes.
+mcp_server, streamable HTTP) and the local model server scripted to call `<server>__<tool>`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import pytest
+from django.urls import reverse
+
+from agents.mcp.tools import McpToolError
+from agents.model import build_model
+from agents.models import McpServer
+from agents.rollback_agent import RollbackAgent
+from checkpoints.transfer import session_export
+from sessions_app.models import Message
+from tests.conftest import ask
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.fakes.mcp_server import FakeMcpServer
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "s3cret-token-never-shown"  # noqa: S105 - a test's secret, looked for everywhere
+
+
+@pytest.fixture(scope="module")
+def mcp_server():
+    with FakeMcpServer(token=SECRET).start() as server:
+        yield server
+
+
+@pytest.fixture
+def tracker(mcp_server, settings):
+    """The fake server as the operator's `tracker`, with its secret header."""
+    mcp_server.reset()
+    mcp_server.slow_seconds = 5.0
+    settings.AGENT_MCP_TIMEOUT = 10
+    return McpServer.objects.create(
+        name="tracker",
+        url=mcp_server.url,
+        headers={"Authorization": f"Bearer {SECRET}"},
+        approval=["send_message"],
+    )
+
+
+def offered_agent(session) -> RollbackAgent:
+    """An agent as a turn starts it: with this turn's MCP tools."""
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent.offer_mcp_tools()
+    return agent
+
+
+def tool_messages(turn) -> list[Message]:
+    return list(Message.objects.filter(branch_id=turn.branch_id, role="tool").order_by("position"))
+
+
+def offered(request: dict) -> dict[str, dict]:
+    return {t["function"]["name"]: t["function"] for t in request.get("tools", [])}
+
+
+def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
+    fake_llm, session, tracker, mcp_server
+):
+    fake_llm.queue(
+        ToolCalls([ToolCall("tracker__send_message", {"to": "bob", "text": "hi"})]),
+        Reply("Sent."),
+    )
+
+    turn = ask(session, "Tell bob hi")
+
+    assert turn.status == "done"
+    assert mcp_server.calls == [("send_message", {"to": "bob", "text": "hi"})]
+    # The secret header reached the server (it refuses every request without it).
+    assert f"Bearer {SECRET}" in mcp_server.seen_authorization
+    tools = offered(fake_llm.requests[0])
+    send = tools["tracker__send_message"]
+    assert send["description"] == "Send a message to someone (it cannot be unsent)."
+    assert set(send["parameters"]["properties"]) == {"to", "text"}
+    assert send["parameters"]["required"] == ["to", "text"]
+    assert {"tracker__lookup", "tracker__drop_table", "tracker__explode"} <= set(tools)
+    assert "create_checkpoint" in tools  # beside the built-in tools
+    [message] = tool_messages(turn)
+    assert message.tool_name == "tracker__send_message"
+    assert message.tool_result == "sent to bob"
+    assert not message.metadata.get("error")
+    assert turn.tools_used == ["tracker__send_message"]
+    assert "notices" not in turn.metadata
+
+
+def test_effects_and_approvals_come_from_annotations_and_the_servers_list(
+    fake_llm, session, tracker
+):
+    agent = offered_agent(session)
+
+    assert agent.tool_effects["tracker__lookup"] == "none"  # readOnlyHint
+    assert agent.tool_effects["tracker__send_message"] == "external"
+    assert agent.tool_effects["tracker__drop_table"] == "external"
+    assert agent.tool_effects["tracker__explode"] == "external"
+    # destructiveHint, and the server's `approval` list; not the read-only one.
+    assert {"tracker__drop_table", "tracker__send_message"} <= agent.tool_approvals
+    assert "tracker__lookup" not in agent.tool_approvals
+    assert "tracker__explode" not in agent.tool_approvals
+    assert agent.notices == []
+
+
+def test_a_disabled_server_offers_nothing_and_is_not_contacted(
+    fake_llm, session, tracker, mcp_server
+):
+    McpServer.objects.filter(pk=tracker.pk).update(enabled=False)
+
+    agent = offered_agent(session)
+
+    assert not any(name.startswith("tracker__") for name in agent.tool_effects)
+    assert mcp_server.seen_authorization == []
+
+
+def test_a_tool_that_errors_gives_the_model_an_error_result(fake_llm, session, tracker):
+    fake_llm.queue(ToolCalls([ToolCall("tracker__explode", {})]), Reply("It broke."))
+
+    turn = ask(session, "Explode")
+
+    assert turn.status == "done"
+    [message] = tool_messages(turn)
+    assert message.metadata.get("error") is True
+    assert message.tool_result.startswith("✗ tracker__explode failed")
+    assert "Error executing tool explode" in message.tool_result
+    # The model read the error as the tool's result.
+    tool_reply = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert tool_reply[0]["content"].startswith("✗ tracker__explode failed")
+    assert turn.tools_used == []
+
+
+def test_a_tool_past_the_timeout_gives_an_error_result_and_the_turn_finishes(
+    fake_llm, session, tracker, mcp_server, settings
+):
+    fake_llm.queue(ToolCalls([ToolCall("tracker__slow", {})]), Reply("Too slow."))
+    mcp_server.slow_seconds = 5.0
+    agent_timeout = 1
+    settings.AGENT_MCP_TIMEOUT = agent_timeout
+
+    turn = ask(session, "Be slow")
+
+    assert turn.status == "done"
+    [message] = tool_messages(turn)
+    assert message.metadata.get("error") is True
+    assert message.tool_result == (
+        f"✗ tracker__slow failed: it did not answer within {agent_timeout} seconds."
+    )
+    assert ("slow", {}) in mcp_server.calls
+
+
+def test_a_server_that_is_down_leaves_a_notice_and_the_turn_goes_on(
+    fake_llm, session, tracker, log_records
+):
+    McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp", headers={})
+    fake_llm.queue(Reply("Fine without it."))
+
+    turn = ask(session, "hello")
+
+    assert turn.status == "done"
+    assert turn.reply == "Fine without it."
+    tools = offered(fake_llm.requests[0])
+    assert not any(name.startswith("gone__") for name in tools)
+    assert "tracker__lookup" in tools  # the server that answered still offers its tools
+    [notice] = turn.metadata["notices"]
+    assert notice.startswith("The MCP server gone is unavailable (it could not be reached)")
+    assert "127.0.0.1" not in notice
+    assert any(notice in r.getMessage() for r in log_records)
+
+
+def test_a_server_refusing_the_headers_leaves_a_notice(fake_llm, session, tracker):
+    McpServer.objects.filter(pk=tracker.pk).update(headers={"Authorization": "Bearer wrong"})
+    fake_llm.queue(Reply("Hi."))
+
+    turn = ask(session, "hello")
+
+    assert turn.status == "done"
+    assert not any(name.startswith("tracker__") for name in offered(fake_llm.requests[0]))
+    [notice] = turn.metadata["notices"]
+    assert notice.startswith("The MCP server tracker is unavailable (it answered")
+    assert "wrong" not in notice
+
+
+def test_the_secret_never_reaches_the_model_the_turn_the_logs_or_the_export(
+    fake_llm, session, tracker, log_records
+):
+    fake_llm.queue(
+        ToolCalls([ToolCall("tracker__lookup", {"query": "rollback"})]),
+        Reply("Found it."),
+    )
+
+    turn = ask(session, "Look up rollback")
+
+    assert turn.status == "done"
+    assert tool_messages(turn)[0].tool_result == "definition of rollback"
+    assert SECRET not in json.dumps(fake_llm.requests)
+    assert SECRET not in json.dumps(turn.metadata)
+    assert not [r for r in log_records if SECRET in r.getMessage()]
+    assert SECRET not in json.dumps(session_export(session=session), default=str)
+
+
+def test_tools_whose_names_do_not_fit_are_left_out_and_logged(
+    fake_llm, session, tracker, log_records
+):
+    agent = offered_agent(session)
+
+    names = {name for name in agent.tool_effects if name.startswith("tracker__")}
+    assert names == {
+        "tracker__lookup",
+        "tracker__send_message",
+        "tracker__drop_table",
+        "tracker__explode",
+        "tracker__slow",
+        "tracker__chart",
+    }
+    [warning] = [r.getMessage() for r in log_records if "not offered" in r.getMessage()]
+    assert "bad.name" in warning
+    assert "a_tool_whose_name_is_much_too_long" in warning
+
+
+def test_a_server_offers_at_most_the_configured_number_of_tools(
+    fake_llm, session, tracker, settings
+):
+    settings.AGENT_MCP_MAX_TOOLS = 2
+
+    agent = offered_agent(session)
+
+    assert [n for n in agent.tool_effects if n.startswith("tracker__")] == [
+        "tracker__lookup",
+        "tracker__send_message",
+    ]
+
+
+def test_a_schema_past_the_size_limit_is_left_out(fake_llm, session, tracker, settings):
+    settings.AGENT_MCP_MAX_SCHEMA_CHARS = 80  # the tools without arguments fit, not the others
+
+    agent = offered_agent(session)
+
+    names = {n for n in agent.tool_effects if n.startswith("tracker__")}
+    assert names == {"tracker__explode", "tracker__slow", "tracker__chart"}
+
+
+def test_a_long_result_is_cut_and_says_so(fake_llm, session, tracker, settings):
+    settings.AGENT_MCP_MAX_RESULT_CHARS = 10
+    fake_llm.queue(ToolCalls([ToolCall("tracker__lookup", {"query": "x" * 50})]), Reply("ok"))
+
+    turn = ask(session, "Look it up")
+
+    [message] = tool_messages(turn)
+    assert message.tool_result == "definition\n… (the result was cut at 10 characters)"
+
+
+def test_a_server_gone_after_the_listing_gives_an_error_result(fake_llm, session, settings):
+    settings.AGENT_MCP_TIMEOUT = 10
+    with FakeMcpServer(token=SECRET).start() as short_lived:
+        McpServer.objects.create(
+            name="brief", url=short_lived.url, headers={"Authorization": f"Bearer {SECRET}"}
+        )
+        agent = offered_agent(session)
+        assert "brief__send_message" in agent.tool_effects
+    # The server stopped between the listing and the call: the call cannot connect.
+    [function] = [f for f in agent.agent.tools if getattr(f, "name", "") == "brief__lookup"]
+    with pytest.raises(McpToolError, match=r"^✗ brief__lookup failed: it could not be reached"):
+        function.entrypoint(query="x")
+
+
+def test_the_page_shows_the_notice_and_an_mcp_result_as_escaped_text(
+    fake_llm, session, tracker, client, alice
+):
+    McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp")
+    fake_llm.queue(
+        ToolCalls([ToolCall("tracker__lookup", {"query": "<script>alert(1)</script>"})]),
+        Reply("Done."),
+    )
+    turn = ask(session, "Look it up")
+    assert turn.status == "done"
+    client.force_login(alice)
+
+    html = client.get(reverse("chat:session", args=[session.pk])).content.decode()
+
+    assert 'data-testid="turn-notice"' in html
+    assert "The MCP server gone is unavailable" in html
+    assert "<script>alert(1)" not in html
+    assert "definition of &lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_server_that_never_answers_the_listing_is_left_out_after_the_timeout(
+    fake_llm, session, settings
+):
+    settings.AGENT_MCP_TIMEOUT = 1
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        McpServer.objects.create(name="silent", url=f"http://127.0.0.1:{port}/mcp")
+
+        agent = offered_agent(session)
+
+    assert not any(name.startswith("silent__") for name in agent.tool_effects)
+    assert agent.notices == [
+        "The MCP server silent is unavailable (it did not answer within 1 seconds); its tools "
+        "were left out of this turn."
+    ]
+
+
+def test_each_turn_lists_the_tools_again(fake_llm, session, tracker, mcp_server):
+    agent = RollbackAgent(session.pk, model=build_model(), skip_session_creation=True)
+    assert not any(n.startswith("tracker__") for n in agent.tool_effects)  # none before a turn
+    fake_llm.queue(Reply("one"), Reply("two"))
+
+    agent.run("first")
+    first = set(offered(fake_llm.requests[0]))
+    McpServer.objects.filter(pk=tracker.pk).update(approval=[], enabled=True)
+    McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp")
+    agent.run("second")
+    second = offered(fake_llm.requests[1])
+
+    assert set(second) == first  # the same tools, once each (not added twice)
+    assert len(fake_llm.requests[1]["tools"]) == len(second)
+    assert "tracker__send_message" not in agent.tool_approvals  # the new approval list
+    assert agent.last_turn.metadata["notices"][0].startswith("The MCP server gone")
+
+
+def test_non_text_content_is_summarised_for_the_model(fake_llm, session, tracker):
+    fake_llm.queue(ToolCalls([ToolCall("tracker__chart", {})]), Reply("A chart."))
+
+    turn = ask(session, "Draw it")
+
+    [message] = tool_messages(turn)
+    assert message.tool_result == "A chart of the week:\n[image (image/png), 21 bytes, not shown]"
+    assert not message.metadata.get("error")
+
+
+def test_a_listing_from_a_thread_that_runs_an_event_loop_uses_a_loop_of_its_own(tracker):
+    from agents.mcp.client import Endpoint, list_tools
+
+    endpoint = Endpoint.of(tracker)
+
+    async def inside_a_loop():
+        return list_tools([endpoint])  # synchronous code called on a running loop
+
+    [tools] = asyncio.run(inside_a_loop())
+
+    assert "lookup" in {tool.name for tool in tools}
+    assert SECRET not in repr(endpoint)

@@ -1,0 +1,158 @@
+"""A real MCP server made with the official SDK (`mcp.server.mcpserver.MCPServer`), served over
+streamable HTTP by uvicorn in a thread on a free local port, for tests.
+
+Its tools cover what the agent must handle: one annotated read-only (`lookup`), one that acts
+outside and records each call (`send_message`), one annotated destructive (`drop_table`), one
+that raises (`explode`), one that sleeps past a short timeout (`slow`), one that answers with
+an image beside its text (`chart`), and two whose names no model API accepts (`bad.name`, and
+one too long once prefixed). Every request must carry `Authorization: Bearer <token>`; one
+without it is refused with 401, so a test that gets an answer proves the secret header was
+sent::
+
+    with FakeMcpServer(token="s3cret").start() as server:
+        server.url  # http://127.0.0.1:<port>/mcp
+        server.calls  # [("send_message", {"to": "bob", "text": "hi"}), ...]
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import ToolAnnotations
+
+__all__ = ["FakeMcpServer"]
+
+
+class _RequireToken:
+    """ASGI middleware: 401 for an HTTP request without the expected Authorization header."""
+
+    def __init__(self, app: Any, fake: FakeMcpServer) -> None:
+        self.app = app
+        self.fake = fake
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            got = headers.get(b"authorization", b"").decode("latin-1")
+            self.fake.seen_authorization.append(got)
+            if got != f"Bearer {self.fake.token}":
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await self.app(scope, receive, send)
+
+
+class FakeMcpServer:
+    """The server, its recorded calls and the Authorization headers it saw."""
+
+    def __init__(self, *, token: str = "test-token", name: str = "fake") -> None:  # noqa: S107 - a test server's token
+        self.token = token
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.seen_authorization: list[str] = []
+        self.slow_seconds = 5.0
+        self.mcp = self._build(name)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    def _build(self, name: str) -> MCPServer:
+        mcp = MCPServer(name)
+        calls = self.calls
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+        def lookup(query: str) -> str:
+            """Look up a word in the dictionary."""
+            calls.append(("lookup", {"query": query}))
+            return f"definition of {query}"
+
+        @mcp.tool()
+        def send_message(to: str, text: str) -> str:
+            """Send a message to someone (it cannot be unsent)."""
+            calls.append(("send_message", {"to": to, "text": text}))
+            return f"sent to {to}"
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+        def drop_table(table: str) -> str:
+            """Delete a table and all its rows."""
+            calls.append(("drop_table", {"table": table}))
+            return f"dropped {table}"
+
+        @mcp.tool()
+        def explode() -> str:
+            """Always fails."""
+            calls.append(("explode", {}))
+            raise RuntimeError("the tool broke")
+
+        @mcp.tool()
+        async def slow() -> str:
+            """Takes its time."""
+            calls.append(("slow", {}))
+            await anyio.sleep(self.slow_seconds)
+            return "finally"
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+        def chart() -> list[str | Image]:
+            """Draw a chart: a line of text and a picture."""
+            return ["A chart of the week:", Image(data=b"\x89PNG fake image bytes", format="png")]
+
+        @mcp.tool(name="bad.name")
+        def bad_name() -> str:
+            """A name no model API accepts."""
+            return "never offered"
+
+        @mcp.tool(name="a_tool_whose_name_is_much_too_long_for_any_model_api_to_accept")
+        def too_long() -> str:
+            """Its name with the server's prefix passes 64 characters."""
+            return "never offered"
+
+        return mcp
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> FakeMcpServer:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        app = _RequireToken(self.mcp.streamable_http_app(), self)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        for _ in range(500):
+            if self._server.started:
+                return self
+            time.sleep(0.01)
+        raise RuntimeError("the fake MCP server did not start")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.seen_authorization.clear()
+
+    def __enter__(self) -> FakeMcpServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
