@@ -84,6 +84,7 @@ def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
     [message] = tool_messages(turn)
     assert message.tool_name == "tracker__send_message"
     assert message.tool_result == "sent to bob"
+    assert message.effect == "external"  # not annotated read-only: nothing here can undo it
     assert not message.metadata.get("error")
     assert turn.tools_used == ["tracker__send_message"]
     assert "notices" not in turn.metadata
@@ -195,6 +196,7 @@ def test_the_secret_never_reaches_the_model_the_turn_the_logs_or_the_export(
 
     assert turn.status == "done"
     assert tool_messages(turn)[0].tool_result == "definition of rollback"
+    assert tool_messages(turn)[0].effect == "none"  # annotated read-only
     assert SECRET not in json.dumps(fake_llm.requests)
     assert SECRET not in json.dumps(turn.metadata)
     assert not [r for r in log_records if SECRET in r.getMessage()]
