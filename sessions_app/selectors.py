@@ -408,6 +408,7 @@ class HistoryRow(TypedDict):
     tool_calls: Any
     metadata: Any
     created_at: datetime
+    effect: str | None  # a tool message's; null for the others (as MessageOut)
 
 
 _ROW_FIELDS = (
@@ -422,6 +423,7 @@ _ROW_FIELDS = (
     "tool_calls",
     "metadata",
     "created_at",
+    "effect",
 )
 
 
@@ -466,6 +468,7 @@ def branch_history_rows(
                 "tool_calls": loads(tool_calls),
                 "metadata": loads(metadata),
                 "created_at": datetime_value(created_at),
+                "effect": effect or None,
             }
             for (
                 pk,
@@ -479,6 +482,7 @@ def branch_history_rows(
                 tool_calls,
                 metadata,
                 created_at,
+                effect,
             ) in cursor.fetchall()
         ]
 
