@@ -63,6 +63,15 @@ def test_a_file_written_through_the_api_shows_live_opens_and_is_deleted_from_the
     expect(page.get_by_test_id("files-count")).to_have_text("2")
     expect(opened).to_be_visible()
 
+    # The open file itself changed elsewhere: the view says so, and shows the new version asked.
+    newer = "def hello():\n    return 'newer'\n"
+    status, _ = _api(app, key, "PUT", f"/sessions/{session}/files/notes/hello.py", newer.encode())
+    assert status == 200
+    expect(page.get_by_test_id("file-stale")).to_contain_text("changed")
+    page.get_by_test_id("file-reload").click()
+    expect(content).to_have_text(newer)
+    expect(page.get_by_test_id("file-stale")).to_have_count(0)
+
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_test_id("file-delete").click()
     expect(page.get_by_test_id("file-gone")).to_contain_text("notes/hello.py")

@@ -279,3 +279,21 @@ def test_the_restore_dialog_lists_the_external_effects_it_cannot_undo(as_alice, 
     assert "&lt;b&gt;sent&lt;/b&gt;" in text  # a tool's result is untrusted text
     assert "No restore can undo" in text  # the same in both modes here
     assert 'data-testid="irreversible-rewind"' not in text
+
+
+def test_a_tree_update_tells_an_open_view_its_file_changed_or_went(as_alice, session, files):
+    url = reverse("chat:files_tree", args=[session.pk])
+    sha = workspace_files(files, path="README.md")[0].sha256
+    same = as_alice.get(url, {"open": "README.md", "open_sha": sha}, **HX).content.decode()
+    assert 'id="file-stale" hx-swap-oob="true"></div>' in same
+    file_write(branch=files, path="README.md", content="# Changed\n")
+    changed = as_alice.get(url, {"open": "README.md", "open_sha": sha}, **HX).content.decode()
+    assert "This file changed since you opened it." in changed
+    assert reverse("chat:file_view", args=[session.pk, "README.md"]) in changed
+    from workspace.services import file_delete
+
+    file_delete(branch=files, path="README.md")
+    gone = as_alice.get(url, {"open": "README.md", "open_sha": sha}, **HX).content.decode()
+    assert "This file was deleted since you opened it." in gone
+    plain = as_alice.get(url, **HX).content.decode()
+    assert "file-stale" not in plain

@@ -101,8 +101,11 @@ def highlighted_file(path: str, content: str) -> tuple[SafeString, str]:
     return escape(content), ""
 
 
-def _tree_context(session: ExternalSession) -> dict[str, Any]:
-    files = workspace_files(current_branch(session))
+def _tree_context(
+    session: ExternalSession, files: list[WorkspaceFile] | None = None
+) -> dict[str, Any]:
+    if files is None:
+        files = workspace_files(current_branch(session))
     return {
         "session": session,
         "tree": file_tree(files),
@@ -136,7 +139,22 @@ def files_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def files_tree(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The tree of the current branch's files (the panel's list; its count out of band)."""
     session = get_session_for_user(request.user, pk)
-    return render(request, "workspace/_files_tree.html", _tree_context(session))
+    files = workspace_files(current_branch(session))
+    context = {**_tree_context(session, files), **_stale(request, files)}
+    return render(request, "workspace/_files_tree.html", context)
+
+
+def _stale(request: HttpRequest, files: list[WorkspaceFile]) -> dict[str, str]:
+    """Whether the file open in the reader's view (`open`, at `open_sha`) was since deleted or
+    changed: the view stays as it is, with a notice saying so."""
+    path = request.GET.get("open", "")
+    if not path:
+        return {}
+    found = next((f for f in files if f.path == path), None)
+    if found is None:
+        return {"stale_path": path, "stale": "deleted"}
+    changed = found.sha256 != request.GET.get("open_sha", "")
+    return {"stale_path": path, "stale": "changed" if changed else ""}
 
 
 @login_required
