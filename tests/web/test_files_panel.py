@@ -297,3 +297,27 @@ def test_a_tree_update_tells_an_open_view_its_file_changed_or_went(as_alice, ses
     assert "This file was deleted since you opened it." in gone
     plain = as_alice.get(url, **HX).content.decode()
     assert "file-stale" not in plain
+
+
+def test_the_restore_dialog_lists_per_mode_when_the_modes_leave_different_effects(
+    as_alice, session, branch
+):
+    from checkpoints.services import checkpoint_restore
+
+    say(branch, "hi", "hello")
+    early = checkpoint_create(branch=branch, name="early")
+    say(branch, "more", "ok")
+    late = checkpoint_create(branch=branch, name="late")
+    on_main = message_append(branch=branch, role="tool", tool_name="post_main", tool_result="x")
+    Message.objects.filter(pk=on_main.pk).update(effect="external")
+    # Continue from "late" on a new branch, and do something external there.
+    forked = checkpoint_restore(checkpoint=late, mode="branch", session=session).branch
+    on_fork = message_append(branch=forked, role="tool", tool_name="post_fork", tool_result="y")
+    Message.objects.filter(pk=on_fork.pk).update(effect="external")
+    html = as_alice.get(reverse("chat:checkpoint_restore", args=[early.pk]), **HX)
+    text = html.content.decode()
+    assert "As a new branch, it leaves behind" in text
+    branch_part, rewind_part = text.split('data-testid="irreversible-rewind"')
+    assert "post_fork" in branch_part
+    assert "post_main" not in branch_part
+    assert "post_main" in rewind_part

@@ -110,7 +110,6 @@ def _tree_context(
         "session": session,
         "tree": file_tree(files),
         "file_count": len(files),
-        "files_total": sum(f.size for f in files),
     }
 
 
