@@ -409,6 +409,7 @@ class HistoryRow(TypedDict):
     effect: str | None  # a tool message's (none, workspace, external); None for other roles
     metadata: Any
     created_at: datetime
+    effect: str | None  # a tool message's; null for the others (as MessageOut)
 
 
 _ROW_FIELDS = (
@@ -424,6 +425,7 @@ _ROW_FIELDS = (
     "effect",
     "metadata",
     "created_at",
+    "effect",
 )
 
 
@@ -469,6 +471,7 @@ def branch_history_rows(
                 "effect": effect or None,
                 "metadata": loads(metadata),
                 "created_at": datetime_value(created_at),
+                "effect": effect or None,
             }
             for (
                 pk,
@@ -483,6 +486,7 @@ def branch_history_rows(
                 effect,
                 metadata,
                 created_at,
+                effect,
             ) in cursor.fetchall()
         ]
 

@@ -61,6 +61,13 @@
     }
   });
 
+  // The Files panel's Close empties the file view.
+  document.addEventListener("click", function (event) {
+    var closer = event.target.closest && event.target.closest("[data-file-close]");
+    var view = closer && closer.closest("#file-view");
+    if (view) view.replaceChildren();
+  });
+
   document.addEventListener("htmx:afterSettle", function (event) {
     openDialogs(event.target);
     var box = document.querySelector("[data-testid=message-input]");

@@ -46,6 +46,8 @@
       if (name === "value" && isTextField(node)) return false;
       // An open dialog stays open.
       if (name === "open" && node.localName === "dialog") return false;
+      // A folder of the Files panel stays as the reader left it, open or collapsed.
+      if (name === "open" && node.localName === "details" && node.hasAttribute("data-keep-open")) return false;
       return true;
     };
     Idiomorph.defaults.callbacks.beforeNodeMorphed = function (oldNode, newNode) {

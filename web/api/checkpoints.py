@@ -19,7 +19,7 @@ from checkpoints.services import (
 from core.api import StrictSerializer, TextField, paginate
 from core.api_schema import paginated
 from sessions_app.selectors import current_branch, get_session_for_user
-from web.api.serializers import BranchOut
+from web.api.serializers import BranchOut, MessageOut
 from web.api.sessions import BRANCH_PARAM, branch_param
 
 
@@ -49,6 +49,12 @@ RestoreOut = inline_serializer(
     {
         "branch": BranchOut(),
         "deleted_checkpoints": serializers.ListField(child=serializers.IntegerField()),
+        "irreversible": MessageOut(
+            many=True,
+            help_text="The tool messages of effect external that the restore leaves behind "
+            "(after the checkpoint on the branch it abandons or cuts), oldest first: nothing "
+            "here can undo them.",
+        ),
     },
 )
 
@@ -106,4 +112,10 @@ class CheckpointRestore(APIView):
         result = checkpoint_restore(checkpoint=checkpoint, mode=data["mode"], session=session)
         deleted = [d.id for d in result.deleted_checkpoints]
         result.branch.refresh_from_db()
-        return Response({"branch": BranchOut(result.branch).data, "deleted_checkpoints": deleted})
+        return Response(
+            {
+                "branch": BranchOut(result.branch).data,
+                "deleted_checkpoints": deleted,
+                "irreversible": MessageOut(result.irreversible, many=True).data,
+            }
+        )

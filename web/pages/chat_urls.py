@@ -4,6 +4,7 @@ from django.urls import path
 
 from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
+from web.pages import files as file_views
 
 app_name = "chat"
 
@@ -32,6 +33,12 @@ urlpatterns = [
         views.branch_rename_view,
         name="branch_rename",
     ),
+    path("<int:pk>/files/", file_views.files_panel, name="files_panel"),
+    path("<int:pk>/files/tree/", file_views.files_tree, name="files_tree"),
+    path("<int:pk>/files/upload/", file_views.files_upload, name="files_upload"),
+    path("<int:pk>/files/view/<path:path>", file_views.file_view, name="file_view"),
+    path("<int:pk>/files/download/<path:path>", file_views.file_download, name="file_download"),
+    path("<int:pk>/files/delete/<path:path>", file_views.file_remove, name="file_delete"),
     path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
     path("<int:pk>/checkpoints/list/", checkpoint_views.checkpoint_list, name="checkpoint_list"),
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),

@@ -9,7 +9,8 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from checkpoints.selectors import get_checkpoint_for_user, rewind_preview
+from checkpoints.models import Checkpoint
+from checkpoints.selectors import get_checkpoint_for_user, irreversible_effects, rewind_preview
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
 from core.errors import InvalidInput
 from core.http import domain_errors
@@ -18,6 +19,7 @@ from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
 from web import context as pages
 from web.pages.chat import refresh
+from workspace.selectors import checkpoint_files, files_change, workspace_files
 
 
 def _panel_update(request: HttpRequest, session: ExternalSession, html: str = "") -> HttpResponse:
@@ -91,6 +93,42 @@ def delete(request: HttpRequest, cp_id: int) -> HttpResponse:
     return _panel_update(request, session)
 
 
+# How many paths of each kind the restore dialog names before "and N more".
+FILES_SHOWN = 8
+
+
+def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[str, object]:
+    """What the restore dialog tells before the choice: the files it brings back, removes or
+    returns to an earlier version (the same in both modes: either way the conversation goes on
+    from the checkpoint's workspace), and the external effects it cannot undo, per mode (a
+    branch leaves the current line behind; a rewind cuts the checkpoint's own branch)."""
+    current = current_branch(session)
+    change = files_change(workspace_files(current), checkpoint_files(checkpoint))
+    as_branch = irreversible_effects(checkpoint, mode="branch", current=current)
+    as_rewind = irreversible_effects(checkpoint, mode="rewind", current=current)
+    same = [m.pk for m in as_branch] == [m.pk for m in as_rewind]
+    kinds = [
+        ("brings back", "files-back", change.added),
+        ("removes", "files-removed", change.removed),
+        ("restores the earlier version of", "files-earlier", change.changed),
+    ]
+    return {
+        "files": [
+            {
+                "verb": verb,
+                "testid": testid,
+                "paths": paths[:FILES_SHOWN],
+                "more": max(0, len(paths) - FILES_SHOWN),
+            }
+            for verb, testid, paths in kinds
+            if paths
+        ],
+        "irreversible_branch": as_branch,
+        "irreversible_rewind": [] if same else as_rewind,
+        "irreversible_same": same,
+    }
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 @domain_errors
@@ -103,6 +141,7 @@ def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
             "cp": checkpoint,
             "preview": rewind_preview(checkpoint),
             "branch_label": branch_label(checkpoint.branch),
+            **_restore_outcome(checkpoint, session),
         }
         return render(request, "checkpoints/_restore_dialog.html", context)
     checkpoint_restore(

@@ -349,6 +349,8 @@ def render_event(session: ExternalSession, event: Event) -> str:
     if event["type"] == "turn.cancelled":  # what was streamed stays on the page, marked stopped
         stopped = {**pages.composer_state(session), "turn": event["turn"]}
         return render_to_string("sessions_app/_turn_stopped.html", stopped)
+    if event["type"] == "workspace.changed":  # only the Files panel's tree is fetched again
+        return render_to_string("workspace/_files_oob.html", {"session_id": session.pk})
     if event["type"] in REFRESHED:
         context = {"session_id": session.pk, "event": event}
         return render_to_string("sessions_app/_live_refresh.html", context)

@@ -13,6 +13,7 @@ from memories.services import memory_create
 from sessions_app.models import Message, Turn
 from tests.conftest import say
 from web.api import urls as api_urls
+from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
 PUBLIC = {"schema", "docs"}
@@ -41,6 +42,7 @@ def alices_objects(alice, session, branch):
     )
     key, _ = apikey_create(user=alice, name="alice's key")
     memory = memory_create(user=alice, key="editor", category="Project", l0_abstract="Helix")
+    file_write(branch=branch, path="notes/a.md", content="alice's notes")
     return {
         "session": session.pk,
         "messages": session.pk,
@@ -48,6 +50,8 @@ def alices_objects(alice, session, branch):
         "branches": session.pk,
         "checkpoints": session.pk,
         "export": session.pk,
+        "files": session.pk,
+        "file": session.pk,
         "turn": turn.pk,
         "turn-cancel": turn.pk,
         "branch": branch.pk,
@@ -61,7 +65,7 @@ def alices_objects(alice, session, branch):
 
 
 def _url(route: str, pk) -> str:
-    return "/api/v1/" + route.replace("<int:pk>", str(pk))
+    return "/api/v1/" + route.replace("<int:pk>", str(pk)).replace("<path:path>", "notes/a.md")
 
 
 def test_every_route_is_listed_here():

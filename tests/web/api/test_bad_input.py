@@ -76,7 +76,9 @@ def objects(alice, session, branch):
 def address(route: str, objects: dict[str, int]) -> str:
     """The route with the id of one of alice's objects of the kind it names."""
     kind = route.split("/")[3]
-    return re.sub(r"<int:pk>", str(objects.get(kind, 0)), route)
+    return re.sub(r"<int:pk>", str(objects.get(kind, 0)), route).replace(
+        "<path:path>", "notes/body.txt"
+    )
 
 
 def test_the_walk_finds_the_routes_that_take_a_body():
@@ -106,6 +108,9 @@ SURROGATE_BODIES = {
 
 # Routes that read no body: whatever is sent is ignored, so it changes nothing in the answer.
 NO_BODY = ("/api/v1/turns/<int:pk>/cancel/", "/api/v1/branches/<int:pk>/activate/")
+# A route whose body is a file's raw text, not JSON: a JSON escape in it is just characters, kept
+# as sent (tests/web/api/test_files.py has its own bad bodies: binary, NUL, too large).
+RAW_TEXT = ("/api/v1/sessions/<int:pk>/files/<path:path>",)
 
 
 @pytest.mark.parametrize("body", SURROGATE_BODIES.values(), ids=SURROGATE_BODIES.keys())
@@ -118,6 +123,10 @@ def test_a_lone_surrogate_anywhere_in_a_body_is_400_and_writes_nothing(
     if route in NO_BODY:
         plain = api.generic(method, address(route, objects))
         assert response.status_code == plain.status_code != 500
+        return
+    if route in RAW_TEXT:
+        assert response.status_code == 201, (route, response.content)
+        assert api.get(address(route, objects)).content == body.encode()
         return
     assert response.status_code == 400, (route, response.content)
     detail = response.json()["detail"]

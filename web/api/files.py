@@ -1,0 +1,172 @@
+"""REST API for a session's workspace (/api/v1/sessions/{id}/files/): list, read, write, delete.
+
+Thin, like the rest of the API: the workspace package validates and writes. A file's content
+travels as raw UTF-8 text both ways (text/plain), not inside JSON, so a client can `curl -T` a
+file up and save the answer of a GET as it is. Errors stay JSON ({"detail"}) whatever the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from checkpoints.errors import CheckpointNotFound
+from checkpoints.selectors import get_checkpoint_for_user
+from core.api import Pagination
+from core.api_schema import paginated
+from core.errors import InvalidInput
+from sessions_app.errors import BranchNotFound
+from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.selectors import current_branch, get_branch_for_user, get_session_for_user
+from workspace.selectors import workspace_file, workspace_files
+from workspace.services import file_delete, file_write
+
+
+class FileOut(serializers.Serializer[Any]):  # a WorkspaceFile, or a list of them
+    path = serializers.CharField()
+    size = serializers.IntegerField(help_text="Bytes, in UTF-8.")
+    sha256 = serializers.CharField()
+    updated_at = serializers.DateTimeField(help_text="When this version was written.")
+
+
+class TextParser(BaseParser):
+    """Declares that a write takes raw text (for the schema and content negotiation); the view
+    reads the body itself, as bytes, so the workspace's own check decides what UTF-8 is."""
+
+    media_type = "text/plain"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        return stream.read() if stream is not None else b""
+
+
+class TextRenderer(BaseRenderer):
+    """A file's content, as it is (a client asking for text/plain only is not a 406)."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        return str(data or "").encode("utf-8")
+
+
+BRANCH = OpenApiParameter(
+    "branch", int, description="a branch of this session (default: the current one)"
+)
+CHECKPOINT = OpenApiParameter(
+    "checkpoint", int, description="a checkpoint of this session: its files as it captured them"
+)
+PATH = OpenApiParameter(
+    "path",
+    str,
+    OpenApiParameter.PATH,
+    description="the file's path in the workspace, like notes/plan.md (slashes as they are, "
+    "other reserved characters percent-encoded)",
+)
+
+
+def _branch(request: Request, session: ExternalSession) -> InternalSession:
+    """?branch=<id>, one of this session's branches (another session's is a 404, as a
+    missing one); without it, the current branch."""
+    raw = request.query_params.get("branch")
+    if raw in (None, ""):
+        return current_branch(session)
+    branch = get_branch_for_user(request.user, raw)
+    if branch.session_id != session.pk:
+        raise BranchNotFound()
+    return branch
+
+
+def _point(request: Request, session: ExternalSession) -> tuple[InternalSession, int | None]:
+    """Where a read looks: the branch (and the version mark) named by ?branch= or
+    ?checkpoint= (not both), else the current branch as it stands."""
+    raw = request.query_params.get("checkpoint")
+    if raw in (None, ""):
+        return _branch(request, session), None
+    if request.query_params.get("branch") not in (None, ""):
+        raise InvalidInput("Give either branch or checkpoint, not both.")
+    checkpoint = get_checkpoint_for_user(request.user, raw)
+    if checkpoint.branch.session_id != session.pk:
+        raise CheckpointNotFound()
+    return checkpoint.branch, checkpoint.files_mark
+
+
+class SessionFiles(APIView):
+    @extend_schema(
+        operation_id="sessions_files_list",
+        parameters=[BRANCH, CHECKPOINT],
+        responses=paginated(FileOut, "File"),
+        summary="The workspace's files (current branch, a branch, or as of a checkpoint)",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = get_session_for_user(request.user, pk)
+        branch, mark = _point(request, session)
+        paginator = Pagination()
+        files = workspace_files(branch, mark=mark)
+        page = paginator.paginate_queryset(files, request, view=self)
+        return paginator.get_paginated_response(FileOut(page or [], many=True).data)
+
+
+class SessionFile(APIView):
+    parser_classes = (TextParser,)
+    renderer_classes = (JSONRenderer, TextRenderer)
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        """The content (GET) is its own text/plain answer; everything else (a written file's
+        fields, every error) is JSON, whatever the client's Accept asked for."""
+        if isinstance(response, Response):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="sessions_files_read",
+        parameters=[PATH, BRANCH, CHECKPOINT],
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+        summary="A file's content, as text/plain",
+    )
+    def get(self, request: Request, pk: int, path: str) -> HttpResponse:
+        session = get_session_for_user(request.user, pk)
+        branch, mark = _point(request, session)
+        _, content = workspace_file(branch, path, mark=mark)
+        return HttpResponse(content, content_type="text/plain; charset=utf-8")
+
+    @extend_schema(
+        operation_id="sessions_files_write",
+        parameters=[PATH],
+        request={"text/plain": OpenApiTypes.STR},
+        responses={200: FileOut, 201: FileOut},
+        summary="Write a file of the current branch (201 when new, 200 when replaced)",
+    )
+    def put(self, request: Request, pk: int, path: str) -> Response:
+        session = get_session_for_user(request.user, pk)
+        written = file_write(
+            branch=current_branch(session), path=path, content=request.body, by="api"
+        )
+        code = status.HTTP_201_CREATED if written.created else status.HTTP_200_OK
+        return Response(FileOut(written.file).data, status=code)
+
+    @extend_schema(
+        operation_id="sessions_files_delete",
+        parameters=[PATH],
+        responses={204: None},
+        summary="Delete a file of the current branch",
+    )
+    def delete(self, request: Request, pk: int, path: str) -> Response:
+        session = get_session_for_user(request.user, pk)
+        file_delete(branch=current_branch(session), path=path, by="api")
+        return Response(status=status.HTTP_204_NO_CONTENT)
