@@ -409,7 +409,6 @@ class HistoryRow(TypedDict):
     effect: str | None  # a tool message's (none, workspace, external); None for other roles
     metadata: Any
     created_at: datetime
-    effect: str | None  # a tool message's; null for the others (as MessageOut)
 
 
 _ROW_FIELDS = (
@@ -425,7 +424,6 @@ _ROW_FIELDS = (
     "effect",
     "metadata",
     "created_at",
-    "effect",
 )
 
 
@@ -471,7 +469,6 @@ def branch_history_rows(
                 "effect": effect or None,
                 "metadata": loads(metadata),
                 "created_at": datetime_value(created_at),
-                "effect": effect or None,
             }
             for (
                 pk,
@@ -486,7 +483,6 @@ def branch_history_rows(
                 effect,
                 metadata,
                 created_at,
-                effect,
             ) in cursor.fetchall()
         ]
 

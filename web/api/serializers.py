@@ -95,17 +95,6 @@ class MessageOut(serializers.Serializer[Any]):  # a Message, or its row's values
     )
     metadata = serializers.JSONField()
     created_at = serializers.DateTimeField()
-    effect = serializers.SerializerMethodField(
-        help_text="A tool message's effect: none (it only read), workspace (a restore undoes "
-        "it) or external (nothing here can undo it); null for other messages."
-    )
-
-    @extend_schema_field(
-        serializers.ChoiceField(choices=["none", "workspace", "external"], allow_null=True)
-    )
-    def get_effect(self, message: Any) -> str | None:
-        value = message.get("effect") if isinstance(message, dict) else message.effect
-        return str(value) if value else None
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         data: dict[str, Any] = super().to_representation(instance)
