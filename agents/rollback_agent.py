@@ -37,6 +37,7 @@ from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
+from .approval import ApprovalGate
 from .calculator import calculate
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
@@ -192,6 +193,10 @@ class RollbackAgent:
         # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
         # message, and the tools whose calls wait for the owner's approval (agents.tools).
         self.tool_effects, self.tool_approvals = effects_of(kept, custom)
+        # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
+        # (agents.approval). It wraps the hooks given through `kwargs`, so a refused call runs none.
+        self.approvals = ApprovalGate(self.tool_approvals)
+        kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.

@@ -237,9 +237,14 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     return turn
 
 
+# A worker's turn is running, or paused while a tool call waits for its owner's approval
+# (sessions_app.approvals): either way the worker holds it and beats.
+HELD = (Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL)
+
+
 def _owned(turn: Turn) -> QuerySet[Turn]:
     """The turn's row while the caller still holds the attempt it claimed."""
-    return Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts)
+    return Turn.objects.filter(pk=turn.pk, status__in=HELD, attempts=turn.attempts)
 
 
 def turn_heartbeat(*, turn: Turn) -> bool:
@@ -287,7 +292,7 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     qcut = now - timedelta(seconds=settings.TURN_QUEUE_TIMEOUT)
     rcut = now - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS)
     turns = Turn.objects.all() if session_id is None else Turn.objects.filter(session_id=session_id)
-    dead = Q(_silent_since(cutoff), status=Turn.Status.RUNNING)
+    dead = Q(_silent_since(cutoff), status__in=HELD)
     lost = Q(_unclaimed_since(qcut), status=Turn.Status.QUEUED)
     unsent = Q(status=Turn.Status.QUEUED, dispatched_at__lt=rcut)
     candidates = list(
@@ -307,7 +312,7 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     )
     done = Recovery()
     for turn in candidates:
-        if turn.status == Turn.Status.RUNNING:
+        if turn.status in HELD:
             _recover_dead(turn, cutoff, now, done)
     for turn in candidates:
         if turn.status == Turn.Status.QUEUED and _is_unclaimed_since(turn, qcut):
@@ -331,21 +336,29 @@ def _is_unclaimed_since(turn: Turn, cutoff: datetime) -> bool:
 
 
 def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -> None:
-    """Queue again (or fail, out of attempts) a running turn whose worker fell silent."""
+    """Queue again (or fail, out of attempts) a running turn whose worker fell silent, or a
+    paused one (awaiting approval) whose worker did: the next worker runs it again from its user
+    message and asks again for the calls that need approval."""
     still_dead = Turn.objects.filter(
-        _silent_since(cutoff), pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
+        _silent_since(cutoff), pk=turn.pk, status__in=HELD, attempts=turn.attempts
     )
     if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
         taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
         if still_dead.update(
-            status=Turn.Status.QUEUED, heartbeat_at=now, dispatched_at=now, metadata=taken
+            status=Turn.Status.QUEUED,
+            heartbeat_at=now,
+            dispatched_at=now,
+            metadata=taken,
+            pending_approval=None,
         ):
             done.requeued.append(turn)
         return
     stale = settings.AGENT_TURN_STALE_SECONDS
     tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
     error = WORKER_DIED.format(attempts=tries, seconds=stale)
-    if still_dead.update(status=Turn.Status.FAILED, error=error, finished_at=now):
+    if still_dead.update(
+        status=Turn.Status.FAILED, error=error, finished_at=now, pending_approval=None
+    ):
         turn.error = error
         done.failed.append(turn)
         events.turn_failed(session=turn.session_id, turn=turn.pk, error=error)
@@ -506,6 +519,7 @@ def turn_fail(*, turn: Turn, error: str, metadata: JSONObject | None = None) -> 
         status=Turn.Status.FAILED,
         error=storable_text(error)[:4000],
         finished_at=timezone.now(),
+        pending_approval=None,
         metadata=storable_json({**turn.metadata, **(metadata or {})}),
     )
     if failed:
@@ -520,13 +534,28 @@ def turn_cancel(*, turn: Turn) -> Turn:
     worker running it notices within about TURN_STOP_POLL_SECONDS, closes the model's stream and
     keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
     nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
-    update decides a race with the turn's natural end: exactly one of them wins."""
+    update decides a race with the turn's natural end: exactly one of them wins. A turn paused
+    for an approval ends its wait too (`tool.approval_answered`, reason "cancelled"): the call
+    never runs."""
     with transaction.atomic():
+        waiting = (
+            Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL)
+            .values_list("pending_approval", flat=True)
+            .first()
+        )
         cancelled = Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE).update(
-            status=Turn.Status.CANCELLED, finished_at=timezone.now()
+            status=Turn.Status.CANCELLED, finished_at=timezone.now(), pending_approval=None
         )
         if cancelled:
             events.turn_cancelled(session=turn.session_id, turn=turn.pk)
+            if isinstance(waiting, dict) and isinstance(waiting.get("tool_call_id"), str):
+                events.tool_approval_answered(
+                    session=turn.session_id,
+                    turn=turn.pk,
+                    tool_call_id=waiting["tool_call_id"],
+                    approved=False,
+                    reason="cancelled",
+                )
     turn.refresh_from_db()
     if turn.status != Turn.Status.CANCELLED:
         raise TurnAlreadyEnded()

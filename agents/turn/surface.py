@@ -42,6 +42,16 @@ class AgnoAgent(Protocol):
     ) -> Iterator[RunItem]: ...
 
 
+class Gate(Protocol):
+    """Where the agent's calls that need approval wait (agents.approval.ApprovalGate): told the
+    run they belong to, and each call's id as the stream sees it start."""
+
+    # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).
+    def begin(self, run: Any) -> None: ...
+
+    def announce(self, tool_name: str | None, call_id: str | None) -> None: ...
+
+
 class TurnAgent(Protocol):
     """The agent a turn runs (`agents.rollback_agent.RollbackAgent`), as the steps use it: its
     session and branch, its settings, the run's stream, the state its tools wrote and the
@@ -57,6 +67,9 @@ class TurnAgent(Protocol):
     last_rollback: Checkpoint | None
     turn_position: int | None
     on_event: Callable[[Event], None] | None
+
+    @property
+    def approvals(self) -> Gate: ...
 
     @property
     def model(self) -> Model | None: ...
