@@ -50,6 +50,7 @@ def alices_objects(alice, session, branch):
         "export": session.pk,
         "turn": turn.pk,
         "turn-cancel": turn.pk,
+        "turn-approve": turn.pk,
         "branch": branch.pk,
         "activate": branch.pk,
         "context": branch.pk,
