@@ -3,6 +3,7 @@ cancelled, the wait times out, or its worker dies and another takes the turn ove
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from sessions_app.models import Message, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.turns import turn_cancel, turn_recover_stale, turn_start
 from tests.agents import approval_tools
+from tests.agents.test_claims import _celery_worker, _embedded
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
 # Real commits, as in a worker: the owner answers from another transaction.
@@ -261,3 +263,46 @@ def test_tools_that_need_no_approval_run_without_a_pause(fake_llm, email_tool, s
     assert turn.status == "done"
     assert turn.tools_used == ["calculate"]
     assert "tool.approval_requested" not in [e["type"] for e in seen]
+
+
+# --- the deployed shape: a Celery worker on Redis, or the embedded pool ----------------------
+
+
+def _until(check, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.parametrize("runner", [_celery_worker, _embedded], ids=["celery", "embedded"])
+@pytest.mark.parametrize("answer", ["approve", "cancel"])
+def test_a_worker_pauses_and_an_answer_from_elsewhere_wakes_it(
+    fake_llm, email_tool, session, settings, runner, answer
+):
+    settings.AGENT_APPROVAL_SECONDS = 60
+    script(fake_llm)
+    turn = turn_start(session=session, message="mail bob")
+    with runner() as send:
+        send(turn.pk)
+        assert _until(lambda: Turn.objects.get(pk=turn.pk).status == "awaiting_approval")
+        assert email_tool == []
+        waiting = Turn.objects.get(pk=turn.pk)
+        if answer == "approve":
+            turn_approve(turn=waiting, tool_call_id="call_mail", approved=True)
+        else:
+            turn_cancel(turn=waiting)
+        assert _until(lambda: not Turn.objects.get(pk=turn.pk).is_active)
+        assert _until(lambda: Turn.objects.get(pk=turn.pk).status != "running")
+    turn.refresh_from_db()
+    if answer == "approve":
+        assert turn.status == "done"
+        assert email_tool == [("bob@example.com", "hello")]
+    else:
+        assert turn.status == "cancelled"
+        assert email_tool == []
+        assert len(fake_llm.requests) == 1
