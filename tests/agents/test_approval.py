@@ -12,11 +12,17 @@ from django.utils import timezone
 
 from agents.worker import run_turn
 from core.events import listen
-from sessions_app.approvals import turn_approve
+from sessions_app.approvals import turn_approve, turn_await_approval
 from sessions_app.errors import NothingAwaitsApproval, TurnInProgress
 from sessions_app.models import Message, Turn
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.turns import turn_cancel, turn_recover_stale, turn_start
+from sessions_app.turns import (
+    turn_cancel,
+    turn_claim,
+    turn_heartbeat,
+    turn_recover_stale,
+    turn_start,
+)
 from tests.agents import approval_tools
 from tests.agents.test_claims import _celery_worker, _embedded
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -306,3 +312,33 @@ def test_a_worker_pauses_and_an_answer_from_elsewhere_wakes_it(
         assert turn.status == "cancelled"
         assert email_tool == []
         assert len(fake_llm.requests) == 1
+
+
+# --- the paused turn's row: heartbeat, recovery ------------------------------------------------
+
+
+def _paused(session) -> Turn:
+    turn = turn_claim(turn_id=turn_start(session=session, message="mail bob").pk)
+    assert turn is not None
+    assert turn_await_approval(turn=turn, tool_call_id="c1", tool_name="send_email", args=EMAIL)
+    return turn
+
+
+def test_a_paused_turn_keeps_beating_and_is_not_taken_over_while_it_beats(session):
+    turn = _paused(session)
+    assert turn_heartbeat(turn=turn)
+    assert turn_recover_stale(session_id=session.pk).requeued == []
+    assert Turn.objects.get(pk=turn.pk).status == "awaiting_approval"
+
+
+def test_a_paused_turn_out_of_attempts_whose_worker_died_fails_and_waits_no_more(session, settings):
+    settings.AGENT_TURN_ATTEMPTS = 1
+    turn = _paused(session)
+    Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    done = turn_recover_stale(session_id=session.pk)
+    assert [t.pk for t in done.failed] == [turn.pk]
+    turn.refresh_from_db()
+    assert turn.status == "failed"
+    assert turn.pending_approval is None
+    with pytest.raises(NothingAwaitsApproval):
+        turn_approve(turn=turn, tool_call_id="c1", approved=True)
