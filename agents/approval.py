@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from agno.exceptions import AgentRunException
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from core import events
 from sessions_app.approvals import answer_of, turn_approval_expire, turn_await_approval
@@ -142,7 +142,11 @@ def wait_for_answer(run: TurnRun, call_id: str, tool_name: str, args: dict[str, 
 
     def ended() -> bool:
         run.beat.tick()
-        outcome = Outcome(False, "lost") if run.beat.lost else _read_answer(run, call_id)
+        try:
+            outcome = Outcome(False, "lost") if run.beat.lost else _read_answer(run, call_id)
+        except DatabaseError:  # the database is away for a moment: look again next poll
+            log.warning("turn %s: could not read its approval", turn.pk, exc_info=True)
+            return False
         if not connection.in_atomic_block and connection.settings_dict.get("OPTIONS", {}).get(
             "pool"
         ):
