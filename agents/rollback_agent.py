@@ -37,6 +37,7 @@ from sessions_app.models import ExternalSession, InternalSession, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
+from .approval import ApprovalGate
 from .calculator import calculate
 from .file_tools import FileTools
 from .mcp import McpToolset, mcp_toolset
@@ -210,6 +211,10 @@ class RollbackAgent(FileTools):
         # The operator's MCP servers' tools, listed at the start of each turn (offer_mcp_tools).
         self.mcp = McpToolset()
         self.notices: list[str] = []
+        # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
+        # (agents.approval). It wraps the hooks given through `kwargs`, so a refused call runs none.
+        self.approvals = ApprovalGate(self.tool_approvals)
+        kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
         kwargs.setdefault("instructions", INSTRUCTIONS)
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.

@@ -501,6 +501,9 @@ TURN_REDISPATCH_SECONDS = max(1, env_int("TURN_REDISPATCH_SECONDS", 30))
 # While it runs a turn, the worker looks this often whether the user stopped it (Stop, or
 # POST /api/v1/turns/{id}/cancel/), then closes the model's stream.
 TURN_STOP_POLL_SECONDS = float(os.environ.get("TURN_STOP_POLL_SECONDS", "").strip() or 0.5)
+# A tool call that needs its owner's approval waits at most this long (the turn at
+# `awaiting_approval`, its worker's heartbeat going on); then it counts as refused ("timed_out").
+AGENT_APPROVAL_SECONDS = float(os.environ.get("AGENT_APPROVAL_SECONDS", "").strip() or 600)
 
 # Periodic jobs: `celery -A rollback_site beat` runs them, from schedules kept in the database
 # (django-celery-beat) and edited in the admin under "Periodic tasks". The retention rules

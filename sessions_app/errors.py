@@ -70,3 +70,12 @@ class SessionLimitReached(Conflict):
 
 class InvalidSessionKey(InvalidInput):
     """A session key not of the form agent:<agentId>:<scope>:<chatId> (sessions_app.keys)."""
+
+
+class NothingAwaitsApproval(Conflict):
+    """An approval for a turn that is not waiting for one, or not for that tool call."""
+
+    def __init__(
+        self, message: str = "This turn is not waiting for an approval of that tool call."
+    ) -> None:
+        super().__init__(message)

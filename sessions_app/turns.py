@@ -284,9 +284,14 @@ def _end_dropping_writes(
     return True
 
 
+# A worker's turn is running, or paused while a tool call waits for its owner's approval
+# (sessions_app.approvals): either way the worker holds it and beats.
+HELD = (Turn.Status.RUNNING, Turn.Status.AWAITING_APPROVAL)
+
+
 def _owned(turn: Turn) -> QuerySet[Turn]:
     """The turn's row while the caller still holds the attempt it claimed."""
-    return Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts)
+    return Turn.objects.filter(pk=turn.pk, status__in=HELD, attempts=turn.attempts)
 
 
 def turn_heartbeat(*, turn: Turn) -> bool:
@@ -334,7 +339,7 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     qcut = now - timedelta(seconds=settings.TURN_QUEUE_TIMEOUT)
     rcut = now - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS)
     turns = Turn.objects.all() if session_id is None else Turn.objects.filter(session_id=session_id)
-    dead = Q(_silent_since(cutoff), status=Turn.Status.RUNNING)
+    dead = Q(_silent_since(cutoff), status__in=HELD)
     lost = Q(_unclaimed_since(qcut), status=Turn.Status.QUEUED)
     unsent = Q(status=Turn.Status.QUEUED, dispatched_at__lt=rcut)
     candidates = list(
@@ -354,7 +359,7 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     )
     done = Recovery()
     for turn in candidates:
-        if turn.status == Turn.Status.RUNNING:
+        if turn.status in HELD:
             _recover_dead(turn, cutoff, now, done)
     for turn in candidates:
         if turn.status == Turn.Status.QUEUED and _is_unclaimed_since(turn, qcut):
@@ -378,14 +383,20 @@ def _is_unclaimed_since(turn: Turn, cutoff: datetime) -> bool:
 
 
 def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -> None:
-    """Queue again (or fail, out of attempts) a running turn whose worker fell silent."""
+    """Queue again (or fail, out of attempts) a running turn whose worker fell silent, or a
+    paused one (awaiting approval) whose worker did: the next worker runs it again from its user
+    message and asks again for the calls that need approval."""
     still_dead = Turn.objects.filter(
-        _silent_since(cutoff), pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
+        _silent_since(cutoff), pk=turn.pk, status__in=HELD, attempts=turn.attempts
     )
     if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
         taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
         if still_dead.update(
-            status=Turn.Status.QUEUED, heartbeat_at=now, dispatched_at=now, metadata=taken
+            status=Turn.Status.QUEUED,
+            heartbeat_at=now,
+            dispatched_at=now,
+            metadata=taken,
+            pending_approval=None,
         ):
             done.requeued.append(turn)
         return
@@ -399,6 +410,7 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
         status=Turn.Status.FAILED,
         error=error,
         finished_at=now,
+        pending_approval=None,
     )
     if failed:
         turn.error = error
@@ -581,6 +593,7 @@ def turn_fail(*, turn: Turn, error: str, metadata: JSONObject | None = None) -> 
         status=Turn.Status.FAILED,
         error=storable_text(error)[:4000],
         finished_at=timezone.now(),
+        pending_approval=None,
         metadata=storable_json({**turn.metadata, **(metadata or {})}),
     )
     if failed:
@@ -596,16 +609,33 @@ def turn_cancel(*, turn: Turn) -> Turn:
     keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
     nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
     update decides a race with the turn's natural end: exactly one of them wins. What the turn's
-    agent wrote to the workspace is deleted with it (its tool messages are never stored)."""
-    cancelled = _end_dropping_writes(
-        turn.pk,
-        turn.session_id,
-        Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE),
-        status=Turn.Status.CANCELLED,
-        finished_at=timezone.now(),
-    )
-    if cancelled:
-        events.turn_cancelled(session=turn.session_id, turn=turn.pk)
+    agent wrote to the workspace is deleted with it (its tool messages are never stored). A turn
+    paused for an approval ends its wait too (`tool.approval_answered`, reason "cancelled"): the
+    call never runs."""
+    with transaction.atomic():
+        waiting = (
+            Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL)
+            .values_list("pending_approval", flat=True)
+            .first()
+        )
+        cancelled = _end_dropping_writes(
+            turn.pk,
+            turn.session_id,
+            Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE),
+            status=Turn.Status.CANCELLED,
+            finished_at=timezone.now(),
+            pending_approval=None,
+        )
+        if cancelled:
+            events.turn_cancelled(session=turn.session_id, turn=turn.pk)
+            if isinstance(waiting, dict) and isinstance(waiting.get("tool_call_id"), str):
+                events.tool_approval_answered(
+                    session=turn.session_id,
+                    turn=turn.pk,
+                    tool_call_id=waiting["tool_call_id"],
+                    approved=False,
+                    reason="cancelled",
+                )
     turn.refresh_from_db()
     if turn.status != Turn.Status.CANCELLED:
         raise TurnAlreadyEnded()

@@ -3,6 +3,7 @@ message looks the same whether it arrived with the page or over the stream."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +92,22 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         ),
         "failed_turn": last,
         "busy": active is not None,
+        "approval": approval_card(active) if before is None else None,
+    }
+
+
+def approval_card(turn: Turn | None) -> dict[str, str] | None:
+    """The tool call `turn` waits for, as the approval card shows it (its arguments as indented
+    JSON text), or None when it waits for none."""
+    pending = turn.pending_approval if turn is not None else None
+    if turn is None or turn.status != Turn.Status.AWAITING_APPROVAL:
+        return None
+    if not isinstance(pending, dict):
+        return None
+    return {
+        "tool_call_id": str(pending.get("tool_call_id", "")),
+        "tool_name": str(pending.get("tool_name", "")),
+        "args_json": json.dumps(pending.get("args"), indent=2, ensure_ascii=False, default=str),
     }
 
 

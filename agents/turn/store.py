@@ -69,6 +69,9 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
         output.messages or [], model=meta["model"], ran=ran, effects=run.agent.tool_effects
     )
     report_unrun_tools(run, new, got)
+    for m in new:  # a refused call did not run: it had no effect
+        if m.role == "tool" and m.tool_call_id in run.agent.approvals.refused:
+            m.effect = "none"
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     if not reply.strip():
         fail_turn(run.turn, "The model sent an empty reply.", meta)

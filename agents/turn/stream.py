@@ -74,6 +74,8 @@ def stream(run: TurnRun, messages: list[AgnoMessage]) -> Streamed:
 
 def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
     release_pooled_connection()  # the model may take seconds: the stream needs no database
+    gate = run.agent.approvals
+    gate.begin(run)  # a call that needs approval pauses this turn (agents.approval)
     items = run.agent.stream(messages)
     try:
         for item in items:
@@ -81,8 +83,12 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
             if run.beat.lost:
                 got.output = got.error = None
                 return
+            if isinstance(item, ToolCallStartedEvent) and item.tool is not None:
+                # Its tool runs next, on this thread: the gate learns which call it is.
+                gate.announce(item.tool.tool_name, item.tool.tool_call_id)
             relay(run.turn, item, got)
     finally:
+        gate.begin(None)
         if got.partial is not None:
             got.partial.flush()  # all of the text goes out before the turn's end
         close = getattr(items, "close", None)  # a generator: ends agno's run

@@ -43,6 +43,20 @@ class AgnoAgent(Protocol):
     ) -> Iterator[RunItem]: ...
 
 
+class Gate(Protocol):
+    """Where the agent's calls that need approval wait (agents.approval.ApprovalGate): told the
+    run they belong to, and each call's id as the stream sees it start."""
+
+    # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).
+    def begin(self, run: Any) -> None: ...
+
+    def announce(self, tool_name: str | None, call_id: str | None) -> None: ...
+
+    # The ids of the calls it refused (the owner refused, or no answer came in time): they did
+    # not run, so their tool messages record no effect.
+    refused: set[str]
+
+
 class TurnAgent(Protocol):
     """The agent a turn runs (`agents.rollback_agent.RollbackAgent`), as the steps use it: its
     session and branch, its settings, the run's stream, the state its tools wrote and the
@@ -61,6 +75,9 @@ class TurnAgent(Protocol):
     turn_position: int | None
     on_event: Callable[[Event], None] | None
     notices: list[str]  # for the turn's metadata: an MCP server that was down
+
+    @property
+    def approvals(self) -> Gate: ...
 
     @property
     def model(self) -> Model | None: ...

@@ -15,7 +15,9 @@ from agents.model import build_model
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent
 from checkpoints.transfer import session_export
-from sessions_app.models import Message
+from core.events import listen
+from sessions_app.approvals import turn_approve
+from sessions_app.models import Message, Turn
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.fakes.mcp_server import FakeMcpServer
@@ -60,6 +62,7 @@ def offered(request: dict) -> dict[str, dict]:
     return {t["function"]["name"]: t["function"] for t in request.get("tools", [])}
 
 
+@pytest.mark.django_db(transaction=True)  # the approval's events are sent after commit
 def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
     fake_llm, session, tracker, mcp_server
 ):
@@ -68,9 +71,24 @@ def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
         Reply("Sent."),
     )
 
-    turn = ask(session, "Tell bob hi")
+    asked: list[dict] = []
+
+    def owner_approves(event: dict) -> None:  # as the owner would, from another tab
+        if event["type"] == "tool.approval_requested":
+            asked.append(event)
+            waiting = Turn.objects.get(pk=event["turn"])
+            turn_approve(turn=waiting, tool_call_id=event["tool_call_id"], approved=True)
+
+    stop = listen(session.pk, owner_approves)
+    try:
+        turn = ask(session, "Tell bob hi")
+    finally:
+        stop()
 
     assert turn.status == "done"
+    # On the server's approval list: it waited for the owner, then ran once.
+    assert [e["tool_name"] for e in asked] == ["tracker__send_message"]
+    assert asked[0]["args"] == {"to": "bob", "text": "hi"}
     assert mcp_server.calls == [("send_message", {"to": "bob", "text": "hi"})]
     # The secret header reached the server (it refuses every request without it).
     assert f"Bearer {SECRET}" in mcp_server.seen_authorization

@@ -49,17 +49,20 @@ from django_celery_beat.models import (
 
 from accounts.models import ApiKey, SiteSettings, User
 from accounts.services import apikey_create, apikey_revoke
+from agents.models import McpServer
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import ExternalSession, FileVersion, InternalSession, Message, Turn
+from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
 from tests.security.conftest import bearer, browser, cookie_headers
 from web.ws.routing import websocket_urlpatterns
+from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
 
@@ -141,6 +144,26 @@ PAGE_RULES: dict[str, Rule] = {
         OWNER, ("POST",), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
     "/chat/<int:pk>/checkpoints/list/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    # Approving a tool call (alice's turn waits for none: she is answered 409).
+    "/chat/<int:pk>/turns/<int:turn_id>/approve/": Rule(
+        OWNER,
+        ("POST",),
+        {"pk": "session", "turn_id": "turn"},
+        {"tool_call_id": "call_1", "approved": "true"},
+    ),
+    # The Files panel.
+    "/chat/<int:pk>/files/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/files/tree/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/files/upload/": Rule(OWNER, ("POST",), {"pk": "session"}, {"folder": ""}),
+    "/chat/<int:pk>/files/view/<path:path>": Rule(
+        OWNER, ("GET",), {"pk": "session", "path": "file"}
+    ),
+    "/chat/<int:pk>/files/download/<path:path>": Rule(
+        OWNER, ("GET",), {"pk": "session", "path": "file"}
+    ),
+    "/chat/<int:pk>/files/delete/<path:path>": Rule(
+        OWNER, ("POST",), {"pk": "session", "path": "file"}
+    ),
     "/chat/checkpoints/<int:cp_id>/": Rule(OWNER, ("GET",), {"cp_id": "checkpoint"}),
     "/chat/checkpoints/<int:cp_id>/delete/": Rule(OWNER, ("POST",), {"cp_id": "checkpoint"}),
     "/chat/checkpoints/<int:cp_id>/restore/": Rule(
@@ -193,6 +216,13 @@ API_RULES: dict[str, Rule] = {
         OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
     "/api/v1/sessions/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/sessions/<int:pk>/files/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/sessions/<int:pk>/files/<path:path>": Rule(
+        OWNER, ("GET", "PUT", "DELETE"), {"pk": "session", "path": "file"}, {"pwned": True}
+    ),
+    "/api/v1/turns/<int:pk>/approve/": Rule(
+        OWNER, ("POST",), {"pk": "turn"}, {"tool_call_id": "call_1", "approved": True}
+    ),
     "/api/v1/turns/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "turn"}),
     "/api/v1/turns/<int:pk>/cancel/": Rule(OWNER, ("POST",), {"pk": "turn"}),
     "/api/v1/branches/<int:pk>/": Rule(OWNER, ("PATCH",), {"pk": "branch"}, {"name": "pwned"}),
@@ -245,7 +275,7 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|memories|ops"
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|agents|memories|ops"
     "|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
@@ -263,6 +293,7 @@ ADMIN_OBJECTS = {
     "accounts.User": "alice",
     "accounts.SiteSettings": "site_settings",
     "accounts.ApiKey": "key",
+    "agents.McpServer": "mcp_server",
     "checkpoints.Checkpoint": "checkpoint",
     "memories.Memory": "memory",
     "sessions_app.ExternalSession": "session",
@@ -417,6 +448,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         l1_overview=f"{SECRET} overview",
         l2_details=f"{SECRET} details",
     )
+    file_write(branch=current_branch(session), path="notes/alice.md", content=f"{SECRET} file")
     session_create(owner=bob, name="bob's own")
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
     clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")  # noqa: S106 - a test user's password
@@ -433,6 +465,11 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "summary": summary.pk,
         "key": key.pk,
         "memory": memory.pk,
+        "file": "notes/alice.md",
+        # The operator's, not alice's: its secret header must never show either.
+        "mcp_server": McpServer.objects.create(
+            name="tracker", url="http://127.0.0.1:9/mcp", headers={"X-Key": SECRET}
+        ).pk,
         "group": Group.objects.create(name=f"{SECRET} group").pk,
         "site_settings": SiteSettings.load().pk,
         "session_type": ContentType.objects.get_for_model(ExternalSession).pk,
@@ -474,6 +511,8 @@ def state(alice_pk: int) -> dict[str, list[dict]]:
         "turns": rows(Turn.objects.filter(session__in=sessions)),
         "checkpoints": rows(Checkpoint.objects.filter(branch__session__in=sessions)),
         "memories": rows(Memory.objects.filter(user_id=alice_pk)),
+        "files": rows(FileVersion.objects.filter(branch__session__in=sessions)),
+        "mcp servers": rows(McpServer.objects.all()),
     }
 
 
@@ -707,7 +746,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 7, MIXED
+    assert len(MIXED) == 11, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

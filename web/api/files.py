@@ -48,6 +48,14 @@ class TextParser(BaseParser):
         return stream.read() if stream is not None else b""
 
 
+class AnyBodyParser(TextParser):
+    """Any other body is read the same way: the workspace's own check refuses what is not UTF-8
+    text, and a browser's request to a method the view does not answer (a POST whose CSRF check
+    reads the body first) gets its 405, not a 415."""
+
+    media_type = "*/*"
+
+
 class TextRenderer(BaseRenderer):
     """A file's content, as it is (a client asking for text/plain only is not a 406)."""
 
@@ -122,7 +130,7 @@ class SessionFiles(APIView):
 
 
 class SessionFile(APIView):
-    parser_classes = (TextParser,)
+    parser_classes = (TextParser, AnyBodyParser)
     renderer_classes = (JSONRenderer, TextRenderer)
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:

@@ -149,11 +149,20 @@ class Usage(TypedDict):
     output_tokens: int
 
 
+class PendingApprovalOut(serializers.Serializer[Mapping[str, object]]):
+    """The tool call a turn waits at `awaiting_approval` for its owner to approve or refuse."""
+
+    tool_call_id = serializers.CharField()
+    tool_name = serializers.CharField()
+    args = serializers.JSONField()
+
+
 class TurnOut(serializers.Serializer[Turn]):
     id = serializers.IntegerField()
     session = serializers.IntegerField(source="session_id")
     branch = serializers.IntegerField(source="branch_id", allow_null=True)
     status = serializers.CharField()
+    pending_approval = serializers.SerializerMethodField()
     message = serializers.CharField()
     reply = serializers.CharField()
     finish_reason = serializers.CharField(allow_null=True)
@@ -166,6 +175,13 @@ class TurnOut(serializers.Serializer[Turn]):
     context = serializers.SerializerMethodField()  # type: ignore[assignment]
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(PendingApprovalOut(allow_null=True))
+    def get_pending_approval(self, turn: Turn) -> dict[str, object] | None:
+        pending = turn.pending_approval
+        if turn.status != Turn.Status.AWAITING_APPROVAL or not isinstance(pending, dict):
+            return None
+        return {key: pending.get(key) for key in ("tool_call_id", "tool_name", "args")}
 
     @extend_schema_field(UsageOut(allow_null=True))
     def get_usage(self, turn: Turn) -> Usage | None:
@@ -207,3 +223,9 @@ class ChatIn(TurnIn):
         help_text="agent:<agentId>:<scope>:<chatId>; scope is main, per-peer or "
         "per-channel-peer. Your session of this key is made on first use.",
     )
+
+
+class ApproveIn(StrictSerializer):
+    # The service checks the id against the call that waits (409 when it is not that one).
+    tool_call_id = TextField(max_length=200, trim_whitespace=False)
+    approved = StrictBooleanField()

@@ -269,11 +269,16 @@ class Chat(APIView):
         return _turn_answer(turn, wait=data["wait"])
 
 
-TURN_END_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.cancelled"})
+# The events after which a waiting request reads the turn again: its end, or its pause for an
+# approval (the owner must answer before it can end).
+TURN_END_EVENTS = frozenset(
+    {"turn.finished", "turn.failed", "turn.cancelled", "tool.approval_requested"}
+)
 
 
 def _wait_for(turn: Turn) -> Turn:
-    """Wait until the turn ends or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
+    """Wait until the turn ends, waits for an approval (`awaiting_approval`, answered at once:
+    the caller has to approve), or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
     The turn's end event wakes the wait at once; the database is also read every
     API_TURN_WAIT_POLL_SECONDS, so an end that sends no event is seen too. While it waits the
     database connection goes back to the pool, so requests that wait never starve the others of
@@ -289,7 +294,8 @@ def _wait_for(turn: Turn) -> Turn:
         )
         if not connection.in_atomic_block:
             connection.close()
-        return not latest[0].is_active
+        current = latest[0]
+        return not current.is_active or current.status == Turn.Status.AWAITING_APPROVAL
 
     events.wait_until(
         turn.session_id,

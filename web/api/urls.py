@@ -10,6 +10,7 @@ from rest_framework.permissions import AllowAny
 
 from core.api import JSONErrors
 from web.api import accounts as accounts_api
+from web.api import approvals as approvals_api
 from web.api import checkpoints as checkpoints_api
 from web.api import files as files_api
 from web.api import memories as memories_api
@@ -49,6 +50,7 @@ urlpatterns = [
     path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
     path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
     path("turns/<int:pk>/cancel/", sessions_api.TurnCancel.as_view(), name="turn-cancel"),
+    path("turns/<int:pk>/approve/", approvals_api.TurnApprove.as_view(), name="turn-approve"),
     path("branches/<int:pk>/", sessions_api.BranchDetail.as_view(), name="branch"),
     path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
     path("branches/<int:pk>/context/", sessions_api.BranchContext.as_view(), name="context"),

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from web.pages import approvals as approval_views
 from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
 from web.pages import files as file_views
@@ -24,6 +25,7 @@ urlpatterns = [
     path("<int:pk>/send/", views.send, name="send"),
     path("<int:pk>/turns/<int:turn_id>/retry/", views.retry, name="retry"),
     path("<int:pk>/turns/<int:turn_id>/cancel/", views.cancel, name="cancel"),
+    path("<int:pk>/turns/<int:turn_id>/approve/", approval_views.approve, name="approve"),
     path("<int:pk>/messages/<int:message_id>/edit/", views.edit_form, name="edit_form"),
     path("<int:pk>/messages/<int:message_id>/resend/", views.edit, name="edit"),
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),

@@ -58,6 +58,7 @@ from core.events import (
 from sessions_app.models import ExternalSession, Turn
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_read, stream_snapshot
+from sessions_app.turns import HELD
 from web import context as pages
 
 log = logging.getLogger(__name__)
@@ -307,7 +308,7 @@ class ChatConsumer(SessionConsumer):
 def running_turn(session_id: int) -> tuple[int, int] | None:
     """The running turn of the session and its attempt, if a turn runs (one query)."""
     found = (
-        Turn.objects.filter(session_id=session_id, status=Turn.Status.RUNNING)
+        Turn.objects.filter(session_id=session_id, status__in=HELD)
         .order_by("-created_at")
         .values_list("pk", "attempts")
         .first()
@@ -346,6 +347,16 @@ def render_event(session: ExternalSession, event: Event) -> str:
     if event["type"] == "tool.started":
         context = {"turn": event["turn"], "tool": event["tool"]}
         return render_to_string("sessions_app/_stream_tool.html", context)
+    if event["type"] == "tool.approval_requested":  # the card, in every open tab
+        card = {
+            "tool_call_id": event["tool_call_id"],
+            "tool_name": event["tool_name"],
+            "args_json": json.dumps(event["args"], indent=2, ensure_ascii=False, default=str),
+        }
+        context = {"turn": event["turn"], "session_id": session.pk, "approval": card}
+        return render_to_string("sessions_app/_approval_oob.html", context)
+    if event["type"] == "tool.approval_answered":  # answered here, elsewhere, or ended: it goes
+        return render_to_string("sessions_app/_approval_oob.html", {"turn": event["turn"]})
     if event["type"] == "turn.cancelled":  # what was streamed stays on the page, marked stopped
         stopped = {**pages.composer_state(session), "turn": event["turn"]}
         return render_to_string("sessions_app/_turn_stopped.html", stopped)

@@ -54,6 +54,7 @@ def alices_objects(alice, session, branch):
         "file": session.pk,
         "turn": turn.pk,
         "turn-cancel": turn.pk,
+        "turn-approve": turn.pk,
         "branch": branch.pk,
         "activate": branch.pk,
         "context": branch.pk,

@@ -1,0 +1,96 @@
+"""A turn paused for an approval by a process that died: the restarted process's recovery job
+takes it over (attempt 2), runs it again, asks again, and the owner's approval through the API
+lets it finish. Served for real (daphne, the embedded mode), like test_recovery_embedded."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.procs import Services, app_env
+
+SETUP = """
+from datetime import timedelta
+from django.utils import timezone
+from accounts.models import User
+from sessions_app.approvals import turn_await_approval
+from sessions_app.models import Turn
+from sessions_app.services import session_create
+from sessions_app.turns import turn_claim, turn_start
+owner = User.objects.create_user("approver")
+session = session_create(owner=owner, name="paused")
+turn = turn_start(session=session, message="mail bob")
+turn = turn_claim(turn_id=turn.pk, worker="a-process-that-died:1")
+turn_await_approval(
+    turn=turn, tool_call_id="call_first", tool_name="send_email",
+    args={"to": "bob@example.com", "subject": "hello"},
+)
+Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+print(session.pk, turn.pk)
+"""
+
+EMAIL = {"to": "bob@example.com", "subject": "hello"}
+
+
+@pytest.fixture
+def served(llm, tmp_path):
+    env = app_env(
+        tmp_path / "var",
+        llm.base_url,
+        AGENT_TURN_STALE_SECONDS="2",
+        TURN_RECOVERY_SECONDS="1",
+        AGENT_TOOLS="tests.agents.approval_tools.send_email",
+        AGENT_APPROVAL_SECONDS="60",
+    )
+    services = Services(tmp_path)
+    try:
+        services.prepare(env)
+        yield services, env
+    finally:
+        services.stop_all()
+
+
+def test_a_turn_paused_by_a_dead_process_is_taken_over_asked_again_and_approved(served, llm):
+    from websockets.sync.client import connect
+
+    services, env = served
+    out = services.manage(env, "shell", "-c", SETUP)
+    session_id, turn_id = map(int, out.strip().splitlines()[-1].split())
+    key = services.manage(env, "createapikey", "approver").strip().splitlines()[-1]
+    llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_second")]))
+    llm.queue(Reply("Sent."))
+    base = services.start_daphne(env)
+    auth = {"Authorization": f"Bearer {key}"}
+    events: list[dict] = []
+    url = base.replace("http://", "ws://") + f"/ws/v1/sessions/{session_id}/"
+    with connect(url, additional_headers=auth, open_timeout=20) as ws:
+        deadline = time.monotonic() + 40
+        while not any(e["type"] == "turn.finished" for e in events):
+            assert time.monotonic() < deadline, events
+            event = json.loads(ws.recv(timeout=deadline - time.monotonic()))
+            events.append(event)
+            if event["type"] == "tool.approval_requested":
+                waiting = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
+                assert waiting["status"] == "awaiting_approval"
+                assert waiting["pending_approval"]["tool_call_id"] == "call_second"
+                answer = httpx.post(
+                    f"{base}/api/v1/turns/{turn_id}/approve/",
+                    json={"tool_call_id": event["tool_call_id"], "approved": True},
+                    headers=auth,
+                )
+                assert answer.status_code == 200, answer.text
+    assert [e.get("attempt") for e in events if e["type"] == "turn.started"] == [2]
+    assert [e["tool_call_id"] for e in events if e["type"] == "tool.approval_requested"] == [
+        "call_second"
+    ]
+    turn = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
+    assert turn["status"] == "done"
+    assert turn["tools_used"] == ["send_email"]
+    assert turn["pending_approval"] is None
+    history = httpx.get(f"{base}/api/v1/sessions/{session_id}/messages/", headers=auth).json()
+    tools = [m for m in history["results"] if m["role"] == "tool"]
+    assert [m["tool_result"] for m in tools] == ["sent to bob@example.com"]

@@ -1,0 +1,26 @@
+"""POST /api/v1/turns/{id}/approve/: the owner's answer to the tool call a turn waits for."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sessions_app.approvals import turn_approve
+from sessions_app.selectors import get_turn_for_user
+from web.api.serializers import ApproveIn, TurnOut
+
+
+class TurnApprove(APIView):
+    @extend_schema(
+        request=ApproveIn,
+        responses=TurnOut,
+        summary="Approve or refuse the tool call a turn waits for: 200 turn (running again); "
+        "409 when it waits for no call of that id",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        turn = get_turn_for_user(request.user, pk)
+        data = ApproveIn.validated(request.data)
+        turn = turn_approve(turn=turn, tool_call_id=data["tool_call_id"], approved=data["approved"])
+        return Response(TurnOut(turn).data)
