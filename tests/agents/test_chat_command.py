@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SETUP = """
@@ -53,11 +55,17 @@ def cli(tmp_path_factory):
     made = _run(env, "shell", "-v0", "-c", SETUP)
     assert made.returncode == 0, made.stderr
     bob_session = int(made.stdout.split("BOB_SESSION=")[1].split()[0])
+    base = env
 
     class Cli:
-        def chat(self, *lines: str, args: tuple[str, ...] = ("--user", "alice")):
+        def chat(
+            self,
+            *lines: str,
+            args: tuple[str, ...] = ("--user", "alice"),
+            env: dict[str, str] | None = None,
+        ):
             stdin = "".join(f"{line}\n" for line in lines)
-            return _run(env, "chat", *args, stdin=stdin)
+            return _run({**base, **(env or {})}, "chat", *args, stdin=stdin)
 
     cli = Cli()
     cli.bob_session = bob_session
@@ -173,3 +181,22 @@ def test_end_of_input_ends_cleanly(cli):
     assert "agent> You said: “hello”. This conversation had 0 earlier messages." in out
     assert "[error]" not in out  # blank lines are not sent
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("answer", "told"), [("y", "sent to bob"), ("n", "refused")])
+def test_a_call_that_needs_approval_is_asked_about_in_the_terminal(cli, llm, answer, told):
+    llm.queue(ToolCalls([ToolCall("send_email", {"to": "bob", "subject": "hi"})]), Reply("Done."))
+    result = cli.chat(
+        "mail bob",
+        answer,
+        "/quit",
+        env={
+            "AGENT_TOOLS": "tests.agents.approval_tools.send_email",
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'send_email({"to": "bob", "subject": "hi"}) waits for your approval.' in result.stdout
+    assert "[tool] send_email" in result.stdout
+    assert told in result.stdout

@@ -6,6 +6,7 @@ turn (or as a /command) and prints what happened. Ctrl-D or Ctrl-C at the prompt
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,9 +20,10 @@ from agents.service import AgentService
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from core.errors import DomainError
-from core.events import Event
+from core.events import Event, ToolApprovalRequested
 from core.model_choice import is_demo
 from core.validation import JSONObject
+from sessions_app.approvals import turn_approve
 from sessions_app.errors import SessionNotFound
 from sessions_app.models import Turn
 from sessions_app.selectors import get_session_for_user
@@ -216,6 +218,8 @@ class Command(BaseCommand):
             result = str(event["result"] or "").replace("\n", "\n      ")
             failed = " (failed)" if event["error"] else ""
             self._event_line(f"  [tool] {event['tool']}({shown}) -> {result}{failed}")
+        elif event["type"] == "tool.approval_requested":
+            self._approve(event)
         elif event["type"] == "checkpoint.created":
             if event["is_auto"]:
                 self._event_line(f"  [checkpoint] {event['name']} (auto)")
@@ -223,6 +227,22 @@ class Command(BaseCommand):
                 made = [c for c in self.agent.created_checkpoints if c.pk == event["checkpoint"]]
                 name = made[0].checkpoint_name if made else f"#{event['checkpoint']}"
                 self._event_line(f"  [checkpoint] {name}")
+
+    def _approve(self, event: ToolApprovalRequested) -> None:
+        """A tool call waits for the owner's approval: ask here. The turn waits on this very
+        thread (the event is heard where it is sent), so the answer is read before it goes on."""
+        self._end_line()
+        args = json.dumps(event["args"], ensure_ascii=False)
+        self._line(f"  [approval] {event['tool_name']}({args}) waits for your approval.")
+        try:
+            approved = input("  Approve? [y/N] ").strip().lower() in ("y", "yes")
+        except EOFError:
+            approved = False
+        turn = Turn.objects.get(pk=event["turn"])
+        try:
+            turn_approve(turn=turn, tool_call_id=event["tool_call_id"], approved=approved)
+        except DomainError as exc:
+            self._line(f"  [error] {exc.message}")
 
     # --- helpers ----------------------------------------------------------------------------
 
