@@ -123,15 +123,22 @@ def is_cut_off(message: Message) -> bool:
 
 def rollback_notice(
     turn: Turn | None, branch: InternalSession, labels: dict[int, str]
-) -> dict[str, str] | None:
+) -> dict[str, Any] | None:
     """When the last turn ended with the agent rolling back and the page still shows the branch
-    that rollback made: the checkpoint and the branch, for the page's notice."""
+    that rollback made: the checkpoint, the branch and what the rollback could not undo (the
+    external effects it left behind), for the page's notice."""
     if turn is None or turn.status != Turn.Status.DONE or turn.rolled_back_to is None:
         return None
     metadata = turn.metadata if isinstance(turn.metadata, dict) else {}
     if metadata.get("rollback_branch") != branch.pk:
         return None
-    return {"checkpoint": turn.rolled_back_to.checkpoint_name, "branch": labels[branch.pk]}
+    meta = branch.metadata if isinstance(branch.metadata, dict) else {}
+    left = meta.get("left_behind")
+    return {
+        "checkpoint": turn.rolled_back_to.checkpoint_name,
+        "branch": labels[branch.pk],
+        "left_behind": [e for e in left if isinstance(e, dict)] if isinstance(left, list) else [],
+    }
 
 
 def branch_tree(session: ExternalSession) -> list[BranchNode]:

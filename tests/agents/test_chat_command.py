@@ -149,6 +149,14 @@ def test_the_agent_rolls_back_when_asked_in_plain_words(cli):
     assert "(from branch " in branches
 
 
+def test_a_rollback_says_what_it_could_not_undo(cli):
+    done = cli.chat("hello", "/checkpoint start", "remember editor: I use Helix", "/rollback start")
+    assert done.returncode == 0, done.stderr
+    after = done.stdout.partition("Rolled back to checkpoint 'start'.")[2]
+    # The memory outlives the rollback: the terminal says so.
+    assert "  [cannot undo] remember (" in after
+
+
 def test_unknown_user(cli):
     done = cli.chat("hello", args=("--user", "nobody"))
     assert done.returncode != 0

@@ -218,3 +218,30 @@ def test_after_the_agents_rollback_the_page_says_where_it_moved(
     branch_activate(branch=talked)
     assert pages.conversation(session)["rollback_notice"] is None
     assert 'data-testid="rollback-notice"' not in _page(as_alice, session)
+
+
+def test_the_agents_rollback_says_what_it_could_not_undo(as_alice, session, talked, fake_llm):
+    from agents.worker import run_turn
+
+    checkpoint_create(branch=talked, name="start")
+    # After the checkpoint the agent saves a memory: a restore cannot undo that (external).
+    fake_llm.queue(
+        ToolCalls(
+            [ToolCall("remember", {"key": "editor", "category": "Skill", "l0": "Uses Helix"})]
+        ),
+        Reply("Noted."),
+    )
+    run_turn(turn_start(session=session, message="remember my editor").pk)
+    fake_llm.queue(
+        ToolCalls([ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": "start"})]),
+        Reply("Rolled back."),
+    )
+    run_turn(turn_start(session=session, message="roll back to the start").pk)
+
+    page = _page(as_alice, session)
+    notice = re.search(r'data-testid="rollback-notice"[^>]*>(.*?)</div>', page, re.S)
+    assert notice is not None
+    assert "could not undo" in notice.group(1)
+    assert re.findall(r'data-testid="left-behind"><code>(\w+)</code>', notice.group(1)) == [
+        "remember"
+    ]

@@ -147,6 +147,7 @@ class Command(BaseCommand):
             return
         self.agent = agent
         self._line(f"Rolled back to checkpoint '{checkpoint.checkpoint_name}'. {self._where()}")
+        self._left_behind(agent)
 
     def _branches(self) -> None:
         branches = self._call(self.service.list_internal_sessions, self.session.pk)
@@ -203,6 +204,17 @@ class Command(BaseCommand):
         checkpoint = restored.internal_session.forked_from
         name = checkpoint.checkpoint_name if checkpoint is not None else "?"
         self._line(f"  [rollback] Rolled back to checkpoint '{name}'. {self._where()}")
+        self._left_behind(restored)
+
+    def _left_behind(self, agent: RollbackAgent) -> None:
+        """What the rollback could not undo: the external effects it left behind."""
+        meta = agent.internal_session.metadata
+        effects = meta.get("left_behind") if isinstance(meta, dict) else None
+        for effect in effects if isinstance(effects, list) else []:
+            if isinstance(effect, dict):
+                self._line(
+                    f"  [cannot undo] {effect.get('tool_name')} ({effect.get('created_at')})"
+                )
 
     def _on_event(self, event: Event) -> None:
         if event["type"] == "message.delta":
