@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
@@ -74,6 +75,51 @@ def test_the_event_stream_relays_the_contract_events_as_json(client, alice, sess
         await database_sync_to_async(events.message_delta)(session=session.pk, turn=7, delta="Hel")
         frame = json.loads(await communicator.receive_from(timeout=5))
         assert frame == {"type": "message.delta", "session": session.pk, "turn": 7, "delta": "Hel"}
+        await communicator.disconnect(timeout=10)
+
+    async_to_sync(run)()
+
+
+def test_the_event_stream_relays_file_changes_and_approval_requests(client, alice, session):
+    """What an integration needs to follow a workspace and answer an approval: a file written
+    through the services arrives as `workspace.changed`, a pause as `tool.approval_requested`."""
+    from sessions_app.selectors import current_branch
+    from workspace.services import file_write
+
+    headers = _cookie_headers(client, alice)
+
+    def write() -> int:
+        branch = current_branch(session)
+        file_write(branch=branch, path="notes/plan.md", content="step one")
+        return branch.pk
+
+    def ask() -> None:
+        with transaction.atomic():
+            events.tool_approval_requested(
+                session=session.pk, turn=7, tool_call_id="c1", tool_name="fs__drop", args={}
+            )
+
+    async def run():
+        communicator, ok = await _connect(f"/ws/v1/sessions/{session.pk}/", headers)
+        assert ok
+        branch = await database_sync_to_async(write)()
+        frame = json.loads(await communicator.receive_from(timeout=5))
+        assert frame == {
+            "type": "workspace.changed",
+            "session": session.pk,
+            "branch": branch,
+            "paths": ["notes/plan.md"],
+        }
+        await database_sync_to_async(ask)()
+        frame = json.loads(await communicator.receive_from(timeout=5))
+        assert frame == {
+            "type": "tool.approval_requested",
+            "session": session.pk,
+            "turn": 7,
+            "tool_call_id": "c1",
+            "tool_name": "fs__drop",
+            "args": {},
+        }
         await communicator.disconnect(timeout=10)
 
     async_to_sync(run)()
