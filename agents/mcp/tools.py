@@ -52,6 +52,15 @@ class McpToolset:
     approvals: set[str] = field(default_factory=set)
     notices: list[str] = field(default_factory=list)
 
+    @property
+    def schema_chars(self) -> int:
+        """How many characters these tools add to each request (names, descriptions, schemas):
+        the window's fitting counts them like the instructions (agents.turn.fit)."""
+        return sum(
+            len(f.name) + len(f.description or "") + len(json.dumps(f.parameters or {}))
+            for f in self.functions
+        )
+
 
 def _setting(name: str, default: int) -> int:
     return int(getattr(settings, name, default))

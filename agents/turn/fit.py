@@ -48,7 +48,8 @@ def fit(
             message=turn.message,
             model=run.label,
             stop=lambda: run.beat.lost,
-            extra_chars=len(memories or ""),
+            # The memories' note, and the MCP servers' tools offered this turn.
+            extra_chars=len(memories or "") + agent.mcp.schema_chars,
             retry=retry,
         )
     except ContextTooSmall as exc:

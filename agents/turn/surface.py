@@ -14,6 +14,7 @@ from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunOutput, RunOutputEvent
 
 if TYPE_CHECKING:
+    from agents.mcp.tools import McpToolset
     from checkpoints.models import Checkpoint
     from core.events import Event
     from sessions_app.models import ExternalSession, InternalSession, Turn
@@ -75,6 +76,7 @@ class TurnAgent(Protocol):
     turn_position: int | None
     on_event: Callable[[Event], None] | None
     notices: list[str]  # for the turn's metadata: an MCP server that was down
+    mcp: McpToolset  # the MCP servers' tools offered this turn (offer_mcp_tools)
 
     @property
     def approvals(self) -> Gate: ...

@@ -8,8 +8,10 @@ import json
 import socket
 
 import pytest
+from django.core.cache import cache
 from django.urls import reverse
 
+from agents.context import tokens
 from agents.mcp.tools import McpToolError
 from agents.model import build_model
 from agents.models import McpServer
@@ -18,6 +20,7 @@ from checkpoints.transfer import session_export
 from core.events import listen
 from sessions_app.approvals import turn_approve
 from sessions_app.models import Message, Turn
+from sessions_app.services import session_create
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.fakes.mcp_server import FakeMcpServer
@@ -365,3 +368,21 @@ def test_a_listing_from_a_thread_that_runs_an_event_loop_uses_a_loop_of_its_own(
 
     assert "lookup" in {tool.name for tool in tools}
     assert SECRET not in repr(endpoint)
+
+
+def test_the_window_counts_the_tools_an_mcp_server_offers(fake_llm, session, tracker, alice):
+    """The servers' tool schemas go with every request: fitting the window counts them like the
+    instructions (a small window then keeps less history instead of being overflowed)."""
+    offered = offered_agent(session).mcp.schema_chars
+    assert offered > 500
+    fake_llm.queue(Reply("One."))
+    with_tools = ask(session, "hello")
+    McpServer.objects.filter(pk=tracker.pk).update(enabled=False)
+    cache.clear()  # what the first turn taught of the server's count: both count alike
+    other = session_create(owner=alice, name="no tools")
+    fake_llm.queue(Reply("Two."))
+    without = ask(other, "hello")
+
+    # The same message on an empty history: the difference is the tools' schemas, as tokens.
+    counted = with_tools.metadata["context"]["tokens"] - without.metadata["context"]["tokens"]
+    assert abs(counted - tokens(offered)) <= 1  # one rounding each
