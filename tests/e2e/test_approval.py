@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
 from .conftest import (
+    FINISHED_ASSISTANT,
     TURN_TIMEOUT_MS,
     Services,
     app_env,
@@ -73,7 +74,8 @@ def test_every_tab_shows_the_call_and_an_approval_in_one_lets_the_turn_finish(
     for tab in (first, second):
         # The card goes when the answer's event reaches each tab (a loaded machine is slow).
         expect(tab.get_by_test_id("approval")).to_have_count(0, timeout=TURN_TIMEOUT_MS)
-        reply = tab.locator("#messages [data-testid=message][data-role=assistant]").last
+        # The finished reply (not the streaming one, which the page replaces once the turn ends).
+        reply = tab.locator(f"{FINISHED_ASSISTANT} .body").last
         expect(reply).to_contain_text("Mail sent.", timeout=TURN_TIMEOUT_MS)
     assert "Mail sent." in message_texts(first, "assistant")[-1]
 
