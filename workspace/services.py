@@ -131,6 +131,18 @@ def file_write(
 
 
 @transaction.atomic
+def files_write_all(
+    *, branch: InternalSession, files: list[tuple[str, str]], by: str = "user"
+) -> int:
+    """Write several files all or none (an upload): a refusal of any one (past
+    WORKSPACE_MAX_FILES, a folder clash) rolls the earlier writes back, and their events are
+    never sent. Returns how many were written."""
+    for path, content in files:
+        file_write(branch=branch, path=path, content=content, by=by)
+    return len(files)
+
+
+@transaction.atomic
 def file_delete(
     *,
     branch: InternalSession,

@@ -16,7 +16,6 @@ from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -34,7 +33,7 @@ from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
 from workspace.errors import FileTooLarge, TooManyFiles
 from workspace.selectors import WorkspaceFile, workspace_file, workspace_files
-from workspace.services import file_delete, file_write
+from workspace.services import file_delete, files_write_all
 from workspace.validation import clean_content, clean_path, max_file_bytes, max_files
 
 # Past this many characters a file is shown plain: highlighting is for reading, and some
@@ -221,16 +220,6 @@ def _checked_uploads(folder: str, uploads: list[UploadedFile[Any]]) -> list[tupl
     return checked
 
 
-def _write_all(session: ExternalSession, checked: list[tuple[str, str]]) -> int:
-    """Write the files all or none: a later refusal (past WORKSPACE_MAX_FILES, a folder clash)
-    rolls the earlier writes back, and their events are never sent."""
-    branch = current_branch(session)
-    with transaction.atomic():
-        for path, text in checked:
-            file_write(branch=branch, path=path, content=text, by="user")
-    return len(checked)
-
-
 @login_required
 @require_POST
 @domain_errors
@@ -242,7 +231,8 @@ def files_upload(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context: dict[str, Any] = {"session": session, "folder": raw_folder, **_limits()}
     try:
         folder = clean_path(raw_folder, directory=True)
-        written = _write_all(session, _checked_uploads(folder, request.FILES.getlist("files")))
+        checked = _checked_uploads(folder, request.FILES.getlist("files"))
+        written = files_write_all(branch=current_branch(session), files=checked, by="user")
     except DomainError as exc:
         context["error"] = exc.message
         html = render_to_string("workspace/_upload_form.html", context, request)
