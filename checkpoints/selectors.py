@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from django.db.models.functions import RowNumber
 from core.validation import NAME_MAX_LENGTH
 from sessions_app.models import Effect, ExternalSession, InternalSession, Message
 from sessions_app.selectors import branch_lineage, common_length, history_effects, parse_pk
+from workspace.selectors import FilesChange, checkpoint_files, files_change, workspace_files
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
@@ -195,6 +197,26 @@ def irreversible_effects(
         return []
     shared = common_length(current, branch, b_end=position)
     return history_effects(current, start=shared)
+
+
+@dataclass(frozen=True)
+class RestoreOutcome:
+    """What restoring a checkpoint would do, before the choice: the files it brings back,
+    removes or returns to an earlier version (the same in both modes: either way the
+    conversation goes on from the checkpoint's workspace), and the external effects each mode
+    would leave behind (the ledger, `irreversible_effects`)."""
+
+    files: FilesChange
+    as_branch: list[Message]
+    as_rewind: list[Message]
+
+
+def restore_outcome(checkpoint: Checkpoint, *, current: InternalSession) -> RestoreOutcome:
+    return RestoreOutcome(
+        files=files_change(workspace_files(current), checkpoint_files(checkpoint)),
+        as_branch=irreversible_effects(checkpoint, mode="branch", current=current),
+        as_rewind=irreversible_effects(checkpoint, mode="rewind", current=current),
+    )
 
 
 def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:

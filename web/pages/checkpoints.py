@@ -10,7 +10,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import get_checkpoint_for_user, irreversible_effects, rewind_preview
+from checkpoints.selectors import get_checkpoint_for_user, restore_outcome, rewind_preview
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
 from core.errors import InvalidInput
 from core.http import domain_errors
@@ -19,7 +19,6 @@ from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
 from web import context as pages
 from web.pages.chat import refresh
-from workspace.selectors import checkpoint_files, files_change, workspace_files
 
 
 def _panel_update(request: HttpRequest, session: ExternalSession, html: str = "") -> HttpResponse:
@@ -98,15 +97,12 @@ FILES_SHOWN = 8
 
 
 def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[str, object]:
-    """What the restore dialog tells before the choice: the files it brings back, removes or
-    returns to an earlier version (the same in both modes: either way the conversation goes on
-    from the checkpoint's workspace), and the external effects it cannot undo, per mode (a
-    branch leaves the current line behind; a rewind cuts the checkpoint's own branch)."""
-    current = current_branch(session)
-    change = files_change(workspace_files(current), checkpoint_files(checkpoint))
-    as_branch = irreversible_effects(checkpoint, mode="branch", current=current)
-    as_rewind = irreversible_effects(checkpoint, mode="rewind", current=current)
-    same = [m.pk for m in as_branch] == [m.pk for m in as_rewind]
+    """The restore dialog's account of what the restore would do (checkpoints.selectors.
+    restore_outcome): the files of each kind, and the external effects per mode (once when both
+    modes leave the same)."""
+    outcome = restore_outcome(checkpoint, current=current_branch(session))
+    change = outcome.files
+    same = [m.pk for m in outcome.as_branch] == [m.pk for m in outcome.as_rewind]
     kinds = [
         ("brings back", "files-back", change.added),
         ("removes", "files-removed", change.removed),
@@ -123,8 +119,8 @@ def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[s
             for verb, testid, paths in kinds
             if paths
         ],
-        "irreversible_branch": as_branch,
-        "irreversible_rewind": [] if same else as_rewind,
+        "irreversible_branch": outcome.as_branch,
+        "irreversible_rewind": [] if same else outcome.as_rewind,
         "irreversible_same": same,
     }
 
