@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from core import events
 from core.errors import Conflict
@@ -164,7 +163,6 @@ def file_delete(
         path=clean,
         blob=None,
         turn=turn,
-        created_at=timezone.now(),
         metadata=meta,
     )
     events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
