@@ -16,6 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import events
+from core.errors import InvalidInput
+from core.model_choice import clean_instructions
 
 from .errors import (
     AccountGone,
@@ -188,20 +190,29 @@ def user_deactivate(*, user: User) -> User:
 
 
 @transaction.atomic
-def preferences_update(*, user: User, auto_checkpoint: bool, theme: str) -> User:
+def preferences_update(
+    *, user: User, auto_checkpoint: bool, theme: str, instructions: str | None = None
+) -> User:
     """Store the user's preferences in `metadata["preferences"]`, keeping any other keys there
-    and elsewhere in `metadata`."""
+    and elsewhere in `metadata`. `instructions` (None: left as they are; "": none) are the
+    user's custom instructions for all their sessions (core.model_choice.clean_instructions)."""
     if not isinstance(auto_checkpoint, bool):
         raise InvalidPreference("Automatic checkpoints must be on or off.", field="auto_checkpoint")
     if theme not in THEMES:
         raise InvalidPreference(
             f"Unknown theme {theme!r}; choose one of {', '.join(THEMES)}.", field="theme"
         )
+    changes: dict[str, object] = {"auto_checkpoint": auto_checkpoint, "theme": theme}
+    if instructions is not None:
+        try:
+            changes["instructions"] = clean_instructions(instructions, what="instructions")
+        except InvalidInput as exc:
+            raise InvalidPreference(exc.message, field="instructions") from None
     locked = lock_user(user.pk, "metadata")
     metadata = locked.metadata if isinstance(locked.metadata, dict) else {}
     preferences = metadata.get("preferences")
     preferences = dict(preferences) if isinstance(preferences, dict) else {}
-    preferences.update(auto_checkpoint=auto_checkpoint, theme=theme)
+    preferences.update(changes)
     metadata = {**metadata, "preferences": preferences}
     User.objects.filter(pk=user.pk).update(metadata=metadata)
     user.metadata = metadata

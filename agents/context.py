@@ -47,6 +47,7 @@ from sessions_app.selectors import branch_history, history_size, lineage_summary
 from sessions_app.services import summary_store
 
 from .demo_model import SUMMARY_MARKER
+from .instructions import owner_instructions_for
 from .model import ask_once, build_model, is_context_overflow, model_id_for, model_label
 
 log = logging.getLogger(__name__)
@@ -351,7 +352,8 @@ def fit_turn(
     if fixed > limits.usable:
         if fixed_chars > limits.context:  # no server counts more than a token per character
             raise ContextTooSmall(
-                f"This message needs about {fixed:,} tokens with the instructions, and the "
+                f"This message needs about {fixed:,} tokens with the instructions (your custom "
+                "instructions included), and the "
                 f"reply keeps {limits.reserve:,} (AGENT_MAX_OUTPUT_TOKENS): more than the "
                 f"model's window of {limits.context:,} tokens (AGENT_CONTEXT_TOKENS or the "
                 "session's settings.context_tokens). Shorten the message, or raise the window."
@@ -731,7 +733,7 @@ class Usage:
 def context_usage(branch: InternalSession) -> Usage:
     """How much of the window the branch's next request would use (the summary included),
     where the model's view begins, and whether a summariser is at work on the branch. Two
-    queries, whatever the history's length."""
+    queries (three when the session's owner is not loaded), whatever the history's length."""
     session = branch.session
     try:
         model = model_id_for(session.settings)
@@ -742,11 +744,16 @@ def context_usage(branch: InternalSession) -> Usage:
     except InvalidInput:
         limits = Limits(settings.AGENT_CONTEXT_TOKENS, settings.AGENT_MAX_OUTPUT_TOKENS)
     ratio = ratio_for(model)
-    budget = _summary_budget(limits, tokens(SYSTEM_CHARS, messages=2, ratio=ratio))
+    # The owner's custom instructions ride in every request (agents.instructions).
+    owner = owner_instructions_for(
+        session_metadata=session.metadata, user_metadata=session.owner.metadata
+    )
+    system_chars = SYSTEM_CHARS + len(owner or "")
+    budget = _summary_budget(limits, tokens(system_chars, messages=2, ratio=ratio))
     summary = bounded(lineage_summary(branch), budget, ratio)
     start = summary.end_position if summary is not None else 0
     chars, count = history_size(branch, start=start)
-    used = tokens(SYSTEM_CHARS + chars, messages=count + 1, ratio=ratio)
+    used = tokens(system_chars + chars, messages=count + 1, ratio=ratio)
     return Usage(
         limits,
         used + _summary_tokens(summary, ratio),

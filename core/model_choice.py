@@ -1,4 +1,4 @@
-"""Which model a session may ask for, and at what temperature.
+"""Which model a session may ask for, at what temperature, and with what instructions.
 
 Every model request is billed to the operator's key, so a session (`metadata.settings.model`,
 `metadata.settings.temperature`) may choose only among the models the operator allows:
@@ -7,6 +7,10 @@ model's id while the demo model answers), at a temperature from 0 to 2, OpenAI's
 services check a session's settings when it is created, updated or imported; the agent checks
 them again before each turn, so a session stored before the list changed cannot call a model
 no longer allowed.
+
+A session's `metadata.settings.instructions` and a user's `metadata.preferences.instructions`
+are the owner's own text added to the agent's instructions (agents.instructions): text of at
+most INSTRUCTIONS_MAX_CHARS characters.
 """
 
 from __future__ import annotations
@@ -88,10 +92,42 @@ def chosen_context_tokens(session_settings: Mapping[str, object]) -> int | None:
     return value
 
 
+INSTRUCTIONS_MAX_CHARS = 8_000
+
+
+def clean_instructions(value: object, *, what: str) -> str:
+    """Custom instructions as stored: text of at most INSTRUCTIONS_MAX_CHARS characters, without
+    NUL characters, trimmed; "" (none) for None or blank text. `what` names the field in the
+    message of the InvalidInput that refuses anything else."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"The {what} must be text.")
+    text = value.strip()
+    if "\x00" in text:
+        raise InvalidInput(f"The {what} cannot contain NUL characters.")
+    if len(text) > INSTRUCTIONS_MAX_CHARS:
+        raise InvalidInput(
+            f"The {what} are {len(text):,} characters long; the limit is "
+            f"{INSTRUCTIONS_MAX_CHARS:,}."
+        )
+    return text
+
+
+def chosen_instructions(session_settings: Mapping[str, object]) -> str:
+    """The session's own instructions (settings.instructions; "" for none), if they are valid."""
+    return clean_instructions(
+        session_settings.get("instructions"),
+        what="session's instructions (settings.instructions)",
+    )
+
+
 def check_model_settings(metadata: object) -> None:
-    """Refuse session metadata whose settings ask for a model or temperature not allowed."""
+    """Refuse session metadata whose settings ask for a model or temperature not allowed, or
+    hold instructions that are not text within INSTRUCTIONS_MAX_CHARS."""
     chosen = metadata.get("settings") if isinstance(metadata, dict) else None
     if isinstance(chosen, dict):
         chosen_model(chosen)
         chosen_temperature(chosen)
         chosen_context_tokens(chosen)
+        chosen_instructions(chosen)

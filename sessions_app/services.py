@@ -145,6 +145,33 @@ def session_update(
 
 
 @transaction.atomic
+def session_settings_update(
+    *, session: ExternalSession, model: str | None = None, instructions: str | None = None
+) -> ExternalSession:
+    """Change one or both of the session's `metadata.settings.model` and `.instructions` (None:
+    left as it is; "": back to the default, none) and keep the rest of its metadata, through
+    `session_update` (checked like any metadata, announced as `session.changed`). The metadata
+    is read under the session's lock, so two changes at once both stay."""
+    locked = lock_session(session.pk)
+    metadata = dict(locked.metadata) if isinstance(locked.metadata, dict) else {}
+    chosen = metadata.get("settings")
+    chosen = dict(chosen) if isinstance(chosen, dict) else {}
+    for key, value in (("model", model), ("instructions", instructions)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput(f"The session's {key} must be text.")
+        if value.strip():
+            chosen[key] = value.strip()
+        else:
+            chosen.pop(key, None)
+    metadata["settings"] = chosen
+    updated = session_update(session=locked, metadata=metadata)
+    session.metadata, session.updated_at = updated.metadata, updated.updated_at
+    return updated
+
+
+@transaction.atomic
 def session_archive_if_idle(*, session_id: int, since: datetime) -> bool:
     """Archive a session that is still idle since `since` once its lock is held (a message or a
     turn that came meanwhile keeps it listed). Announced like any archiving (`session.changed`);

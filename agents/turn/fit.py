@@ -15,6 +15,7 @@ from django.conf import settings
 
 from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
 from ..history import alternate, to_agno
+from ..instructions import owner_instructions
 from ..model import ChatModel
 from .common import TurnRun, fail_turn
 
@@ -24,10 +25,13 @@ AGAIN: Literal["again"] = "again"
 
 
 def memories_of(run: TurnRun) -> str | None:
-    """The L0 lines of the user's memories most relevant to the message, as instructions;
+    """The owner's custom instructions (agents.instructions, first: right after the built-in
+    ones); the L0 lines of the user's memories most relevant to the message, as instructions;
     after a restore that left external effects behind, the note naming them
-    (context.left_behind_note), so the model does not repeat them unasked."""
+    (context.left_behind_note), so the model does not repeat them unasked. The fitting counts
+    all of it (`extra_chars`)."""
     notes = (
+        owner_instructions(run.agent.external_session.pk),
         run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS),
         left_behind_note(run.agent.internal_session),
     )

@@ -115,6 +115,9 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/archive/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/unarchive/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/delete/": Rule(OWNER, ("POST",), {"pk": "session"}),
+    "/chat/<int:pk>/settings/": Rule(
+        OWNER, ("GET", "POST"), {"pk": "session"}, {"instructions": "pwned"}
+    ),
     "/chat/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/refresh/": Rule(OWNER, ("GET",), {"pk": "session"}),

@@ -187,6 +187,7 @@ def _profile_page(
             initial={
                 "auto_checkpoint": auto_checkpoint is not False,
                 "theme": user.preference("theme", "system"),
+                "instructions": user.preference("instructions", ""),
             }
         )
     keys = ApiKey.objects.for_user(user).order_by(
@@ -220,6 +221,7 @@ def profile(request: HttpRequest) -> HttpResponse:
                 user=_user(request),
                 auto_checkpoint=form.cleaned_data["auto_checkpoint"],
                 theme=form.cleaned_data["theme"],
+                instructions=form.cleaned_data["instructions"],
             )
         except InvalidInput as exc:
             add_domain_error(form, exc)

@@ -6,6 +6,7 @@ from web.pages import approvals as approval_views
 from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
 from web.pages import files as file_views
+from web.pages import session_settings as settings_views
 
 app_name = "chat"
 
@@ -19,6 +20,7 @@ urlpatterns = [
     path("<int:pk>/archive/", views.session_archive, name="archive"),
     path("<int:pk>/unarchive/", views.session_unarchive, name="unarchive"),
     path("<int:pk>/delete/", views.session_remove, name="delete"),
+    path("<int:pk>/settings/", settings_views.session_settings, name="session_settings"),
     path("<int:pk>/export/", views.export, name="export"),
     path("<int:pk>/messages/", views.conversation_page, name="earlier"),
     path("<int:pk>/refresh/", views.conversation_refresh, name="refresh"),

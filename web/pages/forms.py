@@ -8,6 +8,7 @@ from django import forms
 
 from accounts.models import THEMES
 from accounts.services import API_KEY_NAME_MAX_LENGTH
+from core.model_choice import INSTRUCTIONS_MAX_CHARS
 from web.signin import LimitedAuthenticationForm
 
 THEME_LABELS = {"system": "Same as the system", "light": "Light", "dark": "Dark"}
@@ -70,11 +71,22 @@ class PreferencesForm(forms.Form):
         label="Take automatic checkpoints after the agent uses a tool", required=False
     )
     theme = forms.ChoiceField(choices=[(theme, THEME_LABELS[theme]) for theme in THEMES])
+    # Its limit is the service's (accounts.services.preferences_update); the browser's is a help.
+    instructions = forms.CharField(
+        label="Custom instructions",
+        required=False,
+        help_text=(
+            "Added to the assistant's instructions in all your sessions, before a session's own. "
+            f"At most {INSTRUCTIONS_MAX_CHARS:,} characters."
+        ),
+        widget=forms.Textarea(attrs={"rows": 5, "maxlength": str(INSTRUCTIONS_MAX_CHARS)}),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _testid(self.fields["auto_checkpoint"], "auto-checkpoint")
         _testid(self.fields["theme"], "theme")
+        _testid(self.fields["instructions"], "user-instructions")
 
 
 class ApiKeyCreateForm(forms.Form):

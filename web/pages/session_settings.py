@@ -1,0 +1,72 @@
+"""The chat page's session settings: the model picker (a POST of `model`) and the session's
+instructions (GET: the dialog; POST of `instructions`). Both go through the service the API's
+PATCH uses (sessions_app.services.session_settings_update, then session_update), so every open
+tab hears `session.changed` and shows the change."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_http_methods
+
+from accounts.models import User
+from core.errors import InvalidInput
+from core.http import HtmxHttpRequest, domain_errors
+from core.model_choice import INSTRUCTIONS_MAX_CHARS
+from sessions_app.models import ExternalSession
+from sessions_app.selectors import get_session_for_user
+from sessions_app.services import session_settings_update
+from web.templatetags.session_settings import picker_context
+
+
+def _dialog(
+    request: HtmxHttpRequest, session: ExternalSession, *, instructions: str, error: str = ""
+) -> HttpResponse:
+    user = request.user
+    context = {
+        "session": session,
+        "instructions": instructions,
+        "user_instructions": isinstance(user, User) and bool(user.preference("instructions")),
+        "max_chars": INSTRUCTIONS_MAX_CHARS,
+        "error": error,
+    }
+    # A refused text comes back in the open dialog with the reason (200: the page's dialogs
+    # close on an error status, and would take what was typed with them).
+    return render(request, "sessions_app/_session_settings.html", context)
+
+
+def _stored_instructions(session: ExternalSession) -> str:
+    value = session.settings.get("instructions")
+    return value if isinstance(value, str) else ""
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@domain_errors
+def session_settings(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """GET: the instructions dialog. POST `model`: the picker again (with the reason, 400,
+    when the model is refused). POST `instructions`: the dialog closes, the header's controls
+    show them set (or the dialog again with the reason, nothing written)."""
+    session = get_session_for_user(request.user, pk)
+    if request.method == "GET":
+        return _dialog(request, session, instructions=_stored_instructions(session))
+    if "instructions" in request.POST:
+        text = request.POST["instructions"]
+        try:
+            session_settings_update(session=session, instructions=text)
+        except InvalidInput as exc:
+            return _dialog(request, session, instructions=text, error=exc.message)
+        controls = render_to_string(
+            "sessions_app/_session_controls.html",
+            {**picker_context(session), "oob": True},
+            request,
+        )
+        return HttpResponse(controls)  # the dialog (this form's target) is emptied: it closes
+    try:
+        session_settings_update(session=session, model=request.POST.get("model", ""))
+    except InvalidInput as exc:
+        context = picker_context(session, error=exc.message)
+        return render(request, "sessions_app/_session_controls.html", context, status=400)
+    return render(request, "sessions_app/_session_controls.html", picker_context(session))
