@@ -30,6 +30,7 @@ def _dialog(
         "instructions": instructions,
         "user_instructions": isinstance(user, User) and bool(user.preference("instructions")),
         "max_chars": INSTRUCTIONS_MAX_CHARS,
+        "max_chars_label": f"{INSTRUCTIONS_MAX_CHARS:,}",
         "error": error,
     }
     # A refused text comes back in the open dialog with the reason (200: the page's dialogs
