@@ -195,7 +195,8 @@ def preferences_update(
 ) -> User:
     """Store the user's preferences in `metadata["preferences"]`, keeping any other keys there
     and elsewhere in `metadata`. `instructions` (None: left as they are; "": none) are the
-    user's custom instructions for all their sessions (core.model_choice.clean_instructions)."""
+    user's custom instructions for all their sessions (core.model_choice.clean_instructions);
+    none are kept as no key at all."""
     if not isinstance(auto_checkpoint, bool):
         raise InvalidPreference("Automatic checkpoints must be on or off.", field="auto_checkpoint")
     if theme not in THEMES:
@@ -213,6 +214,8 @@ def preferences_update(
     preferences = metadata.get("preferences")
     preferences = dict(preferences) if isinstance(preferences, dict) else {}
     preferences.update(changes)
+    if preferences.get("instructions") == "":
+        del preferences["instructions"]
     metadata = {**metadata, "preferences": preferences}
     User.objects.filter(pk=user.pk).update(metadata=metadata)
     user.metadata = metadata

@@ -112,3 +112,12 @@ def test_the_profile_saves_the_users_instructions_and_refuses_too_long_ones(as_a
     assert "the limit is 8,000" in response.content.decode()
     alice.refresh_from_db()
     assert alice.preference("instructions") == "Answer in French."
+
+
+def test_emptying_the_profiles_instructions_removes_them(as_alice, alice):
+    url = reverse("accounts:profile")
+    form = {"theme": "system", "instructions": "Answer in French."}
+    as_alice.post(url, form)
+    as_alice.post(url, {**form, "instructions": "   "})
+    alice.refresh_from_db()
+    assert "instructions" not in alice.metadata["preferences"]

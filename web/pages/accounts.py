@@ -221,7 +221,10 @@ def profile(request: HttpRequest) -> HttpResponse:
                 user=_user(request),
                 auto_checkpoint=form.cleaned_data["auto_checkpoint"],
                 theme=form.cleaned_data["theme"],
-                instructions=form.cleaned_data["instructions"],
+                # A form without the field (an older page) leaves them as they are.
+                instructions=(
+                    form.cleaned_data["instructions"] if "instructions" in request.POST else None
+                ),
             )
         except InvalidInput as exc:
             add_domain_error(form, exc)
