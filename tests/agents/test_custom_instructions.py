@@ -123,3 +123,12 @@ def test_stored_instructions_no_longer_valid_are_left_out(session):
         metadata={"settings": {"instructions": ["not", "text"]}}
     )
     assert owner_instructions(session.pk) is None
+
+
+def test_the_context_gauge_counts_the_owners_instructions(session, alice):
+    from agents.context import context_usage
+
+    before = context_usage(current_branch(session)).tokens
+    session_settings_update(session=session, instructions="y" * 7_000)
+    session.refresh_from_db()
+    assert context_usage(current_branch(session)).tokens >= before + 1_500
