@@ -193,16 +193,20 @@ class WholePageSignInMiddleware(MiddlewareMixin):
       with `next` the page's own address (HX-Current-URL), so htmx loads the page rather than
       swapping the login form into the chat column or a panel;
     - a plain form post turned away gets `next` the page it was posted from (Referer): the
-      post's own address answers GET with 405.
+      post's own address answers GET with 405;
+    - an htmx post refused by the CSRF check to someone not signed in (the browser lost all its
+      cookies) leads to the sign-in the same way, rather than a 403 page swapped into the chat.
 
     The API (its own 401/403 JSON) and sockets never redirect, so they are not concerned."""
 
     def process_response(
         self, request: HttpRequest, response: HttpResponseBase
     ) -> HttpResponseBase:
-        if not isinstance(response, HttpResponseRedirect) or not self._to_login(response):
-            return response
         htmx = bool(request.headers.get("HX-Request"))
+        if htmx and self._refused_signed_out(request, response):
+            pass  # a post without its CSRF cookie (all cookies gone): signing in again sets one
+        elif not isinstance(response, HttpResponseRedirect) or not self._to_login(response):
+            return response
         if htmx:
             back = _page_path(request, request.headers.get("HX-Current-URL", ""))
         elif request.method == "POST":
@@ -217,6 +221,14 @@ class WholePageSignInMiddleware(MiddlewareMixin):
             return redirect
         response["Location"] = target
         return response
+
+    @staticmethod
+    def _refused_signed_out(request: HttpRequest, response: HttpResponseBase) -> bool:
+        """A page's 403 to a visitor who is not signed in (the CSRF check, before the view's
+        login_required could answer): the API's refusals are its own JSON."""
+        user = getattr(request, "user", None)
+        signed_out = user is None or not user.is_authenticated
+        return response.status_code == 403 and signed_out and not request.path.startswith("/api/")
 
     @staticmethod
     def _to_login(response: HttpResponseRedirect) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from checkpoints.models import Checkpoint
@@ -109,3 +110,27 @@ def test_the_api_keeps_its_json_refusal(client, session):
     assert response.status_code in (401, 403)
     assert "HX-Redirect" not in response
     assert "detail" in response.json()
+
+
+def test_an_htmx_post_without_its_csrf_cookie_leads_to_the_sign_in(session):
+    client = Client(enforce_csrf_checks=True)
+    page = f"http://testserver{reverse('chat:session', args=[session.pk])}"
+    response = client.post(
+        reverse("chat:send", args=[session.pk]),
+        {"message": "hi"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL=page,
+    )
+    assert _next_of(response["HX-Redirect"]) == f"/chat/{session.pk}/"
+    assert response.content == b""
+    assert not Message.objects.exists()
+
+
+def test_a_signed_in_users_csrf_refusal_is_left_as_it_is(alice, session):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post(
+        reverse("chat:send", args=[session.pk]), {"message": "hi"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 403
+    assert "HX-Redirect" not in response
