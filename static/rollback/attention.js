@@ -27,21 +27,34 @@
     marked = false;
   }
 
-  // A turn runs while the composer's actions say data-busy="true"; an approval asked shows a
-  // [data-testid=approval] box.
+  // A turn runs while the composer's actions say data-busy="true"; a finished reply is a newer
+  // (greater id) assistant message than before, however quickly its turn ran; a failure shows a
+  // [data-testid=turn-error]; an approval asked shows a [data-testid=approval] box.
   function busy() {
     var actions = document.getElementById("composer-actions");
     return !!actions && actions.getAttribute("data-busy") === "true";
   }
-  function approvals() { return document.querySelectorAll("#messages [data-testid=approval]").length; }
-  var wasBusy = false, asked = 0;
-  function check() {
-    var now = busy(), waiting = approvals();
-    if ((wasBusy && !now) || waiting > asked) mark();
-    wasBusy = now;
-    asked = waiting;
+  function count(selector) { return document.querySelectorAll(selector).length; }
+  function newestReply() {
+    var newest = 0;
+    document.querySelectorAll("#messages [data-testid=message][data-role=assistant]:not([data-streaming])")
+      .forEach(function (m) { newest = Math.max(newest, parseInt(m.id.slice(4), 10) || 0); });
+    return newest;
   }
-  document.addEventListener("DOMContentLoaded", function () { wasBusy = busy(); asked = approvals(); });
+  function state() {
+    return {
+      busy: busy(), reply: newestReply(),
+      failed: count("#messages [data-testid=turn-error]"), asked: count("#messages [data-testid=approval]"),
+    };
+  }
+  var last = { busy: false, reply: 0, failed: 0, asked: 0 };
+  function check() {
+    var now = state();
+    if ((last.busy && !now.busy) || now.reply > last.reply || now.failed > last.failed ||
+        now.asked > last.asked) mark();
+    last = now;
+  }
+  document.addEventListener("DOMContentLoaded", function () { last = state(); });
   document.addEventListener("htmx:wsAfterMessage", check);
   document.addEventListener("htmx:afterSettle", check);
   document.addEventListener("htmx:oobAfterSwap", check);

@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.fakes.chat_server import Reply
+from tests.fakes.chat_server import Error, Reply
 
 from .conftest import (
     PASSWORD,
@@ -276,14 +276,16 @@ def test_a_reply_ending_in_a_background_tab_marks_its_title_and_favicon(contexts
     page = context.new_page()
     sign_up(page, app.base_url)
     new_session(page)
-    for size, scheme in ((WIDE, "light"), (NARROW, "dark")):
+    # A reply that finishes, then one that fails at once.
+    answers = [Reply("one two three four five six", delay=0.2), Error(status=400, message="no")]
+    for (size, scheme), answer in zip(((WIDE, "light"), (NARROW, "dark")), answers, strict=True):
         look(page, size, scheme)
         title = page.title()
         page.evaluate(HIDE, True)
         other = context.new_page()
         other.goto(page.url)
         wait_ws_open(other)
-        llm.queue(Reply("one two three four five six", delay=0.2))
+        llm.queue(answer)
         chat(other, "answer while the first tab is away")
         page.wait_for_function("() => document.title.startsWith('● ')")
         assert page.title() == f"● {title}"
