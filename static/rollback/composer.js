@@ -129,13 +129,15 @@
     var message = form.closest("[id^=msg-]");
     return message ? ":edit:" + message.id.slice(4) : null;
   }
+  // The key of an edit form's draft (none outside a message: never the composer's).
+  function editKey(form) {
+    var suffix = editSuffix(form);
+    return suffix ? draftKey(form, suffix) : null;
+  }
   function keyFor(box) {
     if (!box || !box.form) return null;
     if (box.matches("[data-testid=message-input]")) return draftKey(box.form);
-    if (box.matches("[data-testid=edit-input]")) {
-      var suffix = editSuffix(box.form);
-      return suffix ? draftKey(box.form, suffix) : null;
-    }
+    if (box.matches("[data-testid=edit-input]")) return editKey(box.form);
     return null;
   }
   function readDraft(key) {
@@ -209,7 +211,7 @@
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = event.detail.elt;
     if (!form || !form.matches || !form.matches("[data-testid=edit-form]") || !accepted(event)) return;
-    writeDraft(draftKey(form, editSuffix(form)), "");
+    writeDraft(editKey(form), "");
     document.dispatchEvent(new CustomEvent("rollback:sent"));
   });
 
@@ -256,7 +258,7 @@
     var cancel = event.target.closest && event.target.closest("[data-edit-cancel]");
     var form = cancel && cancel.form;
     if (!form) return;
-    writeDraft(draftKey(form, editSuffix(form)), "");
+    writeDraft(editKey(form), "");
     closing(form);
   });
   document.addEventListener("submit", function (event) {
