@@ -203,9 +203,12 @@ class WholePageSignInMiddleware(MiddlewareMixin):
         self, request: HttpRequest, response: HttpResponseBase
     ) -> HttpResponseBase:
         htmx = bool(request.headers.get("HX-Request"))
-        if htmx and self._refused_signed_out(request, response):
-            pass  # a post without its CSRF cookie (all cookies gone): signing in again sets one
-        elif not isinstance(response, HttpResponseRedirect) or not self._to_login(response):
+        # login_required's redirect, or (for htmx) a post without its CSRF cookie, all cookies
+        # gone: signing in again sets one.
+        turned_away = (isinstance(response, HttpResponseRedirect) and self._to_login(response)) or (
+            htmx and self._refused_signed_out(request, response)
+        )
+        if not turned_away:
             return response
         if htmx:
             back = _page_path(request, request.headers.get("HX-Current-URL", ""))
