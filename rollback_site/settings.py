@@ -242,6 +242,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # An ended login: the whole sign-in page, back to the page (not a fragment) afterwards.
+    "web.middleware.WholePageSignInMiddleware",
 ]
 
 ROOT_URLCONF = "rollback_site.urls"

@@ -8,15 +8,20 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_to_bytes, urlencode, urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware, PolicyParts
+from django.conf import settings
+from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.core.exceptions import BadRequest, DisallowedHost
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
 from django.http.response import HttpResponseBase
+from django.shortcuts import resolve_url
 from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import HttpResponseClientRedirect
 
 from core import logs
 
@@ -165,3 +170,73 @@ class UndecodableRequestMiddleware(MiddlewareMixin):
                 "The query string is not valid UTF-8 text once percent-decoded (a byte that is "
                 "no character, or a lone surrogate)."
             )
+
+
+def _page_path(request: HttpRequest, url: str) -> str | None:
+    """The path and query of `url` when it is a page of this site (else None)."""
+    if not url or not url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return None
+    parts = urlsplit(url)
+    if not parts.path.startswith("/"):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+class WholePageSignInMiddleware(MiddlewareMixin):
+    """A login that ended (logged out in another tab, expired) sends the reader to the whole
+    sign-in page, which then returns to the page they were on, never to a fragment's address:
+
+    - an htmx request (send, save checkpoint, rename, a live refresh ...) that @login_required
+      turns away gets HX-Redirect (django-htmx's HttpResponseClientRedirect) to the login page,
+      with `next` the page's own address (HX-Current-URL), so htmx loads the page rather than
+      swapping the login form into the chat column or a panel;
+    - a plain form post turned away gets `next` the page it was posted from (Referer): the
+      post's own address answers GET with 405;
+    - an htmx post refused by the CSRF check to someone not signed in (the browser lost all its
+      cookies) leads to the sign-in the same way, rather than a 403 page swapped into the chat.
+
+    The API (its own 401/403 JSON) and sockets never redirect, so they are not concerned."""
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        htmx = bool(request.headers.get("HX-Request"))
+        # login_required's redirect, or (for htmx) a post without its CSRF cookie, all cookies
+        # gone: signing in again sets one.
+        turned_away = (isinstance(response, HttpResponseRedirect) and self._to_login(response)) or (
+            htmx and self._refused_signed_out(request, response)
+        )
+        if not turned_away:
+            return response
+        if htmx:
+            back = _page_path(request, request.headers.get("HX-Current-URL", ""))
+        elif request.method == "POST":
+            back = _page_path(request, request.headers.get("Referer", ""))
+        else:
+            return response
+        login = resolve_url(settings.LOGIN_URL)
+        target = f"{login}?{urlencode({REDIRECT_FIELD_NAME: back})}" if back else login
+        if htmx:
+            redirect = HttpResponseClientRedirect(target)
+            add_never_cache_headers(redirect)
+            return redirect
+        response["Location"] = target
+        return response
+
+    @staticmethod
+    def _refused_signed_out(request: HttpRequest, response: HttpResponseBase) -> bool:
+        """A page's 403 to a visitor who is not signed in (the CSRF check, before the view's
+        login_required could answer): the API's refusals are its own JSON."""
+        user = getattr(request, "user", None)
+        signed_out = user is None or not user.is_authenticated
+        return response.status_code == 403 and signed_out and not request.path.startswith("/api/")
+
+    @staticmethod
+    def _to_login(response: HttpResponseRedirect) -> bool:
+        """Whether this is login_required's redirect (the login page, with `next`); logging out
+        also ends on the login page, without `next`, and is left as it is."""
+        parts = urlsplit(response.url)
+        asked_back = f"{REDIRECT_FIELD_NAME}=" in parts.query
+        return asked_back and parts.path == resolve_url(settings.LOGIN_URL)

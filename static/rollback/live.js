@@ -107,6 +107,8 @@
       showJump();
     }
   }, true);
+  // This tab's own message accepted (composer.js): the view goes to the end, and follows again.
+  document.addEventListener("rollback:sent", function () { following = true; scrollToEnd(); });
   // stream.js renders a streaming reply after the socket's message, in an animation frame.
   document.addEventListener("rollback:streamRendered", follow);
   document.addEventListener("click", function (event) {
@@ -215,10 +217,43 @@
   // 1013, codes a server behind daphne cannot send. The server asks for it with its own codes:
   // 4012 (this browser's login goes on under a new key: the password was changed here) at once,
   // 4503 (the database or Redis does not answer) after pauses that grow up to a minute. Any
-  // other code (4401 signed out, 4404 no such session) leaves the socket closed.
+  // other code (4404 no such session) leaves the socket closed; 4401 (signed out) leads to sign-in.
   // (A handshake during an outage is accepted, then closed: the pauses start again only once a
   // socket stayed open for half a minute.)
   var RECONNECT = 4012, UNAVAILABLE = 4503;
+  // 4401: the login ended (logged out in another tab, expired): the page is loaded again, which
+  // leads to the whole sign-in page and, once signed in, back here (drafts are composer.js's, in
+  // localStorage). Not while this page is already leaving (its own Log out). A page without the
+  // socket (the sign-in page) clears the mark of that reload; a chat page that is refused again
+  // under the mark (a login the socket refuses but the page accepts) shows a notice instead.
+  var SIGNED_OUT = 4401, RELOADED = "rollback.signInReload", leaving = false;
+  window.addEventListener("beforeunload", function () { leaving = true; });
+  function reloadMark(value) {
+    try {
+      if (value === undefined) return parseInt(sessionStorage.getItem(RELOADED) || "0", 10);
+      if (value) sessionStorage.setItem(RELOADED, String(value)); else sessionStorage.removeItem(RELOADED);
+    } catch (e) { /* no storage: no mark */ }
+    return 0;
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!document.querySelector("[ws-connect]")) reloadMark(null);
+  });
+  function signIn() {
+    if (leaving) return;
+    if (Date.now() - reloadMark() > 300000) {
+      reloadMark(Date.now());
+      window.location.reload();
+      return;
+    }
+    var notices = document.getElementById("notices");
+    if (!notices || notices.querySelector("[data-testid=signed-out-notice]")) return;
+    var notice = document.createElement("div");
+    notice.className = "notice error";
+    notice.setAttribute("role", "alert");
+    notice.setAttribute("data-testid", "signed-out-notice");
+    notice.textContent = "Live updates stopped: this page's sign-in is no longer accepted. Reload the page to sign in again.";
+    notices.appendChild(notice);
+  }
   var unavailableCloses = 0, openedAt = 0;
   document.addEventListener("htmx:wsOpen", function () {
     openedAt = Date.now();
@@ -227,6 +262,7 @@
     var code = event.detail && event.detail.event && event.detail.event.code;
     var socket = event.detail && event.detail.socketWrapper;
     if (Date.now() - openedAt > 30000) unavailableCloses = 0;
+    if (code === SIGNED_OUT) { signIn(); return; }
     if (!socket || (code !== RECONNECT && code !== UNAVAILABLE)) return;
     var pause = 250;
     if (code === UNAVAILABLE) {
