@@ -73,6 +73,7 @@ def session_create(
         owner=owner, session_name=name, metadata=metadata, session_key=session_key
     )
     InternalSession.objects.create(session=session, is_current=True)
+    events.sessions_changed(user=owner.pk, session=session.pk, change="created")
     return session
 
 
@@ -110,10 +111,12 @@ def session_update(
     name: str | None = None,
     metadata: Any = None,
     archived: bool | None = None,
+    pinned: bool | None = None,
 ) -> ExternalSession:
-    """Rename a session, replace its metadata, archive it or bring it back (`archived`); every
-    change is announced (`session.changed`). Under the session's lock, like every write: a
-    session deleted meanwhile is SessionNotFound."""
+    """Rename a session, replace its metadata, archive it or bring it back (`archived`), pin it
+    to the top of its owner's list or unpin it (`pinned`); every change is announced
+    (`session.changed` to its watchers, and its owner's lists). Under the session's lock, like
+    every write: a session deleted meanwhile is SessionNotFound."""
     if name is not None:
         name = clean_name(name, what="session")
     if metadata is not None:
@@ -127,6 +130,12 @@ def session_update(
         elif session.archived_at is None:
             session.archived_at = timezone.now()
         fields.append("archived_at")
+    if pinned is not None:
+        if not pinned:
+            session.pinned_at = None
+        elif session.pinned_at is None:
+            session.pinned_at = timezone.now()
+        fields.append("pinned_at")
     if name is not None:
         session.session_name = name
         fields.append("session_name")
@@ -139,8 +148,10 @@ def session_update(
         session=session.pk,
         name=session.session_name,
         archived=session.archived_at is not None,
+        pinned=session.pinned_at is not None,
         metadata=session.metadata,
     )
+    events.sessions_changed(user=session.owner_id, session=session.pk, change="changed")
     return session
 
 
@@ -183,6 +194,7 @@ def session_delete(*, session: ExternalSession) -> None:
     lock_session(session.pk)
     ExternalSession.objects.filter(pk=session.pk).delete()
     events.sockets_close_session(session=session.pk)
+    events.sessions_changed(user=session.owner_id, session=session.pk, change="deleted")
 
 
 def _lock_branch(branch_id: int) -> InternalSession:

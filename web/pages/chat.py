@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +21,7 @@ from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
+from checkpoints.transfer_markdown import EXPORT_FORMATS, export_filename, markdown_response
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from core.validation import clean_search
@@ -32,6 +33,7 @@ from sessions_app.selectors import (
     get_turn_for_user,
     parse_pk,
     sessions_listed,
+    sessions_sidebar,
 )
 from sessions_app.services import (
     branch_activate,
@@ -43,7 +45,8 @@ from sessions_app.services import (
 from sessions_app.turns import turn_cancel
 from web import context as pages
 
-SIDEBAR_SESSIONS = 200
+SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
+PINNED = "Pinned"
 
 
 def _user(request: HttpRequest) -> User:
@@ -54,9 +57,18 @@ def _user(request: HttpRequest) -> User:
     return user
 
 
-def _date_groups(sessions: list[ExternalSession]) -> list[dict[str, Any]]:
-    """Sessions (most recently active first) under "Today", "Yesterday", "Previous 7 days" and
-    "Older", by their last activity in the site's time zone; empty groups left out."""
+def _group_label(session: ExternalSession, bounds: list[tuple[str, date]]) -> str:
+    if session.pinned_at is not None:
+        return PINNED
+    day = timezone.localdate(session.updated_at)
+    return next((name for name, start in bounds if day >= start), "Older")
+
+
+def _date_groups(sessions: list[ExternalSession], after: str = "") -> list[dict[str, Any]]:
+    """Sessions (pinned first, then most recently active first) under "Pinned", "Today",
+    "Yesterday", "Previous 7 days" and "Older", by their last activity in the site's time zone;
+    empty groups left out. `after`: the group the page before ended with, whose heading a page
+    that goes on with it does not repeat (`continued`)."""
     today = timezone.localdate()
     bounds = [
         ("Today", today),
@@ -65,10 +77,10 @@ def _date_groups(sessions: list[ExternalSession]) -> list[dict[str, Any]]:
     ]
     groups: list[dict[str, Any]] = []
     for session in sessions:
-        day = timezone.localdate(session.updated_at)
-        label = next((name for name, start in bounds if day >= start), "Older")
+        label = _group_label(session, bounds)
         if not groups or groups[-1]["label"] != label:
-            groups.append({"label": label, "sessions": []})
+            continued = not groups and label == after
+            groups.append({"label": label, "sessions": [], "continued": continued})
         groups[-1]["sessions"].append(session)
     return groups
 
@@ -88,11 +100,16 @@ def _sidebar(
     query: str = "",
     archived: bool = False,
     current_id: int | None = None,
+    offset: int = 0,
+    after: str = "",
 ) -> dict[str, Any]:
-    """The sidebar's list: the user's sessions (or the archived ones) matching `query`, most
-    recently active first, grouped by date."""
-    sessions = sessions_listed(request.user, query=query, archived=archived, order="activity")
-    shown = list(sessions[:SIDEBAR_SESSIONS])
+    """One page of the sidebar's list (SIDEBAR_PAGE sessions from `offset`): the user's
+    sessions (or the archived ones) matching `query`, pinned first, then most recently active
+    first, grouped; with the address of the next page when there is one."""
+    sessions = sessions_sidebar(request.user, query=query, archived=archived)
+    shown = list(sessions[offset : offset + SIDEBAR_PAGE + 1])
+    more = len(shown) > SIDEBAR_PAGE
+    shown = shown[:SIDEBAR_PAGE]
     if current is not None:
         current_id = current.pk
     state = {"q": query} if query else {}
@@ -100,14 +117,21 @@ def _sidebar(
         state["archived"] = "1"
     if current_id is not None:
         state["current"] = str(current_id)
+    groups = _date_groups(shown, after=after)
+    next_page = ""
+    if more:
+        following = {**state, "offset": str(offset + SIDEBAR_PAGE), "after": groups[-1]["label"]}
+        next_page = urlencode(following)
     return {
         "sessions": shown,
-        "groups": _date_groups(shown),
+        "groups": groups,
         "current": current,
         "current_id": current_id,
         "query": query,
         "archived_view": archived,
         "list_state": urlencode(state),
+        "next_page": next_page,
+        "first_page": offset == 0,
     }
 
 
@@ -167,8 +191,19 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @domain_errors
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    """The sidebar's list; with `offset`, the page of it that goes on from there (the "More
+    sessions" button's, in place of that button)."""
     query, archived, current = _list_state(request)
-    context = _sidebar(request, query=query, archived=archived, current_id=current)
+    raw = request.GET.get("offset") or "0"
+    if not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput("offset must be a non-negative integer.")
+    offset = int(raw)
+    after = request.GET.get("after", "")[:40]
+    context = _sidebar(
+        request, query=query, archived=archived, current_id=current, offset=offset, after=after
+    )
+    if offset:
+        return render(request, "sessions_app/_session_page.html", context)
     return render(request, "sessions_app/_session_list.html", context)
 
 
@@ -209,6 +244,24 @@ def session_archive(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def session_unarchive(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     session_update(session=session, archived=False)
+    return _list_changed(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_pin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    session_update(session=session, pinned=True)
+    return _list_changed(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_unpin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    session_update(session=session, pinned=False)
     return _list_changed(request, session)
 
 
@@ -257,9 +310,18 @@ def conversation_refresh(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @domain_errors
 def send(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Send a message. In an archived session it brings the session back (sessions_app.turns),
+    and the page says so."""
     session = get_session_for_user(request.user, pk)
+    archived = session.archived_at is not None
     turn_submit(session=session, message=request.POST.get("message", ""))
-    return composer(request, session)
+    response = composer(request, session)
+    if archived:
+        notice = render_to_string(
+            "sessions_app/_unarchived_notice.html", {"session": session}, request
+        )
+        response.content += notice.encode()
+    return response
 
 
 @login_required
@@ -358,11 +420,18 @@ def branch_rename_view(request: HtmxHttpRequest, pk: int, branch_id: int) -> Htt
 @require_GET
 @domain_errors
 def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The session as a download: the JSON document that imports back, or with
+    `?format=markdown` its current branch to read."""
     session = get_session_for_user(request.user, pk)
+    kind = request.GET.get("format") or "json"
+    if kind not in EXPORT_FORMATS:
+        raise InvalidInput("The export's format must be json or markdown.")
+    if kind == "markdown":
+        return markdown_response(session)
     body = json.dumps(session_export(session=session), ensure_ascii=False, indent=1)
     response = HttpResponse(body, content_type="application/json")
-    slug = "".join(c if c.isalnum() else "-" for c in session.session_name)[:60] or "session"
-    response["Content-Disposition"] = f'attachment; filename="rollback-{slug}-{session.pk}.json"'
+    filename = export_filename(session, "json")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
