@@ -104,6 +104,13 @@ def session_for_key(*, owner: User, session_key: Any) -> ExternalSession:
         return found
 
 
+def _since(when: datetime | None, state: bool) -> datetime | None:
+    """A state kept as the time it began (archived, pinned): set keeps its first time."""
+    if not state:
+        return None
+    return when or timezone.now()
+
+
 @transaction.atomic
 def session_update(
     *,
@@ -115,7 +122,8 @@ def session_update(
 ) -> ExternalSession:
     """Rename a session, replace its metadata, archive it or bring it back (`archived`), pin it
     to the top of its owner's list or unpin it (`pinned`); every change is announced
-    (`session.changed` to its watchers, and its owner's lists). Under the session's lock, like
+    (`session.changed` to its watchers, and its owner's lists). A pin alone is no activity: it
+    leaves `updated_at` (the list's order below the pinned ones). Under the session's lock, like
     every write: a session deleted meanwhile is SessionNotFound."""
     if name is not None:
         name = clean_name(name, what="session")
@@ -123,18 +131,13 @@ def session_update(
         metadata = clean_metadata(metadata, what="session metadata")
         check_model_settings(metadata)
     lock_session(session.pk)
-    fields = ["updated_at"]
+    active = name is not None or metadata is not None or archived is not None
+    fields = ["updated_at"] if active else []
     if archived is not None:
-        if not archived:
-            session.archived_at = None
-        elif session.archived_at is None:
-            session.archived_at = timezone.now()
+        session.archived_at = _since(session.archived_at, archived)
         fields.append("archived_at")
     if pinned is not None:
-        if not pinned:
-            session.pinned_at = None
-        elif session.pinned_at is None:
-            session.pinned_at = timezone.now()
+        session.pinned_at = _since(session.pinned_at, pinned)
         fields.append("pinned_at")
     if name is not None:
         session.session_name = name
@@ -142,8 +145,10 @@ def session_update(
     if metadata is not None:
         session.metadata = metadata
         fields.append("metadata")
-    session.updated_at = timezone.now()
-    session.save(update_fields=fields)
+    if active:
+        session.updated_at = timezone.now()
+    if fields:
+        session.save(update_fields=fields)
     events.session_changed(
         session=session.pk,
         name=session.session_name,
