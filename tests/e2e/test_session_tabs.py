@@ -62,14 +62,20 @@ def test_tabs_stay_true_to_each_other(contexts, app, llm, width, scheme):
     expect(two.locator(f"[data-testid=pinned-sessions] #session-{second}")).to_have_count(1)
     expect(one.locator(f"[data-testid=pinned-sessions] #session-{second}")).to_have_count(1)
     expect(entry(two, second).get_by_test_id("unpin-session")).to_have_attribute(
-        "aria-pressed", "true"
+        "aria-label", "Unpin “New session”"
     )
     assert violations(two) == [], json.dumps(violations(two), indent=1)
 
-    # Renamed in tab one: tab two (which shows it) has the new name as its title.
+    # A name being typed in tab one stays while tab two's change (unpinned) updates its list.
     open_sidebar(one)
     entry(one, first).get_by_test_id("rename-session").click()
     field = entry(one, first).get_by_test_id("rename-input")
+    field.fill("Trip to Lis")
+    entry(two, second).get_by_test_id("unpin-session").click()
+    expect(one.locator("[data-testid=pinned-sessions]")).to_have_count(0)
+    expect(field).to_have_value("Trip to Lis")
+
+    # Renamed in tab one: tab two (which shows it) has the new name as its title.
     field.fill("Trip to Lisbon")
     field.press("Enter")
     expect(two).to_have_title("Trip to Lisbon · Rollback")
