@@ -32,7 +32,7 @@ def open_sidebar(page) -> None:
 
 
 def make_session(page) -> int:
-    """"+ New session", from the sidebar (the drawer, on a phone)."""
+    """Click "+ New session" in the sidebar (the drawer, on a phone)."""
     open_sidebar(page)
     return new_session(page)
 
