@@ -233,6 +233,8 @@ class SessionTurns(APIView):
         parameters=[IDEMPOTENCY_KEY],
         responses={201: TurnOut, 202: TurnOut},
         summary="Send a message: 202 with the queued turn, or 201 once finished with wait",
+        description="A message sent in an archived session brings the session back "
+        "(`archived_at` null again, announced as `session.changed`).",
     )
     def post(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
