@@ -19,6 +19,7 @@ from django.http import HttpResponse
 
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import lineage_checkpoints
+from core.errors import InvalidInput
 from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession, Message
 from sessions_app.selectors import branch_history, current_branch
@@ -104,6 +105,14 @@ def session_markdown(*, session: ExternalSession) -> str:
 
 
 EXPORT_FORMATS = ("json", "markdown")
+
+
+def export_format(raw: str | None) -> str:
+    """The export's format from a request's `?format=`: json when absent; another is refused."""
+    kind = raw or "json"
+    if kind not in EXPORT_FORMATS:
+        raise InvalidInput("format must be json or markdown.")
+    return kind
 
 
 def export_filename(session: ExternalSession, extension: str) -> str:

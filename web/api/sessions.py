@@ -22,7 +22,7 @@ from agents.context import context_usage
 from agents.services import chat_submit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
-from checkpoints.transfer_markdown import EXPORT_FORMATS, markdown_response
+from checkpoints.transfer_markdown import EXPORT_FORMATS, export_format, markdown_response
 from core import events
 from core.api import Pagination, body_fingerprint, paginate
 from core.api_schema import paginated
@@ -426,10 +426,7 @@ class SessionExport(APIView):
     )
     def get(self, request: Request, pk: int) -> Response | HttpResponse:
         session = get_session_for_user(request.user, pk)
-        kind = request.query_params.get("format") or "json"
-        if kind not in EXPORT_FORMATS:
-            raise InvalidInput("format must be json or markdown.")
-        if kind == "markdown":
+        if export_format(request.query_params.get("format")) == "markdown":
             return markdown_response(session)
         return Response(session_export(session=session))
 

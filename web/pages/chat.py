@@ -21,7 +21,7 @@ from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
-from checkpoints.transfer_markdown import EXPORT_FORMATS, export_filename, markdown_response
+from checkpoints.transfer_markdown import export_filename, export_format, markdown_response
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from core.validation import clean_search
@@ -423,10 +423,7 @@ def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The session as a download: the JSON document that imports back, or with
     `?format=markdown` its current branch to read."""
     session = get_session_for_user(request.user, pk)
-    kind = request.GET.get("format") or "json"
-    if kind not in EXPORT_FORMATS:
-        raise InvalidInput("The export's format must be json or markdown.")
-    if kind == "markdown":
+    if export_format(request.GET.get("format")) == "markdown":
         return markdown_response(session)
     body = json.dumps(session_export(session=session), ensure_ascii=False, indent=1)
     response = HttpResponse(body, content_type="application/json")
