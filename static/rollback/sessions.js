@@ -51,4 +51,13 @@
     var entry = document.querySelector("#session-list li.active");
     if (entry) entry.remove();
   });
+
+  // The sidebar's list again after a change (a live update, or an entry's own action: pin,
+  // archive, rename, delete) asks for as many sessions as the list shows, so the pages the
+  // reader loaded by scrolling stay. A new search or view starts from the first page.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!elt || !(elt.id === "sessions-refresh" || (elt.closest && elt.closest("#session-list li")))) return;
+    event.detail.parameters.shown = String(document.querySelectorAll("#session-list [data-testid=session]").length);
+  });
 })();

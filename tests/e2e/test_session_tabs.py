@@ -136,4 +136,11 @@ def test_the_sidebar_loads_more_sessions_as_it_scrolls(contexts, app, app_settin
     expect(sessions).to_have_count(65)
     expect(more).to_have_count(0)
     expect(page.locator("#session-list [data-testid=session-group]")).to_have_count(1)
+    # Pinning the last one loaded: it goes on top, and the pages loaded stay loaded.
+    last = sessions.last
+    last.get_by_test_id("pin-session").click()
+    pinned = page.locator("[data-testid=pinned-sessions] [data-testid=session-link]")
+    expect(pinned).to_have_text(["Chat 000"])
+    expect(sessions).to_have_count(65)
+    expect(page.locator("#session-list [data-testid=session-group]")).to_have_count(2)
     assert violations(page) == [], json.dumps(violations(page), indent=1)

@@ -197,3 +197,19 @@ def test_a_chat_page_lists_its_sessions_again_when_another_is_made_changed_or_de
         await stream.disconnect(timeout=10)
 
     async_to_sync(run)()
+
+
+@pytest.mark.django_db
+def test_the_list_after_a_change_keeps_as_many_sessions_as_it_showed(as_alice, alice):
+    made = _many(alice, SIDEBAR_PAGE + 20)
+    url = reverse("chat:session_list")
+    assert len(_names(as_alice.get(url, {"shown": "65"}, **HX).content.decode())) == 65
+    # Never fewer than a page, and a bad count is refused.
+    assert len(_names(as_alice.get(url, {"shown": "3"}, **HX).content.decode())) == SIDEBAR_PAGE
+    assert as_alice.get(url, {"shown": "many"}, **HX).status_code == 400
+    # An entry's own action (its form body carries the count) answers with as many.
+    pin = reverse("chat:pin", args=[made[-1].pk])
+    body = as_alice.post(pin, {"shown": "70"}, **HX).content.decode()
+    assert len(_names(body)) == 70
+    assert _names(body)[0] == f"Chat {SIDEBAR_PAGE + 19:03}"
+    assert _next_page(body) is None

@@ -46,6 +46,7 @@ from sessions_app.turns import turn_cancel
 from web import context as pages
 
 SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
+SIDEBAR_SHOWN_MAX = 1000  # sessions a live update of the list keeps loaded, at most
 PINNED = "Pinned"
 
 
@@ -94,6 +95,22 @@ def _list_state(request: HttpRequest) -> tuple[str, bool, int | None]:
     return query, archived, current
 
 
+def _count_param(request: HttpRequest, name: str) -> int:
+    """A non-negative integer from the query string or a form's body (0 when absent); anything
+    else is a 400."""
+    raw = request.GET.get(name) or request.POST.get(name) or "0"
+    if not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput(f"{name} must be a non-negative integer.")
+    return int(raw)
+
+
+def _list_size(request: HttpRequest) -> int:
+    """How many sessions the list shows again after a change: as many as it showed (`shown`,
+    which sessions.js adds to the list's own requests, up to SIDEBAR_SHOWN_MAX), so pages
+    loaded stay loaded; a page at least."""
+    return max(SIDEBAR_PAGE, min(_count_param(request, "shown"), SIDEBAR_SHOWN_MAX))
+
+
 def _sidebar(
     request: HttpRequest,
     current: ExternalSession | None = None,
@@ -102,14 +119,15 @@ def _sidebar(
     current_id: int | None = None,
     offset: int = 0,
     after: str = "",
+    size: int = SIDEBAR_PAGE,
 ) -> dict[str, Any]:
-    """One page of the sidebar's list (SIDEBAR_PAGE sessions from `offset`): the user's
-    sessions (or the archived ones) matching `query`, pinned first, then most recently active
-    first, grouped; with the address of the next page when there is one."""
+    """One page of the sidebar's list (`size` sessions from `offset`): the user's sessions (or
+    the archived ones) matching `query`, pinned first, then most recently active first,
+    grouped; with the address of the next page when there is one."""
     sessions = sessions_sidebar(request.user, query=query, archived=archived)
-    shown = list(sessions[offset : offset + SIDEBAR_PAGE + 1])
-    more = len(shown) > SIDEBAR_PAGE
-    shown = shown[:SIDEBAR_PAGE]
+    shown = list(sessions[offset : offset + size + 1])
+    more = len(shown) > size
+    shown = shown[:size]
     if current is not None:
         current_id = current.pk
     state = {"q": query} if query else {}
@@ -120,7 +138,7 @@ def _sidebar(
     groups = _date_groups(shown, after=after)
     next_page = ""
     if more:
-        following = {**state, "offset": str(offset + SIDEBAR_PAGE), "after": groups[-1]["label"]}
+        following = {**state, "offset": str(offset + size), "after": groups[-1]["label"]}
         next_page = urlencode(following)
     return {
         "sessions": shown,
@@ -139,7 +157,9 @@ def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpRespons
     """The sidebar's list again after a change to `session` (rename, archive), in the state the
     request names; the page's header too when `session` is the one shown."""
     query, archived, current = _list_state(request)
-    context = _sidebar(request, query=query, archived=archived, current_id=current)
+    context = _sidebar(
+        request, query=query, archived=archived, current_id=current, size=_list_size(request)
+    )
     if current == session.pk:  # its page is the one open: update its header too
         context.update(pages.conversation(session), shown_here=True)
     return render(request, "sessions_app/_list_changed.html", context)
@@ -192,15 +212,19 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @domain_errors
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
     """The sidebar's list; with `offset`, the page of it that goes on from there (the "More
-    sessions" button's, in place of that button)."""
+    sessions" button's, in place of that button). A live update of the list asks for as many
+    sessions as it shows (`shown`, up to SIDEBAR_SHOWN_MAX), so pages loaded stay loaded."""
     query, archived, current = _list_state(request)
-    raw = request.GET.get("offset") or "0"
-    if not raw.isdigit() or len(raw) > 9:
-        raise InvalidInput("offset must be a non-negative integer.")
-    offset = int(raw)
+    offset = _count_param(request, "offset")
     after = request.GET.get("after", "")[:40]
     context = _sidebar(
-        request, query=query, archived=archived, current_id=current, offset=offset, after=after
+        request,
+        query=query,
+        archived=archived,
+        current_id=current,
+        offset=offset,
+        after=after,
+        size=_list_size(request) if not offset else SIDEBAR_PAGE,
     )
     if offset:
         return render(request, "sessions_app/_session_page.html", context)
@@ -275,7 +299,9 @@ def session_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session_delete(session=session)
     query, archived, current = _list_state(request)
     if request.htmx and current is not None and current != session.pk:
-        context = _sidebar(request, query=query, archived=archived, current_id=current)
+        context = _sidebar(
+            request, query=query, archived=archived, current_id=current, size=_list_size(request)
+        )
         return render(request, "sessions_app/_session_list.html", context)
     messages.success(request, f"Deleted “{session.session_name}”.")
     response = HttpResponse(status=204)
