@@ -18,6 +18,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from checkpoints.models import Checkpoint
+from core import events
 from core.errors import InvalidInput, TooLarge
 from core.model_choice import check_model_settings
 from core.validation import (
@@ -122,6 +123,7 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
             "metadata": session.metadata,
             "created_at": _iso(session.created_at),
             "session_key": session.session_key or None,
+            "pinned_at": _iso(session.pinned_at),
         },
         "branches": list(by_branch.values()),
         "files": files.files,
@@ -201,8 +203,9 @@ class SessionDoc(_Strict):
     name: str = Field(max_length=NAME_MAX_LENGTH)
     metadata: JSONObject = Field(default_factory=dict)
     created_at: datetime | None = None
-    # Optional, so documents from before session keys still import.
+    # Optional, so documents from before session keys (and pins) still import.
     session_key: str | None = None
+    pinned_at: datetime | None = None
 
 
 class ExportDoc(_Strict):
@@ -363,6 +366,7 @@ def _check_values(doc: ExportDoc) -> None:
 
     try:
         time(doc.session.created_at, "session's created_at")
+        time(doc.session.pinned_at, "session's pinned_at")
         clean_metadata(doc.session.metadata, what="session metadata")
         if doc.session.session_key:
             parse_session_key(doc.session.session_key)
@@ -438,7 +442,9 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
         metadata=doc.session.metadata,
         created_at=_when(doc.session.created_at),
         session_key=_free_key(owner, doc.session.session_key),
+        pinned_at=_when(doc.session.pinned_at) if doc.session.pinned_at else None,
     )
+    events.sessions_changed(user=owner.pk, session=session.pk, change="created")
     branch_ids: dict[int, int] = {}
     checkpoint_ids: dict[int, int] = {}
     made_branches: list[tuple[InternalSession, int | None]] = []

@@ -127,6 +127,7 @@ class SessionChanged(TypedDict):
     session: int
     name: str
     archived: bool
+    pinned: bool
     metadata: JSONObject
 
 
@@ -193,7 +194,16 @@ class CloseMessage(TypedDict):
     keep: NotRequired[str]  # ... except this login's group, which reconnects
 
 
-LayerMessage: TypeAlias = EventMessage | CloseMessage
+class SessionsMessage(TypedDict):
+    """A user's list of sessions changed (one made, changed or deleted): the user's chat pages
+    show their list again. Internal, like CloseMessage: never relayed to an integration."""
+
+    type: Literal["rollback.sessions"]
+    session: int
+    change: Literal["created", "changed", "deleted"]
+
+
+LayerMessage: TypeAlias = EventMessage | CloseMessage | SessionsMessage
 
 # Local listeners (the terminal chat, the Python API's `on_event`) hear the events of the session
 # they watch in this process, besides the channel layer.
@@ -520,17 +530,29 @@ def branch_changed(
     )
 
 
-def session_changed(*, session: int, name: str, archived: bool, metadata: JSONObject) -> None:
-    """Renamed, archived or restored, or its metadata changed."""
+def session_changed(
+    *, session: int, name: str, archived: bool, pinned: bool, metadata: JSONObject
+) -> None:
+    """Renamed, archived or restored, pinned or unpinned, or its metadata changed."""
     _after_commit(
         {
             "type": "session.changed",
             "session": session,
             "name": name,
             "archived": archived,
+            "pinned": pinned,
             "metadata": metadata,
         }
     )
+
+
+def sessions_changed(
+    *, user: int, session: int, change: Literal["created", "changed", "deleted"]
+) -> None:
+    """The user's list of sessions changed: every chat page of theirs (whichever session it
+    shows) lists its sessions again, once the change has committed."""
+    message: SessionsMessage = {"type": "rollback.sessions", "session": session, "change": change}
+    transaction.on_commit(lambda: _publish(user_group(user), message, "a list change"))
 
 
 # --- approvals and the workspace ---------------------------------------------------------------

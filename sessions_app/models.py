@@ -54,6 +54,8 @@ class ExternalSession(models.Model):
     # column, in Django's way for text. Unique per owner: two users with the same key each have
     # their own session.
     session_key = models.CharField(max_length=255, blank=True, default="")
+    # When its owner pinned it to the top of their list; null: not pinned.
+    pinned_at = models.DateTimeField(null=True, blank=True)
 
     objects = ExternalSessionQuerySet.as_manager()
 
@@ -61,13 +63,18 @@ class ExternalSession(models.Model):
         verbose_name = "session"
         ordering: ClassVar[list[str]] = ["-created_at", "-id"]
         indexes: ClassVar[list[models.Index]] = [
-            models.Index(fields=["owner", "-created_at"], name="session_owner_created")
+            models.Index(fields=["owner", "-created_at"], name="session_owner_created"),
+            # The sidebar: pinned first, then most recently active (sessions_app.selectors).
+            models.Index(
+                fields=["owner", "-pinned_at", "-updated_at"], name="session_owner_pinned"
+            ),
         ]
         # Times a user can set (an import, the admin) stay where Python can read them back.
         constraints: ClassVar[list[models.BaseConstraint]] = [
             time_in_range("created_at", name="session_created_at_in_range"),
             time_in_range("updated_at", name="session_updated_at_in_range"),
             time_in_range("archived_at", name="session_archived_at_in_range", null=True),
+            time_in_range("pinned_at", name="session_pinned_at_in_range", null=True),
             # Its index serves the lookup of a user's session by key (owner, session_key).
             models.UniqueConstraint(
                 fields=["owner", "session_key"],

@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import (
     Count,
     Exists,
+    F,
     IntegerField,
     JSONField,
     Max,
@@ -114,16 +115,28 @@ def sessions_listed(
     archived: bool = False,
     order: str = "created",
     session_key: str | None = None,
+    pinned: bool | None = None,
 ) -> QuerySet[ExternalSession]:
     """The user's sessions as lists show them: the archived ones or the others, matching `query`
     (names, session keys and message text, see sessions_app/search.py), with `session_key`
-    only the session of that exact key, newest first by creation or, with order="activity",
-    most recently active first."""
+    only the session of that exact key, with `pinned` only the pinned ones (or only the others),
+    newest first by creation or, with order="activity", most recently active first."""
     sessions = ExternalSession.objects.for_user(user)
     sessions = sessions.filter(archived_at__isnull=not archived)
     if session_key is not None:
         sessions = sessions.filter(session_key=session_key)
+    if pinned is not None:
+        sessions = sessions.filter(pinned_at__isnull=not pinned)
     return search_sessions(sessions, query).order_by(*SESSION_ORDERS[order])
+
+
+def sessions_sidebar(
+    user: AnyUser, *, query: str = "", archived: bool = False
+) -> QuerySet[ExternalSession]:
+    """The user's sessions as the chat page's sidebar lists them: the pinned ones first (the
+    last pinned on top), then the others, most recently active first."""
+    listed = sessions_listed(user, query=query, archived=archived, order="activity")
+    return listed.order_by(F("pinned_at").desc(nulls_last=True), "-updated_at", "-id")
 
 
 def sessions_idle(*, since: datetime) -> QuerySet[ExternalSession]:

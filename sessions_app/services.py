@@ -73,6 +73,7 @@ def session_create(
         owner=owner, session_name=name, metadata=metadata, session_key=session_key
     )
     InternalSession.objects.create(session=session, is_current=True)
+    events.sessions_changed(user=owner.pk, session=session.pk, change="created")
     return session
 
 
@@ -103,6 +104,13 @@ def session_for_key(*, owner: User, session_key: Any) -> ExternalSession:
         return found
 
 
+def _since(when: datetime | None, state: bool) -> datetime | None:
+    """A state kept as the time it began (archived, pinned): set keeps its first time."""
+    if not state:
+        return None
+    return when or timezone.now()
+
+
 @transaction.atomic
 def session_update(
     *,
@@ -110,37 +118,45 @@ def session_update(
     name: str | None = None,
     metadata: Any = None,
     archived: bool | None = None,
+    pinned: bool | None = None,
 ) -> ExternalSession:
-    """Rename a session, replace its metadata, archive it or bring it back (`archived`); every
-    change is announced (`session.changed`). Under the session's lock, like every write: a
-    session deleted meanwhile is SessionNotFound."""
+    """Rename a session, replace its metadata, archive it or bring it back (`archived`), pin it
+    to the top of its owner's list or unpin it (`pinned`); every change is announced
+    (`session.changed` to its watchers, and its owner's lists). A pin alone is no activity: it
+    leaves `updated_at` (the list's order below the pinned ones). Under the session's lock, like
+    every write: a session deleted meanwhile is SessionNotFound."""
     if name is not None:
         name = clean_name(name, what="session")
     if metadata is not None:
         metadata = clean_metadata(metadata, what="session metadata")
         check_model_settings(metadata)
     lock_session(session.pk)
-    fields = ["updated_at"]
+    active = name is not None or metadata is not None or archived is not None
+    fields = ["updated_at"] if active else []
     if archived is not None:
-        if not archived:
-            session.archived_at = None
-        elif session.archived_at is None:
-            session.archived_at = timezone.now()
+        session.archived_at = _since(session.archived_at, archived)
         fields.append("archived_at")
+    if pinned is not None:
+        session.pinned_at = _since(session.pinned_at, pinned)
+        fields.append("pinned_at")
     if name is not None:
         session.session_name = name
         fields.append("session_name")
     if metadata is not None:
         session.metadata = metadata
         fields.append("metadata")
-    session.updated_at = timezone.now()
-    session.save(update_fields=fields)
+    if active:
+        session.updated_at = timezone.now()
+    if fields:
+        session.save(update_fields=fields)
     events.session_changed(
         session=session.pk,
         name=session.session_name,
         archived=session.archived_at is not None,
+        pinned=session.pinned_at is not None,
         metadata=session.metadata,
     )
+    events.sessions_changed(user=session.owner_id, session=session.pk, change="changed")
     return session
 
 
@@ -210,6 +226,7 @@ def session_delete(*, session: ExternalSession) -> None:
     lock_session(session.pk)
     ExternalSession.objects.filter(pk=session.pk).delete()
     events.sockets_close_session(session=session.pk)
+    events.sessions_changed(user=session.owner_id, session=session.pk, change="deleted")
 
 
 def _lock_branch(branch_id: int) -> InternalSession:

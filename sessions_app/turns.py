@@ -40,7 +40,7 @@ from sessions_app.errors import (
 
 from .file_rows import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
-from .services import lock_session, message_append, message_append_locked
+from .services import lock_session, message_append, message_append_locked, session_update
 
 if TYPE_CHECKING:
     from .models import Checkpoint
@@ -154,13 +154,17 @@ def turn_start(
     """Queue a turn on the session's current branch (or on `branch`) and store the user's
     message. Empty or oversized messages are refused before anything is written. With an
     idempotency key, `request_fingerprint` (a digest of the request that carried it) is kept
-    with the turn, so a later request with the same key can be told apart (agents.services)."""
+    with the turn, so a later request with the same key can be told apart (agents.services).
+    A message sent in an archived session brings it back (announced like any unarchiving)."""
     text = clean_user_message(message)
     try:
         with transaction.atomic():
-            lock_session(session.pk)
+            locked_session = lock_session(session.pk)
             if Turn.objects.filter(session=session).active().exists():
                 raise TurnInProgress()
+            if locked_session.archived_at is not None:
+                session_update(session=locked_session, archived=False)
+                session.archived_at = None
             if branch is not None and branch.session_id != session.pk:
                 raise BranchNotFound()
             # Read under the session's lock, which every writer of a branch takes first: its

@@ -106,7 +106,9 @@ def test_the_functions_send_what_their_typeddicts_say():
             ),
             events.checkpoints_deleted(session=7, checkpoints=[4, 3]),
             events.branch_changed(session=7, branch=2, checkpoint=3, deleted_checkpoints=[5]),
-            events.session_changed(session=7, name="s", archived=False, metadata={"k": 1}),
+            events.session_changed(
+                session=7, name="s", archived=False, pinned=True, metadata={"k": 1}
+            ),
             events.tool_approval_requested(
                 session=7, turn=1, tool_call_id="c2", tool_name="fs__drop", args={"p": "x"}
             ),

@@ -38,7 +38,7 @@ SHAPES = {
     "checkpoint.created": {"session", "checkpoint", "branch", "name", "is_auto", "message_count"},
     "checkpoint.deleted": {"session", "checkpoints"},
     "branch.changed": {"session", "branch", "checkpoint", "deleted_checkpoints"},
-    "session.changed": {"session", "name", "archived", "metadata"},
+    "session.changed": {"session", "name", "archived", "pinned", "metadata"},
     "turn.started": {"session", "turn", "branch", "attempt"},
     "turn.finished": {"session", "turn", "status", "finish_reason", "reply", "tools_used",
                       "checkpoint", "rolled_back_to"},
@@ -219,6 +219,7 @@ def test_the_archiving_job_announces_the_session_archived(session):
             "session": session.pk,
             "name": session.session_name,
             "archived": True,
+            "pinned": False,
             "metadata": session.metadata,
         }
     ]
@@ -354,7 +355,7 @@ def test_renaming_is_announced_once_on_the_page_through_the_api_and_in_the_admin
     ):
         assert heard(session.pk, rename) == [
             {"type": "session.changed", "session": session.pk, "name": name, "archived": False,
-             "metadata": {}}
+             "pinned": False, "metadata": {}}
         ], name  # fmt: skip
 
 
@@ -369,7 +370,22 @@ def test_archiving_is_announced_once_on_the_page_and_through_the_api(page, api, 
     for action, archived in actions:
         assert heard(session.pk, action) == [
             {"type": "session.changed", "session": session.pk, "name": "Python basics",
-             "archived": archived, "metadata": {}}
+             "archived": archived, "pinned": False, "metadata": {}}
+        ]  # fmt: skip
+
+
+def test_pinning_is_announced_once_on_the_page_and_through_the_api(page, api, session):
+    url = f"/api/v1/sessions/{session.pk}/"
+    actions = [
+        (lambda: page.post(reverse("chat:pin", args=[session.pk]), **HX), True),
+        (lambda: page.post(reverse("chat:unpin", args=[session.pk]), **HX), False),
+        (lambda: api.patch(url, {"pinned": True}, format="json"), True),
+        (lambda: api.patch(url, {"pinned": False}, format="json"), False),
+    ]
+    for action, pinned in actions:
+        assert heard(session.pk, action) == [
+            {"type": "session.changed", "session": session.pk, "name": "Python basics",
+             "archived": False, "pinned": pinned, "metadata": {}}
         ]  # fmt: skip
 
 

@@ -71,6 +71,7 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
         "session": idle["id"],
         "name": "idle for weeks",
         "archived": True,
+        "pinned": False,
         "metadata": {},
     }
     archived = client.get("/sessions/?archived=true")["results"]

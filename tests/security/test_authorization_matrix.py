@@ -114,6 +114,8 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/rename/": Rule(OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned"}),
     "/chat/<int:pk>/archive/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/unarchive/": Rule(OWNER, ("POST",), {"pk": "session"}),
+    "/chat/<int:pk>/pin/": Rule(OWNER, ("POST",), {"pk": "session"}),
+    "/chat/<int:pk>/unpin/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/delete/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/settings/": Rule(
         OWNER, ("GET", "POST"), {"pk": "session"}, {"instructions": "pwned"}
@@ -208,7 +210,7 @@ API_RULES: dict[str, Rule] = {
         OWNER,
         ("GET", "PATCH", "DELETE"),
         {"pk": "session"},
-        {"name": "pwned", "archived": True, "metadata": {"pwned": 1}},
+        {"name": "pwned", "archived": True, "pinned": True, "metadata": {"pwned": 1}},
     ),
     "/api/v1/sessions/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/api/v1/sessions/<int:pk>/turns/": Rule(

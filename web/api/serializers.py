@@ -21,6 +21,9 @@ class SessionOut(serializers.Serializer[ExternalSession]):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     archived_at = serializers.DateTimeField(allow_null=True)
+    pinned = serializers.SerializerMethodField(
+        help_text='Pinned to the top of its owner\'s list (PATCH {"pinned": true}).'
+    )
     metadata = serializers.JSONField()
     current_branch = serializers.IntegerField(source="current_branch_id", allow_null=True)
     branch_count = serializers.IntegerField()
@@ -33,11 +36,16 @@ class SessionOut(serializers.Serializer[ExternalSession]):
     def get_session_key(self, session: ExternalSession) -> str | None:
         return session.session_key or None
 
+    @extend_schema_field(serializers.BooleanField())
+    def get_pinned(self, session: ExternalSession) -> bool:
+        return session.pinned_at is not None
+
 
 class SessionIn(StrictSerializer):
     name = TextField(required=False, allow_blank=True, trim_whitespace=False)
     metadata = JSONObjectField(required=False)
     archived = StrictBooleanField(required=False)
+    pinned = StrictBooleanField(required=False)
 
 
 class SessionCreateIn(StrictSerializer):

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,6 +22,7 @@ from agents.context import context_usage
 from agents.services import chat_submit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
+from checkpoints.transfer_markdown import EXPORT_FORMATS, export_format, markdown_response
 from core import events
 from core.api import Pagination, body_fingerprint, paginate
 from core.api_schema import paginated
@@ -133,6 +136,9 @@ class SessionList(APIView):
                 "archived", bool, description="true: the archived sessions (and only those)"
             ),
             OpenApiParameter(
+                "pinned", bool, description="true: only pinned sessions; false: only the others"
+            ),
+            OpenApiParameter(
                 "session_key",
                 str,
                 description="only the session of this key (agent:<agentId>:<scope>:<chatId>), "
@@ -151,8 +157,15 @@ class SessionList(APIView):
         archived = _flag(params.get("archived"), name="archived")
         raw_key = params.get("session_key")
         session_key = None if raw_key in (None, "") else clean_session_key(raw_key)
+        raw_pinned = params.get("pinned")
+        pinned = None if raw_pinned in (None, "") else _flag(raw_pinned, name="pinned")
         sessions = sessions_listed(
-            request.user, query=query, archived=archived, order=order, session_key=session_key
+            request.user,
+            query=query,
+            archived=archived,
+            order=order,
+            session_key=session_key,
+            pinned=pinned,
         )
         return paginate(self, with_branch_summary(sessions), SessionOut)
 
@@ -181,6 +194,7 @@ class SessionDetail(APIView):
                 name=data.get("name"),
                 metadata=data.get("metadata"),
                 archived=data.get("archived"),
+                pinned=data.get("pinned"),
             )
         return Response(_session_out(request.user, session.pk))
 
@@ -219,6 +233,8 @@ class SessionTurns(APIView):
         parameters=[IDEMPOTENCY_KEY],
         responses={201: TurnOut, 202: TurnOut},
         summary="Send a message: 202 with the queued turn, or 201 once finished with wait",
+        description="A message sent in an archived session brings the session back "
+        "(`archived_at` null again, announced as `session.changed`).",
     )
     def post(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
@@ -388,9 +404,31 @@ class BranchContext(APIView):
 
 
 class SessionExport(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The whole session as one document")
-    def get(self, request: Request, pk: int) -> Response:
-        return Response(session_export(session=get_session_for_user(request.user, pk)))
+    def perform_content_negotiation(
+        self, request: Request, force: bool = False
+    ) -> tuple[JSONRenderer, str]:
+        """JSON, whatever `?format=` says: here it names the document's format (below), not
+        DRF's renderer; the Markdown document is an answer of its own."""
+        return JSONRenderer(), JSONRenderer.media_type
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "format",
+                str,
+                enum=list(EXPORT_FORMATS),
+                description="json (default): the whole session, every branch, as one document "
+                "that imports back; markdown: the current branch to read, as text/markdown",
+            )
+        ],
+        responses={200: OpenApiTypes.OBJECT, (200, "text/markdown"): OpenApiTypes.STR},
+        summary="The whole session as one document (or its current branch as Markdown)",
+    )
+    def get(self, request: Request, pk: int) -> Response | HttpResponse:
+        session = get_session_for_user(request.user, pk)
+        if export_format(request.query_params.get("format")) == "markdown":
+            return markdown_response(session)
+        return Response(session_export(session=session))
 
 
 class SessionImport(APIView):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +21,7 @@ from accounts.models import User
 from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
+from checkpoints.transfer_markdown import export_filename, export_format, markdown_response
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from core.validation import clean_search
@@ -32,6 +33,7 @@ from sessions_app.selectors import (
     get_turn_for_user,
     parse_pk,
     sessions_listed,
+    sessions_sidebar,
 )
 from sessions_app.services import (
     branch_activate,
@@ -43,7 +45,9 @@ from sessions_app.services import (
 from sessions_app.turns import turn_cancel
 from web import context as pages
 
-SIDEBAR_SESSIONS = 200
+SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
+SIDEBAR_SHOWN_MAX = 1000  # sessions a live update of the list keeps loaded, at most
+PINNED = "Pinned"
 
 
 def _user(request: HttpRequest) -> User:
@@ -54,9 +58,18 @@ def _user(request: HttpRequest) -> User:
     return user
 
 
-def _date_groups(sessions: list[ExternalSession]) -> list[dict[str, Any]]:
-    """Sessions (most recently active first) under "Today", "Yesterday", "Previous 7 days" and
-    "Older", by their last activity in the site's time zone; empty groups left out."""
+def _group_label(session: ExternalSession, bounds: list[tuple[str, date]]) -> str:
+    if session.pinned_at is not None:
+        return PINNED
+    day = timezone.localdate(session.updated_at)
+    return next((name for name, start in bounds if day >= start), "Older")
+
+
+def _date_groups(sessions: list[ExternalSession], after: str = "") -> list[dict[str, Any]]:
+    """Sessions (pinned first, then most recently active first) under "Pinned", "Today",
+    "Yesterday", "Previous 7 days" and "Older", by their last activity in the site's time zone;
+    empty groups left out. `after`: the group the page before ended with, whose heading a page
+    that goes on with it does not repeat (`continued`)."""
     today = timezone.localdate()
     bounds = [
         ("Today", today),
@@ -65,10 +78,10 @@ def _date_groups(sessions: list[ExternalSession]) -> list[dict[str, Any]]:
     ]
     groups: list[dict[str, Any]] = []
     for session in sessions:
-        day = timezone.localdate(session.updated_at)
-        label = next((name for name, start in bounds if day >= start), "Older")
+        label = _group_label(session, bounds)
         if not groups or groups[-1]["label"] != label:
-            groups.append({"label": label, "sessions": []})
+            continued = not groups and label == after
+            groups.append({"label": label, "sessions": [], "continued": continued})
         groups[-1]["sessions"].append(session)
     return groups
 
@@ -82,17 +95,39 @@ def _list_state(request: HttpRequest) -> tuple[str, bool, int | None]:
     return query, archived, current
 
 
+def _count_param(request: HttpRequest, name: str) -> int:
+    """A non-negative integer from the query string or a form's body (0 when absent); anything
+    else is a 400."""
+    raw = request.GET.get(name) or request.POST.get(name) or "0"
+    if not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput(f"{name} must be a non-negative integer.")
+    return int(raw)
+
+
+def _list_size(request: HttpRequest) -> int:
+    """How many sessions the list shows again after a change: as many as it showed (`shown`,
+    which sessions.js adds to the list's own requests, up to SIDEBAR_SHOWN_MAX), so pages
+    loaded stay loaded; a page at least."""
+    return max(SIDEBAR_PAGE, min(_count_param(request, "shown"), SIDEBAR_SHOWN_MAX))
+
+
 def _sidebar(
     request: HttpRequest,
     current: ExternalSession | None = None,
     query: str = "",
     archived: bool = False,
     current_id: int | None = None,
+    offset: int = 0,
+    after: str = "",
+    size: int = SIDEBAR_PAGE,
 ) -> dict[str, Any]:
-    """The sidebar's list: the user's sessions (or the archived ones) matching `query`, most
-    recently active first, grouped by date."""
-    sessions = sessions_listed(request.user, query=query, archived=archived, order="activity")
-    shown = list(sessions[:SIDEBAR_SESSIONS])
+    """One page of the sidebar's list (`size` sessions from `offset`): the user's sessions (or
+    the archived ones) matching `query`, pinned first, then most recently active first,
+    grouped; with the address of the next page when there is one."""
+    sessions = sessions_sidebar(request.user, query=query, archived=archived)
+    shown = list(sessions[offset : offset + size + 1])
+    more = len(shown) > size
+    shown = shown[:size]
     if current is not None:
         current_id = current.pk
     state = {"q": query} if query else {}
@@ -100,14 +135,21 @@ def _sidebar(
         state["archived"] = "1"
     if current_id is not None:
         state["current"] = str(current_id)
+    groups = _date_groups(shown, after=after)
+    next_page = ""
+    if more:
+        following = {**state, "offset": str(offset + size), "after": groups[-1]["label"]}
+        next_page = urlencode(following)
     return {
         "sessions": shown,
-        "groups": _date_groups(shown),
+        "groups": groups,
         "current": current,
         "current_id": current_id,
         "query": query,
         "archived_view": archived,
         "list_state": urlencode(state),
+        "next_page": next_page,
+        "first_page": offset == 0,
     }
 
 
@@ -115,7 +157,9 @@ def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpRespons
     """The sidebar's list again after a change to `session` (rename, archive), in the state the
     request names; the page's header too when `session` is the one shown."""
     query, archived, current = _list_state(request)
-    context = _sidebar(request, query=query, archived=archived, current_id=current)
+    context = _sidebar(
+        request, query=query, archived=archived, current_id=current, size=_list_size(request)
+    )
     if current == session.pk:  # its page is the one open: update its header too
         context.update(pages.conversation(session), shown_here=True)
     return render(request, "sessions_app/_list_changed.html", context)
@@ -167,8 +211,23 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @domain_errors
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    """The sidebar's list; with `offset`, the page of it that goes on from there (the "More
+    sessions" button's, in place of that button). A live update of the list asks for as many
+    sessions as it shows (`shown`, up to SIDEBAR_SHOWN_MAX), so pages loaded stay loaded."""
     query, archived, current = _list_state(request)
-    context = _sidebar(request, query=query, archived=archived, current_id=current)
+    offset = _count_param(request, "offset")
+    after = request.GET.get("after", "")[:40]
+    context = _sidebar(
+        request,
+        query=query,
+        archived=archived,
+        current_id=current,
+        offset=offset,
+        after=after,
+        size=_list_size(request) if not offset else SIDEBAR_PAGE,
+    )
+    if offset:
+        return render(request, "sessions_app/_session_page.html", context)
     return render(request, "sessions_app/_session_list.html", context)
 
 
@@ -215,6 +274,24 @@ def session_unarchive(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 @domain_errors
+def session_pin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    session_update(session=session, pinned=True)
+    return _list_changed(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def session_unpin(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = get_session_for_user(request.user, pk)
+    session_update(session=session, pinned=False)
+    return _list_changed(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
 def session_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Delete a session. From the sidebar of another session's page, it only leaves the list;
     the page shown goes home (the most recently active session) only when it was this one's."""
@@ -222,7 +299,9 @@ def session_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session_delete(session=session)
     query, archived, current = _list_state(request)
     if request.htmx and current is not None and current != session.pk:
-        context = _sidebar(request, query=query, archived=archived, current_id=current)
+        context = _sidebar(
+            request, query=query, archived=archived, current_id=current, size=_list_size(request)
+        )
         return render(request, "sessions_app/_session_list.html", context)
     messages.success(request, f"Deleted “{session.session_name}”.")
     response = HttpResponse(status=204)
@@ -257,9 +336,18 @@ def conversation_refresh(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @domain_errors
 def send(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Send a message. In an archived session it brings the session back (sessions_app.turns),
+    and the page says so."""
     session = get_session_for_user(request.user, pk)
+    archived = session.archived_at is not None
     turn_submit(session=session, message=request.POST.get("message", ""))
-    return composer(request, session)
+    response = composer(request, session)
+    if archived:
+        notice = render_to_string(
+            "sessions_app/_unarchived_notice.html", {"session": session}, request
+        )
+        response.content += notice.encode()
+    return response
 
 
 @login_required
@@ -358,11 +446,15 @@ def branch_rename_view(request: HtmxHttpRequest, pk: int, branch_id: int) -> Htt
 @require_GET
 @domain_errors
 def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The session as a download: the JSON document that imports back, or with
+    `?format=markdown` its current branch to read."""
     session = get_session_for_user(request.user, pk)
+    if export_format(request.GET.get("format")) == "markdown":
+        return markdown_response(session)
     body = json.dumps(session_export(session=session), ensure_ascii=False, indent=1)
     response = HttpResponse(body, content_type="application/json")
-    slug = "".join(c if c.isalnum() else "-" for c in session.session_name)[:60] or "session"
-    response["Content-Disposition"] = f'attachment; filename="rollback-{slug}-{session.pk}.json"'
+    filename = export_filename(session, "json")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 

@@ -49,6 +49,7 @@ from core.events import (
     Event,
     EventMessage,
     MessageDelta,
+    SessionsMessage,
     apikey_group,
     group_name,
     login_group,
@@ -196,6 +197,9 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
                 return
         await self.end(code if code in (CLOSE_SIGNED_OUT, CLOSE_NOT_FOUND) else CLOSE_SIGNED_OUT)
 
+    async def rollback_sessions(self, message: SessionsMessage) -> None:
+        """The user's list of sessions changed: only the chat page shows it (ChatConsumer)."""
+
     async def end(self, code: int) -> None:
         """Close the socket; nothing is sent after this."""
         if self.closing:
@@ -303,6 +307,16 @@ class ChatConsumer(SessionConsumer):
             return
         if html:
             await self.send(text_data=html)
+
+    async def rollback_sessions(self, message: SessionsMessage) -> None:
+        """A session of the user was made, changed or deleted, in this tab or any other, by any
+        path: the page lists its sessions again (it fetches the list itself, keeping its search
+        and its view). The page of a deleted session learns it from its socket's close."""
+        if self.session is None or not await self.access_holds():
+            return
+        if message["change"] == "deleted" and message["session"] == self.session.pk:
+            return
+        await self.send(text_data=render_to_string("sessions_app/_sessions_refresh.html"))
 
 
 def running_turn(session_id: int) -> tuple[int, int] | None:
