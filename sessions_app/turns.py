@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from core import events, logs
 from core.errors import InvalidInput
+from core.model_choice import DEMO_MODEL_ID, chosen_model, is_demo
 from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import (
     BranchNotFound,
@@ -41,6 +42,7 @@ from sessions_app.errors import (
 from .file_rows import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
 from .services import lock_session, message_append, message_append_locked
+from .stream import stream_snapshot
 
 if TYPE_CHECKING:
     from .models import Checkpoint
@@ -608,7 +610,10 @@ def turn_cancel(*, turn: Turn) -> Turn:
     worker running it notices within about TURN_STOP_POLL_SECONDS, closes the model's stream and
     keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
     nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
-    update decides a race with the turn's natural end: exactly one of them wins. What the turn's
+    update decides a race with the turn's natural end: exactly one of them wins. The reply
+    streamed so far (what every open page shows) is kept at once, in the same transaction, as
+    the stopped reply (`_keep_shown`), so `turn.cancelled` finds the message in its final form;
+    the worker, once it notices, only adds its metadata. What the turn's
     agent wrote to the workspace is deleted with it (its tool messages are never stored). A turn
     paused for an approval ends its wait too (`tool.approval_answered`, reason "cancelled"): the
     call never runs."""
@@ -627,6 +632,7 @@ def turn_cancel(*, turn: Turn) -> Turn:
             pending_approval=None,
         )
         if cancelled:
+            _keep_shown(turn.pk)
             events.turn_cancelled(session=turn.session_id, turn=turn.pk)
             if isinstance(waiting, dict) and isinstance(waiting.get("tool_call_id"), str):
                 events.tool_approval_answered(
@@ -642,16 +648,60 @@ def turn_cancel(*, turn: Turn) -> Turn:
     return turn
 
 
+def _keep_shown(turn_id: int) -> None:
+    """Keep what a just-cancelled turn streamed so far (read from its stream: what the pages
+    show) as its stopped reply. Inside turn_cancel's transaction, under the session's lock."""
+    turn = Turn.objects.select_related("session").filter(pk=turn_id).first()
+    if turn is None or not turn.attempts:
+        return  # never claimed: nothing was streamed
+    shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text
+    _keep_locked(turn, shown, {"model": _model_label(turn), **({"demo": True} if is_demo() else {})})
+
+
+def _model_label(turn: Turn) -> str:
+    """The model a turn's session asks for, as the worker labels it (agents.model.model_label)."""
+    if is_demo():
+        return DEMO_MODEL_ID
+    session_settings = turn.session.settings if turn.session_id else {}
+    try:
+        return chosen_model(session_settings) or settings.AGENT_MODEL
+    except InvalidInput:
+        return str(settings.AGENT_MODEL)
+
+
 @transaction.atomic
 def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = None) -> bool:
     """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
     assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
     only for a cancelled turn of that attempt, and only while its branch still ends with the
-    turn's user message. False when nothing was stored."""
+    turn's user message. When the cancel already kept the reply shown (`turn_cancel`), its text
+    stays as the pages show it and the worker's metadata (model, usage, latency) is added to it.
+    False when nothing was stored."""
+    if turn.branch_id is None:
+        return False
+    lock_session(turn.session_id)
+    kept = (
+        Turn.objects.filter(pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts)
+        .values_list("reply_message_id", flat=True)
+        .first()
+    )
+    if kept is not None:
+        shown = Message.objects.select_for_update().filter(pk=kept).first()
+        if shown is None or not shown.metadata.get("stopped"):
+            return False
+        extra = {k: v for k, v in (metadata or {}).items() if k not in ("stopped", "finish_reason")}
+        Message.objects.filter(pk=kept).update(
+            metadata=storable_json({**shown.metadata, **extra})
+        )
+        return False
+    return _keep_locked(turn, reply, metadata)
+
+
+def _keep_locked(turn: Turn, reply: str, metadata: JSONObject | None) -> bool:
+    """turn_keep_stopped's store, under the session's lock."""
     text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
     if not text.strip() or turn.branch_id is None:
         return False
-    lock_session(turn.session_id)
     mine = Turn.objects.select_for_update().filter(
         pk=turn.pk,
         status=Turn.Status.CANCELLED,

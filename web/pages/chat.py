@@ -275,11 +275,11 @@ def retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
 @require_POST
 @domain_errors
 def cancel(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
-    """Stop: the turn ends cancelled; the composer's buttons (out of band) say so at once."""
+    """Stop: the turn ends cancelled, the reply shown so far kept as its stopped message; the
+    conversation, the header and the composer's buttons (out of band) show it at once."""
     session = get_session_for_user(request.user, pk)
-    turn = turn_cancel(turn=get_turn_for_user(request.user, turn_id, session=session))
-    context = {**pages.composer_state(session), "turn": turn.pk}
-    return render(request, "sessions_app/_turn_stopped.html", context)
+    turn_cancel(turn=get_turn_for_user(request.user, turn_id, session=session))
+    return refresh(request, session)
 
 
 @login_required

@@ -279,6 +279,12 @@ class ChatConsumer(SessionConsumer):
     rendered from the same partials as the page. The page (stream.js) also keeps the highest
     `seq` it has and skips the rest, so a page render and the socket never double a piece."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        # Turns that ended: a piece the worker sent after the end (it stops within
+        # TURN_STOP_POLL_SECONDS of a cancel) is not part of the stored reply the page shows.
+        self.ended: set[int] = set()
+
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         if snapshot.seq:
             await self.send(text_data=render_snapshot(turn, snapshot))
@@ -289,6 +295,8 @@ class ChatConsumer(SessionConsumer):
         event = message["event"]
         if event["type"] == "message.delta" and "seq" in event:
             turn = event["turn"]
+            if turn in self.ended:  # its bubble is its stored message now: nothing to add
+                return
             pieces = await self.pieces(event, event["seq"])
             frames = [render_delta(turn, text, seq) for seq, text in pieces]
             if frames:
@@ -296,6 +304,9 @@ class ChatConsumer(SessionConsumer):
             return
         if event["type"] == "turn.started":
             self.sent.pop(event["turn"], None)
+            self.ended.discard(event["turn"])
+        elif event["type"] in TURN_ENDS:
+            self.ended.add(event["turn"])
         try:
             html = await database_sync_to_async(render_event)(self.session, event)
         except DomainError:
@@ -326,12 +337,15 @@ def render_snapshot(turn: int, partial: Snapshot) -> str:
     return render_to_string("sessions_app/_stream_snapshot.html", context)
 
 
+TURN_ENDS = ("turn.finished", "turn.failed", "turn.cancelled")
+
 # The events after which the chat page fetches its refresh (its messages, composer, header and
 # side panel: sessions_app/_refresh.html) itself: rendering it here cost every socket 11 queries.
 REFRESHED = {
     "turn.started",
     "turn.finished",
     "turn.failed",
+    "turn.cancelled",  # the reply shown so far is stored at once, marked stopped
     "branch.changed",
     "checkpoint.created",
     "checkpoint.deleted",
@@ -357,9 +371,6 @@ def render_event(session: ExternalSession, event: Event) -> str:
         return render_to_string("sessions_app/_approval_oob.html", context)
     if event["type"] == "tool.approval_answered":  # answered here, elsewhere, or ended: it goes
         return render_to_string("sessions_app/_approval_oob.html", {"turn": event["turn"]})
-    if event["type"] == "turn.cancelled":  # what was streamed stays on the page, marked stopped
-        stopped = {**pages.composer_state(session), "turn": event["turn"]}
-        return render_to_string("sessions_app/_turn_stopped.html", stopped)
     if event["type"] == "workspace.changed":  # only the Files panel's tree is fetched again
         return render_to_string("workspace/_files_oob.html", {"session_id": session.pk})
     if event["type"] in REFRESHED:
