@@ -41,6 +41,7 @@ from sessions_app.errors import (
 
 from .file_rows import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
+from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked
 from .stream import stream_snapshot
 
@@ -197,12 +198,83 @@ def turn_start(
         raise TurnInProgress() from None
 
 
+# A reply ended before the model finished it (a length limit, or a stream that ended early):
+# it can be continued.
+CUT_OFF_REASONS = ("length", "interrupted")
+
+
+def is_cut_off(message: Message) -> bool:
+    """An assistant reply that ended before the model finished it: shown as cut off, and, as
+    its branch's last message, continued in place (`turn_continue`)."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    return (
+        message.role == Message.Role.ASSISTANT
+        and not message.tool_calls
+        and metadata.get("finish_reason") in CUT_OFF_REASONS
+    )
+
+
+def without_cut_note(text: str) -> str:
+    """A cut-off reply's text without the note that marks it cut off (CUT_NOTE)."""
+    return text.removesuffix(CUT_NOTE)
+
+
+def turn_continue(*, session: ExternalSession, reply_id: int) -> Turn:
+    """Queue a turn that extends the cut-off reply `reply_id`, the last message of the
+    session's current branch, in place: no user message is stored. The turn refers to the
+    reply's position (`user_message_position`, so its answer is appended right after it) and
+    names it in `metadata.continues`; the agent sends the history up to and with that reply,
+    then asks the model to go on exactly where it stopped, and stores the new text as an
+    assistant message marked {"continues": reply_id}, which the pages and the model's history
+    join to the reply it extends. InvalidInput when the message is not the branch's last
+    reply, or not cut off."""
+    try:
+        with transaction.atomic():
+            lock_session(session.pk)
+            if Turn.objects.filter(session=session).active().exists():
+                raise TurnInProgress()
+            try:
+                branch = InternalSession.objects.select_for_update().get(
+                    session=session, is_current=True
+                )
+            except InternalSession.DoesNotExist:
+                raise BranchNotFound() from None
+            end = branch.message_count
+            last = branch_history(branch, start=end - 1, end=end) if end else []
+            reply = last[0] if last else None
+            if reply is None or reply.pk != reply_id or not is_cut_off(reply):
+                raise InvalidInput(
+                    "Only the last reply of the conversation, when it was cut off, can be "
+                    "continued."
+                )
+            return Turn.objects.create(
+                session=session,
+                branch=branch,
+                user_message=None,
+                user_message_position=reply.position,
+                metadata={"continues": reply.pk, **_origin()},
+            )
+    except IntegrityError:
+        raise TurnInProgress() from None
+
+
+def continued_reply(turn: Turn) -> int | None:
+    """The id of the cut-off reply a turn continues, or None for a turn that answers a user
+    message."""
+    meta = turn.metadata if isinstance(turn.metadata, dict) else {}
+    value = meta.get("continues")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def turn_retry(*, turn: Turn) -> Turn:
     """Try a failed turn again. When its message is still the last of its branch, a new turn
     answers that same message (it is not stored twice); otherwise the message is sent again on
     the current branch."""
     if turn.status != Turn.Status.FAILED:
         raise InvalidInput("Only a failed turn can be retried.")
+    continues = continued_reply(turn)
+    if continues is not None:  # continuing a cut-off reply: continue it again
+        return turn_continue(session=turn.session, reply_id=continues)
     with transaction.atomic():
         lock_session(turn.session_id)
         if Turn.objects.filter(session_id=turn.session_id).active().exists():
@@ -655,7 +727,10 @@ def _keep_shown(turn_id: int) -> None:
     if turn is None or not turn.attempts:
         return  # never claimed: nothing was streamed
     shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text
-    _keep_locked(turn, shown, {"model": _model_label(turn), **({"demo": True} if is_demo() else {})})
+    metadata: JSONObject = {"model": _model_label(turn)}
+    if is_demo():
+        metadata["demo"] = True
+    _keep_locked(turn, shown, metadata)
 
 
 def _model_label(turn: Turn) -> str:
@@ -690,9 +765,7 @@ def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = N
         if shown is None or not shown.metadata.get("stopped"):
             return False
         extra = {k: v for k, v in (metadata or {}).items() if k not in ("stopped", "finish_reason")}
-        Message.objects.filter(pk=kept).update(
-            metadata=storable_json({**shown.metadata, **extra})
-        )
+        Message.objects.filter(pk=kept).update(metadata=storable_json({**shown.metadata, **extra}))
         return False
     return _keep_locked(turn, reply, metadata)
 

@@ -134,6 +134,14 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/messages/<int:message_id>/regenerate/": Rule(
         OWNER, ("POST",), {"pk": "session", "message_id": "assistant_message"}
     ),
+    # Alice's reply is not cut off: she is told so (outside htmx, a notice on the chat page).
+    "/chat/<int:pk>/messages/<int:message_id>/continue/": Rule(
+        OWNER,
+        ("POST",),
+        {"pk": "session", "message_id": "assistant_message"},
+        answers=(302,),
+        to="/chat/",
+    ),
     "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
         OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
     ),

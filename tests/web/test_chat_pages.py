@@ -546,8 +546,9 @@ def test_a_cut_off_last_reply_is_badged_and_can_be_continued(
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert page.count('data-testid="cutoff-badge"') == 1
     assert page.count('data-testid="continue"') == 1
-    assert f'hx-post="{reverse("chat:send", args=[session.pk])}"' in page
-    assert """hx-vals='{"message": "Continue."}'""" in page
+    reply = branch_history(current_branch(session))[-1]
+    assert f'hx-post="{reverse("chat:continue", args=[session.pk, reply.pk])}"' in page
+    assert "Continue." not in page
 
 
 def test_only_the_last_reply_of_the_branch_offers_continue(as_alice, session, branch):
@@ -574,25 +575,28 @@ def test_a_stopped_reply_keeps_its_own_badge_and_no_continue(as_alice, session, 
     assert 'data-testid="continue"' not in page
 
 
-def test_continue_sends_a_new_turn_through_the_composers_path(
+def test_continue_extends_the_cut_off_reply_in_place(
     as_alice, session, branch, fake_llm, inline_turns, django_capture_on_commit_callbacks
 ):
     say(branch, "question")
     _reply(branch, "the first half", "interrupted")
-    fake_llm.queue(Reply("and the rest."))
+    fake_llm.queue(Reply(" and the rest."))
+    cut = branch_history(current_branch(session))[-1]
     with django_capture_on_commit_callbacks(execute=True):
-        response = as_alice.post(
-            reverse("chat:send", args=[session.pk]), {"message": "Continue."}, **HX
-        )
+        response = as_alice.post(reverse("chat:continue", args=[session.pk, cut.pk]), **HX)
     assert response.status_code == 200
-    assert [m.content for m in branch_history(current_branch(session))] == [
-        "question",
-        "the first half",
-        "Continue.",
-        "and the rest.",
+    stored = branch_history(current_branch(session))
+    # No "Continue." message: the continuation is an assistant message joined to the reply.
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "question"),
+        ("assistant", "the first half"),
+        ("assistant", " and the rest."),
     ]
+    assert stored[-1].metadata["continues"] == cut.pk
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="continue"' not in page
+    assert page.count('data-role="assistant"') == 1  # one reply, extended
+    assert "the first half and the rest." in page
 
 
 # --- the demo model's hint ---------------------------------------------------------------------

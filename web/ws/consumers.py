@@ -59,7 +59,6 @@ from sessions_app.models import ExternalSession, Turn
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_read, stream_snapshot
 from sessions_app.turns import HELD
-from web import context as pages
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +304,11 @@ class ChatConsumer(SessionConsumer):
         if event["type"] == "turn.started":
             self.sent.pop(event["turn"], None)
             self.ended.discard(event["turn"])
-        elif event["type"] in TURN_ENDS:
+        elif (
+            event["type"] == "turn.finished"
+            or event["type"] == "turn.failed"
+            or event["type"] == "turn.cancelled"
+        ):
             self.ended.add(event["turn"])
         try:
             html = await database_sync_to_async(render_event)(self.session, event)
@@ -336,8 +339,6 @@ def render_snapshot(turn: int, partial: Snapshot) -> str:
     context = {"turn": turn, "partial": partial}
     return render_to_string("sessions_app/_stream_snapshot.html", context)
 
-
-TURN_ENDS = ("turn.finished", "turn.failed", "turn.cancelled")
 
 # The events after which the chat page fetches its refresh (its messages, composer, header and
 # side panel: sessions_app/_refresh.html) itself: rendering it here cost every socket 11 queries.
