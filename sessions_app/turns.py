@@ -43,7 +43,7 @@ from .file_rows import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
 from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked
-from .stream import stream_snapshot
+from .stream import stream_reset, stream_snapshot
 
 if TYPE_CHECKING:
     from .models import Checkpoint
@@ -334,6 +334,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
             )
             if turn.attempts > 1:
                 turn_writes_drop(turn.pk)
+            stream_reset(turn_id=turn.pk, attempt=turn.attempts)
             events.turn_started(
                 session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
             )

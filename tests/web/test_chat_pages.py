@@ -112,12 +112,15 @@ def test_the_page_renders_markdown_and_keeps_html_inert(as_alice, session, branc
     message_append(
         branch=branch,
         role="assistant",
-        content='[x](javascript:alert(1)) <img src=x onerror="alert(1)">\n\n```py\nprint(1)\n```',
+        content="**yo** [x](javascript:alert(1)) "
+        '<img src=x onerror="alert(1)">\n\n```py\nprint(1)\n```',
     )
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert "<script>alert(1)</script>" not in page
-    assert "&lt;script&gt;" in page
-    assert "<strong>hi</strong>" in page
+    # The user's text as typed (escaped, no Markdown); the model's as sanitised Markdown.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; **hi**" in page
+    assert "<strong>hi</strong>" not in page
+    assert "<strong>yo</strong>" in page
     assert "javascript:alert" not in page.replace("[x](javascript:alert(1))", "")
     assert "<img" not in page
     assert "<pre><code" in page
@@ -633,3 +636,14 @@ def test_the_header_shows_the_session_key_escaped(as_alice, alice):
 def test_the_header_shows_no_key_for_a_session_without_one(as_alice, session):
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="session-key"' not in page
+
+
+def test_a_users_message_is_shown_as_typed(as_alice, session, branch):
+    typed = "# comment\ndef f(*args, **kwargs):\n    return [x for x in args]\n\n<b>1 < 2</b>"
+    message_append(branch=branch, role="user", content=typed)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    body = re.search(r'<div class="body plain" data-testid="user-text">(.*?)</div>', page, re.S)
+    assert body is not None
+    # Escaped, every character and line kept: no heading, no emphasis, no HTML.
+    assert body.group(1) == typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert "<h1>comment" not in page
