@@ -787,11 +787,17 @@ def _keep_locked(turn: Turn, reply: str, metadata: JSONObject | None) -> bool:
     branch = InternalSession.objects.select_for_update().filter(pk=turn.branch_id).first()
     if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
         return False
+    continues = continued_reply(turn)  # a stopped continuation still extends its reply
     kept = message_append(
         branch=branch,
         role=Message.Role.ASSISTANT,
         content=text,
-        metadata={**(metadata or {}), "stopped": True, "finish_reason": "cancelled"},
+        metadata={
+            **(metadata or {}),
+            **({"continues": continues} if continues is not None else {}),
+            "stopped": True,
+            "finish_reason": "cancelled",
+        },
     )
     mine.update(reply_message=kept)
     turn.reply_message = kept

@@ -10,8 +10,17 @@ from core import events
 from core.model_choice import DEMO_MODEL_ID
 from sessions_app.models import Turn
 from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import message_append
 from sessions_app.stream import ReplyStream
-from sessions_app.turns import turn_cancel, turn_claim, turn_keep_stopped, turn_start
+from sessions_app.turns import (
+    CUT_NOTE,
+    turn_cancel,
+    turn_claim,
+    turn_continue,
+    turn_keep_stopped,
+    turn_start,
+)
+from web.context import conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +89,23 @@ def test_a_queued_turn_stopped_keeps_nothing(session):
     turn_cancel(turn=turn)
     assert current_branch(session).message_count == 1
     assert Turn.objects.get(pk=turn.pk).reply == ""
+
+
+def test_a_stopped_continuation_still_extends_its_reply(session, branch):
+    message_append(branch=branch, role="user", content="count")
+    cut = message_append(
+        branch=branch,
+        role="assistant",
+        content="1 2" + CUT_NOTE,
+        metadata={"finish_reason": "length"},
+    )
+    turn = turn_claim(turn_id=turn_continue(session=session, reply_id=cut.pk).pk)
+    assert turn is not None
+    _streamed(turn, " 3 4")
+    turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+    kept = branch_history(current_branch(session))[-1]
+    assert kept.content == " 3 4"
+    assert kept.metadata["continues"] == cut.pk
+    shown = conversation(session)["history"]
+    assert [m.content for m in shown] == ["count", "1 2 3 4"]
+    assert shown[-1].metadata["stopped"] is True
