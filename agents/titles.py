@@ -59,18 +59,18 @@ def wants_title(turn: Turn) -> bool:
     chances, so a session whose first reply failed is titled by the next one that succeeds."""
     if turn.status != Turn.Status.DONE:
         return False
-    answered_before = Turn.objects.filter(
-        session_id=turn.session_id, status=Turn.Status.DONE, pk__lt=turn.pk
-    ).count()
-    if answered_before >= TITLE_TURNS:
-        return False
     name = (
         ExternalSession.objects.filter(pk=turn.session_id)
         .values_list("session_name", flat=True)
         .first()
     )
+    if name != DEFAULT_SESSION_NAME:  # named already: no more queries
+        return False
+    answered_before = Turn.objects.filter(
+        session_id=turn.session_id, status=Turn.Status.DONE, pk__lt=turn.pk
+    ).count()
     # The reply is read through its message: only for a session that wants a title.
-    return name == DEFAULT_SESSION_NAME and bool(turn.reply.strip())
+    return answered_before < TITLE_TURNS and bool(turn.reply.strip())
 
 
 def session_autotitle(turn: Turn) -> str | None:
