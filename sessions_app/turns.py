@@ -334,10 +334,11 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
             )
             if turn.attempts > 1:
                 turn_writes_drop(turn.pk)
-            stream_reset(turn_id=turn.pk, attempt=turn.attempts)
             events.turn_started(
                 session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
             )
+        # Outside the transaction (no lock held while the store answers), before any piece.
+        stream_reset(turn_id=turn.pk, attempt=turn.attempts)
         return turn
 
 
