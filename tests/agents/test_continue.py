@@ -19,6 +19,7 @@ from sessions_app.services import message_append, session_create
 from sessions_app.turns import CUT_NOTE
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Error, Reply
+from tests.web.api.conftest import bearer_client
 from web.context import conversation
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +161,21 @@ def test_only_the_last_cut_off_reply_can_be_continued_and_nothing_is_written(
         reply_continue(session=session, message_id="x")
     assert not Turn.objects.filter(session=session).exists()
     assert len(history(session)) == 4
+
+
+def test_the_api_lists_the_continuation_truthfully(session, branch, fake_llm, alice):
+    say(branch, "list")
+    reply = cut_reply(branch, "one")
+    fake_llm.queue(Reply(", two."))
+    turn = run_continue(session, reply)
+    api = bearer_client(alice)
+    listed = api.get(f"/api/v1/sessions/{session.pk}/messages/").json()["results"]
+    assert [(m["role"], m["content"]) for m in listed] == [
+        ("user", "list"),
+        ("assistant", "one" + CUT_NOTE),
+        ("assistant", ", two."),
+    ]
+    answered = api.get(f"/api/v1/turns/{turn.pk}/").json()
+    assert answered["status"] == "done"
+    assert answered["message"] == ""
+    assert answered["reply"] == ", two."
