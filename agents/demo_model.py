@@ -148,6 +148,12 @@ SUMMARY_MARKER = "You write the running summary of a conversation"
 TITLE_MARKER = "You give conversations short titles"
 
 
+# A turn that continues a cut-off reply (agents.history.CONTINUE_INSTRUCTION) asks with this;
+# the demo model then goes on with a short ending instead of quoting the request.
+CONTINUE_MARKER = "Your previous reply was cut off"
+DEMO_CONTINUATION = " …and that is the end of it (the offline demo model has nothing more to add)."
+
+
 def _demo_title(messages: list[Message]) -> str:
     text = messages[-1].content if messages and isinstance(messages[-1].content, str) else ""
     asked = next(
@@ -280,6 +286,8 @@ class DemoModel(Model):
         if last is not None and last.role == "tool":
             return ModelResponse(role="assistant", content=_after_tool(last))
         text = last.content if last is not None and isinstance(last.content, str) else ""
+        if CONTINUE_MARKER in text:
+            return ModelResponse(role="assistant", content=DEMO_CONTINUATION)
         found = _intent(text, _available(tools))
         if found is not None:
             name, args = found

@@ -17,9 +17,19 @@ from typing import Any
 from agno.models.message import Message as AgnoMessage
 
 from sessions_app.models import Message
-from sessions_app.turns import NewMessage
+from sessions_app.turns import NewMessage, without_cut_note
 
+from .demo_model import CONTINUE_MARKER
 from .tools import DEFAULT_EFFECT
+
+# What a turn that continues a cut-off reply (sessions_app.turns.turn_continue) asks after the
+# history that ends with that reply. Sent, never stored: the conversation shows the reply
+# extended, not a request to extend it.
+CONTINUE_INSTRUCTION = (
+    f"{CONTINUE_MARKER} before it was finished. Continue it exactly where it stopped, from the "
+    "next character: do not repeat anything you already wrote, do not start over, and do not "
+    "comment on the interruption."
+)
 
 
 def _call_ids(tool_calls: Any) -> list[str]:
@@ -62,9 +72,36 @@ def to_agno(messages: list[Message]) -> list[AgnoMessage]:
                 )
             )
             continue
+        if _continues(m, out):  # the rest of a cut-off reply: one reply for the model
+            before = out[-1]
+            before.content = without_cut_note(str(before.content)) + m.content
+            continue
         out.append(AgnoMessage(role=m.role, content=m.content, add_to_agent_memory=False))
     _drop_unanswered(out, pending)
     return alternate(out)
+
+
+def _continues(m: Message, out: list[AgnoMessage]) -> bool:
+    """Whether `m` extends the reply just before it (a Continue, marked "continues")."""
+    metadata = m.metadata if isinstance(m.metadata, dict) else {}
+    before = out[-1] if out else None
+    return (
+        m.role == Message.Role.ASSISTANT
+        and "continues" in metadata
+        and before is not None
+        and before.role == "assistant"
+        and not before.tool_calls
+        and isinstance(before.content, str)
+    )
+
+
+def continuation_request(history: list[AgnoMessage]) -> list[AgnoMessage]:
+    """The messages of a turn that continues the reply ending `history`: that reply without the
+    note that marks it cut off, then CONTINUE_INSTRUCTION (sent only, never stored)."""
+    last = history[-1] if history else None
+    if last is not None and last.role == "assistant" and isinstance(last.content, str):
+        last.content = without_cut_note(last.content)
+    return [*history, AgnoMessage(role="user", content=CONTINUE_INSTRUCTION)]
 
 
 def alternate(messages: list[AgnoMessage]) -> list[AgnoMessage]:

@@ -23,6 +23,7 @@ from sessions_app.services import branch_fork, session_for_key
 from sessions_app.turns import (
     Recovery,
     clean_user_message,
+    turn_continue,
     turn_recover_stale,
     turn_retry,
     turn_start,
@@ -233,3 +234,15 @@ def turn_regenerate(*, session: ExternalSession, message_id: int | str) -> Turn:
     if asked is None:
         raise InvalidInput("There is no user message before this reply to answer again.")
     return _fork_and_ask(session, asked.position, asked.content, {"regenerated": reply.pk})
+
+
+def reply_continue(*, session: ExternalSession, message_id: int | str) -> Turn:
+    """Extend the cut-off reply `message_id` (the current branch's last message) in place: a
+    turn that asks the model to go on where it stopped, and appends what it says to that reply
+    (sessions_app.turns.turn_continue). No user message is stored."""
+    reply = _history_message(session, message_id, Message.Role.ASSISTANT)  # else NotFound
+    turns_recover(session=session)
+    with transaction.atomic():
+        turn = turn_continue(session=session, reply_id=reply.pk)
+        _run_after_commit(turn.pk)
+    return turn

@@ -1,5 +1,5 @@
-"""Automatic titles: once a session still called "New session" has its first answered exchange,
-the model names it.
+"""Automatic titles: once a session still called "New session" has its first answered exchange
+(a failed or stopped one does not count), the model names it.
 
 The title is a separate, small request (TITLE_MAX_TOKENS, through agents.model.ask_once), like
 the summaries of agents.context, made after the turn has finished, so the reply is never held up
@@ -53,20 +53,24 @@ def _excerpt(text: str) -> str:
 
 
 def wants_title(turn: Turn) -> bool:
-    """Whether the turn just answered is one of the first exchanges of a session still named
-    DEFAULT_SESSION_NAME."""
+    """Whether the turn just answered is one of the first TITLE_TURNS answered exchanges of a
+    session still named DEFAULT_SESSION_NAME. Counted in turns that ended `done`, not in
+    positions: exchanges whose reply failed (or was stopped) before it do not use up the
+    chances, so a session whose first reply failed is titled by the next one that succeeds."""
     if turn.status != Turn.Status.DONE:
-        return False
-    position = turn.user_message_position
-    if position is None or position >= TITLE_TURNS * 2:
         return False
     name = (
         ExternalSession.objects.filter(pk=turn.session_id)
         .values_list("session_name", flat=True)
         .first()
     )
+    if name != DEFAULT_SESSION_NAME:  # named already: no more queries
+        return False
+    answered_before = Turn.objects.filter(
+        session_id=turn.session_id, status=Turn.Status.DONE, pk__lt=turn.pk
+    ).count()
     # The reply is read through its message: only for a session that wants a title.
-    return name == DEFAULT_SESSION_NAME and bool(turn.reply.strip())
+    return answered_before < TITLE_TURNS and bool(turn.reply.strip())
 
 
 def session_autotitle(turn: Turn) -> str | None:

@@ -150,6 +150,16 @@ def stream_read(*, turn_id: int, attempt: int, after: int = 0) -> list[str]:
     return store().read(stream_key(turn_id=turn_id, attempt=attempt), after)
 
 
+def stream_reset(*, turn_id: int, attempt: int) -> None:
+    """Start a turn attempt's stream empty (a database whose ids start again, as a test's, may
+    meet a stream left from before), so that a stop before its first piece keeps nothing.
+    Never fails: a store away for a moment leaves it as it is."""
+    try:
+        store().reset(stream_key(turn_id=turn_id, attempt=attempt))
+    except redis.RedisError:
+        log.warning("could not clear the stream of turn %s", turn_id, exc_info=True)
+
+
 def stream_snapshot(*, turn_id: int, attempt: int) -> Snapshot:
     """The reply so far of a turn attempt. Never fails: a store away for a moment shows nothing
     (the pieces that follow still come, and a gap is read again)."""

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from core import events, logs
 from core.errors import InvalidInput
+from core.model_choice import DEMO_MODEL_ID, chosen_model, is_demo
 from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import (
     BranchNotFound,
@@ -40,7 +41,9 @@ from sessions_app.errors import (
 
 from .file_rows import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
+from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked, session_update
+from .stream import stream_reset, stream_snapshot
 
 if TYPE_CHECKING:
     from .models import Checkpoint
@@ -199,12 +202,83 @@ def turn_start(
         raise TurnInProgress() from None
 
 
+# A reply ended before the model finished it (a length limit, or a stream that ended early):
+# it can be continued.
+CUT_OFF_REASONS = ("length", "interrupted")
+
+
+def is_cut_off(message: Message) -> bool:
+    """An assistant reply that ended before the model finished it: shown as cut off, and, as
+    its branch's last message, continued in place (`turn_continue`)."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    return (
+        message.role == Message.Role.ASSISTANT
+        and not message.tool_calls
+        and metadata.get("finish_reason") in CUT_OFF_REASONS
+    )
+
+
+def without_cut_note(text: str) -> str:
+    """A cut-off reply's text without the note that marks it cut off (CUT_NOTE)."""
+    return text.removesuffix(CUT_NOTE)
+
+
+def turn_continue(*, session: ExternalSession, reply_id: int) -> Turn:
+    """Queue a turn that extends the cut-off reply `reply_id`, the last message of the
+    session's current branch, in place: no user message is stored. The turn refers to the
+    reply's position (`user_message_position`, so its answer is appended right after it) and
+    names it in `metadata.continues`; the agent sends the history up to and with that reply,
+    then asks the model to go on exactly where it stopped, and stores the new text as an
+    assistant message marked {"continues": reply_id}, which the pages and the model's history
+    join to the reply it extends. InvalidInput when the message is not the branch's last
+    reply, or not cut off."""
+    try:
+        with transaction.atomic():
+            lock_session(session.pk)
+            if Turn.objects.filter(session=session).active().exists():
+                raise TurnInProgress()
+            try:
+                branch = InternalSession.objects.select_for_update().get(
+                    session=session, is_current=True
+                )
+            except InternalSession.DoesNotExist:
+                raise BranchNotFound() from None
+            end = branch.message_count
+            last = branch_history(branch, start=end - 1, end=end) if end else []
+            reply = last[0] if last else None
+            if reply is None or reply.pk != reply_id or not is_cut_off(reply):
+                raise InvalidInput(
+                    "Only the last reply of the conversation, when it was cut off, can be "
+                    "continued."
+                )
+            return Turn.objects.create(
+                session=session,
+                branch=branch,
+                user_message=None,
+                user_message_position=reply.position,
+                metadata={"continues": reply.pk, **_origin()},
+            )
+    except IntegrityError:
+        raise TurnInProgress() from None
+
+
+def continued_reply(turn: Turn) -> int | None:
+    """The id of the cut-off reply a turn continues, or None for a turn that answers a user
+    message."""
+    meta = turn.metadata if isinstance(turn.metadata, dict) else {}
+    value = meta.get("continues")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def turn_retry(*, turn: Turn) -> Turn:
     """Try a failed turn again. When its message is still the last of its branch, a new turn
     answers that same message (it is not stored twice); otherwise the message is sent again on
     the current branch."""
     if turn.status != Turn.Status.FAILED:
         raise InvalidInput("Only a failed turn can be retried.")
+    continues = continued_reply(turn)
+    if continues is not None:  # continuing a cut-off reply: continue it again
+        return turn_continue(session=turn.session, reply_id=continues)
     with transaction.atomic():
         lock_session(turn.session_id)
         if Turn.objects.filter(session_id=turn.session_id).active().exists():
@@ -267,6 +341,8 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
             events.turn_started(
                 session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
             )
+        # Outside the transaction (no lock held while the store answers), before any piece.
+        stream_reset(turn_id=turn.pk, attempt=turn.attempts)
         return turn
 
 
@@ -612,7 +688,10 @@ def turn_cancel(*, turn: Turn) -> Turn:
     worker running it notices within about TURN_STOP_POLL_SECONDS, closes the model's stream and
     keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
     nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
-    update decides a race with the turn's natural end: exactly one of them wins. What the turn's
+    update decides a race with the turn's natural end: exactly one of them wins. The reply
+    streamed so far (what every open page shows) is kept at once, in the same transaction, as
+    the stopped reply (`_keep_shown`), so `turn.cancelled` finds the message in its final form;
+    the worker, once it notices, only adds its metadata. What the turn's
     agent wrote to the workspace is deleted with it (its tool messages are never stored). A turn
     paused for an approval ends its wait too (`tool.approval_answered`, reason "cancelled"): the
     call never runs."""
@@ -631,6 +710,7 @@ def turn_cancel(*, turn: Turn) -> Turn:
             pending_approval=None,
         )
         if cancelled:
+            _keep_shown(turn.pk)
             events.turn_cancelled(session=turn.session_id, turn=turn.pk)
             if isinstance(waiting, dict) and isinstance(waiting.get("tool_call_id"), str):
                 events.tool_approval_answered(
@@ -646,16 +726,61 @@ def turn_cancel(*, turn: Turn) -> Turn:
     return turn
 
 
+def _keep_shown(turn_id: int) -> None:
+    """Keep what a just-cancelled turn streamed so far (read from its stream: what the pages
+    show) as its stopped reply. Inside turn_cancel's transaction, under the session's lock."""
+    turn = Turn.objects.select_related("session").filter(pk=turn_id).first()
+    if turn is None or not turn.attempts:
+        return  # never claimed: nothing was streamed
+    shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text
+    metadata: JSONObject = {"model": _model_label(turn)}
+    if is_demo():
+        metadata["demo"] = True
+    _keep_locked(turn, shown, metadata)
+
+
+def _model_label(turn: Turn) -> str:
+    """The model a turn's session asks for, as the worker labels it (agents.model.model_label)."""
+    if is_demo():
+        return DEMO_MODEL_ID
+    session_settings = turn.session.settings if turn.session_id else {}
+    try:
+        return chosen_model(session_settings) or settings.AGENT_MODEL
+    except InvalidInput:
+        return str(settings.AGENT_MODEL)
+
+
 @transaction.atomic
 def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = None) -> bool:
     """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
     assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
     only for a cancelled turn of that attempt, and only while its branch still ends with the
-    turn's user message. False when nothing was stored."""
+    turn's user message. When the cancel already kept the reply shown (`turn_cancel`), its text
+    stays as the pages show it and the worker's metadata (model, usage, latency) is added to it.
+    False when nothing was stored."""
+    if turn.branch_id is None:
+        return False
+    lock_session(turn.session_id)
+    kept = (
+        Turn.objects.filter(pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts)
+        .values_list("reply_message_id", flat=True)
+        .first()
+    )
+    if kept is not None:
+        shown = Message.objects.select_for_update().filter(pk=kept).first()
+        if shown is None or not shown.metadata.get("stopped"):
+            return False
+        extra = {k: v for k, v in (metadata or {}).items() if k not in ("stopped", "finish_reason")}
+        Message.objects.filter(pk=kept).update(metadata=storable_json({**shown.metadata, **extra}))
+        return False
+    return _keep_locked(turn, reply, metadata)
+
+
+def _keep_locked(turn: Turn, reply: str, metadata: JSONObject | None) -> bool:
+    """turn_keep_stopped's store, under the session's lock."""
     text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
     if not text.strip() or turn.branch_id is None:
         return False
-    lock_session(turn.session_id)
     mine = Turn.objects.select_for_update().filter(
         pk=turn.pk,
         status=Turn.Status.CANCELLED,
@@ -667,11 +792,17 @@ def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = N
     branch = InternalSession.objects.select_for_update().filter(pk=turn.branch_id).first()
     if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
         return False
+    continues = continued_reply(turn)  # a stopped continuation still extends its reply
     kept = message_append(
         branch=branch,
         role=Message.Role.ASSISTANT,
         content=text,
-        metadata={**(metadata or {}), "stopped": True, "finish_reason": "cancelled"},
+        metadata={
+            **(metadata or {}),
+            **({"continues": continues} if continues is not None else {}),
+            "stopped": True,
+            "finish_reason": "cancelled",
+        },
     )
     mine.update(reply_message=kept)
     turn.reply_message = kept

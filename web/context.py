@@ -3,6 +3,7 @@ message looks the same whether it arrived with the page or over the stream."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.selectors import branch_history, current_branch, session_branches
 from sessions_app.stream import stream_snapshot
+from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
 
 PAGE = 100
@@ -73,22 +75,37 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         ):
             last = None
     ending = shown[-1] if shown and before is None and active is None else None
+    history = joined_replies(shown)
+    # A turn continuing the last reply streams into that reply's bubble: shown with it.
+    continued = None
+    if active is not None and before is None and history and continued_reply(active) is not None:
+        continued = copy.copy(history.pop())
+        continued.content = without_cut_note(continued.content)
+    partial = (
+        stream_snapshot(turn_id=active.pk, attempt=active.attempts)
+        if active is not None and before is None
+        else None
+    )
     return {
         "session": session,
         "branch": branch,
-        # The branch's last reply, when it was cut off: it gets a Continue button.
+        # The branch's last reply, when it was cut off: its bubble gets a Continue button.
         "continuable": ending.pk if ending is not None and is_cut_off(ending) else None,
+        "continuable_shown": history[-1].pk if ending is not None and history else None,
+        "continued": continued,
         "branch_label": labels.get(branch.pk, ""),
         "versions": message_versions(branches, shown, current=branch.pk),
         "rollback_notice": notice,
         "context": context_usage(branch),
-        "history": shown,
+        "history": history,
         "earlier": start if start > 0 else None,
         "active_turn": active if before is None else None,
-        "partial": (
-            stream_snapshot(turn_id=active.pk, attempt=active.attempts)
-            if active is not None and before is None
-            else None
+        "partial": partial,
+        # A continued reply's bubble: its text so far, the reply's then the stream's.
+        "continued_text": (
+            continued.content + (partial.text if partial is not None else "")
+            if continued is not None
+            else ""
         ),
         "failed_turn": last,
         "busy": active is not None,
@@ -111,14 +128,30 @@ def approval_card(turn: Turn | None) -> dict[str, str] | None:
     }
 
 
-CUT_OFF = ("length", "interrupted")
-
-
-def is_cut_off(message: Message) -> bool:
-    """An assistant reply that ended before the model finished it (a length limit, or a stream
-    that ended early): it is shown as cut off and can be continued."""
-    metadata = message.metadata if isinstance(message.metadata, dict) else {}
-    return message.role == Message.Role.ASSISTANT and metadata.get("finish_reason") in CUT_OFF
+def joined_replies(shown: list[Message]) -> list[Message]:
+    """The messages as the page shows them: a reply extended by Continue (its continuation is
+    an assistant message marked "continues") is one message, its texts joined without the
+    cut-off note, with the last part's finish (cut off again, stopped) and the first part's id
+    and time. Copies: the stored rows are never changed."""
+    out: list[Message] = []
+    for m in shown:
+        metadata = m.metadata if isinstance(m.metadata, dict) else {}
+        before = out[-1] if out else None
+        if (
+            "continues" in metadata
+            and m.role == Message.Role.ASSISTANT
+            and before is not None
+            and before.role == Message.Role.ASSISTANT
+            and not before.tool_calls
+        ):
+            joined = copy.copy(before)
+            joined.content = without_cut_note(before.content) + m.content
+            kept = {k: v for k, v in before.metadata.items() if k in ("model", "demo")}
+            joined.metadata = {**metadata, **kept}
+            out[-1] = joined
+            continue
+        out.append(m)
+    return out
 
 
 def rollback_notice(

@@ -13,8 +13,10 @@ from typing import Literal
 from agno.models.message import Message as AgnoMessage
 from django.conf import settings
 
+from sessions_app.turns import continued_reply
+
 from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
-from ..history import alternate, to_agno
+from ..history import CONTINUE_INSTRUCTION, alternate, continuation_request, to_agno
 from ..instructions import owner_instructions
 from ..model import ChatModel
 from .common import TurnRun, fail_turn
@@ -44,12 +46,15 @@ def fit(
     """The messages to send, AGAIN, or None when the turn ended here (failed, or no longer this
     worker's). Sets the agent's extra context (memories, the summary note) for the run."""
     agent, turn = run.agent, run.turn
+    continues = continued_reply(turn) is not None
+    # A continuation's history ends with the cut-off reply, at the turn's position.
+    end = (turn.user_message_position or 0) + (1 if continues else 0)
     try:
         run.fit = fit_turn(
             session=agent.external_session,
             branch=agent.internal_session,
-            end=turn.user_message_position or 0,
-            message=turn.message,
+            end=end,
+            message=CONTINUE_INSTRUCTION if continues else turn.message,
             model=run.label,
             stop=lambda: run.beat.lost,
             # The memories' note, and the MCP servers' tools offered this turn.
@@ -68,6 +73,8 @@ def fit(
     agent.additional_context = "\n\n".join(notes) or None
     if isinstance(agent.model, ChatModel):
         agent.model.begin_turn()
+    if continues:
+        return alternate(continuation_request(to_agno(run.fit.history)))
     return alternate([*to_agno(run.fit.history), AgnoMessage(role="user", content=turn.message)])
 
 

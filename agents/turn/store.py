@@ -22,6 +22,7 @@ from sessions_app.turns import (
     BranchMoved,
     NewMessage,
     TurnTakenOver,
+    continued_reply,
     cut_off,
     turn_finish,
     turn_store_messages,
@@ -69,6 +70,9 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
         output.messages or [], model=meta["model"], ran=ran, effects=run.agent.tool_effects
     )
     report_unrun_tools(run, new, got)
+    continues = continued_reply(run.turn)
+    if continues is not None and new and new[0].role == "assistant" and not new[0].tool_calls:
+        new[0].metadata["continues"] = continues  # joined to the reply it extends
     for m in new:  # a refused call did not run: it had no effect
         if m.role == "tool" and m.tool_call_id in run.agent.approvals.refused:
             m.effect = "none"

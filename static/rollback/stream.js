@@ -1,7 +1,8 @@
 // The streaming reply: its raw text is kept here, outside the page, and its bubble shows it as
 // Markdown while it streams. The socket appends numbered pieces to the bubble's body
 // (<span class="delta" data-seq>, text only); a page, a refresh or a socket joining mid-turn
-// brings the reply so far (<span class="delta" data-snapshot data-seq>). Pieces this page already
+// brings the reply so far (<span class="delta" data-snapshot data-seq>), and a reply being
+// continued its text before the stream (<span class="delta" data-prefix>). Pieces this page already
 // has (seq not above the one it shows) are skipped, so nothing is lost or doubled, whatever
 // re-renders the conversation. The Markdown goes through the same guarantees as the server's
 // (web/rendering.py): markdown-it with raw HTML off and its link validation, then DOMPurify with
@@ -104,10 +105,13 @@
   // (or other) than this page has.
   function takeIn(body) {
     var key = body.id + ":" + body.getAttribute("data-attempt");
-    var stream = streams[key] || (streams[key] = { text: "", seq: 0 });
+    var stream = streams[key] || (streams[key] = { prefix: "", text: "", seq: 0 });
     body.querySelectorAll(":scope > span.delta").forEach(function (span) {
       var seq = parseInt(span.getAttribute("data-seq"), 10);
-      if (span.hasAttribute("data-snapshot")) {
+      if (span.hasAttribute("data-prefix")) {
+        // A reply being continued: its text so far, which the stream extends.
+        stream.prefix = span.textContent;
+      } else if (span.hasAttribute("data-snapshot")) {
         if (seq > stream.seq) { stream.text = span.textContent; stream.seq = seq; }
       } else if (isNaN(seq)) {
         stream.text += span.textContent;
@@ -122,7 +126,7 @@
       // once, so it never shows less than the page had, not even for a frame.
       dirty.add(body);
       flush();
-    } else if (body.getAttribute("data-rendered") !== String(stream.seq) || body.__shown !== stream.text) {
+    } else if (body.getAttribute("data-rendered") !== String(stream.seq) || body.__shown !== stream.prefix + stream.text) {
       dirty.add(body);
       schedule();
     }
@@ -133,8 +137,8 @@
       if (!body.isConnected) return;
       var stream = streams[body.id + ":" + body.getAttribute("data-attempt")];
       if (!stream) return;
-      body.innerHTML = render(stream.text);
-      body.__shown = stream.text;
+      body.innerHTML = render(stream.prefix + stream.text);
+      body.__shown = stream.prefix + stream.text;
       body.setAttribute("data-rendered", String(stream.seq));
     });
     dirty.clear();

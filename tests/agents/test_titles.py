@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents.demo_model import TITLE_MARKER
-from agents.titles import TITLE_INSTRUCTIONS, TITLE_MAX_TOKENS, clean_title
+from agents.titles import TITLE_INSTRUCTIONS, TITLE_MAX_TOKENS, TITLE_TURNS, clean_title
 from agents.worker import run_turn
 from sessions_app.models import ExternalSession
 from sessions_app.services import session_create, session_title_set, session_update
@@ -130,3 +130,27 @@ def test_the_demo_model_titles_from_the_first_message(untitled, settings):
 )
 def test_clean_title(answer, title):
     assert clean_title(answer) == title
+
+
+def test_a_session_whose_first_reply_failed_is_titled_by_the_next_exchange(
+    untitled, scripted, settings
+):
+    settings.AGENT_MAX_RETRIES = 0
+    scripted.queue(Error(500, "down"))
+    assert ask(untitled, "hello there").status == "failed"
+    scripted.queue(Reply("Sure, Rome."), Reply("Trip to Rome"))
+    assert ask(untitled, "plan a trip to Rome").status == "done"
+    assert name_of(untitled) == "Trip to Rome"
+    title_request = scripted.requests[-1]
+    assert is_title_request(title_request)
+    assert "plan a trip to Rome" in title_request["messages"][-1]["content"]
+
+
+def test_failed_exchanges_do_not_use_up_the_chances_of_a_title(untitled, scripted, settings):
+    settings.AGENT_MAX_RETRIES = 0
+    for _ in range(TITLE_TURNS * 2):  # as many failed exchanges as the old limit allowed
+        scripted.queue(Error(500, "down"))
+        assert ask(untitled, "hello").status == "failed"
+    scripted.queue(Reply("At last."), Reply("Finally answered"))
+    assert ask(untitled, "are you there?").status == "done"
+    assert name_of(untitled) == "Finally answered"

@@ -604,14 +604,20 @@ def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_ma
     streamed = "".join(e["delta"] for e in seen if e["type"] == "message.delta")
     assert words.startswith(streamed)
     assert len(streamed) < len(words)
+    # What was shown when Stop was pressed is kept, at once (the cancel keeps it): the few
+    # pieces the worker sent before it noticed are not part of the reply.
+    ended = [e["type"] for e in seen].index("turn.cancelled")
+    shown = "".join(e["delta"] for e in seen[:ended] if e["type"] == "message.delta")
+    assert streamed.startswith(shown)
     stored = branch_history(current_branch(session))
     assert [(m.role, m.content) for m in stored] == [
         ("user", "tell me a long story"),
-        ("assistant", streamed),
+        ("assistant", shown),
     ]
     assert stored[-1].metadata["stopped"] is True
     assert stored[-1].metadata["finish_reason"] == "cancelled"
-    assert turn.reply == streamed
+    assert stored[-1].metadata["model"] == "fake-model"  # the worker's metadata, added
+    assert turn.reply == shown
     kinds = [e["type"] for e in seen]
     assert kinds.count("turn.cancelled") == 1
     assert "turn.finished" not in kinds

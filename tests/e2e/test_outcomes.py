@@ -8,9 +8,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from agents.history import CONTINUE_INSTRUCTION
 from tests.fakes.chat_server import Reply
 
 from .conftest import (
+    FINISHED_ASSISTANT,
     conversation,
     message_texts,
     new_session,
@@ -45,14 +47,15 @@ def test_a_cut_off_reply_is_badged_and_continued_and_the_gauge_follows(page, app
     expect(page.get_by_test_id("context-gauge")).not_to_have_text(f"context {empty}%")
     assert gauge_percent(page) > empty
 
-    continued = {"users": before["users"] + 1, "assistants": before["assistants"] + 1}
     page.get_by_test_id("continue").click()
-    wait_turn_done(page, continued)
-    texts = message_texts(page)
-    assert texts[-2:] == ["Continue.", "and the end."]
+    # Extended in place (tests/e2e/test_turn_ends.py): the same reply, no "Continue." message.
+    expect(page.locator(f"{FINISHED_ASSISTANT} .body")).to_contain_text("and the end.")
     expect(page.get_by_test_id("continue")).to_have_count(0)  # the last reply finished
+    texts = message_texts(page)
+    assert len(texts) == 2
+    assert texts[-1].endswith("and the end.")
     # The model got the cut-off reply back, then the request to go on.
     (role, text), asked = conversation(llm.messages(-1))[-2:]
     assert role == "assistant"
     assert text.startswith(long_text)
-    assert asked == ("user", "Continue.")
+    assert asked == ("user", CONTINUE_INSTRUCTION)

@@ -33,8 +33,10 @@ def start_slow_reply(page, app, llm) -> None:
 
 
 def assert_stopped(page, llm) -> None:
-    expect(page.get_by_test_id("turn-stopped")).to_have_text("stopped")
-    shown = page.locator("#messages [data-streaming=true] .body").inner_text().strip()
+    # At once in its final form: no streaming bubble, the stored message with its badge.
+    expect(page.get_by_test_id("stopped-badge")).to_have_count(1)
+    expect(page.locator("#messages [data-streaming=true]")).to_have_count(0)
+    shown = page.locator("#messages [data-role=assistant] .body").inner_text().strip()
     assert shown
     assert LONG.startswith(shown)
     assert shown != LONG

@@ -139,6 +139,14 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/messages/<int:message_id>/regenerate/": Rule(
         OWNER, ("POST",), {"pk": "session", "message_id": "assistant_message"}
     ),
+    # Alice's reply is not cut off: she is told so (outside htmx, a notice on the chat page).
+    "/chat/<int:pk>/messages/<int:message_id>/continue/": Rule(
+        OWNER,
+        ("POST",),
+        {"pk": "session", "message_id": "assistant_message"},
+        answers=(302,),
+        to="/chat/",
+    ),
     "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
         OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
     ),
@@ -754,7 +762,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 11, MIXED
+    assert len(MIXED) == 12, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

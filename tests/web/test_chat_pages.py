@@ -112,12 +112,15 @@ def test_the_page_renders_markdown_and_keeps_html_inert(as_alice, session, branc
     message_append(
         branch=branch,
         role="assistant",
-        content='[x](javascript:alert(1)) <img src=x onerror="alert(1)">\n\n```py\nprint(1)\n```',
+        content="**yo** [x](javascript:alert(1)) "
+        '<img src=x onerror="alert(1)">\n\n```py\nprint(1)\n```',
     )
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert "<script>alert(1)</script>" not in page
-    assert "&lt;script&gt;" in page
-    assert "<strong>hi</strong>" in page
+    # The user's text as typed (escaped, no Markdown); the model's as sanitised Markdown.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; **hi**" in page
+    assert "<strong>hi</strong>" not in page
+    assert "<strong>yo</strong>" in page
     assert "javascript:alert" not in page.replace("[x](javascript:alert(1))", "")
     assert "<img" not in page
     assert "<pre><code" in page
@@ -546,8 +549,9 @@ def test_a_cut_off_last_reply_is_badged_and_can_be_continued(
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert page.count('data-testid="cutoff-badge"') == 1
     assert page.count('data-testid="continue"') == 1
-    assert f'hx-post="{reverse("chat:send", args=[session.pk])}"' in page
-    assert """hx-vals='{"message": "Continue."}'""" in page
+    reply = branch_history(current_branch(session))[-1]
+    assert f'hx-post="{reverse("chat:continue", args=[session.pk, reply.pk])}"' in page
+    assert "Continue." not in page
 
 
 def test_only_the_last_reply_of_the_branch_offers_continue(as_alice, session, branch):
@@ -574,25 +578,28 @@ def test_a_stopped_reply_keeps_its_own_badge_and_no_continue(as_alice, session, 
     assert 'data-testid="continue"' not in page
 
 
-def test_continue_sends_a_new_turn_through_the_composers_path(
+def test_continue_extends_the_cut_off_reply_in_place(
     as_alice, session, branch, fake_llm, inline_turns, django_capture_on_commit_callbacks
 ):
     say(branch, "question")
     _reply(branch, "the first half", "interrupted")
-    fake_llm.queue(Reply("and the rest."))
+    fake_llm.queue(Reply(" and the rest."))
+    cut = branch_history(current_branch(session))[-1]
     with django_capture_on_commit_callbacks(execute=True):
-        response = as_alice.post(
-            reverse("chat:send", args=[session.pk]), {"message": "Continue."}, **HX
-        )
+        response = as_alice.post(reverse("chat:continue", args=[session.pk, cut.pk]), **HX)
     assert response.status_code == 200
-    assert [m.content for m in branch_history(current_branch(session))] == [
-        "question",
-        "the first half",
-        "Continue.",
-        "and the rest.",
+    stored = branch_history(current_branch(session))
+    # No "Continue." message: the continuation is an assistant message joined to the reply.
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "question"),
+        ("assistant", "the first half"),
+        ("assistant", " and the rest."),
     ]
+    assert stored[-1].metadata["continues"] == cut.pk
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="continue"' not in page
+    assert page.count('data-role="assistant"') == 1  # one reply, extended
+    assert "the first half and the rest." in page
 
 
 # --- the demo model's hint ---------------------------------------------------------------------
@@ -629,3 +636,14 @@ def test_the_header_shows_the_session_key_escaped(as_alice, alice):
 def test_the_header_shows_no_key_for_a_session_without_one(as_alice, session):
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="session-key"' not in page
+
+
+def test_a_users_message_is_shown_as_typed(as_alice, session, branch):
+    typed = "# comment\ndef f(*args, **kwargs):\n    return [x for x in args]\n\n<b>1 < 2</b>"
+    message_append(branch=branch, role="user", content=typed)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    body = re.search(r'<div class="body plain" data-testid="user-text">(.*?)</div>', page, re.S)
+    assert body is not None
+    # Escaped, every character and line kept: no heading, no emphasis, no HTML.
+    assert body.group(1) == typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert "<h1>comment" not in page

@@ -147,15 +147,16 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
             in frame
         )
         assert 'id="messages"' not in frame
-        # Stopped: the streamed text stays on the page, marked stopped; the buttons follow.
+        # Stopped: the reply shown so far is stored at once; the page fetches its refresh.
         await database_sync_to_async(events.turn_cancelled)(session=session.pk, turn=3)
         frame = await communicator.receive_from(timeout=5)
-        assert 'id="turn-3-state" hx-swap-oob="true"' in frame
-        assert ">stopped<" in frame
-        assert 'id="composer-actions"' in frame
-        assert 'data-busy="false"' in frame
+        assert 'id="live-refresh" hidden data-live-fetch' in frame
         assert 'id="messages"' not in frame
-        assert 'id="composer"' not in frame
+        # A piece the worker sends after the end is not added to the stored reply.
+        await database_sync_to_async(events.message_delta)(
+            session=session.pk, turn=3, delta="late", seq=9
+        )
+        assert await communicator.receive_nothing(timeout=0.3)
         await communicator.disconnect(timeout=10)
 
     async_to_sync(run)()

@@ -18,7 +18,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import User
-from agents.services import turn_edit, turn_regenerate, turn_resubmit, turn_submit
+from agents.services import (
+    reply_continue,
+    turn_edit,
+    turn_regenerate,
+    turn_resubmit,
+    turn_submit,
+)
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
 from checkpoints.transfer_markdown import export_filename, export_format, markdown_response
@@ -363,11 +369,11 @@ def retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
 @require_POST
 @domain_errors
 def cancel(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
-    """Stop: the turn ends cancelled; the composer's buttons (out of band) say so at once."""
+    """Stop: the turn ends cancelled, the reply shown so far kept as its stopped message; the
+    conversation, the header and the composer's buttons (out of band) show it at once."""
     session = get_session_for_user(request.user, pk)
-    turn = turn_cancel(turn=get_turn_for_user(request.user, turn_id, session=session))
-    context = {**pages.composer_state(session), "turn": turn.pk}
-    return render(request, "sessions_app/_turn_stopped.html", context)
+    turn_cancel(turn=get_turn_for_user(request.user, turn_id, session=session))
+    return refresh(request, session)
 
 
 @login_required
@@ -400,6 +406,17 @@ def edit(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
 def regenerate(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     turn_regenerate(session=session, message_id=message_id)
+    return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def continue_reply(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    """Continue: the cut-off reply is extended in place (no "Continue." message is sent); the
+    page shows its bubble streaming again at once."""
+    session = get_session_for_user(request.user, pk)
+    reply_continue(session=session, message_id=message_id)
     return refresh(request, session)
 
 

@@ -60,7 +60,6 @@ from sessions_app.models import ExternalSession, Turn
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_read, stream_snapshot
 from sessions_app.turns import HELD
-from web import context as pages
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +282,12 @@ class ChatConsumer(SessionConsumer):
     rendered from the same partials as the page. The page (stream.js) also keeps the highest
     `seq` it has and skips the rest, so a page render and the socket never double a piece."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        # Turns that ended: a piece the worker sent after the end (it stops within
+        # TURN_STOP_POLL_SECONDS of a cancel) is not part of the stored reply the page shows.
+        self.ended: set[int] = set()
+
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         if snapshot.seq:
             await self.send(text_data=render_snapshot(turn, snapshot))
@@ -293,6 +298,8 @@ class ChatConsumer(SessionConsumer):
         event = message["event"]
         if event["type"] == "message.delta" and "seq" in event:
             turn = event["turn"]
+            if turn in self.ended:  # its bubble is its stored message now: nothing to add
+                return
             pieces = await self.pieces(event, event["seq"])
             frames = [render_delta(turn, text, seq) for seq, text in pieces]
             if frames:
@@ -300,6 +307,13 @@ class ChatConsumer(SessionConsumer):
             return
         if event["type"] == "turn.started":
             self.sent.pop(event["turn"], None)
+            self.ended.discard(event["turn"])
+        elif (
+            event["type"] == "turn.finished"
+            or event["type"] == "turn.failed"
+            or event["type"] == "turn.cancelled"
+        ):
+            self.ended.add(event["turn"])
         try:
             html = await database_sync_to_async(render_event)(self.session, event)
         except DomainError:
@@ -346,6 +360,7 @@ REFRESHED = {
     "turn.started",
     "turn.finished",
     "turn.failed",
+    "turn.cancelled",  # the reply shown so far is stored at once, marked stopped
     "branch.changed",
     "checkpoint.created",
     "checkpoint.deleted",
@@ -371,9 +386,6 @@ def render_event(session: ExternalSession, event: Event) -> str:
         return render_to_string("sessions_app/_approval_oob.html", context)
     if event["type"] == "tool.approval_answered":  # answered here, elsewhere, or ended: it goes
         return render_to_string("sessions_app/_approval_oob.html", {"turn": event["turn"]})
-    if event["type"] == "turn.cancelled":  # what was streamed stays on the page, marked stopped
-        stopped = {**pages.composer_state(session), "turn": event["turn"]}
-        return render_to_string("sessions_app/_turn_stopped.html", stopped)
     if event["type"] == "workspace.changed":  # only the Files panel's tree is fetched again
         return render_to_string("workspace/_files_oob.html", {"session_id": session.pk})
     if event["type"] in REFRESHED:
