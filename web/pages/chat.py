@@ -23,10 +23,11 @@ from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from core.validation import clean_search
 from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession, Message
+from sessions_app.search import hit_snippets, search_clean
 from sessions_app.selectors import (
+    conversation_hits,
     get_branch_for_user,
     get_session_for_user,
     get_turn_for_user,
@@ -76,7 +77,7 @@ def _date_groups(sessions: list[ExternalSession]) -> list[dict[str, Any]]:
 def _list_state(request: HttpRequest) -> tuple[str, bool, int | None]:
     """What the sidebar list shows, from a request's query string: the search, whether the
     archived sessions are listed, and which session's page it sits on."""
-    query = clean_search(request.GET.get("q"))
+    query = request.GET.get("q", "").strip()  # checked by _sidebar, which says what is wrong
     archived = request.GET.get("archived") in ("1", "true")
     current = parse_pk(request.GET.get("current"))
     return query, archived, current
@@ -90,9 +91,18 @@ def _sidebar(
     current_id: int | None = None,
 ) -> dict[str, Any]:
     """The sidebar's list: the user's sessions (or the archived ones) matching `query`, most
-    recently active first, grouped by date."""
-    sessions = sessions_listed(request.user, query=query, archived=archived, order="activity")
-    shown = list(sessions[:SIDEBAR_SESSIONS])
+    recently active first, grouped by date; with a search, each hit with a snippet of the
+    message that matched (or the reason the search cannot be read)."""
+    search_error = None
+    try:
+        cleaned = search_clean(query)
+    except InvalidInput as exc:
+        cleaned, search_error = "", exc.message
+    sessions = sessions_listed(request.user, query=cleaned, archived=archived, order="activity")
+    shown = [] if search_error else list(sessions[:SIDEBAR_SESSIONS])
+    snippets = hit_snippets(shown, cleaned) if cleaned else {}
+    for session in shown:
+        session.search_snippet = snippets.get(session.pk)  # type: ignore[attr-defined]
     if current is not None:
         current_id = current.pk
     state = {"q": query} if query else {}
@@ -106,6 +116,7 @@ def _sidebar(
         "current": current,
         "current_id": current_id,
         "query": query,
+        "search_error": search_error,
         "archived_view": archived,
         "list_state": urlencode(state),
     }
@@ -155,9 +166,14 @@ def session_new(request: HtmxHttpRequest) -> HttpResponse:
 @domain_errors
 def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
+    target = request.GET.get("message")  # a search hit: that message in its place
     context = {
         **_sidebar(request, current=session),
-        **pages.conversation(session),
+        **(
+            pages.conversation(session)
+            if target is None
+            else pages.conversation_around(session, target)
+        ),
         **pages.panel(session),
     }
     return render(request, "sessions_app/chat.html", context)
@@ -243,6 +259,36 @@ def conversation_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         before = None
     context = pages.conversation(session, before=before)
     return render(request, "sessions_app/_earlier.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_later(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The page of messages from position `after` on (the "load later" button of a history
+    opened around a message)."""
+    session = get_session_for_user(request.user, pk)
+    after = parse_pk(request.GET.get("after"))
+    if after is None:
+        raise InvalidInput("Load later messages from a position (after).")
+    context = pages.conversation_after(session, after)
+    return render(request, "sessions_app/_later.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_search(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The messages of the current branch's history that match `q`, newest first, each with a
+    snippet and a link to it in its place (or why the search cannot be read)."""
+    session = get_session_for_user(request.user, pk)
+    query = request.GET.get("q", "").strip()
+    context: dict[str, Any] = {"session": session, "query": query, "hits": []}
+    try:
+        context["hits"] = conversation_hits(session, search_clean(query))
+    except InvalidInput as exc:
+        context["search_error"] = exc.message
+    return render(request, "sessions_app/_conversation_search.html", context)
 
 
 @login_required
