@@ -118,6 +118,8 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/refresh/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/messages/later/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/search/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/send/": Rule(OWNER, ("POST",), {"pk": "session"}, {"message": "pwned"}),
     "/chat/<int:pk>/turns/<int:turn_id>/retry/": Rule(
         OWNER, ("POST",), {"pk": "session", "turn_id": "turn"}

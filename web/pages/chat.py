@@ -268,9 +268,7 @@ def conversation_later(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The page of messages from position `after` on (the "load later" button of a history
     opened around a message)."""
     session = get_session_for_user(request.user, pk)
-    after = parse_pk(request.GET.get("after"))
-    if after is None:
-        raise InvalidInput("Load later messages from a position (after).")
+    after = parse_pk(request.GET.get("after")) or 0  # none or not a position: from the start
     context = pages.conversation_after(session, after)
     return render(request, "sessions_app/_later.html", context)
 
