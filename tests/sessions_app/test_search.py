@@ -167,7 +167,8 @@ def test_a_snippet_marks_each_matching_word_and_keeps_the_rest_plain_text():
     assert [p.text for p in parts if p.hit] == ["Restored", "restore"]
     joined = "".join(p.text for p in parts)
     assert "<b>Restored</b> the checkpoint & restore again" in joined  # escaped by the template
-    assert joined.startswith("…") and joined.endswith("…")
+    assert joined.startswith("…")
+    assert joined.endswith("…")
     assert len(joined) <= SNIPPET_CHARS + 2
     assert snippet("no match here", "zzz") == [SnippetPart("no match here", False)]
     assert snippet("", "x") == []

@@ -53,9 +53,7 @@ def test_a_session_found_by_its_name_alone_shows_no_snippet(as_alice, alice):
         ("y" * 201, "The search is 201 characters long; the limit is 200."),
     ],
 )
-def test_a_sidebar_search_that_cannot_be_read_says_why_in_the_list(
-    as_alice, alice, query, reason
-):
+def test_a_sidebar_search_that_cannot_be_read_says_why_in_the_list(as_alice, alice, query, reason):
     session_create(owner=alice, name="Anything")
     response = as_alice.get(reverse("chat:session_list"), {"q": query}, **HX)
     assert response.status_code == 200
@@ -118,9 +116,7 @@ def test_a_message_among_the_latest_opens_in_the_usual_page(as_alice, long_chat)
     assert 'data-testid="load-later"' not in body
 
 
-def test_another_users_or_a_missing_message_is_a_notice_and_reveals_nothing(
-    as_alice, alice, bob
-):
+def test_another_users_or_a_missing_message_is_a_notice_and_reveals_nothing(as_alice, alice, bob):
     mine = session_create(owner=alice, name="Mine")
     say(mine.branches.get(), "hello")
     theirs = session_create(owner=bob, name="Theirs")
@@ -149,9 +145,7 @@ def test_a_message_of_another_branch_is_a_notice_on_the_branch_shown(as_alice, a
     assert "data-target-message" not in body
 
 
-def test_the_search_in_a_conversation_lists_hits_of_its_branch_with_snippets(
-    as_alice, alice, bob
-):
+def test_the_search_in_a_conversation_lists_hits_of_its_branch_with_snippets(as_alice, alice, bob):
     chat = session_create(owner=alice, name="Chat")
     say(chat.branches.get(), "we restored <b>it</b>", "fine", "restore once more", "ok")
     other = session_create(owner=alice, name="Other")
