@@ -20,6 +20,29 @@
     window.requestAnimationFrame(showTarget);
   });
 
+  // A history opened around a message ends before the latest messages (it has "Load later"):
+  // "Jump to latest" opens the latest page itself, and a message sent from there is followed to
+  // the end of the list, where the socket puts it (the turn's end then brings the latest page).
+  function windowed() { return !!document.getElementById("load-later"); }
+  document.addEventListener("click", function (event) {
+    if (windowed() && event.target.closest && event.target.closest("#jump-latest")) {
+      window.location.assign(window.location.pathname);
+    }
+  });
+  var sentFromWindow = false;
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var path = event.detail && event.detail.requestConfig && event.detail.requestConfig.path;
+    if (event.detail.successful && windowed() && typeof path === "string" && /\/send\/$/.test(path)) {
+      sentFromWindow = true;
+    }
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (!sentFromWindow) return;
+    sentFromWindow = false;
+    var box = document.getElementById("messages");
+    if (box) box.scrollTop = box.scrollHeight;  // live.js hears the scroll: it follows from here
+  });
+
   // The search in a conversation: opened, its field takes the focus.
   document.addEventListener("toggle", function (event) {
     var details = event.target;

@@ -11,7 +11,16 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_session, sign_up
+from tests.fakes.chat_server import Reply
+
+from .conftest import (
+    FINISHED_ASSISTANT,
+    USER_MESSAGE,
+    new_session,
+    send_message,
+    sign_up,
+    wait_turn_done,
+)
 from .test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
@@ -59,7 +68,7 @@ def _assert_target_shown(page) -> None:
 
 
 @pytest.mark.parametrize(("width", "height"), [(1366, 800), (390, 844)])
-def test_a_search_hit_opens_its_message_in_place(page, app, app_settings, width, height):
+def test_a_search_hit_opens_its_message_in_place(page, app, app_settings, llm, width, height):
     sign_up(page, app.base_url, prefix="search")
     sid = new_session(page)
     app.manage(app_settings, "shell", "-c", SEED.format(sid=sid, far=FAR_BACK, n=HISTORY))
@@ -112,3 +121,14 @@ def test_a_search_hit_opens_its_message_in_place(page, app, app_settings, width,
         page.get_by_test_id("conversation-search-toggle").click()
         page.keyboard.press("Escape")
         expect(page.get_by_test_id("conversation-search-input")).to_be_hidden()
+
+    # Sent from a history opened around a message: the message comes into view at the end, and
+    # the turn's end brings the latest page.
+    llm.queue(Reply("an answer at the end"))
+    before = send_message(page, "a question at the end")
+    mine = page.locator(USER_MESSAGE).filter(has_text="a question at the end")
+    expect(mine).to_be_in_viewport()
+    wait_turn_done(page, before)
+    expect(page.locator(FINISHED_ASSISTANT).last).to_contain_text("an answer at the end")
+    expect(page.get_by_test_id("load-later")).to_have_count(0)
+    expect(page.locator(USER_MESSAGE).filter(has_text="message 598")).to_have_count(1)
