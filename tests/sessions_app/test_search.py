@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
 
 from core.errors import InvalidInput
 from core.validation import clean_search
@@ -13,6 +14,7 @@ from sessions_app.models import ExternalSession
 from sessions_app.search import (
     SNIPPET_CHARS,
     SnippetPart,
+    messages_matching,
     search_clean,
     search_history,
     search_sessions,
@@ -207,3 +209,13 @@ def test_search_in_a_history_finds_only_the_branchs_lineage(alice):
     assert [m.content for m in hits] == ["restore gamma", "restore alpha"]  # newest first
     hits = search_history(main, branch_lineage(main), "restor")
     assert [m.content for m in hits] == ["restore beta", "restore alpha"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN index")
+def test_prefix_search_reads_the_gin_index_on_postgresql(alice, chats):
+    sql, params = messages_matching("restor wor").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "message_content_search" in plan
