@@ -238,17 +238,15 @@ def checkpoint_for_panel(checkpoint: Checkpoint) -> dict[str, Any]:
 
 AROUND = PAGE // 2  # messages shown after the one looked for (and PAGE - AROUND before it)
 MESSAGE_GONE = "That message is not in this conversation any more: here is its latest part."
-MESSAGE_ELSEWHERE = (
-    "That message is on another branch of this conversation, not on the one shown: switch "
-    "branches in the panel (Checkpoints & files) to read it."
-)
+MESSAGE_ELSEWHERE = "That message is on another branch of this conversation, not on the one shown."
 
 
 def conversation_around(session: ExternalSession, message: object) -> dict[str, Any]:
     """The conversation with message `message` (an id from a query string) in its place: the
     current branch's history around it (with "Load earlier" and "Load later"), its id as
-    `target`. A message that is not in the branch's history (another branch's, a deleted or
-    another user's one: not told apart) gives the latest page with a `target_notice`. Costs the
+    `target`. A message that is not in the branch's history gives the latest page with a
+    `target_notice`: another branch's (its id as `elsewhere`, for a button that switches there),
+    or a deleted or another user's one (not told apart). Costs the
     same wherever the message sits: one lookup by id, the lineage, one range of positions."""
     branch = current_branch(session)
     pk = parse_pk(message)
@@ -263,7 +261,7 @@ def conversation_around(session: ExternalSession, message: object) -> dict[str, 
         return {**conversation(session), "target_notice": MESSAGE_GONE}
     branch_id, position = found
     if position >= dict(branch_lineage(branch)).get(branch_id, 0):
-        return {**conversation(session), "target_notice": MESSAGE_ELSEWHERE}
+        return {**conversation(session), "target_notice": MESSAGE_ELSEWHERE, "elsewhere": pk}
     if position >= branch.message_count - AROUND:  # the latest page shows it
         return {**conversation(session), "target": pk}
     end = position + AROUND

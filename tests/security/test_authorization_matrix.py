@@ -136,6 +136,9 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/messages/<int:message_id>/regenerate/": Rule(
         OWNER, ("POST",), {"pk": "session", "message_id": "assistant_message"}
     ),
+    "/chat/<int:pk>/messages/<int:message_id>/branch/": Rule(
+        OWNER, ("POST",), {"pk": "session", "message_id": "user_message"}
+    ),
     "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
         OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
     ),

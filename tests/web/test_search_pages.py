@@ -141,8 +141,28 @@ def test_a_message_of_another_branch_is_a_notice_on_the_branch_shown(as_alice, a
     branch_fork(branch=main, position=2)
     abandoned = Message.objects.get(content="abandoned question")
     body = as_alice.get(f"/chat/{chat.pk}/?message={abandoned.pk}").content.decode()
-    assert MESSAGE_ELSEWHERE.replace("&", "&amp;") in body
+    assert MESSAGE_ELSEWHERE in body
     assert "data-target-message" not in body
+    switch = reverse("chat:message_branch", args=[chat.pk, abandoned.pk])
+    assert f'action="{switch}"' in body
+    # "Switch to its branch": that branch is current again, the message shown in its place.
+    response = as_alice.post(switch)
+    assert response.status_code == 302
+    assert response["Location"] == f"/chat/{chat.pk}/?message={abandoned.pk}"
+    assert current_branch(chat).pk == main.pk
+    body = as_alice.get(response["Location"]).content.decode()
+    assert f'data-target-message="{abandoned.pk}"' in body
+
+
+def test_switching_to_the_branch_of_another_users_message_is_404(as_alice, alice, bob):
+    mine = session_create(owner=alice, name="Mine")
+    theirs = session_create(owner=bob, name="Theirs")
+    message_append(branch=theirs.branches.get(), role="user", content="bob's")
+    bobs = Message.objects.get(branch__session=theirs)
+    url = reverse("chat:message_branch", args=[mine.pk, bobs.pk])
+    assert as_alice.post(url).status_code == 404
+    url = reverse("chat:message_branch", args=[theirs.pk, bobs.pk])
+    assert as_alice.post(url).status_code == 404
 
 
 def test_the_search_in_a_conversation_lists_hits_of_its_branch_with_snippets(as_alice, alice, bob):

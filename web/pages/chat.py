@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -357,6 +358,25 @@ def regenerate(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpRespon
     session = get_session_for_user(request.user, pk)
     turn_regenerate(session=session, message_id=message_id)
     return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def message_branch(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    """A search hit on another branch: make the branch that holds the message current, then
+    show the message in its place there."""
+    session = get_session_for_user(request.user, pk)
+    message = (
+        Message.objects.for_user(request.user)
+        .filter(pk=message_id, branch__session=session)
+        .select_related("branch__session")
+        .first()
+    )
+    if message is None:
+        return HttpResponse(status=404)
+    branch_activate(branch=message.branch)
+    return redirect(f"{reverse('chat:session', args=[session.pk])}?message={message.pk}")
 
 
 @login_required

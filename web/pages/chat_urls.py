@@ -31,6 +31,7 @@ urlpatterns = [
     path("<int:pk>/messages/<int:message_id>/edit/", views.edit_form, name="edit_form"),
     path("<int:pk>/messages/<int:message_id>/resend/", views.edit, name="edit"),
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
+    path("<int:pk>/messages/<int:message_id>/branch/", views.message_branch, name="message_branch"),
     path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
     path(
         "<int:pk>/branches/<int:branch_id>/rename/",
