@@ -36,6 +36,11 @@ SEED = (
     "for i in range({n})]); "
     "InternalSession.objects.filter(pk=b.pk).update(message_count={n})"
 )
+FORK = (
+    "from sessions_app.models import InternalSession; "
+    "from sessions_app.services import branch_fork; "
+    "branch_fork(branch=InternalSession.objects.get(session_id={sid}), position=10)"
+)
 IN_VIEW = """() => {
     const target = document.querySelector("#messages .message-target");
     if (!target) return false;
@@ -88,7 +93,9 @@ def test_a_search_hit_opens_its_message_in_place(page, app, app_settings, llm, w
         assert violations(page) == [], scheme
         with page.expect_navigation():
             snippet.click()
-        assert re.search(r"\?message=\d+$", page.url)
+        found = re.search(r"\?message=(\d+)$", page.url)
+        assert found
+        target = int(found.group(1))
         _assert_target_shown(page)
         assert page.evaluate(INSIDE, "#messages .message-target")
 
@@ -132,3 +139,12 @@ def test_a_search_hit_opens_its_message_in_place(page, app, app_settings, llm, w
     expect(page.locator(FINISHED_ASSISTANT).last).to_contain_text("an answer at the end")
     expect(page.get_by_test_id("load-later")).to_have_count(0)
     expect(page.locator(USER_MESSAGE).filter(has_text="message 598")).to_have_count(1)
+
+    # A message left on another branch: the notice says so and switches there on request.
+    app.manage(app_settings, "shell", "-c", FORK.format(sid=sid))
+    page.goto(f"{app.base_url}/chat/{sid}/?message={target}")
+    expect(page.get_by_test_id("message-notice")).to_contain_text("on another branch")
+    assert violations(page) == []
+    with page.expect_navigation():
+        page.get_by_test_id("show-on-branch").click()
+    _assert_target_shown(page)
