@@ -31,7 +31,7 @@ from accounts.models import ApiKey, User
 
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
 from .models import ExternalSession, FileVersion, InternalSession, Message, Summary, Turn
-from .search import search_sessions
+from .search import SnippetPart, search_history, search_sessions, snippet
 
 if TYPE_CHECKING:
     from .models import AnyUser
@@ -137,6 +137,21 @@ def sessions_sidebar(
     last pinned on top), then the others, most recently active first."""
     listed = sessions_listed(user, query=query, archived=archived, order="activity")
     return listed.order_by(F("pinned_at").desc(nulls_last=True), "-updated_at", "-id")
+
+
+class ConversationHit(TypedDict):
+    """A message found by a search inside one conversation, with its snippet."""
+
+    message: Message
+    snippet: list[SnippetPart]
+
+
+def conversation_hits(session: ExternalSession, query: str) -> list[ConversationHit]:
+    """The messages of the session's current branch history that match `query` (see
+    sessions_app/search.py), newest first, each with a snippet around the match: two queries."""
+    branch = current_branch(session)
+    found = search_history(branch, branch_lineage(branch), query)
+    return [{"message": m, "snippet": snippet(m.content or m.tool_result, query)} for m in found]
 
 
 def sessions_idle(*, since: datetime) -> QuerySet[ExternalSession]:

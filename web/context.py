@@ -14,7 +14,13 @@ from checkpoints.selectors import checkpoints_page, session_checkpoints
 from core.errors import InvalidInput
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
-from sessions_app.selectors import branch_history, current_branch, session_branches
+from sessions_app.selectors import (
+    branch_history,
+    branch_lineage,
+    current_branch,
+    parse_pk,
+    session_branches,
+)
 from sessions_app.stream import stream_snapshot
 from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
@@ -259,3 +265,49 @@ def panel_live(session: ExternalSession) -> dict[str, Any]:
 
 def checkpoint_for_panel(checkpoint: Checkpoint) -> dict[str, Any]:
     return {"cp": checkpoint, "session": checkpoint.branch.session}
+
+
+# --- A message in its place (a search hit opened) ---------------------------------------------
+
+AROUND = PAGE // 2  # messages shown after the one looked for (and PAGE - AROUND before it)
+MESSAGE_GONE = "That message is not in this conversation any more: here is its latest part."
+MESSAGE_ELSEWHERE = "That message is on another branch of this conversation, not on the one shown."
+
+
+def conversation_around(session: ExternalSession, message: object) -> dict[str, Any]:
+    """The conversation with message `message` (an id from a query string) in its place: the
+    current branch's history around it (with "Load earlier" and "Load later"), its id as
+    `target`. A message that is not in the branch's history gives the latest page with a
+    `target_notice`: another branch's (its id as `elsewhere`, for a button that switches there),
+    or a deleted or another user's one (not told apart). Costs the
+    same wherever the message sits: one lookup by id, the lineage, one range of positions."""
+    branch = current_branch(session)
+    pk = parse_pk(message)
+    found = (
+        Message.objects.filter(pk=pk, branch__session=session)
+        .values_list("branch_id", "position")
+        .first()
+        if pk is not None
+        else None
+    )
+    if found is None:
+        return {**conversation(session), "target_notice": MESSAGE_GONE}
+    branch_id, position = found
+    if position >= dict(branch_lineage(branch)).get(branch_id, 0):
+        return {**conversation(session), "target_notice": MESSAGE_ELSEWHERE, "elsewhere": pk}
+    if position >= branch.message_count - AROUND:  # the latest page shows it
+        return {**conversation(session), "target": pk}
+    end = position + AROUND
+    return {**conversation(session, before=end), "target": pk, "later": end}
+
+
+def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
+    """The page of the current branch's history from position `after` ("Load later"), with the
+    position of the next page as `later` while one is left."""
+    branch = current_branch(session)
+    after = max(0, min(after, branch.message_count))
+    end = min(branch.message_count, after + PAGE)
+    context = conversation(session, before=end)
+    context["history"] = [m for m in context["history"] if m.position >= after]
+    context["later"] = end if end < branch.message_count else None
+    return context

@@ -123,6 +123,8 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/refresh/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/messages/later/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/search/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/send/": Rule(OWNER, ("POST",), {"pk": "session"}, {"message": "pwned"}),
     "/chat/<int:pk>/turns/<int:turn_id>/retry/": Rule(
         OWNER, ("POST",), {"pk": "session", "turn_id": "turn"}
@@ -146,6 +148,9 @@ PAGE_RULES: dict[str, Rule] = {
         {"pk": "session", "message_id": "assistant_message"},
         answers=(302,),
         to="/chat/",
+    ),
+    "/chat/<int:pk>/messages/<int:message_id>/branch/": Rule(
+        OWNER, ("POST",), {"pk": "session", "message_id": "user_message"}
     ),
     "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
         OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
@@ -762,7 +767,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 12, MIXED
+    assert len(MIXED) == 13, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from core.errors import InvalidInput
 from core.validation import clean_json_object
 from ops.audit import Who
 from ops.erasure import user_delete, user_erase, user_holdings
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import ExternalSession, InternalSession, Message
 from web.admin.support import changelist_link, count_subquery, deletion_summary
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ class UserAdmin(BaseUserAdmin):
         "session_count",
         "branch_count",
         "checkpoint_count",
+        "message_link",
     )
 
     actions = ("deactivate", "erase")
@@ -167,6 +168,11 @@ class UserAdmin(BaseUserAdmin):
     @admin.display(description="checkpoints", ordering="checkpoint_count")
     def checkpoint_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
         return changelist_link(Checkpoint, f"owner={obj.pk}", obj.checkpoint_count)
+
+    @admin.display(description="messages")
+    def message_link(self, obj: User) -> str:
+        # No count: it would read every message of the user on each page of the list.
+        return changelist_link(Message, f"owner={obj.pk}", "messages")
 
     def get_deleted_objects(
         self, objs: Sequence[User] | QuerySet[User], request: HttpRequest

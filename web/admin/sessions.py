@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 from django import forms
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.messages import ERROR
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -23,6 +24,7 @@ from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings, is_demo
 from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
+from sessions_app.search import messages_matching, search_clean
 from sessions_app.selectors import branch_history
 from sessions_app.services import session_delete, session_update
 from web.admin.support import (
@@ -346,19 +348,33 @@ class InternalSessionAdmin(admin.ModelAdmin):
         return False
 
 
+class MessageOwnerFilter(OwnerFilter):
+    owner_path = "branch__session__owner"
+
+
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
+    """Messages, searchable by their text through the full-text index (sessions_app/search.py:
+    every word, as the start of a word) rather than a substring scan of the whole table, and
+    filtered by owner (the user list's "messages" link, or ?owner=<user id>)."""
+
     list_display = (
         "id",
         "branch",
+        "owner",
         "position",
         "role",
         "content_preview",
         "tool_name",
         "created_at",
     )
-    list_select_related = ("branch", "branch__session")
-    list_filter = ("role",)
+    list_select_related = ("branch", "branch__session", "branch__session__owner")
+    list_filter = ("role", MessageOwnerFilter)
+    search_fields = ("content",)
+    search_help_text = (
+        "Words of the message text, or their beginnings (restor finds restored); every word "
+        "must match."
+    )
     show_full_result_count = False
     raw_id_fields = ("branch",)
     # branch_id rather than branch: ordering by the relation would sort by the branch's own
@@ -368,6 +384,22 @@ class MessageAdmin(ReadOnlyAdmin):
     @admin.display(description="content")
     def content_preview(self, obj: Message) -> str:
         return Truncator(obj.content).chars(PREVIEW_CHARS)
+
+    @admin.display(description="owner")
+    def owner(self, obj: Message) -> User:
+        return obj.branch.session.owner
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        if not search_term.strip():
+            return queryset, False
+        try:
+            query = search_clean(search_term)
+        except InvalidInput as exc:
+            self.message_user(request, exc.message, ERROR)
+            return queryset.none(), False
+        return queryset.filter(pk__in=messages_matching(query).values("pk")), False
 
 
 @admin.register(Turn)

@@ -27,11 +27,11 @@ from core import events
 from core.api import Pagination, body_fingerprint, paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
-from core.validation import clean_search
 from sessions_app.errors import BranchNotFound, ImportTooLarge
 from sessions_app.keys import clean_session_key
 from sessions_app.labels import session_branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.search import search_clean
 from sessions_app.selectors import (
     SESSION_ORDERS,
     branch_history_rows,
@@ -124,7 +124,11 @@ class SessionList(APIView):
         operation_id="sessions_list",
         parameters=[
             OpenApiParameter(
-                "q", str, description="only sessions whose name or message text matches this"
+                "q",
+                str,
+                description="only sessions whose name or message text matches this: every "
+                "word, as the start of a word (restor finds restored); at most 200 characters, "
+                "with a letter or digit and no control character (else 400)",
             ),
             OpenApiParameter(
                 "order",
@@ -150,7 +154,7 @@ class SessionList(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        query = clean_search(params.get("q"))
+        query = search_clean(params.get("q"))
         order = params.get("order") or "created"
         if order not in SESSION_ORDERS:
             raise InvalidInput("order must be created or activity.")

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -30,10 +31,11 @@ from checkpoints.transfer import session_export, session_import
 from checkpoints.transfer_markdown import export_filename, export_format, markdown_response
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from core.validation import clean_search
 from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession, Message
+from sessions_app.search import hit_snippets, search_clean
 from sessions_app.selectors import (
+    conversation_hits,
     get_branch_for_user,
     get_session_for_user,
     get_turn_for_user,
@@ -95,7 +97,7 @@ def _date_groups(sessions: list[ExternalSession], after: str = "") -> list[dict[
 def _list_state(request: HttpRequest) -> tuple[str, bool, int | None]:
     """What the sidebar list shows, from a request's query string: the search, whether the
     archived sessions are listed, and which session's page it sits on."""
-    query = clean_search(request.GET.get("q"))
+    query = request.GET.get("q", "").strip()  # checked by _sidebar, which says what is wrong
     archived = request.GET.get("archived") in ("1", "true")
     current = parse_pk(request.GET.get("current"))
     return query, archived, current
@@ -129,11 +131,20 @@ def _sidebar(
 ) -> dict[str, Any]:
     """One page of the sidebar's list (`size` sessions from `offset`): the user's sessions (or
     the archived ones) matching `query`, pinned first, then most recently active first,
-    grouped; with the address of the next page when there is one."""
-    sessions = sessions_sidebar(request.user, query=query, archived=archived)
-    shown = list(sessions[offset : offset + size + 1])
+    grouped; with the address of the next page when there is one. With a search, each hit has
+    a snippet of the message that matched (or the list says why the search cannot be read)."""
+    search_error = None
+    try:
+        cleaned = search_clean(query)
+    except InvalidInput as exc:
+        cleaned, search_error = "", exc.message
+    sessions = sessions_sidebar(request.user, query=cleaned, archived=archived)
+    shown = [] if search_error else list(sessions[offset : offset + size + 1])
     more = len(shown) > size
     shown = shown[:size]
+    snippets = hit_snippets(shown, cleaned) if cleaned else {}
+    for session in shown:
+        session.search_snippet = snippets.get(session.pk)  # type: ignore[attr-defined]
     if current is not None:
         current_id = current.pk
     state = {"q": query} if query else {}
@@ -152,6 +163,7 @@ def _sidebar(
         "current": current,
         "current_id": current_id,
         "query": query,
+        "search_error": search_error,
         "archived_view": archived,
         "list_state": urlencode(state),
         "next_page": next_page,
@@ -205,9 +217,14 @@ def session_new(request: HtmxHttpRequest) -> HttpResponse:
 @domain_errors
 def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
+    target = request.GET.get("message")  # a search hit: that message in its place
     context = {
         **_sidebar(request, current=session),
-        **pages.conversation(session),
+        **(
+            pages.conversation(session)
+            if target is None
+            else pages.conversation_around(session, target)
+        ),
         **pages.panel(session),
     }
     return render(request, "sessions_app/chat.html", context)
@@ -333,6 +350,34 @@ def conversation_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 @domain_errors
+def conversation_later(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The page of messages from position `after` on (the "load later" button of a history
+    opened around a message)."""
+    session = get_session_for_user(request.user, pk)
+    after = parse_pk(request.GET.get("after")) or 0  # none or not a position: from the start
+    context = pages.conversation_after(session, after)
+    return render(request, "sessions_app/_later.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
+def conversation_search(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The messages of the current branch's history that match `q`, newest first, each with a
+    snippet and a link to it in its place (or why the search cannot be read)."""
+    session = get_session_for_user(request.user, pk)
+    query = request.GET.get("q", "").strip()
+    context: dict[str, Any] = {"session": session, "query": query, "hits": []}
+    try:
+        context["hits"] = conversation_hits(session, search_clean(query))
+    except InvalidInput as exc:
+        context["search_error"] = exc.message
+    return render(request, "sessions_app/_conversation_search.html", context)
+
+
+@login_required
+@require_GET
+@domain_errors
 def conversation_refresh(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     return refresh(request, session)
@@ -418,6 +463,25 @@ def continue_reply(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpRe
     session = get_session_for_user(request.user, pk)
     reply_continue(session=session, message_id=message_id)
     return refresh(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def message_branch(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    """A search hit on another branch: make the branch that holds the message current, then
+    show the message in its place there."""
+    session = get_session_for_user(request.user, pk)
+    message = (
+        Message.objects.for_user(request.user)
+        .filter(pk=message_id, branch__session=session)
+        .select_related("branch__session")
+        .first()
+    )
+    if message is None:
+        return HttpResponse(status=404)
+    branch_activate(branch=message.branch)
+    return redirect(f"{reverse('chat:session', args=[session.pk])}?message={message.pk}")
 
 
 @login_required

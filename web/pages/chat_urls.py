@@ -25,6 +25,8 @@ urlpatterns = [
     path("<int:pk>/unpin/", views.session_unpin, name="unpin"),
     path("<int:pk>/export/", views.export, name="export"),
     path("<int:pk>/messages/", views.conversation_page, name="earlier"),
+    path("<int:pk>/messages/later/", views.conversation_later, name="later"),
+    path("<int:pk>/search/", views.conversation_search, name="search"),
     path("<int:pk>/refresh/", views.conversation_refresh, name="refresh"),
     path("<int:pk>/send/", views.send, name="send"),
     path("<int:pk>/turns/<int:turn_id>/retry/", views.retry, name="retry"),
@@ -34,6 +36,7 @@ urlpatterns = [
     path("<int:pk>/messages/<int:message_id>/resend/", views.edit, name="edit"),
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
     path("<int:pk>/messages/<int:message_id>/continue/", views.continue_reply, name="continue"),
+    path("<int:pk>/messages/<int:message_id>/branch/", views.message_branch, name="message_branch"),
     path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
     path(
         "<int:pk>/branches/<int:branch_id>/rename/",

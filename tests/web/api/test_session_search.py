@@ -37,11 +37,36 @@ def test_q_finds_a_word_that_is_only_in_a_message(api, two):
     assert names(api.get(URL, {"q": "seco"})) == ["Second"]  # part of a name
 
 
-@pytest.mark.parametrize("q", ['"', 'a" OR "b', "NEAR(", "x" * 10_000, "* -", "'; --"])
-def test_a_q_of_quotes_operators_or_10000_characters_is_a_list(api, two, q):
+@pytest.mark.parametrize("q", ['"x', 'a" OR "b', "NEAR(", "x" * 200, "* -y", "'; DROP --"])
+def test_a_q_of_quotes_or_operators_is_a_list(api, two, q):
     response = api.get(URL, {"q": q})
     assert response.status_code == 200
     assert isinstance(response.json()["results"], list)
+
+
+def test_q_matches_the_start_of_words_in_messages(api, two):
+    first, _ = two
+    message_append(branch=first.branches.get(), role="user", content="it was restored")
+    assert names(api.get(URL, {"q": "restor"})) == ["First"]
+    assert names(api.get(URL, {"q": "was RESTO"})) == ["First"]
+    assert names(api.get(URL, {"q": "estored"})) == []
+
+
+@pytest.mark.parametrize(
+    ("q", "reason"),
+    [
+        ("x" * 201, "the limit is 200"),
+        ("x" * 10_000, "the limit is 200"),
+        ("\x1b[0m", "control characters"),
+        ("a\x00", "NUL"),
+        ('" * - ( )', "no letter or digit"),
+        ("'; --", "no letter or digit"),
+    ],
+)
+def test_a_q_that_cannot_be_read_is_400_with_the_reason(api, two, q, reason):
+    response = api.get(URL, {"q": q})
+    assert response.status_code == 400
+    assert reason in response.json()["detail"]
 
 
 def test_order_activity_puts_the_most_recently_active_first(api, two):
