@@ -257,6 +257,13 @@
   var unavailableCloses = 0, openedAt = 0;
   document.addEventListener("htmx:wsOpen", function () {
     openedAt = Date.now();
+    // A turn the page shows running may have ended between the page's render and the socket's
+    // joining: its end went to nobody. The page then fetches its refresh once, which shows the
+    // turn as it now is (a turn still running is shown the same, and goes on streaming).
+    var refresh = document.getElementById("live-refresh");
+    if (refresh && document.querySelector("#messages [data-streaming]") && window.htmx) {
+      htmx.ajax("GET", refresh.getAttribute("hx-get"), { source: refresh, swap: "none" });
+    }
   });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail && event.detail.event && event.detail.event.code;

@@ -6,6 +6,7 @@ is shown as typed while model text stays Markdown; Continue extends a cut-off re
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -173,3 +174,26 @@ def test_continue_extends_the_cut_off_reply_in_place(contexts, app, llm, width, 
     expect(page.get_by_test_id("current-branch")).to_contain_text("4 messages")
     page.reload()
     assert message_texts(page) == texts
+
+
+def test_a_turn_that_ends_before_the_socket_joins_is_shown_final(contexts, app, llm):
+    """A tab whose page was rendered while a turn ran, and whose socket joined only after the
+    turn ended (its end went to nobody): it shows the finished reply, not "answering" forever."""
+    page = open_session(contexts, app, 1366, 900, "light")
+    llm.queue(Reply("one two three four five six", delay=0.2))
+    send_message(page, "count to six")
+    expect(page.locator("#messages [data-streaming=true] .body")).to_contain_text("two")
+
+    def held_until_the_turn_ended(route):
+        """The page's last deferred script: htmx opens the socket only once it has run."""
+        time.sleep(4)  # the reply's last pieces come within about 1 s
+        route.continue_()
+
+    other = page.context.new_page()
+    other.route("**/rollback/search*.js", held_until_the_turn_ended)
+    other.goto(page.url)
+    expect(page.locator(FINISHED_ASSISTANT)).to_have_count(1)
+
+    expect(other.locator("#messages [data-streaming=true]")).to_have_count(0)
+    expect(other.locator(FINISHED_ASSISTANT)).to_have_count(1)
+    assert message_texts(other, "assistant") == message_texts(page, "assistant")
