@@ -5,7 +5,8 @@
 //    #live-refresh, the socket's "stopped" replacing the Stop button), the answer finds none of
 //    its targets (htmx:oobErrorNoTarget for every region) and is lost. So an element whose request
 //    is out stays in the page until answered: a live fetch (data-live-fetch) where it is, without
-//    its id, the newer one beside it; any other in a hidden holder.
+//    its id, the newer one beside it, and its (older) answer is dropped; any other in a hidden
+//    holder, its answer swapped in as usual.
 // 2. A streamed piece (or a running tool's line) that arrives once its bubble is already final
 //    has nothing to go to: it is dropped before htmx tries.
 (function () {
@@ -17,7 +18,14 @@
     if (event.detail && event.detail.elt) waiting.add(event.detail.elt);
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
-    answering = (event.detail && event.detail.elt) || null;
+    var elt = (event.detail && event.detail.elt) || null;
+    // A live fetch replaced by a newer one: its answer is older than the newer one's, so it is
+    // not swapped in at all (it would undo, say, "Show older" clicked meanwhile).
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-kept-waiting") && elt.hasAttribute("data-live-fetch")) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    answering = elt;
   });
   document.addEventListener("htmx:afterSwap", function () { answering = null; });
   document.addEventListener("htmx:afterRequest", function (event) {
