@@ -259,13 +259,57 @@ def _intent(text: str, available: set[str]) -> tuple[str, dict[str, Any]] | None
     return None
 
 
+# A tool's result is written for a model and points to other tools by name; the demo hands it
+# to the user as its reply, so each pointer becomes what the user would ask for instead.
+_USER_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"Use list_checkpoints_tool to see the checkpoints\."),
+        "Ask me to “list the checkpoints” to see them.",
+    ),
+    (re.compile(r"\(see list_checkpoints_tool\)"), "(ask me to “list the checkpoints”)"),
+    (re.compile(r"use read_file to read it\."), "ask me to “read” it."),
+    (re.compile(r"Use list_dir to see the files\."), "Ask me to “list the files” to see them."),
+    (re.compile(r", as get_todo shows it\."), ", as “show the todos” lists it."),
+    (re.compile(r"Use get_todo to see the todos\."), "Ask me to “show the todos” to see them."),
+    (
+        re.compile(r"Call recall with key=\.\.\. to read one in full\."),
+        "Ask me to “recall” one by its key to read it in full.",
+    ),
+)
+# Any other tool name left in a result: the request that calls it, in the user's words
+# ("calculate" is left alone: it is an ordinary word too).
+_ASKED_AS = {
+    "create_checkpoint": "checkpoint as …",
+    "list_checkpoints_tool": "list the checkpoints",
+    "rollback_to_checkpoint_tool": "roll back to …",
+    "delete_checkpoint_tool": "delete checkpoint …",
+    "get_checkpoint_info_tool": "describe checkpoint …",
+    "cleanup_auto_checkpoints_tool": "clean up the checkpoints",
+    "list_dir": "list the files",
+    "read_file": "read …",
+    "write_file": "write … saying …",
+    "delete_file": "delete …",
+    "create_todo": "add a todo: …",
+    "get_todo": "show the todos",
+    "mark_todo_done": "mark todo … done",
+}
+_TOOL_NAME = re.compile(r"\b(" + "|".join(sorted(_ASKED_AS, key=len, reverse=True)) + r")\b(?!\()")
+
+
+def in_user_words(text: str) -> str:
+    """`text` (a tool's result) with no tool name in it: what the user would ask for instead."""
+    for pattern, words in _USER_WORDS:
+        text = pattern.sub(words, text)
+    return _TOOL_NAME.sub(lambda m: f"“{_ASKED_AS[m.group(1)]}”", text)
+
+
 def _after_tool(message: Message) -> str:
     result = message.content if isinstance(message.content, str) else str(message.content)
     if message.tool_name == "calculate" and not result.startswith("Error"):
         return f"The result is **{result}**."
     if not result.strip():  # an empty file read: a reply is never empty
         return "The file is empty." if message.tool_name == "read_file" else "Done."
-    return result
+    return in_user_words(result)
 
 
 @dataclass

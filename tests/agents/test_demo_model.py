@@ -511,3 +511,29 @@ def test_reading_an_empty_file_gets_a_reply_saying_so(alice, session):
     turn = run(alice, session, "read notes.md").last_turn
     assert turn.status == Turn.Status.DONE, turn.error
     assert turn.reply == "The file is empty."
+
+
+def test_a_tool_result_reaches_the_user_without_tool_names():
+    missing = (
+        "✗ There is no checkpoint named 'x'. Use list_checkpoints_tool to see the checkpoints."
+    )
+    reply = ask(_after_tool("rollback_to_checkpoint_tool", missing)).content
+    assert (
+        reply == "✗ There is no checkpoint named 'x'. Ask me to “list the checkpoints” to see them."
+    )
+    no_todo = "✗ No todo 9 in the plan. Use get_todo to see the todos."
+    assert ask(_after_tool("mark_todo_done", no_todo)).content == (
+        "✗ No todo 9 in the plan. Ask me to “show the todos” to see them."
+    )
+    stray = "Ask delete_checkpoint_tool or list_dir; calculate stays a word."
+    assert ask(_after_tool("get_todo", stray)).content == (
+        "Ask “delete checkpoint …” or “list the files”; calculate stays a word."
+    )
+
+
+def test_an_unknown_checkpoint_is_answered_in_the_users_words(alice, session, branch):
+    say(branch, "hello", "hi there")
+    reply = run(alice, session, "roll back to nosuch").last_turn.reply
+    assert "There is no checkpoint named 'nosuch'" in reply
+    assert "“list the checkpoints”" in reply
+    assert not any(name in reply for name in TOOL_NAMES if name != "calculate")

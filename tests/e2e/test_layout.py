@@ -9,7 +9,15 @@ from playwright.sync_api import expect
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import FINISHED_ASSISTANT, chat, new_session, sign_up
+from .conftest import (
+    FINISHED_ASSISTANT,
+    chat,
+    checkpoint,
+    new_session,
+    open_restore,
+    save_checkpoint,
+    sign_up,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -168,3 +176,96 @@ def test_a_touch_screen_shows_every_messages_actions_without_hover(contexts, app
     expect(page.get_by_test_id("regenerate").last).to_be_visible()
     page.get_by_test_id("edit-message").first.tap()
     expect(page.get_by_test_id("edit-input")).to_be_visible()
+
+
+# --- long names -------------------------------------------------------------------------------
+
+LONG_WORD = "n" * 200
+LONG_PATH = "folder-" + "p" * 80 + "/" + "f" * 100 + ".md"
+# Elements past their region's edge, not counting those inside a box that scrolls or clips them.
+OUTSIDE = """(region) => {
+    const edge = region.getBoundingClientRect();
+    const out = [];
+    for (const el of region.querySelectorAll("*")) {
+        const box = el.getBoundingClientRect();
+        if (!box.width || !el.checkVisibility()) continue;
+        let clipped = false;
+        for (let up = el.parentElement; up && up !== region; up = up.parentElement) {
+            if (getComputedStyle(up).overflowX !== "visible") { clipped = true; break; }
+        }
+        if (clipped) continue;
+        if (box.right > edge.right + 1 || box.left < edge.left - 1) {
+            const at = (b) => `${Math.round(b.left)}-${Math.round(b.right)}`;
+            out.push(`${el.localName}.${el.className} ${at(box)} of ${at(edge)}`);
+        }
+    }
+    return out.slice(0, 10);
+}"""
+
+
+def api(page, method: str, path: str, **options):
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    headers = {"X-CSRFToken": token, "Referer": page.url, **options.pop("headers", {})}
+    answer = page.request.fetch(
+        page.url.split("/chat/")[0] + "/api/v1" + path, method=method, headers=headers, **options
+    )
+    assert answer.ok, (path, answer.status, answer.text())
+    return answer
+
+
+def inside(page, selector: str) -> None:
+    out = page.evaluate(OUTSIDE, page.locator(selector).element_handle())
+    assert not out, (selector, out)
+
+
+def label_shown(locator) -> None:
+    fits = locator.evaluate("el => el.scrollWidth <= el.clientWidth + 1 && el.clientWidth > 20")
+    assert fits, locator
+
+
+def test_names_of_200_characters_wrap_or_truncate_with_their_full_text_at_hand(page, app, llm):
+    sign_up(page, app.base_url)
+    sid = new_session(page)
+    llm.queue(Reply("first answer"))
+    chat(page, "first question")
+    api(page, "PATCH", f"/sessions/{sid}/", data={"name": "s" * 200})
+    branch = page.get_by_test_id("current-branch").get_attribute("data-branch-id")
+    api(page, "PATCH", f"/branches/{branch}/", data={"name": "b" * 200})
+    api(
+        page,
+        "PUT",
+        f"/sessions/{sid}/files/{LONG_PATH}",
+        data="hello",
+        headers={"Content-Type": "text/plain"},
+    )
+    for size in ("wide", "phone"):
+        width, height = SIZES[size]
+        page.set_viewport_size({"width": width, "height": height})
+        page.reload()
+        if width < 1000:
+            page.get_by_test_id("toggle-panel").click()
+        expect(page.locator("#side-panel")).to_be_visible()
+        name = f"{size}-" + LONG_WORD[len(size) + 1 :]
+        save_checkpoint(page, name)
+        expect(page.get_by_test_id("checkpoint-saved")).to_be_visible()
+        label_shown(page.get_by_test_id("save-checkpoint"))
+        expect(checkpoint(page, name).locator(".name")).to_have_attribute("title", name)
+        expect(page.get_by_test_id("branch-label").first).to_have_attribute("title", "b" * 200)
+        page.locator("#files-tree a.name").first.click()
+        expect(page.get_by_test_id("file-open")).to_be_visible()
+        inside(page, "#side-panel")
+        no_horizontal_overflow(page)
+        dialog = open_restore(page, name)
+        inside(page, "#restore-dialog")
+        label_shown(dialog.get_by_test_id("confirm-restore"))
+        dialog.get_by_role("button", name="Cancel").click()
+        if width < 1000:
+            page.get_by_test_id("close-panel").click()
+        if width < 700:
+            page.get_by_test_id("toggle-sidebar").click()
+        expect(page.locator("#sidebar")).to_be_visible()
+        inside(page, "#sidebar")
+        expect(page.get_by_test_id("session-link").first).to_have_attribute("title", "s" * 200)
+        expect(page.get_by_test_id("session-title")).to_have_attribute("title", "s" * 200)
+        inside(page, "#conv-header")
+        no_horizontal_overflow(page)
