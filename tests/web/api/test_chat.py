@@ -168,15 +168,17 @@ def test_the_key_is_not_changed_through_patch(api, alice):
 
 
 @pytest.mark.django_db
-def test_an_archived_session_of_the_key_is_still_its_session(api, alice):
+def test_an_archived_session_of_the_key_is_still_its_session_and_a_message_unarchives_it(api, alice):
     sid = api.post("/api/v1/chat/", {"session_key": KEY, "message": "hi"}).json()["session"]
     Turn.objects.update(status="done")
     api.patch(f"/api/v1/sessions/{sid}/", {"archived": True}, format="json")
     again = api.post("/api/v1/chat/", {"session_key": KEY, "message": "back"})
     assert again.status_code == 202
     assert again.json()["session"] == sid
-    listed = api.get("/api/v1/sessions/", {"session_key": KEY, "archived": "true"}).json()
+    # The message brought the session back from the archive.
+    listed = api.get("/api/v1/sessions/", {"session_key": KEY}).json()
     assert [s["id"] for s in listed["results"]] == [sid]
+    assert listed["results"][0]["archived_at"] is None
 
 
 @pytest.mark.django_db

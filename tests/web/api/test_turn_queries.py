@@ -18,7 +18,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # SQLite and PostgreSQL. Lower it when a statement is saved; never raise it without saying why
 # in the commit.
 # 44: issue 24's MCP servers: each turn reads the enabled servers (one SELECT) to offer their tools.
-TURN_STATEMENTS = 44
+# 46: issue 25: each turn reads the owner's custom instructions afresh (one SELECT: a change made
+# since the agent was built applies to the next turn), and the automatic title reads the
+# session's name as it is now (one SELECT: a session renamed meanwhile is not titled over).
+TURN_STATEMENTS = 46
 
 
 def test_a_turn_runs_a_fixed_number_of_statements(alice, fake_llm, inline_turns):
