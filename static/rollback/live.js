@@ -104,6 +104,9 @@
   document.addEventListener("scroll", function (event) {
     if (event.target && event.target.id === "messages") {
       following = atBottom(event.target);
+      // At the bottom, by whatever means (the content shrank under the view and the browser
+      // moved it up, say): that is where the view now stands, not a reader who scrolled away.
+      if (following) pinnedTop = event.target.scrollTop;
       showJump();
     }
   }, true);
