@@ -168,7 +168,7 @@ def test_the_key_is_not_changed_through_patch(api, alice):
 
 
 @pytest.mark.django_db
-def test_an_archived_session_of_the_key_is_still_its_session_and_a_message_unarchives_it(api, alice):
+def test_a_message_to_an_archived_keys_session_unarchives_it(api, alice):
     sid = api.post("/api/v1/chat/", {"session_key": KEY, "message": "hi"}).json()["session"]
     Turn.objects.update(status="done")
     api.patch(f"/api/v1/sessions/{sid}/", {"archived": True}, format="json")
