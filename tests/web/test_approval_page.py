@@ -123,6 +123,13 @@ def test_every_open_tab_gets_the_card_live_and_loses_it_when_one_tab_answers(ali
             assert f'id="turn-{turn.pk}-approval"' in frame
             assert "&lt;script&gt;" in frame
             assert "<script>" not in frame
+            # ... and has the page fetch its refresh, which shows the card too: a refresh asked
+            # for before the card came (at the turn's start) cannot morph it away.
+            assert 'id="live-refresh"' in frame
+        refresh = await database_sync_to_async(
+            lambda: logged_in(alice).get(f"/chat/{session.pk}/refresh/").content.decode()
+        )()
+        assert 'data-testid="approval"' in refresh
         # One tab answers (its request); every tab's card goes with the answer's event.
         response = await database_sync_to_async(
             lambda: answer(logged_in(alice), session, turn, "false")
@@ -131,6 +138,7 @@ def test_every_open_tab_gets_the_card_live_and_loses_it_when_one_tab_answers(ali
         for tab in tabs:
             frame = await receive_until(tab, f'id="turn-{turn.pk}-approval"')
             assert 'data-testid="approval"' not in frame
+            assert 'id="live-refresh"' in frame
             await tab.disconnect(timeout=10)
 
     async_to_sync(run)()

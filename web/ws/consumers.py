@@ -383,12 +383,23 @@ def render_event(session: ExternalSession, event: Event) -> str:
             "args_json": json.dumps(event["args"], indent=2, ensure_ascii=False, default=str),
         }
         context = {"turn": event["turn"], "session_id": session.pk, "approval": card}
-        return render_to_string("sessions_app/_approval_oob.html", context)
+        return render_to_string("sessions_app/_approval_oob.html", context) + _refreshed(
+            session, event
+        )
     if event["type"] == "tool.approval_answered":  # answered here, elsewhere, or ended: it goes
-        return render_to_string("sessions_app/_approval_oob.html", {"turn": event["turn"]})
+        answered = render_to_string("sessions_app/_approval_oob.html", {"turn": event["turn"]})
+        return answered + _refreshed(session, event)
     if event["type"] == "workspace.changed":  # only the Files panel's tree is fetched again
         return render_to_string("workspace/_files_oob.html", {"session_id": session.pk})
     if event["type"] in REFRESHED:
-        context = {"session_id": session.pk, "event": event}
-        return render_to_string("sessions_app/_live_refresh.html", context)
+        return _refreshed(session, event)
     return ""
+
+
+def _refreshed(session: ExternalSession, event: Event) -> str:
+    """The page fetches its refresh. After an approval's card too: a refresh the page asked for
+    before the card came (at the turn's start) and answered after it would otherwise morph the
+    card away (or back): a newer refresh replaces that fetch, whose older answer is then dropped
+    (swaps.js)."""
+    context = {"session_id": session.pk, "event": event}
+    return render_to_string("sessions_app/_live_refresh.html", context)
