@@ -42,6 +42,15 @@
     }
     search.focus();
     search.select();
+    // Something swapped in the same moment (a live update) may have taken the focus back to the
+    // page: once more, on the next frame, unless the reader has moved on to another field.
+    window.requestAnimationFrame(function () {
+      var now = document.activeElement;
+      if (search.isConnected && now !== search && (!now || now === document.body)) {
+        search.focus();
+        search.select();
+      }
+    });
     return true;
   }
   function focusComposer() {
