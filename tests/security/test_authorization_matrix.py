@@ -234,6 +234,8 @@ API_RULES: dict[str, Rule] = {
         OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
     "/api/v1/sessions/<int:pk>/export/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    # Without refs alice is answered 400 (served); bob's 404 comes before any ref is read.
+    "/api/v1/sessions/<int:pk>/diff/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/api/v1/sessions/<int:pk>/files/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/api/v1/sessions/<int:pk>/files/<path:path>": Rule(
         OWNER, ("GET", "PUT", "DELETE"), {"pk": "session", "path": "file"}, {"pwned": True}

@@ -12,6 +12,7 @@ from core.api import JSONErrors
 from web.api import accounts as accounts_api
 from web.api import approvals as approvals_api
 from web.api import checkpoints as checkpoints_api
+from web.api import compare as compare_api
 from web.api import files as files_api
 from web.api import memories as memories_api
 from web.api import sessions as sessions_api
@@ -47,6 +48,7 @@ urlpatterns = [
     ),
     path("sessions/<int:pk>/files/", files_api.SessionFiles.as_view(), name="files"),
     path("sessions/<int:pk>/files/<path:path>", files_api.SessionFile.as_view(), name="file"),
+    path("sessions/<int:pk>/diff/", compare_api.SessionDiffView.as_view(), name="diff"),
     path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
     path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
     path("turns/<int:pk>/cancel/", sessions_api.TurnCancel.as_view(), name="turn-cancel"),
