@@ -162,6 +162,9 @@ PAGE_RULES: dict[str, Rule] = {
         OWNER, ("POST",), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
     "/chat/<int:pk>/checkpoints/list/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    # Compare: without refs, the picker alone; its lists for the panel.
+    "/chat/<int:pk>/compare/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/chat/<int:pk>/compare/points/": Rule(OWNER, ("GET",), {"pk": "session"}),
     # Approving a tool call (alice's turn waits for none: she is answered 409).
     "/chat/<int:pk>/turns/<int:turn_id>/approve/": Rule(
         OWNER,

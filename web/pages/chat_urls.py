@@ -5,6 +5,7 @@ from django.urls import path
 from web.pages import approvals as approval_views
 from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
+from web.pages import compare as compare_views
 from web.pages import files as file_views
 from web.pages import session_settings as settings_views
 
@@ -51,6 +52,8 @@ urlpatterns = [
     path("<int:pk>/files/delete/<path:path>", file_views.file_remove, name="file_delete"),
     path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
     path("<int:pk>/checkpoints/list/", checkpoint_views.checkpoint_list, name="checkpoint_list"),
+    path("<int:pk>/compare/", compare_views.compare, name="compare"),
+    path("<int:pk>/compare/points/", compare_views.compare_points, name="compare_points"),
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
     path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
