@@ -133,10 +133,10 @@ def _state(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def resolve_point(session: ExternalSession, raw: object) -> Point:
-    """The point `raw` names in `session` (the caller's own, from get_session_for_user): a
-    branch or checkpoint of another session, or of another user, is not found (404)."""
-    kind, key = parse_ref(raw)
+def resolve_point(session: ExternalSession, ref: tuple[str, int]) -> Point:
+    """The point a parsed ref names in `session` (the caller's own, from get_session_for_user):
+    a branch or checkpoint of another session, or of another user, is not found (404)."""
+    kind, key = ref
     if kind == "branch":
         branch = InternalSession.objects.filter(session=session, pk=key).first()
         if branch is None:
@@ -287,6 +287,9 @@ def session_diff(
 ) -> SessionDiff:
     """Two points of `session` (the caller's own) compared: refs that do not parse are
     InvalidRef (400), a point of another session or user is not found (404)."""
-    source = resolve_point(session, from_ref)
-    target = resolve_point(session, to_ref)
+    # Both refs are parsed before either is looked up: one that does not parse is a 400
+    # whatever the other names.
+    source_ref, target_ref = parse_ref(from_ref), parse_ref(to_ref)
+    source = resolve_point(session, source_ref)
+    target = resolve_point(session, target_ref)
     return points_diff(source, target, limit=limit)

@@ -66,6 +66,12 @@ def test_a_ref_that_does_not_parse_is_invalid_input(raw):
         parse_ref(raw)
 
 
+def test_a_ref_that_does_not_parse_is_invalid_whatever_the_other_names(session, branch):
+    for pair in (("branch:999999", "nonsense"), ("nonsense", f"branch:{branch.pk}")):
+        with pytest.raises(InvalidRef):
+            session_diff(session, *pair)
+
+
 def test_refs_parse_to_their_kind_and_id():
     assert parse_ref("branch:12") == ("branch", 12)
     assert parse_ref(" checkpoint:7 ") == ("checkpoint", 7)
