@@ -9,13 +9,15 @@ import html
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.models import InternalSession
 from sessions_app.services import branch_set_state, message_append, session_create
 from tests.conftest import grow, say
-from web.pages.compare import SIDE_SHOWN
+from web.pages.compare import PICKER_CHECKPOINTS, SIDE_SHOWN
 from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
@@ -212,3 +214,44 @@ def test_a_restored_branch_in_the_tree_links_to_the_comparison_with_its_parent(
     links = re.findall(r'<a class="compare-link" href="([^"]+)"', chat)
     assert links == [f"{_url(session)}?from=branch:{main.pk}&to=branch:{new.pk}"]
     assert "Compare with the branch I came from" in chat
+
+
+def _page_queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured.captured_queries)
+
+
+def test_the_page_costs_the_same_queries_at_10_and_10_000_messages(as_alice, alice):
+    costs = []
+    for n in (10, 10_000):
+        s = session_create(owner=alice, name=f"{n}")
+        main = InternalSession.objects.get(session=s, is_current=True)
+        say(main, "start")
+        cp = checkpoint_create(branch=main, name="start")
+        grow(main, n)
+        new = checkpoint_restore(checkpoint=cp, mode="branch").branch
+        grow(new, n)
+        costs.append(_page_queries(as_alice, _url(s, f"branch:{main.pk}", f"branch:{new.pk}")))
+    assert costs[0] == costs[1]
+
+
+def test_each_side_opens_in_the_conversation_at_its_first_message(as_alice, session, parted):
+    main, new = parted["main"], parted["new"]
+    page = as_alice.get(_url(session, f"branch:{main.pk}", f"branch:{new.pk}")).content.decode()
+    first = new.messages.order_by("position").first()
+    chat = reverse("chat:session", args=[session.pk])
+    assert f'href="{chat}?message={first.pk}" data-testid="side-open"' in page
+
+
+def test_a_checkpoint_older_than_the_pickers_list_is_still_shown_as_chosen(
+    as_alice, session, branch
+):
+    say(branch, "q", "a")
+    old = checkpoint_create(branch=branch, name="oldest")
+    for _ in range(PICKER_CHECKPOINTS):
+        checkpoint_create(branch=branch, name="later", is_auto=True)
+    page = as_alice.get(_url(session, f"checkpoint:{old.pk}", f"branch:{branch.pk}")).content
+    source = re.search(r'name="from".*?</select>', page.decode(), re.S).group(0)
+    assert f'value="checkpoint:{old.pk}" selected' in source
+    assert "the newest" in source

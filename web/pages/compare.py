@@ -56,9 +56,16 @@ def _checkpoint_label(cp: Checkpoint, labels: dict[int, str]) -> str:
     return f"“{cp.checkpoint_name}” · {on} · {cp.message_count} msg"
 
 
-def picker(session: ExternalSession, *, source: str = "", target: str = "") -> Picker:
+def picker(
+    session: ExternalSession,
+    *,
+    source: str = "",
+    target: str = "",
+    chosen: tuple[Point, ...] = (),
+) -> Picker:
     """The points of the session to choose from; without a choice, the current branch (to)
-    and the branch it was made from, or itself (from). Two queries."""
+    and the branch it was made from, or itself (from). Two queries. A `chosen` checkpoint
+    older than the newest PICKER_CHECKPOINTS is offered too, so the form shows what it compared."""
     branches = list(session_branches(session).select_related("forked_from"))
     labels = branch_labels(branches)
     current = next((b for b in branches if b.is_current), branches[0] if branches else None)
@@ -67,17 +74,23 @@ def picker(session: ExternalSession, *, source: str = "", target: str = "") -> P
     if current is not None and not source:
         source = f"branch:{current.parent_id or current.pk}"
     checkpoints = list(session_checkpoints(session)[: PICKER_CHECKPOINTS + 1])
+    more = len(checkpoints) > PICKER_CHECKPOINTS
+    checkpoints = checkpoints[:PICKER_CHECKPOINTS]
+    listed = {cp.pk for cp in checkpoints}
+    for point in chosen:
+        if point.checkpoint is not None and point.checkpoint.pk not in listed:
+            checkpoints.append(point.checkpoint)
+            listed.add(point.checkpoint.pk)
     return Picker(
         branches=[
             Option(f"branch:{b.pk}", f"{labels[b.pk]} · {b.message_count} msg") for b in branches
         ],
         checkpoints=[
-            Option(f"checkpoint:{cp.pk}", _checkpoint_label(cp, labels))
-            for cp in checkpoints[:PICKER_CHECKPOINTS]
+            Option(f"checkpoint:{cp.pk}", _checkpoint_label(cp, labels)) for cp in checkpoints
         ],
         source=source,
         target=target,
-        more_checkpoints=len(checkpoints) > PICKER_CHECKPOINTS,
+        more_checkpoints=more,
     )
 
 
@@ -210,6 +223,7 @@ def compare(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     target = request.GET.get("to", "")
     context: dict[str, Any] = {"session": session}
     status = 200
+    chosen: tuple[Point, ...] = ()
     if source or target:
         try:
             diff = session_diff(session, source, target, limit=SIDE_SHOWN)
@@ -219,7 +233,8 @@ def compare(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         else:
             context.update(compare_context(session, diff))
             source, target = diff.source.ref, diff.target.ref
-    context["picker"] = picker(session, source=source, target=target)
+            chosen = (diff.source, diff.target)
+    context["picker"] = picker(session, source=source, target=target, chosen=chosen)
     return render(request, "checkpoints/compare.html", context, status=status)
 
 
