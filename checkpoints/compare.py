@@ -16,6 +16,7 @@ cut at `DIFF_OUTPUT_MAX_LINES` lines; each cut is said in the file's `note`.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -175,12 +176,20 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> StateDiff:
     )
 
 
+_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
+
+
+def _lines(text: str) -> list[str]:
+    """The text's lines with their "\n" (only "\n" ends a line, as in `diff`: a "\r" or a
+    Unicode line separator stays inside its line)."""
+    return _LINE.findall(text)
+
+
 def unified_diff(path: str, before: str | None, after: str | None) -> tuple[str, str]:
     """The unified diff (diff -u) of a file's text from `before` to `after` (None: the file
     does not exist on that side), cut at DIFF_OUTPUT_MAX_LINES lines; and a note when cut or
     not computed (texts over DIFF_MAX_LINES lines)."""
-    old = (before or "").splitlines(keepends=True)
-    new = (after or "").splitlines(keepends=True)
+    old, new = _lines(before or ""), _lines(after or "")
     if before is not None and after is not None and max(len(old), len(new)) > DIFF_MAX_LINES:
         return "", (
             f"Too long to compare line by line here ({len(old):,} and {len(new):,} lines); "

@@ -243,6 +243,16 @@ def test_files_that_differ_come_with_a_unified_diff_of_each(session, branch):
     assert "-bye" in diff.files.removed[0].diff.splitlines()
 
 
+def test_only_a_newline_ends_a_line_of_a_diff(session, branch):
+    file_write(branch=branch, path="crlf.txt", content="one\r\ntwo\u2028still two\n")
+    cp = checkpoint_create(branch=branch, name="crlf")
+    file_write(branch=branch, path="crlf.txt", content="one\r\nthree\n")
+    diff = session_diff(session, _c(cp), _b(_fresh(branch)))
+    (crlf,) = diff.files.changed
+    assert crlf.diff.split("\n")[3:6] == [" one\r", "-two\u2028still two", "+three"]
+    assert "No newline" not in crlf.diff
+
+
 def test_a_file_too_long_to_diff_is_named_with_a_note(session, branch):
     long_text = "".join(f"line {i}\n" for i in range(compare.DIFF_MAX_LINES + 5))
     file_write(branch=branch, path="big.txt", content=long_text)

@@ -106,7 +106,10 @@ class DiffLine:
 def diff_lines(text: str) -> list[DiffLine]:
     """A unified diff's lines, each with its kind (for its colour; the +/- stays in the text)."""
     out = []
-    for line in text.splitlines():
+    lines = text.split("\n")  # only "\n" ends a line of a unified diff (checkpoints.compare)
+    if lines[-1] == "":
+        lines.pop()
+    for line in lines:
         if line.startswith(("--- ", "+++ ")):
             kind = "head"
         elif line.startswith("@@"):
