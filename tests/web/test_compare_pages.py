@@ -84,6 +84,15 @@ def test_the_page_shows_both_sides_from_where_they_part(as_alice, session, parte
     assert '<span class="add">+&lt;script&gt;alert(2)&lt;/script&gt;</span>' in page
 
 
+def test_the_sides_swap_with_one_link(as_alice, session, parted):
+    main, new = parted["main"], parted["new"]
+    page = as_alice.get(_url(session, f"branch:{main.pk}", f"branch:{new.pk}")).content.decode()
+    swap = re.search(r'href="([^"]+)" data-testid="compare-swap"', page).group(1)
+    assert html.unescape(swap) == _url(session, f"branch:{new.pk}", f"branch:{main.pk}")
+    swapped = _text(as_alice.get(html.unescape(swap)).content.decode())
+    assert "From: Branch from “before”" in swapped
+
+
 def test_everything_shown_is_escaped_or_sanitised(as_alice, session, parted):
     main, new = parted["main"], parted["new"]
     page = as_alice.get(_url(session, f"branch:{main.pk}", f"branch:{new.pk}")).content.decode()
