@@ -262,7 +262,8 @@ def test_the_panel_offers_each_checkpoint_in_the_conversation(as_alice, session,
     html = _page(as_alice, session)
     link = f'href="/chat/{session.pk}/?checkpoint={cp.pk}" data-show-checkpoint="{cp.pk}"'
     assert link in html
-    assert "Show in conversation" in html
+    assert ">Show<" in html
+    assert 'aria-label="Show in the conversation"' in html
 
 
 def test_a_checkpoint_far_back_opens_in_the_history_around_its_marker(as_alice, long_chat):
