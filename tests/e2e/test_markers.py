@@ -11,7 +11,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_session, sign_up, wait_ws_open
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+
+from .conftest import new_session, send_message, sign_up, wait_turn_done, wait_ws_open
 from .test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
@@ -130,7 +132,9 @@ def test_markers_show_where_checkpoints_sit_and_the_panel_takes_you_there(
     expect(page.locator("#messages [data-testid=message]").last).to_contain_text("aside")
 
 
-def test_markers_come_and_go_live_in_another_tab_without_moving_its_reader(page, app, app_settings):
+def test_markers_come_and_go_live_in_another_tab_without_moving_its_reader(
+    page, app, app_settings, llm
+):
     page.set_viewport_size({"width": 1366, "height": 800})
     sign_up(page, app.base_url, prefix="markerslive")
     sid = new_session(page)
@@ -193,4 +197,23 @@ def test_markers_come_and_go_live_in_another_tab_without_moving_its_reader(page,
     expect(_marker(reader, "saved elsewhere")).to_have_count(1)
     expect(messages.get_by_text("message 20", exact=True)).to_have_count(1)
     assert abs(reading.evaluate("m => m.getBoundingClientRect().top") - top) < 2
+    expect(box).to_have_value("a draft that stays")
+
+    # The agent's checkpoint (its tool) and the automatic one after its calculation come too.
+    llm.queue(
+        ToolCalls(
+            [
+                ToolCall("create_checkpoint", {"name": "by the agent"}),
+                ToolCall("calculate", {"expression": "6*7"}),
+            ]
+        ),
+        Reply("It is 42."),
+    )
+    wait_turn_done(page, send_message(page, "what is 6*7?"))
+    expect(_marker(reader, "by the agent")).to_have_count(1)
+    auto = reader.get_by_test_id("checkpoint-marker").filter(has_text="auto")
+    expect(auto).to_have_count(1)
+    expect(reader.locator("#messages > *").last).to_have_attribute(
+        "id", re.compile("^checkpoint-marker-")
+    )
     expect(box).to_have_value("a draft that stays")
