@@ -334,7 +334,6 @@ def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
     after = max(0, min(after, branch.message_count))
     end = min(branch.message_count, after + PAGE)
     context = conversation(session, before=end, after=after)
-    context["history"] = [m for m in context["history"] if m.position >= after]
     context["later"] = end if end < branch.message_count else None
     return context
 
