@@ -58,6 +58,23 @@ def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.filter(reach).order_by("-created_at", "-id")
 
 
+def window_checkpoints(branch: InternalSession, *, start: int, end: int) -> list[Checkpoint]:
+    """The checkpoints of the branch's history (`lineage_checkpoints`) that sit among the
+    messages at positions `start` to `end - 1`, for the conversation's markers: a checkpoint of
+    n messages sits after the message at position n - 1, so those of a count above `start` up
+    to `end` (and those of 0, at the top, when the window starts the history). In the order of
+    the history, then of their making. Two queries (the lineage, one index range), whatever the
+    history's length or the number of checkpoints outside the window."""
+    low = start + 1 if start > 0 else 0
+    if end < low:
+        return []
+    return list(
+        lineage_checkpoints(branch)
+        .filter(message_count__gte=low, message_count__lte=end)
+        .order_by("message_count", "created_at", "id")
+    )
+
+
 def checkpoints_page(
     session: ExternalSession,
     *,

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import checkpoints_page, session_checkpoints
+from checkpoints.selectors import checkpoints_page, session_checkpoints, window_checkpoints
 from core.errors import InvalidInput
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
@@ -56,12 +57,15 @@ def composer_state(session: ExternalSession) -> dict[str, Any]:
     return {"session": session, "active_turn": active, "busy": active is not None}
 
 
-def conversation(session: ExternalSession, *, before: int | None = None) -> dict[str, Any]:
-    """The current branch's last messages (or the page before position `before`), the running
-    turn with its reply so far, and the last turn's failure when it can be retried."""
+def conversation(
+    session: ExternalSession, *, before: int | None = None, after: int | None = None
+) -> dict[str, Any]:
+    """The current branch's last messages (or the page before position `before`, from position
+    `after` when given), the running turn with its reply so far, the checkpoints' markers among
+    those messages, and the last turn's failure when it can be retried."""
     branch = current_branch(session)
     end = branch.message_count if before is None else max(0, min(before, branch.message_count))
-    start = max(0, end - PAGE)
+    start = max(0, end - PAGE) if after is None else max(0, min(after, end))
     shown = branch_history(branch, start=start, end=end)
     branches = _branches(session)
     labels = branch_labels(branches)
@@ -82,6 +86,7 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
             last = None
     ending = shown[-1] if shown and before is None and active is None else None
     history = joined_replies(shown)
+    markers_top, markers = checkpoint_markers(branch, history, start=start, end=end)
     # A turn continuing the last reply streams into that reply's bubble: shown with it.
     continued = None
     if active is not None and before is None and history and continued_reply(active) is not None:
@@ -104,6 +109,8 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         "rollback_notice": notice,
         "context": context_usage(branch),
         "history": history,
+        "markers_top": markers_top,
+        "markers": markers,
         "earlier": start if start > 0 else None,
         "active_turn": active if before is None else None,
         "partial": partial,
@@ -117,6 +124,25 @@ def conversation(session: ExternalSession, *, before: int | None = None) -> dict
         "busy": active is not None,
         "approval": approval_card(active) if before is None else None,
     }
+
+
+def checkpoint_markers(
+    branch: InternalSession, history: list[Message], *, start: int, end: int
+) -> tuple[list[Checkpoint], dict[int, list[Checkpoint]]]:
+    """Where the checkpoints of the shown messages (positions `start` to `end - 1`) sit: those
+    before the first message (a checkpoint of 0 messages), and those after each message, by
+    the message's id (a checkpoint of n messages follows the message at position n - 1, or the
+    reply that message was joined into). Two queries, whatever the history's length."""
+    positions = [m.position for m in history]
+    top: list[Checkpoint] = []
+    after: dict[int, list[Checkpoint]] = {}
+    for cp in window_checkpoints(branch, start=start, end=end):
+        index = bisect_right(positions, cp.message_count - 1) - 1
+        if index < 0:
+            top.append(cp)
+        else:
+            after.setdefault(history[index].pk, []).append(cp)
+    return top, after
 
 
 def approval_card(turn: Turn | None) -> dict[str, str] | None:
@@ -307,7 +333,44 @@ def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
     branch = current_branch(session)
     after = max(0, min(after, branch.message_count))
     end = min(branch.message_count, after + PAGE)
-    context = conversation(session, before=end)
-    context["history"] = [m for m in context["history"] if m.position >= after]
+    context = conversation(session, before=end, after=after)
     context["later"] = end if end < branch.message_count else None
     return context
+
+
+# --- A checkpoint in its place (the panel's "Show in conversation") -------------------------------
+
+CHECKPOINT_GONE = "That checkpoint is not in this conversation any more: here is its latest part."
+
+
+def conversation_at_checkpoint(session: ExternalSession, checkpoint: object) -> dict[str, Any]:
+    """The conversation with checkpoint `checkpoint` (an id from a query string) in its place:
+    when its marker is in the current branch's history, the history around it (as
+    `conversation_around` does for a message), its id as `target_checkpoint`. One on another
+    branch gives the latest page with a notice naming its branch (its id as
+    `checkpoint_elsewhere`, for a button that switches there); a deleted or another user's one
+    the latest page with a notice (not told apart). The same queries wherever it sits."""
+    branch = current_branch(session)
+    pk = parse_pk(checkpoint)
+    found = (
+        Checkpoint.objects.filter(pk=pk, branch__session=session)
+        .values_list("branch_id", "message_count")
+        .first()
+        if pk is not None
+        else None
+    )
+    if found is None:
+        return {**conversation(session), "target_notice": CHECKPOINT_GONE}
+    branch_id, count = found
+    upper = dict(branch_lineage(branch)).get(branch_id)
+    if upper is None or count > upper:
+        label = branch_labels(_branches(session)).get(branch_id, "another branch")
+        return {
+            **conversation(session),
+            "target_notice": f"That checkpoint is on the branch “{label}”, not on the one shown.",
+            "checkpoint_elsewhere": pk,
+        }
+    if count >= branch.message_count - AROUND:  # the latest page shows it
+        return {**conversation(session), "target_checkpoint": pk}
+    end = count + AROUND
+    return {**conversation(session, before=end), "target_checkpoint": pk, "later": end}

@@ -190,6 +190,10 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/checkpoints/<int:cp_id>/restore/": Rule(
         OWNER, ("GET", "POST"), {"cp_id": "checkpoint"}, {"mode": "rewind"}
     ),
+    # "Show in conversation" for a checkpoint on another branch: its branch made current.
+    "/chat/checkpoints/<int:cp_id>/branch/": Rule(
+        OWNER, ("POST",), {"cp_id": "checkpoint"}, answers=(302,)
+    ),
     # Memories (the user's, not a session's).
     "/memories/": Rule(
         LOGIN, ("GET", "POST"), data={"key": "bobs", "category": "Project", "l0_abstract": "x"}

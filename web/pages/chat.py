@@ -218,15 +218,14 @@ def session_new(request: HtmxHttpRequest) -> HttpResponse:
 def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     target = request.GET.get("message")  # a search hit: that message in its place
-    context = {
-        **_sidebar(request, current=session),
-        **(
-            pages.conversation(session)
-            if target is None
-            else pages.conversation_around(session, target)
-        ),
-        **pages.panel(session),
-    }
+    marked = request.GET.get("checkpoint")  # the panel's "Show in conversation"
+    if target is not None:
+        shown = pages.conversation_around(session, target)
+    elif marked is not None:
+        shown = pages.conversation_at_checkpoint(session, marked)
+    else:
+        shown = pages.conversation(session)
+    context = {**_sidebar(request, current=session), **shown, **pages.panel(session)}
     return render(request, "sessions_app/chat.html", context)
 
 

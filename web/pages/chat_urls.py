@@ -57,4 +57,7 @@ urlpatterns = [
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
     path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
+    path(
+        "checkpoints/<int:cp_id>/branch/", checkpoint_views.show_on_branch, name="checkpoint_branch"
+    ),
 ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from checkpoints.models import Checkpoint
@@ -17,6 +18,7 @@ from core.http import domain_errors
 from sessions_app.labels import branch_label
 from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
+from sessions_app.services import branch_activate
 from web import context as pages
 from web.pages.chat import refresh
 
@@ -90,6 +92,18 @@ def delete(request: HttpRequest, cp_id: int) -> HttpResponse:
     session = checkpoint.branch.session
     checkpoint_delete(checkpoint=checkpoint)
     return _panel_update(request, session)
+
+
+@login_required
+@require_POST
+@domain_errors
+def show_on_branch(request: HttpRequest, cp_id: int) -> HttpResponse:
+    """A checkpoint on another branch than the one shown ("Show in conversation"): make its
+    branch current, then show the checkpoint in its place there."""
+    checkpoint = get_checkpoint_for_user(request.user, cp_id)
+    branch_activate(branch=checkpoint.branch)
+    page = reverse("chat:session", args=[checkpoint.branch.session_id])
+    return redirect(f"{page}?checkpoint={checkpoint.pk}")
 
 
 # How many paths of each kind the restore dialog names before "and N more".

@@ -50,3 +50,9 @@ def call_names(tool_calls: Any) -> str:
 def versions_of(versions: Any, message_id: int) -> Any:
     """The versions of one message (web.context.conversation's `versions`), or None."""
     return versions.get(message_id) if isinstance(versions, dict) else None
+
+
+@register.simple_tag
+def markers_after(markers: Any, message_id: int) -> Any:
+    """The checkpoints whose markers follow one message (web.context.conversation's `markers`)."""
+    return markers.get(message_id, ()) if isinstance(markers, dict) else ()
