@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from sessions_app.labels import branch_labels
 from sessions_app.models import InternalSession, Message
@@ -42,12 +42,19 @@ def get_share_for_user(user: AnyUser, pk: object) -> ShareLink:
 
 
 def share_for_token(token: str) -> ShareLink | None:
-    """The link whose address carries `token`, or None (malformed, unknown, deleted): one
-    indexed lookup by the token's hash, compared again in constant time."""
+    """The link whose address carries `token`, or None (malformed, unknown, deleted, its
+    owner deactivated): one indexed lookup by the token's hash, compared again in constant
+    time."""
     if not well_formed(token):
         return None
     wanted = token_hash(token)
-    share = ShareLink.objects.select_related("branch").filter(token_hash=wanted).first()
+    # Only while its maker is an active user who still owns the session (an administrator may
+    # deactivate an account, or give a session to someone else).
+    share = (
+        ShareLink.objects.select_related("branch")
+        .filter(token_hash=wanted, owner__is_active=True, session__owner=F("owner"))
+        .first()
+    )
     if share is None or not same_hash(share.token_hash, wanted):
         return None
     return share

@@ -215,3 +215,18 @@ def test_a_page_starts_where_asked_and_stays_within_the_history(alice, branch):
     assert (last.start, last.end) == (30, 50)
     beyond = shared_page(share, size=20, start=10**9)
     assert (beyond.start, beyond.end) == (49, 50)
+
+
+def test_a_link_stops_working_when_its_owner_is_deactivated_or_loses_the_session(
+    alice, bob, session, branch
+):
+    _, token = share_create(owner=alice, branch=branch)
+    alice.is_active = False
+    alice.save()
+    assert share_for_token(token) is None
+    alice.is_active = True
+    alice.save()
+    assert share_for_token(token) is not None
+    session.owner = bob
+    session.save()
+    assert share_for_token(token) is None
