@@ -95,7 +95,7 @@ def test_share_a_branch_open_it_signed_out_and_take_it_back(contexts, app, llm):
     owner.goto(f"{app.base_url}/accounts/profile/")
     row = owner.get_by_test_id("share-row")
     expect(row).to_have_count(1)
-    expect(row.get_by_test_id("share-views")).to_contain_text("2")
+    expect(row.get_by_test_id("share-views")).to_contain_text("2 views")
     expect(row).to_contain_text("after one")
     assert violations(owner, targets=True) == [], "the profile's share links"
     row.get_by_test_id("share-copy").click()
