@@ -220,6 +220,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "workspace",
     "checkpoints",
+    "sharing",
     "agents",
     "ops",
     "web",
@@ -235,6 +236,8 @@ MIDDLEWARE = [
     # After WhiteNoise: static files keep their own caching and carry no policy.
     "web.middleware.ContentSecurityPolicyMiddleware",
     "web.middleware.PrivateByDefaultMiddleware",
+    # Above the session's and CSRF's: a shared conversation's page (/s/...) sets no cookie.
+    "web.middleware.NoCookiesOnSharedPagesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -550,6 +553,8 @@ ROLLBACK_STATE_MAX_BYTES = env_int("ROLLBACK_STATE_MAX_BYTES", 64 * 1024)
 # How many sessions (archived ones included) one user may have; creating or importing one more
 # is refused until some are deleted.
 ROLLBACK_MAX_SESSIONS_PER_USER = env_int("ROLLBACK_MAX_SESSIONS_PER_USER", 10_000)
+# The most share links (sharing/) one account may keep; one more is refused (409).
+ROLLBACK_MAX_SHARES_PER_USER = env_int("ROLLBACK_MAX_SHARES_PER_USER", 1_000)
 
 # --- The workspace (workspace/) ---------------------------------------------------------------
 # A session's text files, versioned with its branches: the largest file in bytes (UTF-8) and the

@@ -5,7 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from web.admin import login as admin_login
-from web.pages import errors, health
+from web.pages import errors, health, shared
 
 admin.site.site_header = "Rollback console"
 admin.site.site_title = "Rollback console"
@@ -23,6 +23,9 @@ urlpatterns = [
     path("api/v1/", include("web.api.urls")),
     path("chat/", include("web.pages.chat_urls")),
     path("memories/", include("web.pages.memory_urls")),
+    path("shares/", include("web.pages.share_urls")),
+    # A share link's public page: anyone with the address, no cookie (web.pages.shared).
+    path("s/<str:token>/", shared.shared, name="shared"),
     # For load balancers and monitoring: public, JSON, 200 or 503 (the contract's GET /healthz).
     path("healthz", health.healthz, name="healthz"),
     path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),

@@ -112,6 +112,24 @@ class PrivateByDefaultMiddleware(MiddlewareMixin):
         return response
 
 
+# The public page of a share link (web.pages.shared) and everything under its prefix.
+SHARED_PAGES_PREFIX = "/s/"
+
+
+class NoCookiesOnSharedPagesMiddleware(MiddlewareMixin):
+    """A shared conversation's page is for anyone with its address: it sets no cookie at all
+    (no session, no CSRF token, no message), even for a signed-in visitor, whatever a later
+    middleware or the view did. The view itself reads neither the session nor the user; this
+    is the guarantee. Above SessionMiddleware and CsrfViewMiddleware, so it sees their cookies."""
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if request.path.startswith(SHARED_PAGES_PREFIX):
+            response.cookies.clear()
+        return response
+
+
 class UndecodableRequest(BadRequest):
     """An address whose path or query string is not UTF-8 text (400, with this message)."""
 

@@ -60,6 +60,8 @@ from sessions_app.models import ExternalSession, FileVersion, InternalSession, M
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
+from sharing.models import ShareLink
+from sharing.services import share_create
 from tests.security.conftest import bearer, browser, cookie_headers
 from web.ws.routing import websocket_urlpatterns
 from workspace.services import file_write
@@ -205,6 +207,11 @@ PAGE_RULES: dict[str, Rule] = {
         {"key": "pwned", "category": "Project", "l0_abstract": "pwned", "confidence": "1"},
     ),
     "/memories/<int:pk>/delete/": Rule(OWNER, ("POST",), {"pk": "memory"}),
+    # Share links: a branch's Share dialog, Delete on the profile, and the public page (anyone
+    # with a link's address; an address that is no link is a 404 to everyone).
+    "/shares/branches/<int:branch_id>/": Rule(OWNER, ("GET", "POST"), {"branch_id": "branch"}),
+    "/shares/<int:share_id>/delete/": Rule(OWNER, ("POST",), {"share_id": "share"}),
+    "/s/<str:token>/": Rule(PUBLIC, ("GET",), url="/s/" + "A" * 43 + "/", answers=(404,)),
     # Health, for load balancers: no user data. 503 where Celery is configured (the PostgreSQL
     # and Redis phase) and no worker runs beside the tests.
     "/healthz": Rule(PUBLIC, ("GET",), answers=(200, 503)),
@@ -259,6 +266,9 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/checkpoints/<int:pk>/restore/": Rule(
         OWNER, ("POST",), {"pk": "checkpoint"}, {"mode": "rewind"}
     ),
+    "/api/v1/branches/<int:pk>/share/": Rule(OWNER, ("POST",), {"pk": "branch"}),
+    "/api/v1/shares/": Rule(LOGIN, ("GET",)),
+    "/api/v1/shares/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "share"}),
 }
 
 # What a destructive admin POST would carry: confirm a deletion, run the bulk delete on the
@@ -476,6 +486,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         l2_details=f"{SECRET} details",
     )
     file_write(branch=current_branch(session), path="notes/alice.md", content=f"{SECRET} file")
+    share, _ = share_create(owner=alice, branch=first)
     session_create(owner=bob, name="bob's own")
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
     clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")  # noqa: S106 - a test user's password
@@ -493,6 +504,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "key": key.pk,
         "memory": memory.pk,
         "file": "notes/alice.md",
+        "share": share.pk,
         # The operator's, not alice's: its secret header must never show either.
         "mcp_server": McpServer.objects.create(
             name="tracker", url="http://127.0.0.1:9/mcp", headers={"X-Key": SECRET}
@@ -539,6 +551,7 @@ def state(alice_pk: int) -> dict[str, list[dict]]:
         "checkpoints": rows(Checkpoint.objects.filter(branch__session__in=sessions)),
         "memories": rows(Memory.objects.filter(user_id=alice_pk)),
         "files": rows(FileVersion.objects.filter(branch__session__in=sessions)),
+        "share links": rows(ShareLink.objects.filter(owner_id=alice_pk)),
         "mcp servers": rows(McpServer.objects.all()),
     }
 

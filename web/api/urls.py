@@ -16,6 +16,7 @@ from web.api import compare as compare_api
 from web.api import files as files_api
 from web.api import memories as memories_api
 from web.api import sessions as sessions_api
+from web.api import shares as shares_api
 
 app_name = "api"
 
@@ -56,6 +57,9 @@ urlpatterns = [
     path("branches/<int:pk>/", sessions_api.BranchDetail.as_view(), name="branch"),
     path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
     path("branches/<int:pk>/context/", sessions_api.BranchContext.as_view(), name="context"),
+    path("branches/<int:pk>/share/", shares_api.BranchShare.as_view(), name="branch-share"),
+    path("shares/", shares_api.ShareList.as_view(), name="shares"),
+    path("shares/<int:pk>/", shares_api.ShareDetail.as_view(), name="share"),
     path("checkpoints/<int:pk>/", checkpoints_api.CheckpointDetail.as_view(), name="checkpoint"),
     path(
         "checkpoints/<int:pk>/restore/",

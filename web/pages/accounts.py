@@ -41,6 +41,7 @@ from web.pages.forms import (
     SignupForm,
     add_domain_error,
 )
+from web.pages.shares import profile_shares
 from web.signin import lockout_status
 
 # Keys listed on the profile: every active one (at most 50) and the latest revoked ones.
@@ -199,6 +200,7 @@ def _profile_page(
         "api_keys": keys,
         "new_key": new_key[0] if new_key else None,
         "new_secret": new_key[1] if new_key else None,
+        **profile_shares(request, user),
     }
     return render(request, "accounts/profile.html", context, status=status)
 
