@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 
+from governance.models import GOVERN_PERMISSION
 from ops.selectors import (
     NEWEST,
     USAGE_CACHE_SECONDS,
@@ -39,11 +40,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "sessions_app.view_message",
         "checkpoints.view_checkpoint",
     ),
-    # Each failed turn's error, with its session and the session's owner.
+    # Each failed turn's error, with its session and the session's owner: conversation data,
+    # for those who may see users' conversations (governance) only.
     "failed_turns": (
         "sessions_app.view_turn",
         "sessions_app.view_externalsession",
         "accounts.view_user",
+        GOVERN_PERMISSION,
     ),
     "audit": ("ops.view_auditrecord",),
 }

@@ -6,6 +6,7 @@ from web.pages import approvals as approval_views
 from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
 from web.pages import files as file_views
+from web.pages import governance as governance_views
 from web.pages import session_settings as settings_views
 
 app_name = "chat"
@@ -54,4 +55,9 @@ urlpatterns = [
     path("checkpoints/<int:cp_id>/", checkpoint_views.detail, name="checkpoint_detail"),
     path("checkpoints/<int:cp_id>/delete/", checkpoint_views.delete, name="checkpoint_delete"),
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
+    path(
+        "<int:pk>/admin-notices/<int:notice_id>/dismiss/",
+        governance_views.dismiss,
+        name="admin_notice_dismiss",
+    ),
 ]
