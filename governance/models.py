@@ -54,6 +54,8 @@ class AuditRecord(models.Model):
     acknowledged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "restore on a user's behalf"
+        verbose_name_plural = "restores on users' behalf"
         ordering = ("-created_at", "-id")
         permissions = (
             (

@@ -61,7 +61,7 @@ def test_the_chat_page_says_an_administrator_restored_and_why_without_naming_the
     [notice] = notices(body)
     text = " ".join(notice.split())
     assert "An administrator restored checkpoint “safe point &lt;img" in text
-    assert "as a new branch on" in text
+    assert "as a new branch (" in text
     assert "You asked us to. &lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in text
     assert XSS not in body
     assert "governor-jane" not in body
