@@ -319,3 +319,26 @@ def test_a_restore_racing_a_turn_start_never_restores_under_a_running_turn(djang
             # The rewind went first: the turn's message sits right after the checkpoint.
             assert record is not None
             assert turn.user_message_position == 2
+
+
+def test_erasing_the_administrator_keeps_the_record_without_their_name(
+    django_user_model, governor, alice, marked
+):
+    from ops.audit import Who
+    from ops.erasure import user_erase
+
+    record = restore_on_behalf(actor=governor, checkpoint=marked, mode="branch", reason="Undo")
+    user_erase(user=governor, who=Who(trigger="command", name="ops"))
+    record.refresh_from_db()
+    assert record.actor is None
+    assert record.actor_name == ""
+    assert record.reason == "Undo"
+
+
+def test_erasing_the_user_takes_the_records_about_them(governor, alice, marked):
+    from ops.audit import Who
+    from ops.erasure import user_erase
+
+    restore_on_behalf(actor=governor, checkpoint=marked, mode="branch", reason="Undo")
+    user_erase(user=alice, who=Who(trigger="command", name="ops"))
+    assert AuditRecord.objects.count() == 0
