@@ -24,7 +24,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import rewind_preview, session_checkpoints
 from core.errors import DomainError, InvalidInput
 from governance.models import REASON_MAX_CHARS, AuditRecord
-from governance.selectors import may_govern
+from governance.selectors import may_govern, records_for_session
 from governance.services import clean_reason, restore_on_behalf
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message
@@ -232,7 +232,7 @@ def tree_view(request: HttpRequest, pk: int, *, site: AdminSite) -> HttpResponse
         "preview": rewind_preview(checkpoint) if checkpoint else None,
         "form": form,
         "reason_max": REASON_MAX_CHARS,
-        "records": AuditRecord.objects.filter(session_ref=session.pk)[:10],
+        "records": records_for_session(session)[:10],
         "session_admin_url": reverse(
             "admin:sessions_app_externalsession_change", args=[session.pk], current_app=site.name
         ),
