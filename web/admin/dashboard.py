@@ -3,8 +3,8 @@ site's totals, the users by storage, the newest failed turns and the newest audi
 
 Who sees what: a section is shown to staff who may view, in the admin, every model whose rows it
 shows (a superuser may view them all), and the failed turns (conversation data) only to those
-who also hold governance.govern_conversations; staff who may see no section are refused (403), and the
-admin's index links the page only for those who may see some of it. The reads are
+who also hold governance.govern_conversations; staff who may see no section are refused (403),
+and the admin's index links the page only for those who may see some of it. The reads are
 ops.selectors'; only the sections shown are read."""
 
 from __future__ import annotations
