@@ -203,7 +203,16 @@ class SessionsMessage(TypedDict):
     change: Literal["created", "changed", "deleted"]
 
 
-LayerMessage: TypeAlias = EventMessage | CloseMessage | SessionsMessage
+class PageMessage(TypedDict):
+    """The chat pages of a session fetch their refresh (an administrator's notice dismissed in
+    one tab goes from the others). Internal, like SessionsMessage: never relayed to an
+    integration, and no event of the contract."""
+
+    type: Literal["rollback.page"]
+    session: int
+
+
+LayerMessage: TypeAlias = EventMessage | CloseMessage | SessionsMessage | PageMessage
 
 # Local listeners (the terminal chat, the Python API's `on_event`) hear the events of the session
 # they watch in this process, besides the channel layer.
@@ -553,6 +562,13 @@ def sessions_changed(
     shows) lists its sessions again, once the change has committed."""
     message: SessionsMessage = {"type": "rollback.sessions", "session": session, "change": change}
     transaction.on_commit(lambda: _publish(user_group(user), message, "a list change"))
+
+
+def page_refresh(*, session: int) -> None:
+    """Every chat page of the session fetches its refresh, once the change has committed (a
+    control message for the pages' own sockets only: `/ws/v1/` relays nothing of it)."""
+    message: PageMessage = {"type": "rollback.page", "session": session}
+    transaction.on_commit(lambda: _publish(group_name(session), message, "a page refresh"))
 
 
 # --- approvals and the workspace ---------------------------------------------------------------

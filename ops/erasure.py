@@ -20,6 +20,7 @@ from accounts.models import ApiKey
 from accounts.services import lock_user
 from checkpoints.models import Checkpoint
 from core import events
+from governance.models import AuditRecord as GovernanceRecord
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
 from sessions_app.models import (
@@ -149,6 +150,9 @@ def _erase(user: User, progress: Progress) -> None:
     Session.objects.filter(session_key__in=logins).delete()
     # Records of runs this user started by hand keep the run, not the name.
     AuditRecord.objects.filter(actor=user).update(actor=None, actor_name="")
+    # So do the restores an administrator made on users' behalf (governance); the records about
+    # this user's own conversations go with the account (CASCADE).
+    GovernanceRecord.objects.filter(actor=user).update(actor=None, actor_name="")
     # The account's deletion takes its memories (CASCADE).
     type(user).objects.filter(pk=user.pk).delete()
     search_index_forget_deleted()

@@ -220,6 +220,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "workspace",
     "checkpoints",
+    "governance",
     "sharing",
     "agents",
     "ops",

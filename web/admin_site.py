@@ -21,6 +21,11 @@ class RollbackAdminSite(admin.AdminSite):
         # Before Django's own, whose last pattern catches every other address.
         return [
             path("dashboard/", self.admin_view(self.dashboard), name="dashboard"),
+            path(
+                "conversations/<int:pk>/tree/",
+                self.admin_view(self.conversation_tree),
+                name="governance_tree",
+            ),
             *super().get_urls(),
         ]
 
@@ -28,6 +33,11 @@ class RollbackAdminSite(admin.AdminSite):
         from web.admin import dashboard  # see the module's docstring
 
         return dashboard.dashboard(request, site=self)
+
+    def conversation_tree(self, request: HttpRequest, pk: int) -> HttpResponse:
+        from web.admin import governance  # see the module's docstring
+
+        return governance.tree_view(request, pk, site=self)
 
     def each_context(self, request: HttpRequest) -> dict[str, Any]:
         from web.admin import dashboard  # see the module's docstring

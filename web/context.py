@@ -13,6 +13,7 @@ from agents.context import context_usage
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import checkpoints_page, session_checkpoints, window_checkpoints
 from core.errors import InvalidInput
+from governance.selectors import admin_notices
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.selectors import (
@@ -123,6 +124,8 @@ def conversation(
         "failed_turn": last,
         "busy": active is not None,
         "approval": approval_card(active) if before is None else None,
+        # What an administrator did here that the owner has not dismissed (governance).
+        "admin_notices": admin_notices(session) if before is None else [],
     }
 
 

@@ -53,6 +53,7 @@ from agents.models import McpServer
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
+from governance.models import AuditRecord as GovernanceRecord
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
@@ -195,6 +196,9 @@ PAGE_RULES: dict[str, Rule] = {
     # "Show in conversation" for a checkpoint on another branch: its branch made current.
     "/chat/checkpoints/<int:cp_id>/branch/": Rule(
         OWNER, ("POST",), {"cp_id": "checkpoint"}, answers=(302,)
+    # Dismiss an administrator's notice (governance): the session's owner only.
+    "/chat/<int:pk>/admin-notices/<int:notice_id>/dismiss/": Rule(
+        OWNER, ("POST",), {"pk": "session", "notice_id": "governance_record"}
     ),
     # Memories (the user's, not a session's).
     "/memories/": Rule(
@@ -312,8 +316,8 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|agents|memories|ops"
-    "|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|governance|agents|memories"
+    "|ops|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
@@ -322,6 +326,9 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
     # The operator's dashboard (web.admin_site): everyone's figures, each section behind the view
     # permissions of what it shows; staff who may see no section are refused.
     "/admin/dashboard/": Rule(MODEL, ("GET",)),
+    # A session as its branch tree, and a restore on the owner's behalf (web.admin.governance):
+    # staff with governance.govern_conversations only.
+    "/admin/conversations/<int:pk>/tree/": Rule(MODEL, ("GET", "POST"), {"pk": "session"}),
 }
 
 # Which of alice's objects fills the object id of each model's admin pages.
@@ -339,6 +346,7 @@ ADMIN_OBJECTS = {
     "sessions_app.Turn": "turn",
     "sessions_app.Summary": "summary",
     "ops.AuditRecord": "audit_record",
+    "governance.AuditRecord": "governance_record",
     "django_celery_beat.PeriodicTask": "periodic_task",
     "django_celery_beat.IntervalSchedule": "interval",
     "django_celery_beat.CrontabSchedule": "crontab",
@@ -365,6 +373,9 @@ ADMIN_CLOSED = {
     # The audit trail is written by the jobs only.
     "/admin/ops/auditrecord/add/",
     "/admin/ops/auditrecord/<path:object_id>/delete/",
+    # So is the governance record: by the restores made on a user's behalf only.
+    "/admin/governance/auditrecord/add/",
+    "/admin/governance/auditrecord/<path:object_id>/delete/",
 }
 
 
@@ -515,6 +526,19 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "audit_record": AuditRecord.objects.create(
             rule=AuditRecord.Rule.ERASE_USER, trigger="admin", actor=alice, error=SECRET
         ).pk,
+        # An administrator's restore of alice's session, with its notice on her page.
+        "governance_record": GovernanceRecord.objects.create(
+            actor_name="an admin",
+            user=alice,
+            session=session,
+            session_ref=session.pk,
+            checkpoint=checkpoint,
+            checkpoint_ref=checkpoint.pk,
+            checkpoint_name=checkpoint.checkpoint_name,
+            action=GovernanceRecord.Action.RESTORE_AS_BRANCH,
+            reason=f"{SECRET} reason",
+            branch_ref=first.pk,
+        ).pk,
         "periodic_task": PeriodicTask.objects.create(
             name=f"{SECRET} task", task="ops.archive_idle_sessions", interval=interval
         ).pk,
@@ -553,6 +577,7 @@ def state(alice_pk: int) -> dict[str, list[dict]]:
         "files": rows(FileVersion.objects.filter(branch__session__in=sessions)),
         "share links": rows(ShareLink.objects.filter(owner_id=alice_pk)),
         "mcp servers": rows(McpServer.objects.all()),
+        "governance records": rows(GovernanceRecord.objects.filter(user_id=alice_pk)),
     }
 
 
@@ -789,7 +814,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 13, MIXED
+    assert len(MIXED) == 14, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import accounts, checkpoints, login, mcp, memories, ops, sessions
+from . import accounts, checkpoints, governance, login, mcp, memories, ops, sessions
 
-__all__ = ["accounts", "checkpoints", "login", "mcp", "memories", "ops", "sessions"]
+__all__ = ["accounts", "checkpoints", "governance", "login", "mcp", "memories", "ops", "sessions"]

@@ -18,7 +18,7 @@ from checkpoints.models import Checkpoint, CheckpointQuerySet
 from checkpoints.services import checkpoint_delete
 from core.errors import InvalidInput
 from core.validation import clean_description, clean_name
-from web.admin.support import OwnerFilter, admin_link
+from web.admin.support import ConversationAdmin, OwnerFilter, admin_link
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -67,7 +67,7 @@ class CheckpointForm(forms.ModelForm):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(admin.ModelAdmin):
+class CheckpointAdmin(ConversationAdmin):
     form = CheckpointForm
     list_display = (
         "id",

@@ -2,8 +2,9 @@
 site's totals, the users by storage, the newest failed turns and the newest audit records.
 
 Who sees what: a section is shown to staff who may view, in the admin, every model whose rows it
-shows (a superuser may view them all); staff who may see no section are refused (403), and the
-admin's index links the page only for those who may see some of it. The reads are
+shows (a superuser may view them all), and the failed turns (conversation data) only to those
+who also hold governance.govern_conversations; staff who may see no section are refused (403),
+and the admin's index links the page only for those who may see some of it. The reads are
 ops.selectors'; only the sections shown are read."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 
+from governance.models import GOVERN_PERMISSION
 from ops.selectors import (
     NEWEST,
     USAGE_CACHE_SECONDS,
@@ -39,11 +41,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "sessions_app.view_message",
         "checkpoints.view_checkpoint",
     ),
-    # Each failed turn's error, with its session and the session's owner.
+    # Each failed turn's error, with its session and the session's owner: conversation data,
+    # for those who may see users' conversations (governance) only.
     "failed_turns": (
         "sessions_app.view_turn",
         "sessions_app.view_externalsession",
         "accounts.view_user",
+        GOVERN_PERMISSION,
     ),
     "audit": ("ops.view_auditrecord",),
 }

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from core.errors import InvalidInput
 from memories.models import Memory
 from memories.validation import CLEANERS
-from web.admin.support import OwnerFilter
+from web.admin.support import ConversationAdmin, OwnerFilter
 
 
 class MemoryOwnerFilter(OwnerFilter):
@@ -36,7 +36,7 @@ class MemoryForm(forms.ModelForm):
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(ConversationAdmin):
     form = MemoryForm
     list_display = ("id", "key", "category", "l0_abstract", "user", "access_count", "updated_at")
     list_select_related = ("user",)

@@ -28,6 +28,7 @@ from sessions_app.search import messages_matching, search_clean
 from sessions_app.selectors import branch_history
 from sessions_app.services import session_delete, session_update
 from web.admin.support import (
+    ConversationAdmin,
     JSONFormField,
     OwnerFilter,
     ReadOnlyAdmin,
@@ -100,7 +101,7 @@ class SessionForm(forms.ModelForm):
 
 
 @admin.register(ExternalSession)
-class ExternalSessionAdmin(admin.ModelAdmin):
+class ExternalSessionAdmin(ConversationAdmin):
     form = SessionForm
     list_display = (
         "id",
@@ -123,9 +124,17 @@ class ExternalSessionAdmin(admin.ModelAdmin):
     raw_id_fields = ("owner",)
     # The key is the integration's address for the session: shown, not edited (an edit would
     # leave the integration talking to another session, or to none).
-    readonly_fields = ("id", "session_key", "created_at", "updated_at", "branch_count")
+    readonly_fields = (
+        "id",
+        "session_key",
+        "created_at",
+        "updated_at",
+        "branch_count",
+        "conversation_tree",
+    )
     fields = (
         "id",
+        "conversation_tree",
         "owner",
         "session_name",
         "session_key",
@@ -146,6 +155,17 @@ class ExternalSessionAdmin(admin.ModelAdmin):
     @admin.display(description="branches", ordering="branch_count")
     def branch_count(self, obj: WithAnnotations[ExternalSession, _BranchCount]) -> str:
         return changelist_link(InternalSession, f"session__id__exact={obj.pk}", obj.branch_count)
+
+    @admin.display(description="conversation")
+    def conversation_tree(self, obj: ExternalSession) -> str:
+        """The session as its branch tree, where a checkpoint can be restored for the user
+        (web.admin.governance)."""
+        if obj.pk is None:
+            return "-"
+        url = reverse("admin:governance_tree", args=[obj.pk])
+        return format_html(
+            '<a href="{}" data-testid="conversation-tree-link">Conversation tree</a>', url
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A session is created together with its first branch, by sessions_app.services.
@@ -221,7 +241,7 @@ class BranchForm(forms.ModelForm):
 
 
 @admin.register(InternalSession)
-class InternalSessionAdmin(admin.ModelAdmin):
+class InternalSessionAdmin(ConversationAdmin):
     form = BranchForm
 
     class Media:
@@ -353,7 +373,7 @@ class MessageOwnerFilter(OwnerFilter):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdmin):
+class MessageAdmin(ConversationAdmin, ReadOnlyAdmin):
     """Messages, searchable by their text through the full-text index (sessions_app/search.py:
     every word, as the start of a word) rather than a substring scan of the whole table, and
     filtered by owner (the user list's "messages" link, or ?owner=<user id>)."""
@@ -403,7 +423,7 @@ class MessageAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Turn)
-class TurnAdmin(ReadOnlyAdmin):
+class TurnAdmin(ConversationAdmin, ReadOnlyAdmin):
     """Turns, with what the users never see: the model server's address and the raw errors."""
 
     list_display = ("id", "session", "status", "finish_reason", "model_used", "created_at")
@@ -444,7 +464,7 @@ class TurnAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Summary)
-class SummaryAdmin(ReadOnlyAdmin):
+class SummaryAdmin(ConversationAdmin, ReadOnlyAdmin):
     """The model's summaries of long histories (agents.context): one per shared prefix."""
 
     list_display = ("id", "last_message", "end_position", "model", "created_at")

@@ -20,6 +20,7 @@ from django.utils.text import capfirst
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import JSON_MAX_DEPTH, clean_metadata, clean_name, clean_session_state
+from governance.selectors import may_govern
 from sessions_app.models import ExternalSession, InternalSession, Message
 
 
@@ -192,3 +193,26 @@ class ReadOnlyInlineMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+
+class ConversationAdmin(admin.ModelAdmin):
+    """An admin of users' conversations (sessions, branches, messages, turns, summaries,
+    checkpoints, memories): shown only to staff with the dedicated permission
+    (governance.govern_conversations; superusers have it), on top of Django's model permissions.
+    A staff user without it sees nothing of users' conversations: not the app index entries, not
+    the lists, not a change page (403), not a search."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return may_govern(request.user) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_govern(request.user) and super().has_view_permission(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_govern(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_govern(request.user) and super().has_delete_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return may_govern(request.user) and super().has_add_permission(request, *args)

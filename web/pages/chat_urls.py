@@ -7,6 +7,7 @@ from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
 from web.pages import compare as compare_views
 from web.pages import files as file_views
+from web.pages import governance as governance_views
 from web.pages import session_settings as settings_views
 
 app_name = "chat"
@@ -59,5 +60,8 @@ urlpatterns = [
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
     path(
         "checkpoints/<int:cp_id>/branch/", checkpoint_views.show_on_branch, name="checkpoint_branch"
+        "<int:pk>/admin-notices/<int:notice_id>/dismiss/",
+        governance_views.dismiss,
+        name="admin_notice_dismiss",
     ),
 ]

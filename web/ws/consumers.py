@@ -49,6 +49,7 @@ from core.events import (
     Event,
     EventMessage,
     MessageDelta,
+    PageMessage,
     SessionsMessage,
     apikey_group,
     group_name,
@@ -199,6 +200,10 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
     async def rollback_sessions(self, message: SessionsMessage) -> None:
         """The user's list of sessions changed: only the chat page shows it (ChatConsumer)."""
 
+    async def rollback_page(self, message: PageMessage) -> None:
+        """The chat page should fetch its refresh: only the chat page acts on it (ChatConsumer);
+        an integration's socket relays nothing of it."""
+
     async def end(self, code: int) -> None:
         """Close the socket; nothing is sent after this."""
         if self.closing:
@@ -331,6 +336,14 @@ class ChatConsumer(SessionConsumer):
         if message["change"] == "deleted" and message["session"] == self.session.pk:
             return
         await self.send(text_data=render_to_string("sessions_app/_sessions_refresh.html"))
+
+    async def rollback_page(self, message: PageMessage) -> None:
+        """Something the page shows changed without an event of the contract (an
+        administrator's notice dismissed in another tab): the page fetches its refresh."""
+        if self.session is None or not await self.access_holds():
+            return
+        context = {"session_id": self.session.pk, "event": {"type": "rollback.page"}}
+        await self.send(text_data=render_to_string("sessions_app/_live_refresh.html", context))
 
 
 def running_turn(session_id: int) -> tuple[int, int] | None:

@@ -306,6 +306,8 @@ def test_staff_without_view_permissions_is_refused_and_not_offered_the_link(
                 "sessions_app.view_turn",
                 "sessions_app.view_externalsession",
                 "accounts.view_user",
+                # Failed turns are conversation data: for those who may govern (issue 26).
+                "governance.govern_conversations",
             ),
             {"dashboard-failed-turns"},
         ),

@@ -73,4 +73,8 @@ def test_a_staff_user_without_the_view_permission_cannot_search_messages(
     assert client.get(URL, {"q": "restor"}).status_code == 403
     staff.user_permissions.add(Permission.objects.get(codename="view_message"))
     client.force_login(django_user_model.objects.get(pk=staff.pk))
+    # Users' messages are shown only to those who may govern their conversations (issue 26).
+    assert client.get(URL, {"q": "restor"}).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="govern_conversations"))
+    client.force_login(django_user_model.objects.get(pk=staff.pk))
     assert len(contents(client.get(URL, {"q": "restor"}))) == 3

@@ -82,7 +82,9 @@ def test_run_now_and_dry_run_from_the_list(root, alice, celery_eager):
 
 def test_staff_without_the_permission_see_no_buttons_and_cannot_run(django_user_model, alice):
     clerk = django_user_model.objects.create_user("clerk", password="x-Password-1", is_staff=True)  # noqa: S106 - a test user's password
-    clerk.user_permissions.add(Permission.objects.get(codename="view_auditrecord"))
+    clerk.user_permissions.add(
+        Permission.objects.get(content_type__app_label="ops", codename="view_auditrecord")
+    )
     client = Client()
     client.force_login(clerk)
     page = client.get(reverse(LIST))
