@@ -196,6 +196,7 @@ PAGE_RULES: dict[str, Rule] = {
     # "Show in conversation" for a checkpoint on another branch: its branch made current.
     "/chat/checkpoints/<int:cp_id>/branch/": Rule(
         OWNER, ("POST",), {"cp_id": "checkpoint"}, answers=(302,)
+    ),
     # Dismiss an administrator's notice (governance): the session's owner only.
     "/chat/<int:pk>/admin-notices/<int:notice_id>/dismiss/": Rule(
         OWNER, ("POST",), {"pk": "session", "notice_id": "governance_record"}

@@ -60,6 +60,8 @@ urlpatterns = [
     path("checkpoints/<int:cp_id>/restore/", checkpoint_views.restore, name="checkpoint_restore"),
     path(
         "checkpoints/<int:cp_id>/branch/", checkpoint_views.show_on_branch, name="checkpoint_branch"
+    ),
+    path(
         "<int:pk>/admin-notices/<int:notice_id>/dismiss/",
         governance_views.dismiss,
         name="admin_notice_dismiss",
