@@ -324,10 +324,19 @@ def conversation_around(session: ExternalSession, message: object) -> dict[str, 
     branch_id, position = found
     if position >= dict(branch_lineage(branch)).get(branch_id, 0):
         return {**conversation(session), "target_notice": MESSAGE_ELSEWHERE, "elsewhere": pk}
+    return _window_at(session, branch, position, {"target": pk})
+
+
+def _window_at(
+    session: ExternalSession, branch: InternalSession, position: int, target: dict[str, Any]
+) -> dict[str, Any]:
+    """The conversation shown around `position` of the current branch's history: the latest
+    page when it shows that position, else the history up to AROUND after it with "Load
+    later"; `target` says what the page looks for there."""
     if position >= branch.message_count - AROUND:  # the latest page shows it
-        return {**conversation(session), "target": pk}
+        return {**conversation(session), **target}
     end = position + AROUND
-    return {**conversation(session, before=end), "target": pk, "later": end}
+    return {**conversation(session, before=end), **target, "later": end}
 
 
 def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
@@ -373,7 +382,4 @@ def conversation_at_checkpoint(session: ExternalSession, checkpoint: object) -> 
             "target_notice": f"That checkpoint is on the branch “{label}”, not on the one shown.",
             "checkpoint_elsewhere": pk,
         }
-    if count >= branch.message_count - AROUND:  # the latest page shows it
-        return {**conversation(session), "target_checkpoint": pk}
-    end = count + AROUND
-    return {**conversation(session, before=end), "target_checkpoint": pk, "later": end}
+    return _window_at(session, branch, count, {"target_checkpoint": pk})

@@ -11,13 +11,14 @@ from accounts.services import apikey_create
 from checkpoints.services import checkpoint_create
 from memories.services import memory_create
 from sessions_app.models import Message, Turn
+from sharing.services import share_create
 from tests.conftest import say
 from web.api import urls as api_urls
 from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
 PUBLIC = {"schema", "docs"}
-WITHOUT_ID = {"sessions", "session-import", "keys", "chat", "memories"}
+WITHOUT_ID = {"sessions", "session-import", "keys", "chat", "memories", "shares"}
 
 
 def _routes():
@@ -43,6 +44,7 @@ def alices_objects(alice, session, branch):
     key, _ = apikey_create(user=alice, name="alice's key")
     memory = memory_create(user=alice, key="editor", category="Project", l0_abstract="Helix")
     file_write(branch=branch, path="notes/a.md", content="alice's notes")
+    share, _ = share_create(owner=alice, branch=branch)
     return {
         "session": session.pk,
         "messages": session.pk,
@@ -62,6 +64,9 @@ def alices_objects(alice, session, branch):
         "restore": checkpoint.pk,
         "key": key.pk,
         "memory": memory.pk,
+        "diff": session.pk,
+        "branch-share": branch.pk,
+        "share": share.pk,
     }
 
 
