@@ -42,7 +42,7 @@ JSONObject: TypeAlias = dict[str, Any]
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _check_text(value: str, *, what: str) -> None:
+def check_text(value: str, *, what: str) -> None:
     """Text a database cannot store is refused: NUL (PostgreSQL refuses it in text and JSON) and
     lone surrogates (not encodable as UTF-8)."""
     if "\x00" in value:
@@ -68,7 +68,7 @@ def clean_name(value: object, *, what: str, default: str | None = None) -> str:
         raise InvalidInput(
             f"The {what} name is {len(value)} characters long; the limit is {NAME_MAX_LENGTH}."
         )
-    _check_text(value, what=f"{what} name")
+    check_text(value, what=f"{what} name")
     return value
 
 
@@ -93,7 +93,7 @@ def clean_search(value: object) -> str:
     if not isinstance(value, str):
         raise InvalidInput("The search must be text.")
     value = value.strip()[:SEARCH_MAX_LENGTH]
-    _check_text(value, what="search")
+    check_text(value, what="search")
     return value
 
 
@@ -151,7 +151,7 @@ def _check_json(value: Any, *, what: str) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            _check_text(item, what=what)
+            check_text(item, what=what)
         elif isinstance(item, bool | int) or item is None:
             continue
         elif isinstance(item, float):

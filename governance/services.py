@@ -8,7 +8,6 @@ never a restore without its record, nor a record of a restore that did not happe
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -21,6 +20,7 @@ from checkpoints.selectors import rewind_preview
 from checkpoints.services import RESTORE_MODES, checkpoint_restore
 from core import events
 from core.errors import InvalidInput, NotFound
+from core.validation import check_text
 from sessions_app.errors import TurnInProgress
 from sessions_app.models import Turn
 from sessions_app.services import lock_session
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
     from sessions_app.models import ExternalSession
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class NoticeNotFound(NotFound):
@@ -52,8 +50,7 @@ def clean_reason(value: object) -> str:
         raise InvalidInput("Give the reason for this restore.")
     if len(text) > REASON_MAX_CHARS:
         raise InvalidInput(f"The reason is limited to {REASON_MAX_CHARS} characters.")
-    if _UNSTORABLE.search(text):
-        raise InvalidInput("The reason cannot contain NUL characters or lone surrogates.")
+    check_text(text, what="reason")
     return text
 
 
