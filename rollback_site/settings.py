@@ -224,6 +224,7 @@ INSTALLED_APPS = [
     "sharing",
     "agents",
     "ops",
+    "integrations",
     "web",
 ]
 
@@ -556,6 +557,16 @@ ROLLBACK_STATE_MAX_BYTES = env_int("ROLLBACK_STATE_MAX_BYTES", 64 * 1024)
 ROLLBACK_MAX_SESSIONS_PER_USER = env_int("ROLLBACK_MAX_SESSIONS_PER_USER", 10_000)
 # The most share links (sharing/) one account may keep; one more is refused (409).
 ROLLBACK_MAX_SHARES_PER_USER = env_int("ROLLBACK_MAX_SHARES_PER_USER", 1_000)
+
+# --- The Telegram bridge (integrations/telegram/) ------------------------------------------------
+# TELEGRAM_BOT_TOKEN turns it on. Telegram posts updates to /integrations/telegram/webhook/ with
+# the header X-Telegram-Bot-Api-Secret-Token, which must equal TELEGRAM_WEBHOOK_SECRET (without a
+# secret every update is refused). Replies go to TELEGRAM_API_URL (Telegram's own by default).
+TELEGRAM_BOT_TOKEN = os.environ.get("TELEGRAM_BOT_TOKEN", "").strip()
+TELEGRAM_WEBHOOK_SECRET = os.environ.get("TELEGRAM_WEBHOOK_SECRET", "").strip()
+TELEGRAM_API_URL = (
+    os.environ.get("TELEGRAM_API_URL", "").strip() or "https://api.telegram.org"
+).rstrip("/")
 
 # --- The workspace (workspace/) ---------------------------------------------------------------
 # A session's text files, versioned with its branches: the largest file in bytes (UTF-8) and the
