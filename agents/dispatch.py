@@ -74,6 +74,13 @@ def enqueue_summaries(branch_id: int) -> None:
     _enqueue(SUMMARISE_TASK, branch_id)
 
 
+def enqueue(name: str, object_id: int) -> None:
+    """Run the Celery task `name` on `object_id` the way turns are run (a worker with a broker,
+    this process's pool without one, inline in the tests); call it after the commit. For the
+    tasks of the packages above this one (integrations.telegram_update)."""
+    _enqueue(name, object_id)
+
+
 def _enqueue(name: str, object_id: int) -> None:
     task = current_app.tasks[name]
     if not embedded():

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from web import telegram_webhook
 from web.admin import login as admin_login
 from web.pages import errors, health, shared
 
@@ -28,5 +29,11 @@ urlpatterns = [
     path("s/<str:token>/", shared.shared, name="shared"),
     # For load balancers and monitoring: public, JSON, 200 or 503 (the contract's GET /healthz).
     path("healthz", health.healthz, name="healthz"),
+    # Telegram's updates (the contract's Telegram part): checked by the secret header.
+    path(
+        "integrations/telegram/webhook/",
+        telegram_webhook.webhook,
+        name="telegram_webhook",
+    ),
     path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),
 ]

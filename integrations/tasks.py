@@ -1,0 +1,17 @@
+"""Celery tasks of the integrations: thin adapters that take ids and call a service."""
+
+from __future__ import annotations
+
+from agents.tasks import task
+from integrations.telegram.updates import update_handle, updates_prune
+
+UPDATE_TASK = "integrations.telegram_update"
+
+
+@task(name=UPDATE_TASK, ignore_result=True)
+def telegram_update_task(update_id: int) -> None:
+    """Handle one stored Telegram update; a redelivered task finds it claimed and does nothing.
+    Now and then (one update in 100) the old updates are deleted."""
+    update_handle(update_id=update_id)
+    if update_id % 100 == 0:
+        updates_prune()

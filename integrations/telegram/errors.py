@@ -1,0 +1,58 @@
+"""The Telegram bridge's domain errors: each says what went wrong in words the user can act on
+(they are sent to the chat as they are, and the API maps them by `code`)."""
+
+from __future__ import annotations
+
+from core.errors import Conflict, DomainError, InvalidInput, NotFound
+
+
+class BridgeOff(NotFound):
+    def __init__(self, message: str = "The Telegram bridge is not enabled on this server.") -> None:
+        super().__init__(message)
+
+
+class LinkCodeUnknown(InvalidInput):
+    def __init__(
+        self,
+        message: str = (
+            "That link code is not known. Make a new one on your profile page "
+            "(Link a Telegram chat) and send /start CODE."
+        ),
+    ) -> None:
+        super().__init__(message)
+
+
+class LinkCodeExpired(InvalidInput):
+    def __init__(
+        self,
+        message: str = (
+            "That link code has expired (codes are valid for ten minutes). Make a new one on "
+            "your profile page and send /start CODE."
+        ),
+    ) -> None:
+        super().__init__(message)
+
+
+class LinkCodeUsed(Conflict):
+    def __init__(
+        self,
+        message: str = (
+            "That link code was already used (or replaced by a newer one). Make a new one on "
+            "your profile page and send /start CODE."
+        ),
+    ) -> None:
+        super().__init__(message)
+
+
+class UserDeactivated(DomainError):
+    code = "forbidden"
+
+    def __init__(
+        self, message: str = "This Rollback account is deactivated; it cannot use Telegram."
+    ) -> None:
+        super().__init__(message)
+
+
+class ChatNotFound(NotFound):
+    def __init__(self, message: str = "Linked Telegram chat not found.") -> None:
+        super().__init__(message)
