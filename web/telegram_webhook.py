@@ -13,6 +13,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+# Registers the task that handles an update (integrations.telegram_update) in this process, as
+# agents' tasks are by their app's ready(), so the dispatch finds it by name.
+import integrations.tasks  # noqa: F401
 from integrations.telegram import client
 from integrations.telegram.updates import update_receive
 
