@@ -266,12 +266,31 @@ def listen(session_id: int, listener: Callable[[Event], None]) -> Callable[[], N
     return stop
 
 
+# Listeners of every session's events in this process (the Telegram relay): each is called on the
+# thread that sends the event, so it must return at once (hand the work to a thread of its own).
+_all_listeners: list[Callable[[Event], None]] = []
+
+
+def listen_all(listener: Callable[[Event], None]) -> Callable[[], None]:
+    """Call `listener` with each event of every session sent from this process, on the sending
+    thread (it must be quick and must not block); returns a function that stops it."""
+    with _listeners_lock:
+        _all_listeners.append(listener)
+
+    def stop() -> None:
+        with _listeners_lock:
+            if listener in _all_listeners:
+                _all_listeners.remove(listener)
+
+    return stop
+
+
 def _send(event: Event) -> None:
     """Send one event to everyone watching its session. Never fails the caller: the database
     has the truth, and a lost event must not lose the change."""
     session_id = event["session"]
     with _listeners_lock:
-        listening = list(_listeners.get(session_id, ()))
+        listening = [*_listeners.get(session_id, ()), *_all_listeners]
     for listener in listening:
         try:
             listener(event)

@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class IntegrationsConfig(AppConfig):
     name = "integrations"
     verbose_name = "Integrations"
+
+    def ready(self) -> None:
+        # The Telegram relay hears every event of this process (web or worker) and streams the
+        # replies of turns started from Telegram; while TELEGRAM_BOT_TOKEN is empty it returns
+        # at once.
+        from integrations.telegram import relay
+
+        relay.register()

@@ -1,0 +1,366 @@
+"""The relay: a turn's reply, streamed into the Telegram chat it came from.
+
+Every process (web and Celery worker) listens to all the events it sends (`core.events.
+listen_all`, registered in `integrations/apps.py`); the process that runs a turn sends its events,
+so it is the one that relays it, whichever it is. The listener only queues the event: one sender
+thread per process does the database reads and the Telegram calls, never the thread that runs
+the turn.
+
+Only turns with a TelegramReply row are relayed (the bridge makes it with the turn, in one
+transaction); the answer is looked up once per turn and kept until the turn ends. For such a turn:
+- while it streams (`message.delta`), the chat shows the reply so far as plain text, read from the
+  turn attempt's stream (`sessions_app.stream`, the authoritative snapshot, never the deltas
+  added up): the first message is sent when text first appears, then edited at most once per
+  EDIT_INTERVAL per chat, always with the latest text; past 4,096 UTF-16 units the text goes on in
+  a new message. Each message id is kept in the row's `message_ids` as soon as it is sent, so a
+  worker that takes over a turn goes on with the same messages. A tool's name shows under the text
+  while it runs; a turn waiting for approval says so ("approve or refuse it in the web app").
+  A 429 postpones that chat's next edit by its `retry_after`;
+- when it ends (`turn.finished`, `turn.failed`, `turn.cancelled`), the delivery is claimed by a
+  conditional update of `delivered_at` (one process delivers), and the chat's messages show the
+  final reply, read from the database and rendered with entities (format.render): the messages
+  sent are edited in order, more are sent if needed, and any left over are deleted. A failed turn
+  shows its error in a short note, a cancelled one its text so far and "stopped". A 429 delays the
+  delivery by its `retry_after` (at most FINAL_TRIES times).
+
+The gap: a relay hears only the events of its own process. When the process running a turn dies
+after the turn ended but before the delivery (or the events were lost otherwise), the chat keeps
+what it showed last, and nothing delivers it later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+from django.utils import timezone
+
+from core import events
+from core.events import Event
+from integrations.models import TelegramReply
+from integrations.telegram import client
+from integrations.telegram.format import Piece, render, split_plain
+from sessions_app.models import Turn
+from sessions_app.stream import stream_snapshot
+
+__all__ = ["EDIT_INTERVAL", "idle", "on_event", "register"]
+
+log = logging.getLogger(__name__)
+
+EDIT_INTERVAL = 1.0  # seconds between two edits of one chat (Telegram allows about one a second)
+FINAL_TRIES = 5  # 429s a final delivery waits out before it gives up
+MAX_NOTE = 300  # characters of a failed turn's error in its note
+KNOWN_TURNS = 2000  # turns whose answer (relayed or not) is kept in memory at most
+
+_RELAYED = frozenset(
+    {
+        "turn.started",
+        "message.delta",
+        "tool.started",
+        "tool.finished",
+        "tool.approval_requested",
+        "tool.approval_answered",
+        "turn.finished",
+        "turn.failed",
+        "turn.cancelled",
+    }
+)
+_ENDS = frozenset({"turn.finished", "turn.failed", "turn.cancelled"})
+
+Ending = Literal["finished", "failed", "cancelled"]
+_ENDINGS: dict[str, Ending] = {
+    "turn.finished": "finished",
+    "turn.failed": "failed",
+    "turn.cancelled": "cancelled",
+}
+
+
+@dataclass
+class _Reply:
+    """What the relay knows of one relayed turn's messages in its chat."""
+
+    turn_id: int
+    chat_id: int
+    attempt: int
+    message_ids: list[int]
+    shown: dict[int, Piece] = field(default_factory=dict)  # message id -> what it shows
+    dirty: bool = False  # the stream has more than the chat shows
+    note: str = ""  # a line under the text (a tool running, an approval awaited)
+    ending: Ending | None = None
+    claimed: bool = False
+    final_tries: int = 0
+
+
+class _Sender:
+    """The sender thread of a process and its state (turns, chats' next edit times)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.events: queue.Queue[Event] = queue.Queue()
+        self.replies: dict[int, _Reply] = {}
+        self.known: OrderedDict[int, bool] = OrderedDict()  # turn id -> relayed or not
+        self.next_at: dict[int, float] = {}  # chat id -> when it may be edited again
+        self.thread = threading.Thread(target=self.run, name="telegram-relay", daemon=True)
+        self.thread.start()
+
+    # the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while True:
+            try:
+                event = self.events.get(timeout=self._wait())
+            except queue.Empty:
+                event = None
+            try:
+                if event is not None:
+                    self._step(event)
+                self._flush_due()
+            except Exception:
+                log.exception("telegram relay: a step failed")
+            finally:
+                if self.events.empty() and not self.replies:
+                    connections.close_all()  # nothing to do: hold no database connection
+                if event is not None:
+                    self.events.task_done()
+
+    def _wait(self) -> float | None:
+        due = [self._due(r) for r in self.replies.values() if r.dirty or r.ending]
+        if not due:
+            return None if not self.replies else 5.0
+        return max(0.0, min(due) - time.monotonic())
+
+    def _due(self, reply: _Reply) -> float:
+        return self.next_at.get(reply.chat_id, 0.0)
+
+    def _step(self, event: Event) -> None:
+        close_old_connections()
+        reply = self._reply(event)
+        if reply is None:
+            if event["type"] in _ENDS:
+                self.known.pop(event["turn"], None)  # type: ignore[typeddict-item]
+            return
+        self._note(reply, event)
+
+    def _note(self, reply: _Reply, event: Event) -> None:
+        """What the event changes in the reply's state."""
+        if event["type"] == "turn.started":
+            if event["attempt"] > reply.attempt:
+                reply.attempt = event["attempt"]  # taken over: a new stream
+            reply.note = ""
+        elif event["type"] == "message.delta":
+            attempt = event.get("attempt")
+            if attempt is not None and attempt < reply.attempt:
+                return  # a stale attempt's piece
+            if attempt is not None:
+                reply.attempt = attempt
+            reply.dirty = True
+        elif event["type"] == "tool.started":
+            reply.note = f"⚙️ {event['tool']}…"
+            reply.dirty = True
+        elif event["type"] == "tool.finished":
+            reply.note = ""
+            reply.dirty = True
+        elif event["type"] == "tool.approval_requested":
+            reply.note = (
+                f"⏸ {event['tool_name']} waits for your approval: "
+                "approve or refuse it in the web app."
+            )
+            reply.dirty = True
+        elif event["type"] == "tool.approval_answered":
+            reply.note = ""
+            reply.dirty = True
+        elif event["type"] in _ENDS:
+            reply.ending = _ENDINGS[event["type"]]
+
+    def _reply(self, event: Event) -> _Reply | None:
+        """The state of the event's turn, when it is relayed (the row looked up once)."""
+        turn_id: int = event["turn"]  # type: ignore[typeddict-item]
+        reply = self.replies.get(turn_id)
+        if reply is not None:
+            return reply
+        if self.known.get(turn_id) is False:
+            return None
+        row = (
+            TelegramReply.objects.filter(pk=turn_id, delivered_at__isnull=True)
+            .values_list("chat_id", "message_ids", "turn__attempts")
+            .first()
+        )
+        self.known[turn_id] = row is not None
+        while len(self.known) > KNOWN_TURNS:
+            self.known.popitem(last=False)
+        if row is None:
+            return None
+        chat_id, message_ids, attempts = row
+        ids = [int(i) for i in message_ids] if isinstance(message_ids, list) else []
+        reply = _Reply(
+            turn_id=turn_id, chat_id=int(chat_id), attempt=attempts or 1, message_ids=ids
+        )
+        self.replies[turn_id] = reply
+        return reply
+
+    def _flush_due(self) -> None:
+        now = time.monotonic()
+        for reply in list(self.replies.values()):
+            if not (reply.dirty or reply.ending) or self._due(reply) > now:
+                continue
+            close_old_connections()
+            try:
+                if reply.ending:
+                    self._deliver(reply)
+                else:
+                    self._stream(reply)
+            except client.RateLimited as exc:
+                self.next_at[reply.chat_id] = time.monotonic() + exc.retry_after
+                if reply.ending:
+                    reply.final_tries += 1
+                    if reply.final_tries >= FINAL_TRIES:
+                        log.warning(
+                            "telegram relay: turn %s not delivered (rate limited)", reply.turn_id
+                        )
+                        self._forget(reply)
+            except client.TelegramError as exc:
+                log.warning("telegram relay: turn %s: %s", reply.turn_id, exc)
+                self.next_at[reply.chat_id] = time.monotonic() + EDIT_INTERVAL
+                if reply.ending:
+                    self._forget(reply)
+                else:
+                    reply.dirty = False  # the next piece tries again
+
+    def _forget(self, reply: _Reply) -> None:
+        self.replies.pop(reply.turn_id, None)
+        self.known.pop(reply.turn_id, None)
+
+    # streaming --------------------------------------------------------------------------------
+
+    def _stream(self, reply: _Reply) -> None:
+        """Show the reply so far (plain text), then no edit of the chat for EDIT_INTERVAL."""
+        reply.dirty = False
+        text = stream_snapshot(turn_id=reply.turn_id, attempt=reply.attempt).text
+        if reply.note:
+            text = f"{text.rstrip()}\n\n{reply.note}" if text.strip() else reply.note
+        pieces = split_plain(text)
+        if not pieces:
+            return
+        self._show(reply, pieces, final=False)
+
+    def _show(self, reply: _Reply, pieces: list[Piece], *, final: bool) -> None:
+        """The chat's messages of the reply show `pieces`: edits of those that differ, new
+        messages for the rest (their ids kept in the row at once), and at the end, the surplus
+        deleted. The chat waits EDIT_INTERVAL after any call."""
+        called = False
+        try:
+            for i, piece in enumerate(pieces):
+                if i < len(reply.message_ids):
+                    message_id = reply.message_ids[i]
+                    if reply.shown.get(message_id) == piece:
+                        continue
+                    called = True
+                    client.edit_piece(reply.chat_id, message_id, piece, wait=False)
+                    reply.shown[message_id] = piece
+                else:
+                    called = True
+                    message_id = client.send_piece(reply.chat_id, piece, wait=False)
+                    reply.message_ids.append(message_id)
+                    reply.shown[message_id] = piece
+                    self._keep_ids(reply, final=final)
+            if final:
+                surplus = reply.message_ids[len(pieces) :]
+                for message_id in surplus:
+                    called = True
+                    client.delete_message(reply.chat_id, message_id)
+                if surplus:
+                    del reply.message_ids[len(pieces) :]
+                    self._keep_ids(reply, final=final)
+        finally:
+            if called:
+                self.next_at[reply.chat_id] = time.monotonic() + EDIT_INTERVAL
+
+    def _keep_ids(self, reply: _Reply, *, final: bool) -> None:
+        rows = TelegramReply.objects.filter(pk=reply.turn_id)
+        if not final:
+            rows = rows.filter(delivered_at__isnull=True)
+        rows.update(message_ids=list(reply.message_ids))
+
+    # the end ----------------------------------------------------------------------------------
+
+    def _deliver(self, reply: _Reply) -> None:
+        """Claim the delivery (once, among all processes), then show the final reply."""
+        if not reply.claimed:
+            claimed = TelegramReply.objects.filter(
+                pk=reply.turn_id, delivered_at__isnull=True
+            ).update(delivered_at=timezone.now())
+            if claimed != 1:
+                self._forget(reply)  # another process delivers it
+                return
+            reply.claimed = True
+            stored = (
+                TelegramReply.objects.filter(pk=reply.turn_id)
+                .values_list("message_ids", flat=True)
+                .first()
+            )
+            if isinstance(stored, list) and len(stored) > len(reply.message_ids):
+                reply.message_ids = [int(i) for i in stored]
+        self._show(reply, self._final_pieces(reply), final=True)
+        self._forget(reply)
+
+    def _final_pieces(self, reply: _Reply) -> list[Piece]:
+        turn = Turn.objects.select_related("reply_message").filter(pk=reply.turn_id).first()
+        text = turn.reply if turn is not None else ""
+        if reply.ending == "failed":
+            error = (turn.error if turn is not None else "") or "unknown error"
+            if len(error) > MAX_NOTE:
+                error = error[: MAX_NOTE - 1] + "…"
+            return split_plain(f"⚠️ The reply failed: {error}")
+        if reply.ending == "cancelled":
+            return render(f"{text.rstrip()}\n\n*(stopped)*" if text.strip() else "*(stopped)*")
+        return render(text)
+
+
+_sender: _Sender | None = None
+_sender_lock = threading.Lock()
+_registered: list[object] = []
+
+
+def _process_sender() -> _Sender:
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender.pid != os.getpid() or not _sender.thread.is_alive():
+            _sender = _Sender()  # a forked worker child starts its own thread
+        return _sender
+
+
+def on_event(event: Event) -> None:
+    """The listener of every event of this process: quick, it only queues what may concern a
+    Telegram chat (nothing at all while the bridge is off)."""
+    if not settings.TELEGRAM_BOT_TOKEN or event["type"] not in _RELAYED:
+        return
+    _process_sender().events.put(event)
+
+
+def register() -> None:
+    """Listen to this process's events (once; integrations/apps.py's ready())."""
+    with _sender_lock:
+        if not _registered:
+            _registered.append(events.listen_all(on_event))
+
+
+def idle(timeout: float = 10.0) -> bool:
+    """Wait until this process's relay has nothing left to do (no event queued, no reply in
+    flight); True if it came to that in time. For tests and shutdowns."""
+    sender = _sender
+    if sender is None or sender.pid != os.getpid():
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sender.events.unfinished_tasks == 0 and not sender.replies:
+            return True
+        time.sleep(0.02)
+    return False
