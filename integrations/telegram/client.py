@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import timedelta
 from typing import TypeVar
 
 import telegram
@@ -48,6 +49,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# python-telegram-bot 22 gives time periods (RetryAfter.retry_after) as timedelta when asked, and
+# warns on every 429 otherwise (ints are deprecated): ask, as its next major version will do.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
 T = TypeVar("T")
 
 MAX_TRIES = 3  # per call, when a 429 is waited out
@@ -69,14 +74,14 @@ class RateLimited(TelegramError):
 
 # --- the token stays out of the logs ------------------------------------------------------------
 
-_BOT_PATH = re.compile(r"/bot[^/\s'\"]+/")
+_BOT_PATH = re.compile(r"/bot[^/\s'\"]+")
 
 
 class _RedactToken(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "/bot" in message:
-            record.msg, record.args = _BOT_PATH.sub("/bot<token>/", message), ()
+            record.msg, record.args = _BOT_PATH.sub("/bot<token>", message), ()
         return True
 
 
@@ -86,7 +91,7 @@ for _name in ("httpx", "telegram.request", "telegram._bot", "telegram.Bot"):
 
 def _scrub(text: str) -> str:
     token = settings.TELEGRAM_BOT_TOKEN
-    text = _BOT_PATH.sub("/bot<token>/", text)
+    text = _BOT_PATH.sub("/bot<token>", text)
     return text.replace(token, "<token>") if token else text
 
 
@@ -144,8 +149,9 @@ def _run(call: Callable[[telegram.Bot], Awaitable[T]]) -> T:
 
 
 def _retry_after(exc: tg_error.RetryAfter) -> float:
-    # `exc.retry_after` warns (its type changes in a future version); the timedelta does not.
-    return max(exc._retry_after.total_seconds(), 0.0)
+    wait = exc.retry_after  # a timedelta (PTB_TIMEDELTA), an int in the deprecated default
+    seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
+    return max(seconds, 0.0)
 
 
 def _call(call: Callable[[telegram.Bot], Awaitable[T]], *, what: str, wait: bool = True) -> T:
