@@ -36,11 +36,12 @@ import queue
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import OperationalError, close_old_connections, connections
 from django.utils import timezone
 
 from core import events
@@ -55,9 +56,12 @@ __all__ = ["EDIT_INTERVAL", "idle", "on_event", "register"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 EDIT_INTERVAL = 1.0  # seconds between two edits of one chat (Telegram allows about one a second)
 FINAL_TRIES = 5  # 429s a final delivery waits out before it gives up
 MAX_NOTE = 300  # characters of a failed turn's error in its note
+DB_TRIES = 6  # tries of a query while the database is busy
 KNOWN_TURNS = 2000  # turns whose answer (relayed or not) is kept in memory at most
 
 _RELAYED = frozenset(
@@ -188,10 +192,12 @@ class _Sender:
             return reply
         if self.known.get(turn_id) is False:
             return None
-        row = (
-            TelegramReply.objects.filter(pk=turn_id, delivered_at__isnull=True)
-            .values_list("chat_id", "message_ids", "turn__attempts")
-            .first()
+        row = _retrying(
+            lambda: (
+                TelegramReply.objects.filter(pk=turn_id, delivered_at__isnull=True)
+                .values_list("chat_id", "message_ids", "turn__attempts")
+                .first()
+            )
         )
         self.known[turn_id] = row is not None
         while len(self.known) > KNOWN_TURNS:
@@ -287,32 +293,40 @@ class _Sender:
         rows = TelegramReply.objects.filter(pk=reply.turn_id)
         if not final:
             rows = rows.filter(delivered_at__isnull=True)
-        rows.update(message_ids=list(reply.message_ids))
+        ids = list(reply.message_ids)
+        _retrying(lambda: rows.update(message_ids=ids))
 
     # the end ----------------------------------------------------------------------------------
 
     def _deliver(self, reply: _Reply) -> None:
         """Claim the delivery (once, among all processes), then show the final reply."""
         if not reply.claimed:
-            claimed = TelegramReply.objects.filter(
-                pk=reply.turn_id, delivered_at__isnull=True
-            ).update(delivered_at=timezone.now())
+            claimed = _retrying(
+                lambda: TelegramReply.objects.filter(
+                    pk=reply.turn_id, delivered_at__isnull=True
+                ).update(delivered_at=timezone.now())
+            )
             if claimed != 1:
                 self._forget(reply)  # another process delivers it
                 return
             reply.claimed = True
-            stored = (
-                TelegramReply.objects.filter(pk=reply.turn_id)
-                .values_list("message_ids", flat=True)
-                .first()
+            stored = _retrying(
+                lambda: (
+                    TelegramReply.objects.filter(pk=reply.turn_id)
+                    .values_list("message_ids", flat=True)
+                    .first()
+                )
             )
             if isinstance(stored, list) and len(stored) > len(reply.message_ids):
                 reply.message_ids = [int(i) for i in stored]
         self._show(reply, self._final_pieces(reply), final=True)
+        self._keep_ids(reply, final=True)
         self._forget(reply)
 
     def _final_pieces(self, reply: _Reply) -> list[Piece]:
-        turn = Turn.objects.select_related("reply_message").filter(pk=reply.turn_id).first()
+        turn = _retrying(
+            lambda: Turn.objects.select_related("reply_message").filter(pk=reply.turn_id).first()
+        )
         text = turn.reply if turn is not None else ""
         if reply.ending == "failed":
             error = (turn.error if turn is not None else "") or "unknown error"
@@ -322,6 +336,19 @@ class _Sender:
         if reply.ending == "cancelled":
             return render(f"{text.rstrip()}\n\n*(stopped)*" if text.strip() else "*(stopped)*")
         return render(text)
+
+
+def _retrying(query: Callable[[], T]) -> T:
+    """Run a short query, again after a moment if the database is busy (SQLite: another
+    thread's write holds the lock), at most DB_TRIES times."""
+    for attempt in range(1, DB_TRIES + 1):
+        try:
+            return query()
+        except OperationalError:
+            if attempt == DB_TRIES:
+                raise
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
 
 
 _sender: _Sender | None = None

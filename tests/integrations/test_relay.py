@@ -1,0 +1,169 @@
+"""The relay: a turn started from Telegram streams into its chat, against the stand-in for
+Telegram and the fake Chat Completions server, the turn running on the embedded mode's pool."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.db import transaction
+
+from agents.dispatch import drain
+from agents.services import chat_submit
+from integrations.models import TelegramReply
+from integrations.telegram import relay
+from integrations.telegram.format import render
+from sessions_app.models import Turn
+from tests.fakes.chat_server import Error, Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHAT = 5150
+OTHER_CHAT = 6160
+SHOWN = ("sendMessage", "editMessageText", "deleteMessage")
+
+
+@pytest.fixture
+def relayed(telegram, fake_llm, celery_eager):
+    """The stand-in, the model, turns on this process's pool; at the end nothing left running."""
+    yield telegram
+    drain()
+    assert relay.idle(15)
+
+
+def start(user, chat_id: int, message: str = "hi") -> Turn:
+    """A turn as the bridge starts one: the turn and its TelegramReply in one transaction."""
+    with transaction.atomic():
+        turn = chat_submit(
+            owner=user, session_key=f"agent:telegram:per-peer:{chat_id}", message=message
+        )
+        TelegramReply.objects.create(turn=turn, chat_id=chat_id)
+    return turn
+
+
+def finish(*turns: Turn) -> None:
+    """Wait for the turns to end and the relay to deliver them."""
+    drain()
+    assert relay.idle(15)
+    for turn in turns:
+        turn.refresh_from_db()
+        assert not turn.is_active
+
+
+def calls(telegram, chat_id: int):
+    return [c for c in telegram.calls if c.method in SHOWN and c.params.get("chat_id") == chat_id]
+
+
+def gaps(telegram, chat_id: int) -> list[float]:
+    times = [c.at for c in calls(telegram, chat_id)]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def words(n: int, prefix: str = "word") -> str:
+    return " ".join(f"{prefix}{i}" for i in range(n))
+
+
+def assert_final(telegram, chat_id: int, turn: Turn) -> None:
+    """The chat shows the turn's stored reply, rendered (text and entities)."""
+    pieces = render(turn.reply)
+    shown = telegram.messages(chat_id)
+    assert [m["text"] for m in shown] == [p.text for p in pieces]
+    assert [m.get("entities", []) for m in shown] == [p.entity_dicts() for p in pieces]
+    row = TelegramReply.objects.get(pk=turn.pk)
+    assert row.message_ids == [m["message_id"] for m in shown]
+    assert row.delivered_at is not None
+
+
+def test_a_streamed_reply_is_edited_at_most_once_a_second_then_shown_rendered(
+    relayed, fake_llm, alice
+):
+    reply = "**Streaming** works: " + words(30)
+    fake_llm.queue(Reply(reply, delay=0.1))  # about 3 s of streaming
+    turn = start(alice, CHAT)
+    finish(turn)
+    assert turn.reply == reply
+    shown = calls(relayed, CHAT)
+    assert [c.method for c in shown].count("sendMessage") == 1
+    assert [c.method for c in shown].count("editMessageText") >= 3
+    assert min(gaps(relayed, CHAT)) >= 0.9
+    streamed = [c.params["text"] for c in shown[:-1]]
+    assert all(reply.startswith(text) for text in streamed)  # plain text while it streams
+    assert "entities" not in shown[0].params
+    assert_final(relayed, CHAT, turn)
+    assert relayed.texts(CHAT) == ["Streaming works: " + words(30)]
+    assert shown[-1].params["entities"] == [{"type": "bold", "offset": 0, "length": 9}]
+
+
+def test_a_reply_past_4096_characters_goes_on_in_a_second_message(relayed, fake_llm, alice):
+    reply = "\n".join(f"line {i:03d} " + "y" * 90 for i in range(60))
+    assert len(reply) > 4096
+    fake_llm.queue(Reply(reply, chunk_size=12, delay=0.1))
+    turn = start(alice, CHAT)
+    finish(turn)
+    assert len(relayed.sent("sendMessage", chat_id=CHAT)) == 2
+    assert_final(relayed, CHAT, turn)
+    assert "".join(relayed.texts(CHAT)) == reply
+
+
+def test_a_failed_turn_shows_its_error_in_a_short_note(relayed, fake_llm, alice):
+    fake_llm.queue(Error(status=400, message="the model refused this request"))
+    turn = start(alice, CHAT)
+    finish(turn)
+    assert turn.status == "failed"
+    [text] = relayed.texts(CHAT)
+    assert text.startswith("⚠️ The reply failed:")
+    assert len(text) < 400
+    assert TelegramReply.objects.get(pk=turn.pk).delivered_at is not None
+
+
+def test_a_429_on_an_edit_postpones_the_chat_and_the_final_reply_still_arrives(
+    relayed, fake_llm, alice
+):
+    relayed.refuse("editMessageText", retry_after=2)
+    reply = "Rate limited but " + words(30)
+    fake_llm.queue(Reply(reply, delay=0.1))
+    turn = start(alice, CHAT)
+    finish(turn)
+    edits = [c for c in relayed.calls if c.method == "editMessageText"]
+    assert edits[0].status == 429
+    assert edits[1].at - edits[0].at >= 2.0
+    assert_final(relayed, CHAT, turn)
+
+
+def test_two_chats_stream_at_the_same_time_each_at_its_own_pace(relayed, fake_llm, alice, bob):
+    fake_llm.queue(Reply(words(30, "one"), delay=0.1), Reply(words(30, "two"), delay=0.1))
+    first = start(alice, CHAT)
+    # The second starts once the first streams (two turns claimed at the same instant lock
+    # SQLite's shared in-memory test database: the turns', not the relay's, writes).
+    relayed.wait_for(lambda calls: any(c.method == "sendMessage" for c in calls))
+    second = start(bob, OTHER_CHAT)
+    finish(first, second)
+    for chat_id, turn in ((CHAT, first), (OTHER_CHAT, second)):
+        assert len(calls(relayed, chat_id)) >= 3
+        assert min(gaps(relayed, chat_id)) >= 0.9
+        assert_final(relayed, chat_id, turn)
+    # Interleaved: the second chat was shown its reply while the first one's streamed.
+    one, two = calls(relayed, CHAT), calls(relayed, OTHER_CHAT)
+    assert two[0].at < one[-1].at
+    assert one[0].at < two[-1].at
+    assert {first.reply, second.reply} == {words(30, "one"), words(30, "two")}
+
+
+def test_a_turn_without_a_telegram_reply_sends_nothing(relayed, fake_llm, alice):
+    fake_llm.queue(Reply("not for Telegram " + words(10), delay=0.05))
+    with transaction.atomic():
+        turn = chat_submit(owner=alice, session_key="agent:web:per-peer:1", message="hi")
+    finish(turn)
+    assert turn.reply.startswith("not for Telegram")
+    assert relayed.calls == []
+
+
+def test_the_bridge_off_relays_nothing_even_for_a_turn_with_a_row(
+    relayed, fake_llm, alice, settings
+):
+    settings.TELEGRAM_BOT_TOKEN = ""
+    fake_llm.queue(Reply("quiet " + words(5)))
+    turn = start(alice, CHAT)
+    finish(turn)
+    assert relayed.calls == []
+    assert TelegramReply.objects.get(pk=turn.pk).delivered_at is None
