@@ -185,16 +185,19 @@ class FakeTelegram:
         """Wait until `predicate(calls)` holds (all calls, refused ones included); returns the
         calls. Raises AssertionError with what was received when it does not in time."""
         deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
+        while True:
+            with self._lock:
                 calls = list(self.calls)
-                if predicate(calls):
-                    return calls
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    summary = [(c.method, c.status, c.params) for c in calls]
-                    raise AssertionError(f"Telegram stand-in: not in {timeout}s; got {summary}")
-                self._changed.wait(min(remaining, 0.2))
+            # Outside the lock: the predicate may read the server (texts, sent), which locks.
+            if predicate(calls):
+                return calls
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                summary = [(c.method, c.status, c.params) for c in calls]
+                raise AssertionError(f"Telegram stand-in: not in {timeout}s; got {summary}")
+            with self._changed:
+                if len(self.calls) == len(calls):
+                    self._changed.wait(min(remaining, 0.2))
 
     def texts(self, chat_id: int) -> list[str]:
         """What the chat shows now: the latest text of each message not deleted, in order."""
