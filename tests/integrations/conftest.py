@@ -11,6 +11,18 @@ from tests.fakes.telegram_server import FakeTelegram
 WEBHOOK_SECRET = "s3cret-test"  # noqa: S105 (a test value)
 
 
+@pytest.fixture(autouse=True)
+def _relay_settles() -> Iterator[None]:
+    """No turn or Telegram delivery of a test outlives it: its turns end (the embedded pool
+    drained) and the relay has nothing left to send before the database is emptied."""
+    yield
+    from agents.dispatch import drain
+    from integrations.telegram import relay
+
+    drain()
+    relay.idle(15)
+
+
 @pytest.fixture
 def telegram(settings) -> Iterator[FakeTelegram]:
     """A started stand-in for Telegram (tests/fakes/telegram_server.py), the settings pointing
