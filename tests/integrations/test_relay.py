@@ -13,8 +13,10 @@ from agents.services import chat_submit
 from integrations.models import TelegramReply
 from integrations.telegram import relay
 from integrations.telegram.format import render
+from sessions_app.approvals import turn_approve
 from sessions_app.models import Turn
-from tests.fakes.chat_server import Error, Reply
+from sessions_app.turns import turn_cancel
+from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -167,3 +169,52 @@ def test_the_bridge_off_relays_nothing_even_for_a_turn_with_a_row(
     finish(turn)
     assert relayed.calls == []
     assert TelegramReply.objects.get(pk=turn.pk).delivered_at is None
+
+
+APPROVAL_NOTE = "approve or refuse it in the web app"
+
+
+@pytest.fixture
+def email_tool(settings):
+    from tests.agents import approval_tools
+
+    settings.AGENT_TOOLS = ["tests.agents.approval_tools.send_email"]
+    approval_tools.SENT.clear()
+    yield approval_tools.SENT
+    approval_tools.SENT.clear()
+
+
+def waiting_for_approval(relayed) -> None:
+    relayed.wait_for(lambda _: any(APPROVAL_NOTE in text for text in relayed.texts(CHAT)))
+
+
+def test_a_turn_waiting_for_approval_says_so_then_shows_the_reply(
+    relayed, fake_llm, alice, email_tool
+):
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_email", {"to": "bob@example.com", "subject": "hi"}, id="c1")]),
+        Reply("Mailed **Bob**."),
+    )
+    turn = start(alice, CHAT, "mail bob")
+    waiting_for_approval(relayed)
+    [text] = relayed.texts(CHAT)
+    assert "send_email" in text
+    turn_approve(turn=Turn.objects.get(pk=turn.pk), tool_call_id="c1", approved=True)
+    finish(turn)
+    assert email_tool == [("bob@example.com", "hi")]
+    assert_final(relayed, CHAT, turn)
+    assert relayed.texts(CHAT) == ["Mailed Bob."]
+
+
+def test_a_cancelled_turn_says_stopped(relayed, fake_llm, alice, email_tool):
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_email", {"to": "bob@example.com", "subject": "hi"}, id="c1")]),
+    )
+    turn = start(alice, CHAT, "mail bob")
+    waiting_for_approval(relayed)
+    turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+    finish(turn)
+    assert turn.status == "cancelled"
+    assert email_tool == []
+    assert relayed.texts(CHAT) == ["(stopped)"]
+    assert TelegramReply.objects.get(pk=turn.pk).delivered_at is not None
