@@ -11,7 +11,7 @@ from django.db import transaction
 from agents.dispatch import drain
 from agents.services import chat_submit
 from integrations.models import TelegramReply
-from integrations.telegram import relay
+from integrations.telegram import client, relay
 from integrations.telegram.format import render
 from sessions_app.approvals import turn_approve
 from sessions_app.models import Turn
@@ -218,3 +218,18 @@ def test_a_cancelled_turn_says_stopped(relayed, fake_llm, alice, email_tool):
     assert email_tool == []
     assert relayed.texts(CHAT) == ["(stopped)"]
     assert TelegramReply.objects.get(pk=turn.pk).delivered_at is not None
+
+
+def test_a_turn_taken_over_goes_on_in_the_messages_its_row_names(relayed, fake_llm, alice):
+    """Another process began the reply (its message id is in the row): this one edits that
+    message and sends none of its own."""
+    [earlier] = client.send_text(CHAT, "the first worker's part")
+    reply = "Taken over and " + words(10)
+    fake_llm.queue(Reply(reply, delay=0.05))
+    with transaction.atomic():
+        turn = chat_submit(owner=alice, session_key=f"agent:telegram:per-peer:{CHAT}", message="hi")
+        TelegramReply.objects.create(turn=turn, chat_id=CHAT, message_ids=[earlier])
+    finish(turn)
+    assert len(relayed.sent("sendMessage", chat_id=CHAT)) == 1  # the earlier one only
+    assert relayed.texts(CHAT) == [reply]
+    assert TelegramReply.objects.get(pk=turn.pk).message_ids == [earlier]
