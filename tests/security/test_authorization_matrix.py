@@ -54,6 +54,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
 from governance.models import AuditRecord as GovernanceRecord
+from integrations.models import TelegramChat, TelegramLinkCode
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
@@ -90,6 +91,14 @@ class Rule:
     away: str = ""  # a public page that sends a signed-in user here, whatever the method
 
 
+@pytest.fixture(autouse=True)
+def _telegram_bridge_on(settings):
+    """The Telegram bridge on (its routes answer; with the bridge off they are 404s), its
+    webhook's secret one nobody here sends."""
+    settings.TELEGRAM_BOT_TOKEN = "123:matrix-token"  # noqa: S105 - a test value
+    settings.TELEGRAM_WEBHOOK_SECRET = "matrix-secret"  # noqa: S105 - a test value
+
+
 # --- The rules ---------------------------------------------------------------------------------
 
 PAGE_RULES: dict[str, Rule] = {
@@ -108,6 +117,13 @@ PAGE_RULES: dict[str, Rule] = {
     "/accounts/profile/": Rule(LOGIN, ALL, data={"theme": "dark"}),
     "/accounts/profile/api-keys/": Rule(LOGIN, ("POST",), data={"name": "bob's key"}),
     "/accounts/profile/api-keys/<int:key_id>/revoke/": Rule(OWNER, ("POST",), {"key_id": "key"}),
+    # The Telegram section: a link code of one's own; unlinking one's own chat.
+    "/accounts/profile/telegram/link/": Rule(LOGIN, ("POST",)),
+    "/accounts/profile/telegram/<int:chat_pk>/unlink/": Rule(
+        OWNER, ("POST",), {"chat_pk": "telegram_chat"}
+    ),
+    # Telegram's webhook: only with the secret header (which nobody here has).
+    "/integrations/telegram/webhook/": Rule(PUBLIC, ("POST",), answers=(403,)),
     # The chat.
     "/chat/": Rule(LOGIN, ("GET",)),
     "/chat/new/": Rule(LOGIN, ("POST",), data={"name": "bob's"}),
@@ -274,6 +290,7 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/branches/<int:pk>/share/": Rule(OWNER, ("POST",), {"pk": "branch"}),
     "/api/v1/shares/": Rule(LOGIN, ("GET",)),
     "/api/v1/shares/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "share"}),
+    "/api/v1/telegram/link/": Rule(LOGIN, ("POST",)),
 }
 
 # What a destructive admin POST would carry: confirm a deletion, run the bulk delete on the
@@ -317,8 +334,8 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|governance|agents|memories"
-    "|ops|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|governance|integrations"
+    "|agents|memories|ops|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
@@ -347,6 +364,7 @@ ADMIN_OBJECTS = {
     "sessions_app.Turn": "turn",
     "sessions_app.Summary": "summary",
     "ops.AuditRecord": "audit_record",
+    "integrations.TelegramChat": "telegram_chat",
     "governance.AuditRecord": "governance_record",
     "django_celery_beat.PeriodicTask": "periodic_task",
     "django_celery_beat.IntervalSchedule": "interval",
@@ -361,6 +379,8 @@ ADMIN_CLOSED = {
     "/admin/accounts/sitesettings/add/",
     "/admin/accounts/sitesettings/<path:object_id>/delete/",
     "/admin/accounts/apikey/add/",
+    # A chat is linked by its user's /start CODE only.
+    "/admin/integrations/telegramchat/add/",
     "/admin/checkpoints/checkpoint/add/",
     "/admin/memories/memory/add/",
     "/admin/sessions_app/internalsession/add/",
@@ -517,6 +537,9 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "memory": memory.pk,
         "file": "notes/alice.md",
         "share": share.pk,
+        "telegram_chat": TelegramChat.objects.create(
+            chat_id=12345, user=alice, title=f"{SECRET} chat"
+        ).pk,
         # The operator's, not alice's: its secret header must never show either.
         "mcp_server": McpServer.objects.create(
             name="tracker", url="http://127.0.0.1:9/mcp", headers={"X-Key": SECRET}
@@ -579,6 +602,8 @@ def state(alice_pk: int) -> dict[str, list[dict]]:
         "share links": rows(ShareLink.objects.filter(owner_id=alice_pk)),
         "mcp servers": rows(McpServer.objects.all()),
         "governance records": rows(GovernanceRecord.objects.filter(user_id=alice_pk)),
+        "telegram chats": rows(TelegramChat.objects.filter(user_id=alice_pk)),
+        "telegram link codes": rows(TelegramLinkCode.objects.filter(user_id=alice_pk)),
     }
 
 

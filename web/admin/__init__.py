@@ -2,6 +2,26 @@
 
 from __future__ import annotations
 
-from . import accounts, checkpoints, governance, login, mcp, memories, ops, sessions
+from . import (
+    accounts,
+    checkpoints,
+    governance,
+    integrations,
+    login,
+    mcp,
+    memories,
+    ops,
+    sessions,
+)
 
-__all__ = ["accounts", "checkpoints", "governance", "login", "mcp", "memories", "ops", "sessions"]
+__all__ = [
+    "accounts",
+    "checkpoints",
+    "governance",
+    "integrations",
+    "login",
+    "mcp",
+    "memories",
+    "ops",
+    "sessions",
+]

@@ -17,6 +17,7 @@ from web.api import files as files_api
 from web.api import memories as memories_api
 from web.api import sessions as sessions_api
 from web.api import shares as shares_api
+from web.api import telegram as telegram_api
 
 app_name = "api"
 
@@ -71,6 +72,7 @@ urlpatterns = [
     path("memories/<int:pk>/", memories_api.MemoryDetail.as_view(), name="memory"),
     path("keys/", accounts_api.KeyList.as_view(), name="keys"),
     path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
+    path("telegram/link/", telegram_api.TelegramLink.as_view(), name="telegram-link"),
     path(
         "schema/",
         SchemaView.as_view(permission_classes=[AllowAny], authentication_classes=[]),

@@ -34,6 +34,9 @@ from accounts.services import (
 from core.client_ip import client_ip
 from core.errors import InvalidInput
 from core.http import domain_errors
+from integrations.telegram import client as telegram_client
+from integrations.telegram.errors import BridgeOff
+from integrations.telegram.links import LinkCode, link_code_create
 from web.pages.forms import (
     ApiKeyCreateForm,
     LoginForm,
@@ -42,6 +45,7 @@ from web.pages.forms import (
     add_domain_error,
 )
 from web.pages.shares import profile_shares
+from web.pages.telegram import profile_telegram
 from web.signin import lockout_status
 
 # Keys listed on the profile: every active one (at most 50) and the latest revoked ones.
@@ -179,6 +183,7 @@ def _profile_page(
     preferences_form: PreferencesForm | None = None,
     key_form: ApiKeyCreateForm | None = None,
     new_key: tuple[ApiKey, str] | None = None,
+    link_code: LinkCode | None = None,
     status: int = 200,
 ) -> HttpResponse:
     user = _user(request)
@@ -201,6 +206,7 @@ def _profile_page(
         "new_key": new_key[0] if new_key else None,
         "new_secret": new_key[1] if new_key else None,
         **profile_shares(request, user),
+        **profile_telegram(user, link_code=link_code),
     }
     return render(request, "accounts/profile.html", context, status=status)
 
@@ -264,3 +270,17 @@ def apikey_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
     key = apikey_revoke(user=_user(request), key_id=key_id)
     messages.success(request, f"API key “{key.name}” is revoked; programs using it are refused.")
     return redirect("accounts:profile")
+
+
+@login_required
+@require_POST
+@never_cache
+@domain_errors
+def telegram_link_view(request: HttpRequest) -> HttpResponse:
+    """A new one-time code to link a Telegram chat, shown on the profile with the message to
+    send the bot (`/start CODE`). Answered here, not redirected: the code lives ten minutes
+    and is made again by a new press (which retires this one)."""
+    if not telegram_client.enabled():
+        raise BridgeOff()
+    made = link_code_create(user=_user(request))
+    return _profile_page(request, link_code=made)

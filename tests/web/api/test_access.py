@@ -18,7 +18,7 @@ from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
 PUBLIC = {"schema", "docs"}
-WITHOUT_ID = {"sessions", "session-import", "keys", "chat", "memories", "shares"}
+WITHOUT_ID = {"sessions", "session-import", "keys", "chat", "memories", "shares", "telegram-link"}
 
 
 def _routes():
