@@ -58,28 +58,14 @@ def stack(model_server, telegram, database, fresh_redis, tmp_path_factory) -> It
 
 @pytest.fixture(scope="module")
 def linked(stack, telegram) -> Iterator[Client]:
-    """A user of the stack, their chat CHAT linked with `/start CODE` through the webhook."""
+    """A user of the stack, their chat CHAT linked: a code from the API, then `/start CODE`
+    through the webhook."""
     api = Client(stack.urls["web"], stack.api_key("phone"))
-    code = link_code(stack, "phone")
+    code = api.post("/telegram/link/")["code"]
     assert post(stack, message(f"/start {code}")).status_code == 200
     telegram.wait_for(lambda calls: any("Linked" in text for text in said(telegram)))
     yield api
     api.close()
-
-
-# The code comes from the service the profile page and the API use (the API's
-# `POST /api/v1/telegram/link/` is not there yet).
-LINK_CODE = (
-    "from accounts.models import User\n"
-    "from integrations.telegram.links import link_code_create\n"
-    "print(link_code_create(user=User.objects.get(username={username!r})).code)\n"
-)
-
-
-def link_code(stack: Stack, username: str) -> str:
-    """A one-time code to link a chat to `username`."""
-    out = stack.manage(stack.env, "shell", "-c", LINK_CODE.format(username=username))
-    return out.strip().splitlines()[-1]
 
 
 def message(text: str, *, update_id: int | None = None) -> dict:
