@@ -11,6 +11,9 @@ class IntegrationsConfig(AppConfig):
         # The Telegram relay hears every event of this process (web or worker) and streams the
         # replies of turns started from Telegram; while TELEGRAM_BOT_TOKEN is empty it returns
         # at once.
+        # Its tasks (integrations.telegram_update), registered in every process, so the dispatch
+        # finds them by name in the web process too (the workers' autodiscovery finds them anyway).
+        from integrations import tasks  # noqa: F401
         from integrations.telegram import relay
 
         relay.register()

@@ -13,9 +13,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-# Registers the task that handles an update (integrations.telegram_update) in this process, as
-# agents' tasks are by their app's ready(), so the dispatch finds it by name.
-import integrations.tasks  # noqa: F401
+from core.errors import DomainError
+from core.validation import clean_json
 from integrations.telegram import client
 from integrations.telegram.updates import update_receive
 
@@ -57,6 +56,14 @@ def webhook(request: HttpRequest) -> JsonResponse:
         update = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return _error(400, "The body is not JSON.")
+    except RecursionError:
+        return _error(400, "The update is nested too deeply.")
+    try:
+        # What no database stores (NUL, lone surrogates, NaN) or nests without end: refused here,
+        # not a 500 when the update is stored.
+        clean_json(update, what="update")
+    except DomainError as exc:
+        return _error(400, exc.message)
     if not isinstance(update, dict):
         return _error(400, "The update must be a JSON object.")
     update_id = update.get("update_id")

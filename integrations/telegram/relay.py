@@ -249,6 +249,16 @@ class _Sender:
     def _stream(self, reply: _Reply) -> None:
         """Show the reply so far (plain text), then no edit of the chat for EDIT_INTERVAL."""
         reply.dirty = False
+        # Another process may have delivered the final reply meanwhile (a stop asked in the web
+        # process ends the turn there): a late piece of the stream must not replace it.
+        delivered = _retrying(
+            lambda: TelegramReply.objects.filter(
+                pk=reply.turn_id, delivered_at__isnull=False
+            ).exists()
+        )
+        if delivered:
+            self._forget(reply)
+            return
         text = stream_snapshot(turn_id=reply.turn_id, attempt=reply.attempt).text
         if reply.note:
             text = f"{text.rstrip()}\n\n{reply.note}" if text.strip() else reply.note

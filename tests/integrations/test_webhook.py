@@ -63,7 +63,14 @@ def test_get_is_405(client, telegram):
         b'{"update_id": 1.5}',
         b'{"update_id": -1}',
         b'{"update_id": 99999999999999999999999}',
+        # What no database stores or nests without end: 400, never a 500 when stored.
+        b'{"update_id": 1, "message": {"text": "a\\u0000b"}}',
+        b'{"update_id": 1, "message": {"text": "\\ud800"}}',
+        b'{"update_id": 1, "x": NaN}',
+        b'{"update_id": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"update_id": 1, "x": ' + b"[" * 40 + b"]" * 40 + b"}",
     ],
+    ids=lambda raw: repr(raw[:40]),
 )
 def test_a_malformed_body_is_400_with_a_short_error_and_nothing_stored(client, telegram, raw):
     response = post(client, None, raw=raw)
