@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agents.tasks import task
+from integrations.telegram.relay import replies_sweep
 from integrations.telegram.updates import update_handle, updates_prune
 
 UPDATE_TASK = "integrations.telegram_update"
@@ -15,3 +16,10 @@ def telegram_update_task(update_id: int) -> None:
     update_handle(update_id=update_id)
     if update_id % 100 == 0:
         updates_prune()
+
+
+@task(name="integrations.deliver_replies", ignore_result=True)
+def deliver_replies_task() -> int:
+    """The periodic job (beat, every minute): replies of turns started from Telegram that ended
+    with no relay to deliver them (their process died) are delivered by this worker's relay."""
+    return replies_sweep()

@@ -525,6 +525,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": TURN_RECOVERY_SECONDS,
         "options": {"expires": 30},
     },
+    # The Telegram bridge's replies no relay delivered (the process that ran the turn died
+    # between its end and the delivery); nothing to do, and no query, while it is off.
+    "telegram-replies": {
+        "task": "integrations.deliver_replies",
+        "schedule": 60.0,
+        "options": {"expires": 30},
+    },
 }
 
 # --- Retention (ops.retention; each rule is also a management command with --dry-run) ----------

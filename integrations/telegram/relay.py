@@ -23,9 +23,11 @@ transaction); the answer is looked up once per turn and kept until the turn ends
   shows its error in a short note, a cancelled one its text so far and "stopped". A 429 delays the
   delivery by its `retry_after` (at most FINAL_TRIES times).
 
-The gap: a relay hears only the events of its own process. When the process running a turn dies
-after the turn ended but before the delivery (or the events were lost otherwise), the chat keeps
-what it showed last, and nothing delivers it later.
+A relay hears only the events of its own process. When the process running a turn dies after
+the turn ended but before the delivery (or the events were lost otherwise), the periodic job
+`integrations.deliver_replies` (beat, every minute: `replies_sweep`) delivers what is still
+undelivered a minute after the turn ended. A delivery claimed and then refused by Telegram (after
+its retries) is not tried again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Literal, TypeVar
 
 from django.conf import settings
@@ -52,7 +55,7 @@ from integrations.telegram.format import Piece, render, split_plain
 from sessions_app.models import Turn
 from sessions_app.stream import stream_snapshot
 
-__all__ = ["EDIT_INTERVAL", "idle", "on_event", "register"]
+__all__ = ["EDIT_INTERVAL", "idle", "on_event", "register", "replies_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +111,7 @@ class _Sender:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.events: queue.Queue[Event] = queue.Queue()
+        self.events: queue.Queue[Event | _Unheard] = queue.Queue()
         self.replies: dict[int, _Reply] = {}
         self.known: OrderedDict[int, bool] = OrderedDict()  # turn id -> relayed or not
         self.next_at: dict[int, float] = {}  # chat id -> when it may be edited again
@@ -144,8 +147,13 @@ class _Sender:
     def _due(self, reply: _Reply) -> float:
         return self.next_at.get(reply.chat_id, 0.0)
 
-    def _step(self, event: Event) -> None:
+    def _step(self, event: Event | _Unheard) -> None:
         close_old_connections()
+        if isinstance(event, _Unheard):
+            unheard = self._reply_of(event.turn_id)
+            if unheard is not None and unheard.ending is None:
+                unheard.ending = event.ending
+            return
         reply = self._reply(event)
         if reply is None:
             if event["type"] in _ENDS:
@@ -187,6 +195,9 @@ class _Sender:
     def _reply(self, event: Event) -> _Reply | None:
         """The state of the event's turn, when it is relayed (the row looked up once)."""
         turn_id: int = event["turn"]  # type: ignore[typeddict-item]
+        return self._reply_of(turn_id)
+
+    def _reply_of(self, turn_id: int) -> _Reply | None:
         reply = self.replies.get(turn_id)
         if reply is not None:
             return reply
@@ -346,6 +357,48 @@ class _Sender:
         if reply.ending == "cancelled":
             return render(f"{text.rstrip()}\n\n*(stopped)*" if text.strip() else "*(stopped)*")
         return render(text)
+
+
+@dataclass(frozen=True)
+class _Unheard:
+    """A turn that ended with its reply undelivered and no relay to hear of it (replies_sweep)."""
+
+    turn_id: int
+    ending: Ending
+
+
+_STATUS_ENDINGS: dict[str, Ending] = {
+    Turn.Status.DONE: "finished",
+    Turn.Status.FAILED: "failed",
+    Turn.Status.CANCELLED: "cancelled",
+}
+SWEEP_AFTER = timedelta(seconds=60)  # a relay delivers well before; past this, nobody will
+SWEEP_BATCH = 100
+
+
+def replies_sweep(*, ended_before: datetime | None = None) -> int:
+    """Deliver the replies that no relay will: turns ended (before `ended_before`, by default a
+    minute ago) whose TelegramReply is still undelivered, because the process that ran them died
+    between the end and the delivery, or lost the events. Handed to this process's sender, which
+    claims each delivery by `delivered_at` as always, so a relay that is late after all and this
+    never both deliver. The periodic job (integrations.deliver_replies) calls it. Returns how many
+    were handed over."""
+    if not settings.TELEGRAM_BOT_TOKEN:
+        return 0
+    cutoff = ended_before or timezone.now() - SWEEP_AFTER
+    rows = list(
+        TelegramReply.objects.filter(
+            delivered_at__isnull=True,
+            turn__status__in=list(_STATUS_ENDINGS),
+            turn__finished_at__lt=cutoff,
+        )
+        .order_by("turn_id")
+        .values_list("turn_id", "turn__status")[:SWEEP_BATCH]
+    )
+    sender = _process_sender()
+    for turn_id, status in rows:
+        sender.events.put(_Unheard(turn_id=turn_id, ending=_STATUS_ENDINGS[status]))
+    return len(rows)
 
 
 def _retrying(query: Callable[[], T]) -> T:

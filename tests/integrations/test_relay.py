@@ -4,6 +4,7 @@ Telegram and the fake Chat Completions server, the turn running on the embedded 
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import pytest
 from django.db import transaction
@@ -233,3 +234,32 @@ def test_a_turn_taken_over_goes_on_in_the_messages_its_row_names(relayed, fake_l
     assert len(relayed.sent("sendMessage", chat_id=CHAT)) == 1  # the earlier one only
     assert relayed.texts(CHAT) == [reply]
     assert TelegramReply.objects.get(pk=turn.pk).message_ids == [earlier]
+
+
+def test_a_reply_no_relay_heard_is_delivered_by_the_sweep_once(relayed, fake_llm, alice, settings):
+    """The process that ran the turn delivered nothing (here: it had the bridge off, as a
+    process that died between the turn's end and the delivery would have): the periodic sweep
+    delivers the stored reply, once, and leaves younger and delivered turns alone."""
+    token = settings.TELEGRAM_BOT_TOKEN
+    settings.TELEGRAM_BOT_TOKEN = ""
+    fake_llm.queue(Reply("**Late** but whole: " + words(5)))
+    turn = start(alice, CHAT)
+    finish(turn)
+    settings.TELEGRAM_BOT_TOKEN = token
+    assert relay.replies_sweep() == 0  # it ended less than a minute ago: a relay may still come
+    assert relayed.calls == []
+    turn.refresh_from_db()
+    later = turn.finished_at + timedelta(seconds=1)
+    assert relay.replies_sweep(ended_before=later) == 1
+    assert relay.idle(15)
+    assert_final(relayed, CHAT, turn)
+    assert relay.replies_sweep(ended_before=later) == 0  # delivered: never again
+
+
+def test_beat_runs_the_sweep_every_minute_through_a_registered_task():
+    from celery import current_app
+    from django.conf import settings as django_settings
+
+    entry = django_settings.CELERY_BEAT_SCHEDULE["telegram-replies"]
+    assert entry["task"] in current_app.tasks
+    assert entry["schedule"] == 60.0
