@@ -132,6 +132,18 @@ def left_behind_note(branch: InternalSession) -> str | None:
     )
 
 
+def left_behind_lines(branch: InternalSession) -> list[str]:
+    """What the restore that made (or rewound) `branch` could not undo, for its user: a line per
+    external effect left behind (`manage.py chat` prints them, the Telegram bot sends them)."""
+    meta = branch.metadata
+    effects = meta.get("left_behind") if isinstance(meta, dict) else None
+    return [
+        f"[cannot undo] {effect.get('tool_name')} ({effect.get('created_at')})"
+        for effect in (effects if isinstance(effects, list) else [])
+        if isinstance(effect, dict)
+    ]
+
+
 def _ledger_line(entry: dict[str, Any]) -> str:
     tool = str(entry.get("tool_name") or "a tool")[:100]
     args = entry.get("args")

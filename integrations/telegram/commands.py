@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accounts.models import User
+from agents.context import left_behind_lines
 from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService
 from checkpoints.errors import CheckpointNotFound
@@ -53,18 +54,6 @@ def checkpoints_list(user: User, chat_id: int, arg: str) -> str:
     return _agent(AgentService(user=user), session).list_checkpoints_tool()
 
 
-def left_behind(agent: RollbackAgent) -> list[str]:
-    """What the rollback could not undo (the external effects it left behind), one line each,
-    as `manage.py chat` prints them."""
-    meta = agent.internal_session.metadata
-    effects = meta.get("left_behind") if isinstance(meta, dict) else None
-    return [
-        f"[cannot undo] {effect.get('tool_name')} ({effect.get('created_at')})"
-        for effect in (effects if isinstance(effects, list) else [])
-        if isinstance(effect, dict)
-    ]
-
-
 def rollback(user: User, chat_id: int, arg: str) -> str:
     if not arg:
         return "Say which checkpoint: /rollback ID_OR_NAME (see /list)"
@@ -79,7 +68,7 @@ def rollback(user: User, chat_id: int, arg: str) -> str:
     if agent is None:
         return "That checkpoint no longer exists. Use /list to see the others."
     lines = [f"Rolled back to checkpoint '{found.checkpoint_name}'. {_where(agent)}"]
-    return "\n".join([*lines, *left_behind(agent)])
+    return "\n".join([*lines, *left_behind_lines(agent.internal_session)])
 
 
 def branches(user: User, chat_id: int, arg: str) -> str:

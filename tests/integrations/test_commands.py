@@ -11,7 +11,7 @@ from integrations.telegram.commands import HELP, parse_command
 from integrations.telegram.conversations import session_key
 from integrations.telegram.links import link_code_consume, link_code_create
 from sessions_app.models import ExternalSession, InternalSession, Turn
-from tests.fakes.chat_server import Reply
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.integrations.updates import CHAT, message, post, said
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,3 +140,19 @@ def test_another_users_chat_commands_never_reach_alices_session(bot, fake_llm, a
     assert bot("/rollback mine")[0].endswith("Use /list to see the checkpoints.")
     assert ExternalSession.objects.get(owner=bob).session_key == session_key(CHAT)
     assert the_session(alice).turns.count() == 1
+
+
+def test_a_rollback_says_what_it_could_not_undo(bot, fake_llm, alice):
+    """A memory saved after the checkpoint outlives the rollback: the chat is told so, as the
+    terminal's chat is."""
+    fake_llm.queue(Reply("Hi Alice."))
+    bot("hello")
+    bot("/checkpoint start")
+    fake_llm.queue(
+        ToolCalls([ToolCall("remember", {"key": "pet", "category": "Comm", "l0": "Has a cat"})]),
+        Reply("Noted."),
+    )
+    bot("I have a cat")
+    [answer] = bot("/rollback start")
+    assert answer.startswith("Rolled back to checkpoint 'start'.")
+    assert "\n[cannot undo] remember (" in answer

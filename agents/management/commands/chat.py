@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from accounts.models import User
+from agents.context import left_behind_lines
 from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService
 from checkpoints.errors import CheckpointNotFound
@@ -208,13 +209,8 @@ class Command(BaseCommand):
 
     def _left_behind(self, agent: RollbackAgent) -> None:
         """What the rollback could not undo: the external effects it left behind."""
-        meta = agent.internal_session.metadata
-        effects = meta.get("left_behind") if isinstance(meta, dict) else None
-        for effect in effects if isinstance(effects, list) else []:
-            if isinstance(effect, dict):
-                self._line(
-                    f"  [cannot undo] {effect.get('tool_name')} ({effect.get('created_at')})"
-                )
+        for line in left_behind_lines(agent.internal_session):
+            self._line(f"  {line}")
 
     def _on_event(self, event: Event) -> None:
         if event["type"] == "message.delta":
