@@ -107,7 +107,11 @@ SURROGATE_BODIES = {
 
 
 # Routes that read no body: whatever is sent is ignored, so it changes nothing in the answer.
-NO_BODY = ("/api/v1/turns/<int:pk>/cancel/", "/api/v1/branches/<int:pk>/activate/")
+NO_BODY = (
+    "/api/v1/turns/<int:pk>/cancel/",
+    "/api/v1/branches/<int:pk>/activate/",
+    "/api/v1/telegram/link/",
+)
 # A route whose body is a file's raw text, not JSON: a JSON escape in it is just characters, kept
 # as sent (tests/web/api/test_files.py has its own bad bodies: binary, NUL, too large).
 RAW_TEXT = ("/api/v1/sessions/<int:pk>/files/<path:path>",)
