@@ -64,7 +64,10 @@ def _safe(entity: MessageEntity) -> MessageEntity | None:
         return None
     if entity.url is None:
         return entity
-    scheme = urlsplit(entity.url.strip()).scheme.lower()
+    try:
+        scheme = urlsplit(entity.url.strip()).scheme.lower()
+    except ValueError:  # "http://[" and the like: no link to open
+        return None
     return entity if scheme in SAFE_SCHEMES else None
 
 

@@ -250,6 +250,11 @@ class _Sender:
                     self._forget(reply)
                 else:
                     reply.dirty = False  # the next piece tries again
+            except Exception:
+                # Anything else (the database away, a bug): this turn is dropped from the relay,
+                # never retried in a loop; the sweep delivers an undelivered reply later.
+                log.exception("telegram relay: turn %s failed", reply.turn_id)
+                self._forget(reply)
 
     def _forget(self, reply: _Reply) -> None:
         self.replies.pop(reply.turn_id, None)

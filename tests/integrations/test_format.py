@@ -81,3 +81,9 @@ def test_streamed_text_is_plain_and_split_by_the_same_rule():
     assert pieces[0].text.startswith("**not bold yet**")
     assert "".join(p.text for p in pieces) == text
     assert all(utf16_len(p.text) <= MAX_MESSAGE for p in pieces)
+
+
+def test_a_link_whose_address_does_not_parse_keeps_its_text_only():
+    [piece] = render("see [this](http://[broken) and [that](https://example.com)")
+    assert "this" in piece.text
+    assert [e.url for e in piece.entities if e.url] == ["https://example.com"]
