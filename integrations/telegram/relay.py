@@ -252,7 +252,8 @@ class _Sender:
                     reply.dirty = False  # the next piece tries again
             except Exception:
                 # Anything else (the database away, a bug): this turn is dropped from the relay,
-                # never retried in a loop; the sweep delivers an undelivered reply later.
+                # never retried in a loop; if its delivery was not claimed yet, the sweep
+                # delivers it later.
                 log.exception("telegram relay: turn %s failed", reply.turn_id)
                 self._forget(reply)
 
