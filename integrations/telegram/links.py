@@ -14,7 +14,15 @@ from django.utils import timezone
 from accounts.models import User
 from integrations.models import TelegramChat, TelegramLinkCode
 
-from .errors import ChatNotFound, LinkCodeExpired, LinkCodeUnknown, LinkCodeUsed, UserDeactivated
+from . import client
+from .errors import (
+    BridgeOff,
+    ChatNotFound,
+    LinkCodeExpired,
+    LinkCodeUnknown,
+    LinkCodeUsed,
+    UserDeactivated,
+)
 
 # No 0/O, 1/I/L: a code read on one screen and typed on another.
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -40,7 +48,10 @@ def code_hash(code: str) -> str:
 
 def link_code_create(*, user: User) -> LinkCode:
     """A new one-time code for `user`, valid ten minutes; the user's earlier unused codes are
-    retired (marked used), so only the newest one links. Only its SHA-256 is stored."""
+    retired (marked used), so only the newest one links. Only its SHA-256 is stored. Refused
+    (BridgeOff) while the bridge is off: no bot could take the code."""
+    if not client.enabled():
+        raise BridgeOff()
     if not user.is_active:
         raise UserDeactivated()
     code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))

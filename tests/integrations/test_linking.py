@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from integrations.models import TelegramChat, TelegramLinkCode
 from integrations.telegram.errors import (
+    BridgeOff,
     ChatNotFound,
     LinkCodeExpired,
     LinkCodeUnknown,
@@ -28,6 +29,13 @@ from integrations.telegram.links import (
 from tests.integrations.updates import CHAT, message, post, said
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def bridge_on(settings):
+    """Codes are made only while the bridge is on (the tests that talk to the bot have the
+    stand-in's token through the `telegram` fixture, which wins)."""
+    settings.TELEGRAM_BOT_TOKEN = "123:test-token"  # noqa: S105 (a test value)
 
 
 def test_a_code_is_eight_unambiguous_characters_stored_only_as_its_hash(alice):
@@ -70,6 +78,13 @@ def test_a_new_code_retires_the_users_earlier_ones(alice):
     with pytest.raises(LinkCodeUsed):
         link_code_consume(code=first.code, chat_id=CHAT, title="")
     assert link_code_consume(code=second.code, chat_id=CHAT, title="").user == alice
+
+
+def test_no_code_is_made_while_the_bridge_is_off(alice, settings):
+    settings.TELEGRAM_BOT_TOKEN = ""
+    with pytest.raises(BridgeOff):
+        link_code_create(user=alice)
+    assert not TelegramLinkCode.objects.exists()
 
 
 def test_a_deactivated_user_can_neither_make_nor_use_a_code(alice):

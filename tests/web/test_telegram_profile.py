@@ -21,7 +21,7 @@ def bridge_on(settings):
 
 
 @pytest.fixture
-def alices_chat(alice):
+def alices_chat(alice, bridge_on):
     return link_code_consume(code=link_code_create(user=alice).code, chat_id=777, title="@al")
 
 
