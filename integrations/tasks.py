@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from agents.tasks import task
 from integrations.telegram.relay import replies_sweep
-from integrations.telegram.updates import update_handle, updates_prune
-
-UPDATE_TASK = "integrations.telegram_update"
+from integrations.telegram.updates import UPDATE_TASK, update_handle, updates_prune
 
 
 @task(name=UPDATE_TASK, ignore_result=True)
