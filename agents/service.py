@@ -136,3 +136,26 @@ class AgentService:
         if total > last:
             lines.append(f"... (last {last} messages shown)")
         return "\n".join(lines)
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`n` and the word, plural unless one: "1 message", "3 branches"."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def branch_lines(branches: list[InternalSession]) -> list[str]:
+    """A session's branches as text, a heading then a line each (* = current): where each
+    starts and how many messages and checkpoints it holds. `manage.py chat`'s and the Telegram
+    bot's /branches."""
+    lines = [f"{counted(len(branches), 'branch', 'branches')} (* = current):"]
+    for b in branches:
+        origin = (
+            f"from branch {b.parent_id} at message {b.fork_position}"
+            if b.parent_id is not None
+            else "root"
+        )
+        lines.append(
+            f"{'*' if b.is_current else ' '} branch {b.pk} ({origin}): "
+            f"{counted(b.message_count, 'message')}, {counted(b.checkpoint_count, 'checkpoint')}"
+        )
+    return lines

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from accounts.models import User
 from agents.context import left_behind_lines
 from agents.rollback_agent import RollbackAgent
-from agents.service import AgentService
+from agents.service import AgentService, branch_lines, counted
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from sessions_app.models import ExternalSession
@@ -26,10 +26,6 @@ HELP = """Commands:
 Anything else is a message to the agent."""
 
 
-def _count(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else plural or word + 's'}"
-
-
 def _agent(service: AgentService, session: ExternalSession) -> RollbackAgent:
     agent = service.resume_agent(session.pk)
     if agent is None:  # deleted between the two reads
@@ -39,7 +35,7 @@ def _agent(service: AgentService, session: ExternalSession) -> RollbackAgent:
 
 def _where(agent: RollbackAgent) -> str:
     branch = agent.refresh_branch()
-    return f"Now on branch {branch.pk} ({_count(branch.message_count, 'message')})."
+    return f"Now on branch {branch.pk} ({counted(branch.message_count, 'message')})."
 
 
 def checkpoint(user: User, chat_id: int, arg: str) -> str:
@@ -73,19 +69,7 @@ def rollback(user: User, chat_id: int, arg: str) -> str:
 
 def branches(user: User, chat_id: int, arg: str) -> str:
     session = chat_session(user=user, chat_id=chat_id)
-    found = AgentService(user=user).list_internal_sessions(session.pk)
-    lines = [f"{_count(len(found), 'branch', 'branches')} (* = current):"]
-    for b in found:
-        origin = (
-            f"from branch {b.parent_id} at message {b.fork_position}"
-            if b.parent_id is not None
-            else "root"
-        )
-        lines.append(
-            f"{'*' if b.is_current else '  '} branch {b.pk} ({origin}): "
-            f"{_count(b.message_count, 'message')}, {_count(b.checkpoint_count, 'checkpoint')}"
-        )
-    return "\n".join(lines)
+    return "\n".join(branch_lines(AgentService(user=user).list_internal_sessions(session.pk)))
 
 
 def new(user: User, chat_id: int, arg: str) -> str:

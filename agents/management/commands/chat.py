@@ -17,7 +17,7 @@ from django.utils import timezone
 from accounts.models import User
 from agents.context import left_behind_lines
 from agents.rollback_agent import RollbackAgent
-from agents.service import AgentService
+from agents.service import AgentService, branch_lines, counted
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from core.errors import DomainError
@@ -42,10 +42,6 @@ HELP = """Commands:
   /help                  show this help
   /quit                  leave (or Ctrl-D; Ctrl-C stops a reply, at the prompt it leaves)
 Anything else is a message to the agent."""
-
-
-def _count(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 class Command(BaseCommand):
@@ -73,7 +69,7 @@ class Command(BaseCommand):
         branch = self.agent.internal_session
         self._line(
             f"Session {self.session.pk} '{self.session.session_name}', "
-            f"branch {branch.pk} ({_count(branch.message_count, 'message')}). "
+            f"branch {branch.pk} ({counted(branch.message_count, 'message')}). "
             "Type /help for the commands."
         )
         if is_demo():
@@ -152,18 +148,8 @@ class Command(BaseCommand):
 
     def _branches(self) -> None:
         branches = self._call(self.service.list_internal_sessions, self.session.pk)
-        self._line(f"{_count(len(branches), 'branch', 'branches')} (* = current):")
-        for b in branches:
-            origin = (
-                f"from branch {b.parent_id} at message {b.fork_position}"
-                if b.parent_id is not None
-                else "root"
-            )
-            self._line(
-                f"{'*' if b.is_current else ' '} branch {b.pk} ({origin}): "
-                f"{_count(b.message_count, 'message')}, "
-                f"{_count(b.checkpoint_count, 'checkpoint')}"
-            )
+        for line in branch_lines(branches):
+            self._line(line)
 
     # --- a turn -----------------------------------------------------------------------------
 
@@ -275,7 +261,7 @@ class Command(BaseCommand):
 
     def _where(self) -> str:
         branch = self.agent.internal_session
-        return f"Now on branch {branch.pk} ({_count(branch.message_count, 'message')})."
+        return f"Now on branch {branch.pk} ({counted(branch.message_count, 'message')})."
 
     def _abandon_turns(self) -> None:
         """Fail a turn this REPL left running (Ctrl-C mid-turn), so the session is not blocked."""
