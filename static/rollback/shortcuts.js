@@ -26,9 +26,14 @@
     var close = event.target.closest && event.target.closest("[data-shortcuts-close]");
     if (close && sheet()) sheet().close();
   });
+  // Closed, the focus goes back where it was, unless the reader has moved on meanwhile: "close"
+  // comes as a task after the dialog closed, and a key pressed at once (Ctrl+K, say) is handled
+  // before it.
   document.addEventListener("close", function (event) {
     if (event.target !== sheet()) return;
-    if (opener && opener.isConnected && opener.focus) opener.focus();
+    var now = document.activeElement;
+    var left = !now || now === document.body || event.target.contains(now);
+    if (left && opener && opener.isConnected && opener.focus) opener.focus();
     opener = null;
   }, true);
 
