@@ -3,7 +3,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,23 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """On SQLite the test database is a file (in memory where /dev/shm is), as the product's own
+    is, not Django's shared in-memory database. That one locks whole tables between connections
+    and answers "database table is locked" at once, without the busy timeout: a request answering
+    a turn while the turn's thread writes its heartbeat failed that way under load. A file takes
+    the product's own locking (WAL, IMMEDIATE transactions, a 20 s busy timeout)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.sqlite3":
+        return
+    shm = Path("/dev/shm")
+    directory = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    db.setdefault("TEST", {})["NAME"] = str(directory / f"rollback-test-{os.getpid()}.sqlite3")
 
 
 @pytest.fixture(autouse=True)
