@@ -12,9 +12,21 @@ from sessions_app.keys import parse_session_key
 from sessions_app.models import ExternalSession
 from sessions_app.services import session_create, session_for_key, session_quota_check
 
+KEY_PREFIX = "agent:telegram:per-peer:"
+
 
 def session_key(chat_id: int) -> str:
-    return f"agent:telegram:per-peer:{chat_id}"
+    return f"{KEY_PREFIX}{chat_id}"
+
+
+def chat_of_key(key: str) -> int | None:
+    """The chat whose conversation a session key names, or None for any other key."""
+    if not key.startswith(KEY_PREFIX):
+        return None
+    try:
+        return int(key[len(KEY_PREFIX) :])
+    except ValueError:
+        return None
 
 
 def chat_session(*, user: User, chat_id: int) -> ExternalSession:

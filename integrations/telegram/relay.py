@@ -6,8 +6,12 @@ so it is the one that relays it, whichever it is. The listener only queues the e
 thread per process does the database reads and the Telegram calls, never the thread that runs
 the turn.
 
-Only turns with a TelegramReply row are relayed (the bridge makes it with the turn, in one
-transaction); the answer is looked up once per turn and kept until the turn ends. For such a turn:
+Only turns with a TelegramReply row are relayed; the answer is looked up once per turn and kept
+until the turn ends. The bridge makes the row with the turns it starts, in one transaction. A turn
+started anywhere else (the web app, the API, `manage.py chat`) in a linked chat's conversation
+gets its row when its `turn.started` is heard (`_adopt`), and the chat is first shown the message
+it answers: the chat and the session are one conversation, whichever side it is typed on. For
+such a turn:
 - while it streams (`message.delta`), the chat shows the reply so far as plain text, read from the
   turn attempt's stream (`sessions_app.stream`, the authoritative snapshot, never the deltas
   added up): the first message is sent when text first appears, then edited at most once per
@@ -49,8 +53,9 @@ from django.utils import timezone
 
 from core import events
 from core.events import Event
-from integrations.models import TelegramReply
+from integrations.models import TelegramChat, TelegramReply
 from integrations.telegram import client
+from integrations.telegram.conversations import chat_of_key
 from integrations.telegram.format import Piece, render, split_plain
 from sessions_app.models import Turn
 from sessions_app.stream import stream_snapshot
@@ -66,6 +71,8 @@ FINAL_TRIES = 5  # 429s a final delivery waits out before it gives up
 MAX_NOTE = 300  # characters of a failed turn's error in its note
 DB_TRIES = 6  # tries of a query while the database is busy
 KNOWN_TURNS = 2000  # turns whose answer (relayed or not) is kept in memory at most
+MAX_ASKED = 3000  # characters of a message typed outside Telegram shown in the chat
+ASKED_ELSEWHERE = "🖥 You, in Rollback:"  # heads a message typed outside Telegram
 
 _RELAYED = frozenset(
     {
@@ -195,13 +202,13 @@ class _Sender:
     def _reply(self, event: Event) -> _Reply | None:
         """The state of the event's turn, when it is relayed (the row looked up once)."""
         turn_id: int = event["turn"]  # type: ignore[typeddict-item]
-        return self._reply_of(turn_id)
+        return self._reply_of(turn_id, adopt=event["type"] == "turn.started")
 
-    def _reply_of(self, turn_id: int) -> _Reply | None:
+    def _reply_of(self, turn_id: int, *, adopt: bool = False) -> _Reply | None:
         reply = self.replies.get(turn_id)
         if reply is not None:
             return reply
-        if self.known.get(turn_id) is False:
+        if self.known.get(turn_id) is False and not adopt:
             return None
         row = _retrying(
             lambda: (
@@ -210,6 +217,8 @@ class _Sender:
                 .first()
             )
         )
+        if row is None and adopt:
+            row = self._adopt(turn_id)
         self.known[turn_id] = row is not None
         while len(self.known) > KNOWN_TURNS:
             self.known.popitem(last=False)
@@ -222,6 +231,42 @@ class _Sender:
         )
         self.replies[turn_id] = reply
         return reply
+
+    def _adopt(self, turn_id: int) -> tuple[int, list[int], int] | None:
+        """A turn started outside Telegram in the conversation of a chat linked to the session's
+        owner: its TelegramReply is made (once: the turn is its key), and the chat is shown the
+        message the turn answers before its reply. None for any other turn."""
+        turn = _retrying(
+            lambda: (
+                Turn.objects.select_related("session", "user_message").filter(pk=turn_id).first()
+            )
+        )
+        chat_id = chat_of_key(turn.session.session_key) if turn is not None else None
+        if turn is None or chat_id is None:
+            return None
+        linked = _retrying(
+            lambda: TelegramChat.objects.filter(
+                chat_id=chat_id, user_id=turn.session.owner_id, user__is_active=True
+            ).exists()
+        )
+        if not linked:
+            return None
+        row, made = _retrying(
+            lambda: TelegramReply.objects.get_or_create(turn=turn, defaults={"chat_id": chat_id})
+        )
+        if row.delivered_at is not None:
+            return None
+        if made:
+            asked = turn.message.strip()
+            if len(asked) > MAX_ASKED:
+                asked = asked[: MAX_ASKED - 1] + "…"
+            try:
+                client.send_text(chat_id, f"{ASKED_ELSEWHERE}\n{asked}".rstrip())
+            except client.TelegramError as exc:  # the reply is still relayed
+                log.warning("telegram relay: turn %s: its message not shown: %s", turn_id, exc)
+            self.next_at[chat_id] = time.monotonic() + EDIT_INTERVAL
+        ids = [int(i) for i in row.message_ids] if isinstance(row.message_ids, list) else []
+        return chat_id, ids, turn.attempts
 
     def _flush_due(self) -> None:
         now = time.monotonic()

@@ -2,7 +2,8 @@
 turn and relays it) on PostgreSQL and Redis, the stand-in for Telegram's Bot API and the fake
 model as servers. A chat is linked with a code from the API and `/start CODE` through the
 webhook; a text message becomes a turn whose reply streams into the chat as edits, then shows
-rendered; a redelivered update is handled once; a wrong secret is refused.
+rendered; a turn posted through the API into that conversation shows in the chat too; a
+redelivered update is handled once; a wrong secret is refused.
 """
 
 from __future__ import annotations
@@ -132,6 +133,36 @@ def test_a_message_from_a_linked_chat_streams_its_reply_as_edits_then_rendered(
     assert delivered
     assert message_ids == [m["message_id"] for m in telegram.messages(CHAT)][-1:]
     assert len(model_server.requests) == 1
+
+
+def test_a_turn_posted_through_the_api_into_the_chats_conversation_shows_in_the_chat(
+    stack, linked, telegram, model_server, database
+):
+    """The other direction: the worker that runs a turn typed outside Telegram into the linked
+    chat's conversation shows the chat the message, then its reply."""
+    model_server.reset()
+    reply = "Answered *in* both places."
+    model_server.queue(Reply(reply, delay=0.05))
+    before = len(telegram.calls)
+    turn = linked.post(
+        "/chat/",
+        {"session_key": f"agent:telegram:per-peer:{CHAT}", "message": "typed at my desk"},
+        expect=202,
+    )
+    expected = render(reply)
+    telegram.wait_for(
+        lambda calls: [m["text"] for m in telegram.messages(CHAT)][-1:] == [expected[0].text],
+        timeout=40,
+    )
+    sent = [c.params["text"] for c in telegram.sent("sendMessage", chat_id=CHAT)[-2:]]
+    assert sent[0] == "🖥 You, in Rollback:\ntyped at my desk"
+    assert len([c for c in telegram.calls[before:] if c.method == "sendMessage"]) == 2
+    rows = database.query(
+        "SELECT chat_id, delivered_at IS NOT NULL FROM integrations_telegramreply "
+        "WHERE turn_id = %s",
+        turn["id"],
+    )
+    assert rows == [(CHAT, True)]
 
 
 def test_a_wrong_or_missing_secret_is_refused_and_nothing_is_stored(stack, telegram, database):
