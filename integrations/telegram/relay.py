@@ -25,7 +25,9 @@ such a turn:
   final reply, read from the database and rendered with entities (format.render): the messages
   sent are edited in order, more are sent if needed, and any left over are deleted. A failed turn
   shows its error in a short note, a cancelled one its text so far and "stopped". A 429 delays the
-  delivery by its `retry_after` (at most FINAL_TRIES times).
+  delivery by its `retry_after` (at most FINAL_TRIES times). A reply Telegram refuses otherwise
+  (formatting it will not take, a message the reader deleted) is sent again as new messages of
+  plain text.
 
 A relay hears only the events of its own process. When the process running a turn dies after
 the turn ended but before the delivery (or the events were lost otherwise), the periodic job
@@ -391,9 +393,31 @@ class _Sender:
             )
             if isinstance(stored, list) and len(stored) > len(reply.message_ids):
                 reply.message_ids = [int(i) for i in stored]
-        self._show(reply, self._final_pieces(reply), final=True)
+        pieces = self._final_pieces(reply)
+        try:
+            self._show(reply, pieces, final=True)
+        except client.RateLimited:
+            raise
+        except client.TelegramError as exc:
+            log.warning(
+                "telegram relay: turn %s: reply refused, sent again plain: %s", reply.turn_id, exc
+            )
+            self._resend_plain(reply, pieces)
         self._keep_ids(reply, final=True)
         self._forget(reply)
+
+    def _resend_plain(self, reply: _Reply, pieces: list[Piece]) -> None:
+        """Telegram refused the final reply (formatting it would not take, a message the reader
+        deleted meanwhile): it is sent again as new messages of plain text, so it is not lost,
+        and the messages shown before are deleted where they still can be."""
+        before = list(reply.message_ids)
+        reply.message_ids, reply.shown = [], {}
+        self._show(reply, [Piece(p.text) for p in pieces], final=True)
+        for message_id in before:
+            try:
+                client.delete_message(reply.chat_id, message_id)
+            except client.TelegramError:
+                log.info("telegram relay: turn %s: an earlier message stays", reply.turn_id)
 
     def _final_pieces(self, reply: _Reply) -> list[Piece]:
         turn = _retrying(

@@ -22,7 +22,7 @@ What it answers:
 - sendChatAction, setWebhook, deleteWebhook, deleteMessage: true; getMe: the bot's User;
   getWebhookInfo: the webhook set;
 - `refuse(method, retry_after=N, times=K)`: the next K calls of the method get Telegram's 429;
-  `fail(method, status=, description=, times=)`: any other error answer.
+  `fail(method, status=, description=, times=, with_entities=)`: any other error answer.
 Refused and failed calls are recorded too (in `calls`, with `status` set).
 """
 
@@ -153,11 +153,18 @@ class FakeTelegram:
             self._refusals[method] = [retry_after, times]
 
     def fail(
-        self, method: str, *, status: int = 400, description: str = "Bad Request", times: int = 1
+        self,
+        method: str,
+        *,
+        status: int = 400,
+        description: str = "Bad Request",
+        times: int = 1,
+        with_entities: bool = False,
     ) -> None:
-        """The next `times` calls of `method` get this error answer."""
+        """The next `times` calls of `method` get this error answer; with `with_entities`, only
+        those calls that carry entities (formatted text) do."""
         with self._lock:
-            self._failures[method] = [status, description, times]
+            self._failures[method] = [status, description, times, with_entities]
 
     def reset(self) -> None:
         with self._lock:
@@ -240,7 +247,7 @@ class FakeTelegram:
                 "parameters": {"retry_after": n},
             }
         failure = self._failures.get(method)
-        if failure and failure[2] > 0:
+        if failure and failure[2] > 0 and (not failure[3] or params.get("entities")):
             failure[2] -= 1
             return _error(failure[0], failure[1])
         handler = _METHODS.get(method.lower())

@@ -119,6 +119,33 @@ def test_a_failed_turn_shows_its_error_in_a_short_note(relayed, fake_llm, alice)
     assert TelegramReply.objects.get(pk=turn.pk).delivered_at is not None
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "Bad Request: can't parse entities: unsupported start tag",
+        "Bad Request: message to edit not found",
+    ],
+)
+def test_a_final_reply_telegram_refuses_arrives_again_as_plain_text(
+    relayed, fake_llm, alice, refusal
+):
+    """The formatted reply is refused (entities Telegram will not take, the streamed message
+    deleted by the reader): it is sent again, plain, as a new message, and the streamed one goes."""
+    for method in ("sendMessage", "editMessageText"):
+        relayed.fail(method, description=refusal, times=5, with_entities=True)
+    fake_llm.queue(Reply("**Bold** claim: " + words(20), delay=0.05))
+    turn = start(alice, CHAT)
+    finish(turn)
+    [plain] = render(turn.reply)
+    assert plain.entities
+    shown = relayed.messages(CHAT)
+    assert [m["text"] for m in shown] == [plain.text]
+    assert "entities" not in shown[0]
+    row = TelegramReply.objects.get(pk=turn.pk)
+    assert row.message_ids == [shown[0]["message_id"]]
+    assert row.delivered_at is not None
+
+
 def test_a_429_on_an_edit_postpones_the_chat_and_the_final_reply_still_arrives(
     relayed, fake_llm, alice
 ):
