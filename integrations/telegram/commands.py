@@ -12,9 +12,11 @@ from agents.rollback_agent import RollbackAgent
 from agents.service import AgentService, branch_lines, counted
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
-from sessions_app.models import ExternalSession
+from sessions_app.approvals import turn_approve
+from sessions_app.errors import NothingAwaitsApproval
+from sessions_app.models import ExternalSession, Turn
 
-from .conversations import chat_session, chat_session_new
+from .conversations import chat_session, chat_session_new, session_key
 
 HELP = """Commands:
 /checkpoint NAME — save a checkpoint of the conversation as it stands
@@ -22,6 +24,7 @@ HELP = """Commands:
 /rollback ID_OR_NAME — restore a checkpoint as a new branch and continue there
 /branches — list the conversation's branches (* = current)
 /new — start a new conversation (the old one stays in the web app)
+/approve, /refuse — answer the tool call the agent waits to make
 /help — show this help
 Anything else is a message to the agent."""
 
@@ -80,6 +83,39 @@ def new(user: User, chat_id: int, arg: str) -> str:
     )
 
 
+NOTHING_AWAITS = "Nothing waits for your approval."
+
+
+def _answer(user: User, chat_id: int, approved: bool) -> str:
+    """The owner's answer to the tool call the chat's conversation waits for (as the web app's
+    Approve and Refuse give it, through the same service)."""
+    session = ExternalSession.objects.filter(owner=user, session_key=session_key(chat_id)).first()
+    turn = (
+        Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL)
+        .order_by("-pk")
+        .first()
+        if session is not None
+        else None
+    )
+    pending = turn.pending_approval if turn is not None else None
+    if turn is None or not isinstance(pending, dict) or not pending.get("tool_call_id"):
+        return NOTHING_AWAITS
+    try:
+        turn_approve(turn=turn, tool_call_id=pending["tool_call_id"], approved=approved)
+    except NothingAwaitsApproval:
+        return NOTHING_AWAITS
+    tool = pending.get("tool_name") or "the tool"
+    return f"Approved: {tool} runs now." if approved else f"Refused: {tool} does not run."
+
+
+def approve(user: User, chat_id: int, arg: str) -> str:
+    return _answer(user, chat_id, True)
+
+
+def refuse(user: User, chat_id: int, arg: str) -> str:
+    return _answer(user, chat_id, False)
+
+
 def help_text(user: User, chat_id: int, arg: str) -> str:
     return HELP
 
@@ -95,6 +131,8 @@ COMMANDS: dict[str, Command] = {
     "rollback": rollback,
     "branches": branches,
     "new": new,
+    "approve": approve,
+    "refuse": refuse,
     "help": help_text,
     "start": start_linked,
 }

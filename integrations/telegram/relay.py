@@ -18,7 +18,8 @@ such a turn:
   EDIT_INTERVAL per chat, always with the latest text; past 4,096 UTF-16 units the text goes on in
   a new message. Each message id is kept in the row's `message_ids` as soon as it is sent, so a
   worker that takes over a turn goes on with the same messages. A tool's name shows under the text
-  while it runs; a turn waiting for approval says so ("approve or refuse it in the web app").
+  while it runs; a turn waiting for approval shows the call and its arguments, and how to answer
+  (/approve, /refuse: integrations.telegram.commands).
   A 429 postpones that chat's next edit by its `retry_after`;
 - when it ends (`turn.finished`, `turn.failed`, `turn.cancelled`), the delivery is claimed by a
   conditional update of `delivered_at` (one process delivers), and the chat's messages show the
@@ -38,6 +39,7 @@ its retries) is not tried again.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -62,7 +64,7 @@ from integrations.telegram.format import Piece, render, split_plain
 from sessions_app.models import Turn
 from sessions_app.stream import stream_snapshot
 
-__all__ = ["EDIT_INTERVAL", "idle", "on_event", "register", "replies_sweep"]
+__all__ = ["EDIT_INTERVAL", "approval_note", "idle", "on_event", "register", "replies_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ T = TypeVar("T")
 EDIT_INTERVAL = 1.0  # seconds between two edits of one chat (Telegram allows about one a second)
 FINAL_TRIES = 5  # 429s a final delivery waits out before it gives up
 MAX_NOTE = 300  # characters of a failed turn's error in its note
+MAX_ARGS = 500  # characters of a tool call's arguments in the note that asks for approval
 DB_TRIES = 6  # tries of a query while the database is busy
 KNOWN_TURNS = 2000  # turns whose answer (relayed or not) is kept in memory at most
 MAX_ASKED = 3000  # characters of a message typed outside Telegram shown in the chat
@@ -190,10 +193,7 @@ class _Sender:
             reply.note = ""
             reply.dirty = True
         elif event["type"] == "tool.approval_requested":
-            reply.note = (
-                f"⏸ {event['tool_name']} waits for your approval: "
-                "approve or refuse it in the web app."
-            )
+            reply.note = approval_note(event["tool_name"], event.get("args"))
             reply.dirty = True
         elif event["type"] == "tool.approval_answered":
             reply.note = ""
@@ -432,6 +432,16 @@ class _Sender:
         if reply.ending == "cancelled":
             return render(f"{text.rstrip()}\n\n*(stopped)*" if text.strip() else "*(stopped)*")
         return render(text)
+
+
+def approval_note(tool: str, args: object) -> str:
+    """What the chat is shown under the reply while a tool call waits for the owner's answer:
+    the call, with its arguments (at most MAX_ARGS characters), and how to answer."""
+    shown = json.dumps(args, ensure_ascii=False, sort_keys=True) if args not in (None, {}) else ""
+    if len(shown) > MAX_ARGS:
+        shown = shown[: MAX_ARGS - 1] + "…"
+    call = f"{tool} {shown}".rstrip()
+    return f"⏸ The agent waits for your approval to run {call}\nSend /approve or /refuse."
 
 
 @dataclass(frozen=True)

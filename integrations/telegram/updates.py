@@ -39,8 +39,8 @@ TEXT_ONLY = "I read text only: send your message as text."
 DEACTIVATED = "The Rollback account linked to this chat is deactivated; nothing was done."
 STILL_WRITING = "A reply is still being written; send your message again when it ends."
 AWAITING_APPROVAL = (
-    "The agent is waiting for your approval of a tool call: approve or reject it in the web "
-    "app, then send your message again."
+    "The agent is waiting for your approval of a tool call: send /approve or /refuse (or answer "
+    "in the web app), then send your message again."
 )
 
 
@@ -90,16 +90,31 @@ def say(chat_id: int, text: str) -> None:
         log.warning("telegram: could not answer chat %s", chat_id, exc_info=True)
 
 
+# Commands handled in the webhook's request rather than by a task: answering a tool call that
+# waits for approval. The turn that waits holds a worker (or a slot of the embedded pool) while
+# it waits; the answer must not queue behind it and other waiting turns.
+AT_ONCE = frozenset({"approve", "refuse"})
+
+
 def update_receive(*, update_id: int, payload: dict[str, Any]) -> bool:
-    """Store an update Telegram delivered and hand it to a task once committed; False (nothing
-    done) for one already stored: Telegram redelivers an update it saw no 200 for."""
+    """Store an update Telegram delivered and hand it to a task once committed (an answer to
+    an approval is handled at once instead: AT_ONCE); False (nothing done) for one already
+    stored: Telegram redelivers an update it saw no 200 for."""
     with transaction.atomic():
         _, created = TelegramUpdate.objects.get_or_create(
             update_id=update_id, defaults={"payload": payload}
         )
-        if created:
+        if created and _at_once(update_id, payload):
+            transaction.on_commit(lambda: update_handle(update_id=update_id))
+        elif created:
             transaction.on_commit(lambda: enqueue(UPDATE_TASK, update_id))
     return created
+
+
+def _at_once(update_id: int, payload: Any) -> bool:
+    message = incoming(update_id, payload)
+    command = parse_command(message.text) if message and message.text is not None else None
+    return command is not None and command[0] in AT_ONCE
 
 
 def update_claim(*, update_id: int) -> TelegramUpdate | None:

@@ -199,7 +199,7 @@ def test_the_bridge_off_relays_nothing_even_for_a_turn_with_a_row(
     assert TelegramReply.objects.get(pk=turn.pk).delivered_at is None
 
 
-APPROVAL_NOTE = "approve or refuse it in the web app"
+APPROVAL_NOTE = "Send /approve or /refuse."
 
 
 @pytest.fixture

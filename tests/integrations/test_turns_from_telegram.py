@@ -64,7 +64,7 @@ def test_a_text_while_a_turn_runs_is_told_to_wait(client, telegram, inline_turns
     assert not TelegramReply.objects.exists()
 
 
-def test_a_text_while_a_turn_awaits_approval_says_to_approve_in_the_web_app(
+def test_a_text_while_a_turn_awaits_approval_says_how_to_answer(
     client, telegram, inline_turns, linked, alice
 ):
     session = session_for_key(owner=alice, session_key=session_key(CHAT))
