@@ -2,8 +2,9 @@
 turn and relays it) on PostgreSQL and Redis, the stand-in for Telegram's Bot API and the fake
 model as servers. A chat is linked with a code from the API and `/start CODE` through the
 webhook; a text message becomes a turn whose reply streams into the chat as edits, then shows
-rendered; a turn posted through the API into that conversation shows in the chat too; a
-redelivered update is handled once; a wrong secret is refused.
+rendered; a turn posted through the API into that conversation shows in the chat too; a tool
+call waiting for approval is approved from the chat; a redelivered update is handled once; a
+wrong secret is refused.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from integrations.telegram.format import render
-from tests.fakes.chat_server import Reply
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.fakes.telegram_server import FakeTelegram
 
 from .conftest import Client, Stack, deploy_env
@@ -29,6 +30,7 @@ WRONG_SECRET = "wrong"  # noqa: S105 (a test value)
 WEBHOOK = "/integrations/telegram/webhook/"
 CHAT = 880011
 _ids = itertools.count(5000)
+ASKS = "Send /approve or /refuse."  # the relay's note under a reply that waits for approval
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,7 @@ def stack(model_server, telegram, database, fresh_redis, tmp_path_factory) -> It
         TELEGRAM_BOT_TOKEN=telegram.token,
         TELEGRAM_WEBHOOK_SECRET=SECRET,
         TELEGRAM_API_URL=telegram.url,
+        AGENT_TOOLS="tests.agents.approval_tools.send_email",
     )
     stack = Stack(tmp_path_factory.mktemp("telegram-logs"), env)
     try:
@@ -163,6 +166,26 @@ def test_a_turn_posted_through_the_api_into_the_chats_conversation_shows_in_the_
         turn["id"],
     )
     assert rows == [(CHAT, True)]
+
+
+def test_a_tool_call_waiting_for_approval_is_approved_from_the_chat(
+    stack, linked, telegram, model_server, database
+):
+    """The worker (one process: concurrency 1) holds the turn that waits; `/approve` is answered
+    in the webhook's request, so it does not queue behind it, and the tool runs."""
+    model_server.reset()
+    mail = {"to": "bob@example.com", "subject": "hi"}
+    model_server.queue(ToolCalls([ToolCall("send_email", mail, id="call_tg")]), Reply("Mailed."))
+    assert post(stack, message("mail bob")).status_code == 200
+    telegram.wait_for(lambda calls: any(ASKS in text for text in telegram.texts(CHAT)), timeout=40)
+    assert post(stack, message("/approve")).status_code == 200
+    assert "Approved: send_email runs now." in said(telegram)
+    telegram.wait_for(lambda calls: "Mailed." in telegram.texts(CHAT), timeout=40)
+    [(content,)] = database.query(
+        "SELECT m.content FROM sessions_app_message m WHERE m.role = 'tool' "
+        "ORDER BY m.id DESC LIMIT 1"
+    )
+    assert "sent to bob@example.com" in content
 
 
 def test_a_wrong_or_missing_secret_is_refused_and_nothing_is_stored(stack, telegram, database):

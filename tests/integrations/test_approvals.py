@@ -18,6 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BOBS_CHAT = CHAT + 1
 EMAIL = {"to": "bob@example.com", "subject": "hi"}
+ASKS = "Send /approve or /refuse."
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def paused(client, telegram, fake_llm) -> Turn:
     """alice asks for a mail from her chat; the turn waits for her approval, and says so."""
     fake_llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="c1")]), Reply("Mailed **Bob**."))
     assert post(client, message("mail bob")).status_code == 200
-    telegram.wait_for(lambda _: any("/approve" in text for text in telegram.texts(CHAT)))
+    telegram.wait_for(lambda _: any(ASKS in text for text in telegram.texts(CHAT)))
     turn = Turn.objects.get()
     assert turn.status == Turn.Status.AWAITING_APPROVAL
     return turn
@@ -53,7 +54,7 @@ def ended(turn: Turn) -> Turn:
 
 def test_the_chat_sees_the_call_and_approve_runs_it(client, telegram, fake_llm, email_tool):
     turn = paused(client, telegram, fake_llm)
-    [note] = [text for text in telegram.texts(CHAT) if "/approve" in text]
+    [note] = [text for text in telegram.texts(CHAT) if ASKS in text]
     assert 'send_email {"subject": "hi", "to": "bob@example.com"}' in note
     assert email_tool == []
 
