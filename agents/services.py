@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -76,22 +77,43 @@ def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
     return done
 
 
+# Periodic jobs of the packages above this one, which beat runs where there is a broker
+# (integrations' Telegram reply sweep): the embedded mode's recovery thread runs them too.
+_in_process_jobs: list[Callable[[], object]] = []
+
+
+def in_process_job(job: Callable[[], object]) -> None:
+    """Run `job` with every round of the embedded mode's recovery (once, however often it is
+    registered); an app's ready() registers it."""
+    if job not in _in_process_jobs:
+        _in_process_jobs.append(job)
+
+
+def recover_once() -> None:
+    """One round of the embedded mode's periodic work: the turn recovery, then the registered
+    jobs. A job that fails is logged and tried again the next round."""
+    for job in (turns_recover, *_in_process_jobs):
+        try:
+            job()
+        except Exception:
+            log.warning("the in-process job %s failed; trying again", job.__name__, exc_info=True)
+
+
 def _recover_forever() -> None:
     while True:
         time.sleep(settings.TURN_RECOVERY_SECONDS)
         close_old_connections()
         try:
-            turns_recover()
-        except Exception:
-            log.warning("the in-process turn recovery failed; trying again", exc_info=True)
+            recover_once()
         finally:
             connection.close()
 
 
 def start_in_process_recovery() -> None:
-    """The embedded mode has no broker, so no beat to run the recovery job: the web process runs
-    it on a daemon thread of its own (started with the server, rollback_site.serve, and by the
-    dispatch of a turn), which also picks up turns a restarted process left running."""
+    """The embedded mode has no broker, so no beat to run the recovery job (and the periodic
+    jobs registered with in_process_job): the web process runs them on a daemon thread of its
+    own (started with the server, rollback_site.serve, and by the dispatch of a turn), which
+    also picks up turns a restarted process left running."""
     global _recovery
     if not embedded() or not getattr(settings, "ROLLBACK_IN_PROCESS_RECOVERY", True):
         return

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
+from django.db.models import F
 
 from agents.dispatch import drain
-from agents.services import chat_submit
+from agents.services import chat_submit, recover_once
 from integrations.models import TelegramReply
 from integrations.telegram import client, relay
 from integrations.telegram.format import render
@@ -281,6 +282,22 @@ def test_a_reply_no_relay_heard_is_delivered_by_the_sweep_once(relayed, fake_llm
     assert relay.idle(15)
     assert_final(relayed, CHAT, turn)
     assert relay.replies_sweep(ended_before=later) == 0  # delivered: never again
+
+
+def test_without_a_broker_the_recovery_round_runs_the_sweep(relayed, fake_llm, alice, settings):
+    """The embedded mode has no beat: its recovery thread's round (agents.services.recover_once)
+    runs the sweep, registered by the app, and delivers what no relay did."""
+    token = settings.TELEGRAM_BOT_TOKEN
+    settings.TELEGRAM_BOT_TOKEN = ""
+    fake_llm.queue(Reply("Swept in " + words(5)))
+    turn = start(alice, CHAT)
+    finish(turn)
+    settings.TELEGRAM_BOT_TOKEN = token
+    Turn.objects.filter(pk=turn.pk).update(finished_at=F("finished_at") - timedelta(minutes=2))
+    recover_once()
+    assert relay.idle(15)
+    turn.refresh_from_db()
+    assert_final(relayed, CHAT, turn)
 
 
 def test_beat_runs_the_sweep_every_minute_through_a_registered_task():
