@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -46,10 +47,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
     db = settings.DATABASES["default"]
     if db["ENGINE"] != "django.db.backends.sqlite3":
+        yield
         return
-    shm = Path("/dev/shm")
-    directory = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-    db.setdefault("TEST", {})["NAME"] = str(directory / f"rollback-test-{os.getpid()}.sqlite3")
+    shm = Path("/dev/shm")  # noqa: S108 - a private directory is made in it below
+    parent = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+    directory = Path(tempfile.mkdtemp(prefix="rollback-tests-", dir=parent))
+    db.setdefault("TEST", {})["NAME"] = str(directory / "test.sqlite3")
+    yield
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
