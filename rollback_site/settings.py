@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -574,6 +575,14 @@ TELEGRAM_WEBHOOK_SECRET = os.environ.get("TELEGRAM_WEBHOOK_SECRET", "").strip()
 TELEGRAM_API_URL = (
     os.environ.get("TELEGRAM_API_URL", "").strip() or "https://api.telegram.org"
 ).rstrip("/")
+# The bot's username (@ optional), when set: the profile's link code comes with a link that
+# opens the bot's chat and sends `/start CODE` in one tap (https://t.me/<username>?start=<code>).
+TELEGRAM_BOT_USERNAME = os.environ.get("TELEGRAM_BOT_USERNAME", "").strip().removeprefix("@")
+if TELEGRAM_BOT_USERNAME and not re.fullmatch(r"[A-Za-z0-9_]{5,32}", TELEGRAM_BOT_USERNAME):
+    raise ImproperlyConfigured(
+        f"TELEGRAM_BOT_USERNAME={TELEGRAM_BOT_USERNAME!r} is not valid: a Telegram username is "
+        "5 to 32 letters, digits or underscores (the bot's, as @BotFather gave it)."
+    )
 
 # --- The workspace (workspace/) ---------------------------------------------------------------
 # A session's text files, versioned with its branches: the largest file in bytes (UTF-8) and the

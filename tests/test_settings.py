@@ -132,6 +132,20 @@ def test_a_log_format_other_than_text_or_json_is_refused(tmp_path, value):
     )
 
 
+@pytest.mark.parametrize("value", ["ab", "my bot", "bot<script>", "x" * 33])
+def test_a_telegram_bot_username_telegram_would_not_give_is_refused(tmp_path, value):
+    result = manage(environment(tmp_path, TELEGRAM_BOT_USERNAME=value), "check")
+    assert result.returncode != 0
+    assert f"ImproperlyConfigured: TELEGRAM_BOT_USERNAME={value!r} is not valid" in result.stderr
+
+
+def test_a_telegram_bot_username_may_start_with_an_at_sign(tmp_path):
+    env = environment(tmp_path, TELEGRAM_BOT_USERNAME="@Rollback_Bot")
+    assert setting_values(env, "TELEGRAM_BOT_USERNAME") == {
+        "TELEGRAM_BOT_USERNAME": "'Rollback_Bot'"
+    }
+
+
 def test_a_log_level_that_is_no_level_is_refused(tmp_path):
     result = manage(environment(tmp_path, LOG_LEVEL="loud"), "check")
     assert result.returncode != 0

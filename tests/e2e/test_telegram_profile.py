@@ -1,10 +1,11 @@
 """The profile's Telegram section in Chromium, the app served with the bridge on (its answers go
 to the Telegram stand-in, tests/fakes/telegram_server.py): "Link a Telegram chat" shows a
-one-time code and the `/start CODE` to send, which copies; that message, posted to the webhook as
-Telegram would, links the chat (the bot answers "Linked"), the profile lists it, and Unlink
-(confirmed) takes it away. Axe finds nothing serious (target size included) and nothing scrolls
-sideways, at 1366 and 390 px in the light and the dark scheme. (The section with the bridge off:
-the profile in test_accessibility.py, served without a token, and tests/web.)"""
+one-time code and the `/start CODE` to send, which copies, with a link into the bot's chat; that
+message, posted to the webhook as Telegram would, links the chat (the bot answers "Linked"), the
+profile lists it, and Unlink (confirmed) takes it away. Axe finds nothing serious (target size
+included) and nothing scrolls sideways, at 1366 and 390 px in the light and the dark scheme. (The
+section with the bridge off: the profile in test_accessibility.py, served without a token, and
+tests/web.)"""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def telegram_app(model_server, telegram, tmp_path_factory) -> Iterator[Services]
         TELEGRAM_BOT_TOKEN=telegram.token,
         TELEGRAM_WEBHOOK_SECRET=SECRET,
         TELEGRAM_API_URL=telegram.url,
+        TELEGRAM_BOT_USERNAME="rollback_e2e_bot",
     )
     services = Services(tmp_path_factory.mktemp("telegram-logs"))
     try:
@@ -100,6 +102,12 @@ def test_a_code_from_the_profile_links_a_chat_which_unlink_takes_away(
     message = page.get_by_test_id("telegram-start")
     expect(message).to_have_text(re.compile(r"^/start [A-HJKMNP-Z2-9]{8}$"))
     sent = message.inner_text().strip()
+    # One tap into the bot's chat, which sends the same message.
+    opener = notice.get_by_test_id("telegram-open")
+    expect(opener).to_be_visible()
+    expect(opener).to_have_text("Open @rollback_e2e_bot in Telegram")
+    code = sent.removeprefix("/start ")
+    expect(opener).to_have_attribute("href", f"https://t.me/rollback_e2e_bot?start={code}")
     page.get_by_test_id("copy-telegram-start").click()
     expect(notice.locator("[data-copy-status]")).to_have_text("Copied.")
     assert page.evaluate("() => navigator.clipboard.readText()") == sent

@@ -48,6 +48,20 @@ def test_linking_shows_the_code_and_the_exact_message_to_send(client, alice, bri
     assert TelegramLinkCode.objects.get(user=alice, used_at=None).code_hash == code_hash(code)
 
 
+def test_with_the_bots_username_the_code_comes_with_a_link_into_its_chat(
+    client, alice, bridge_on, settings
+):
+    client.force_login(alice)
+    page = client.post(LINK).content.decode()
+    assert 'data-testid="telegram-open"' not in page  # no username set: no link
+    settings.TELEGRAM_BOT_USERNAME = "rollback_test_bot"
+    page = client.post(LINK).content.decode()
+    [code] = re.findall(r'data-testid="telegram-start">/start ([A-Z0-9]{8})</code>', page)
+    assert f'href="https://t.me/rollback_test_bot?start={code}"' in page
+    assert "Open @rollback_test_bot in Telegram" in page
+    assert 'rel="noopener noreferrer"' in page
+
+
 def test_linked_chats_are_listed_with_unlink(client, alice, alices_chat, bridge_on):
     client.force_login(alice)
     page = client.get(PROFILE).content.decode()

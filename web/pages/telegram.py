@@ -4,7 +4,9 @@ send the bot), and the user's linked chats with Unlink. Thin: each view calls a 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -26,10 +28,18 @@ def profile_telegram(user: User, *, link_code: LinkCode | None = None) -> dict[s
     """The profile's context for its Telegram section."""
     on = client.enabled()
     chats = TelegramChat.objects.filter(user=user).order_by("-linked_at", "-pk")
+    bot = settings.TELEGRAM_BOT_USERNAME
     return {
         "telegram_on": on,
         "telegram_chats": list(chats[:PROFILE_CHATS_SHOWN]) if on else [],
         "telegram_code": link_code,
+        "telegram_bot": bot,
+        # Telegram's deep link: the bot's chat opens and Start sends `/start CODE`.
+        "telegram_open": (
+            f"https://t.me/{bot}?{urlencode({'start': link_code.code})}"
+            if bot and link_code is not None
+            else ""
+        ),
     }
 
 
