@@ -264,16 +264,22 @@ def test_a_turn_taken_over_goes_on_in_the_messages_its_row_names(relayed, fake_l
     assert TelegramReply.objects.get(pk=turn.pk).message_ids == [earlier]
 
 
-def test_a_reply_no_relay_heard_is_delivered_by_the_sweep_once(relayed, fake_llm, alice, settings):
-    """The process that ran the turn delivered nothing (here: it had the bridge off, as a
-    process that died between the turn's end and the delivery would have): the periodic sweep
-    delivers the stored reply, once, and leaves younger and delivered turns alone."""
+def unheard(fake_llm, alice, settings, reply: str) -> Turn:
+    """A turn whose process delivered nothing (here: it had the bridge off, as a process that
+    died between the turn's end and the delivery would have); the bridge is on again after."""
     token = settings.TELEGRAM_BOT_TOKEN
     settings.TELEGRAM_BOT_TOKEN = ""
-    fake_llm.queue(Reply("**Late** but whole: " + words(5)))
+    fake_llm.queue(Reply(reply))
     turn = start(alice, CHAT)
     finish(turn)
     settings.TELEGRAM_BOT_TOKEN = token
+    return turn
+
+
+def test_a_reply_no_relay_heard_is_delivered_by_the_sweep_once(relayed, fake_llm, alice, settings):
+    """The periodic sweep delivers the stored reply no relay did, once, and leaves younger and
+    delivered turns alone."""
+    turn = unheard(fake_llm, alice, settings, "**Late** but whole: " + words(5))
     assert relay.replies_sweep() == 0  # it ended less than a minute ago: a relay may still come
     assert relayed.calls == []
     turn.refresh_from_db()
@@ -287,12 +293,7 @@ def test_a_reply_no_relay_heard_is_delivered_by_the_sweep_once(relayed, fake_llm
 def test_without_a_broker_the_recovery_round_runs_the_sweep(relayed, fake_llm, alice, settings):
     """The embedded mode has no beat: its recovery thread's round (agents.services.recover_once)
     runs the sweep, registered by the app, and delivers what no relay did."""
-    token = settings.TELEGRAM_BOT_TOKEN
-    settings.TELEGRAM_BOT_TOKEN = ""
-    fake_llm.queue(Reply("Swept in " + words(5)))
-    turn = start(alice, CHAT)
-    finish(turn)
-    settings.TELEGRAM_BOT_TOKEN = token
+    turn = unheard(fake_llm, alice, settings, "Swept in " + words(5))
     Turn.objects.filter(pk=turn.pk).update(finished_at=F("finished_at") - timedelta(minutes=2))
     recover_once()
     assert relay.idle(15)
