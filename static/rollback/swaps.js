@@ -9,10 +9,30 @@
 //    holder, its answer swapped in as usual.
 // 2. A streamed piece (or a running tool's line) that arrives once its bubble is already final
 //    has nothing to go to: it is dropped before htmx tries.
+// 3. The reader's own request for a region (the checkpoint list's filter) makes a live fetch of
+//    that region still out stale: asked before, with the old filter, its answer could land after
+//    the reader's and undo it. It is dropped like a replaced one's (not aborted: an abort is an
+//    error on the console).
 (function () {
   "use strict";
 
   var waiting = new Set(); // elements whose request is out
+  var stale = new Set(); // live fetches out whose region the reader has asked for since
+  function targetOf(elt) {
+    var selector = elt.getAttribute && elt.getAttribute("hx-target");
+    if (!selector || selector.charAt(0) !== "#") return null;
+    return document.getElementById(selector.slice(1));
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    var target = event.detail && event.detail.target;
+    if (!elt || !target || (elt.hasAttribute && elt.hasAttribute("data-live-fetch"))) return;
+    waiting.forEach(function (other) {
+      if (other !== elt && other.hasAttribute("data-live-fetch") && targetOf(other) === target) {
+        stale.add(other);
+      }
+    });
+  });
   var answering = null; // the element whose answer is being swapped in now
   document.addEventListener("htmx:beforeRequest", function (event) {
     if (event.detail && event.detail.elt) waiting.add(event.detail.elt);
@@ -21,7 +41,8 @@
     var elt = (event.detail && event.detail.elt) || null;
     // A live fetch replaced by a newer one: its answer is older than the newer one's, so it is
     // not swapped in at all (it would undo, say, "Show older" clicked meanwhile).
-    if (elt && elt.hasAttribute && elt.hasAttribute("data-kept-waiting") && elt.hasAttribute("data-live-fetch")) {
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-live-fetch") &&
+        (elt.hasAttribute("data-kept-waiting") || stale.has(elt))) {
       event.detail.shouldSwap = false;
       return;
     }
@@ -32,6 +53,7 @@
     var elt = event.detail && event.detail.elt;
     if (!elt) return;
     waiting.delete(elt);
+    stale.delete(elt);
     if (elt.hasAttribute && elt.hasAttribute("data-kept-waiting")) elt.remove();
   });
 
