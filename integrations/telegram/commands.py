@@ -14,9 +14,9 @@ from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from sessions_app.approvals import turn_approve
 from sessions_app.errors import NothingAwaitsApproval
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import ExternalSession
 
-from .conversations import chat_session, chat_session_new, session_key
+from .conversations import awaiting_turn, chat_session, chat_session_new
 
 HELP = """Commands:
 /checkpoint NAME — save a checkpoint of the conversation as it stands
@@ -89,14 +89,7 @@ NOTHING_AWAITS = "Nothing waits for your approval."
 def _answer(user: User, chat_id: int, approved: bool) -> str:
     """The owner's answer to the tool call the chat's conversation waits for (as the web app's
     Approve and Refuse give it, through the same service)."""
-    session = ExternalSession.objects.filter(owner=user, session_key=session_key(chat_id)).first()
-    turn = (
-        Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL)
-        .order_by("-pk")
-        .first()
-        if session is not None
-        else None
-    )
+    turn = awaiting_turn(user=user, chat_id=chat_id)
     pending = turn.pending_approval if turn is not None else None
     if turn is None or not isinstance(pending, dict) or not pending.get("tool_call_id"):
         return NOTHING_AWAITS

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from sessions_app.keys import parse_session_key
-from sessions_app.models import ExternalSession
+from sessions_app.models import ExternalSession, Turn
 from sessions_app.services import session_create, session_for_key, session_quota_check
 
 KEY_PREFIX = "agent:telegram:per-peer:"
@@ -32,6 +32,20 @@ def chat_of_key(key: str) -> int | None:
 def chat_session(*, user: User, chat_id: int) -> ExternalSession:
     """The chat's current conversation, made on first use."""
     return session_for_key(owner=user, session_key=session_key(chat_id))
+
+
+def awaiting_turn(*, user: User, chat_id: int) -> Turn | None:
+    """The turn of the chat's conversation that waits for its owner's approval, if any (made
+    on no use: a chat without a conversation has none)."""
+    return (
+        Turn.objects.filter(
+            session__owner=user,
+            session__session_key=session_key(chat_id),
+            status=Turn.Status.AWAITING_APPROVAL,
+        )
+        .order_by("-pk")
+        .first()
+    )
 
 
 def chat_session_new(*, user: User, chat_id: int) -> ExternalSession:

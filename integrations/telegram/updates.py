@@ -17,11 +17,10 @@ from agents.services import chat_submit
 from core.errors import DomainError
 from integrations.models import TelegramChat, TelegramReply, TelegramUpdate
 from sessions_app.errors import TurnInProgress
-from sessions_app.models import ExternalSession, Turn
 
 from . import client
 from .commands import HELP, parse_command, run_command
-from .conversations import session_key
+from .conversations import awaiting_turn, session_key
 from .links import link_code_consume
 
 log = logging.getLogger(__name__)
@@ -221,10 +220,4 @@ def _turn(chat: TelegramChat, message: Incoming) -> None:
 
 
 def _awaits_approval(chat: TelegramChat) -> bool:
-    session = ExternalSession.objects.filter(
-        owner=chat.user, session_key=session_key(chat.chat_id)
-    ).first()
-    return (
-        session is not None
-        and Turn.objects.filter(session=session, status=Turn.Status.AWAITING_APPROVAL).exists()
-    )
+    return awaiting_turn(user=chat.user, chat_id=chat.chat_id) is not None
