@@ -177,7 +177,7 @@ def test_the_files_panel_shows_the_storage_beside_the_quotas(
         usage = html[html.index('id="files-usage"') :]
         usage = usage[: usage.index("</p>")]
         assert "this session keeps 2.0\xa0KB in 2 of 50 file versions" in usage
-        assert "all your sessions 2.0\xa0KB of 2.0\xa0KB in 2." in usage
+        assert "all your sessions 2.0\xa0KB of 2.0\xa0KB in 2 versions." in usage
 
 
 # --- the agent's tools, through a turn ------------------------------------------------------
@@ -266,3 +266,28 @@ def test_the_dashboard_shows_each_users_files_beside_the_quota(
     # Its storage counts the files too.
     storage = row[row.index("bytes: messages") :]
     assert "files 4000" in storage[: storage.index('"')]
+
+
+@pytest.mark.django_db
+def test_the_sessions_the_dashboard_links_show_each_ones_workspace(
+    client, admin_user, alice, session, branch, no_quotas
+):
+    no_quotas.WORKSPACE_SESSION_MAX_BYTES = 1024 * 1024
+    file_write(branch=branch, path="a.txt", content="x" * 2048)
+    file_write(branch=branch, path="a.txt", content="y" * 2048)
+    empty = session_create(owner=alice, name="empty")
+    client.force_login(admin_user)
+    dashboard = client.get("/admin/dashboard/").content.decode()
+    sessions_url = f"/admin/sessions_app/externalsession/?owner={alice.pk}"
+    assert sessions_url in dashboard
+
+    html = client.get(sessions_url).content.decode()
+
+    rows = {
+        pk: html[html.index(f"/admin/sessions_app/externalsession/{pk}/change/") :]
+        for pk in (session.pk, empty.pk)
+    }
+    cells = {pk: row[row.index('class="field-workspace_storage"') :] for pk, row in rows.items()}
+    cells = {pk: cell[: cell.index("</td>")] for pk, cell in cells.items()}
+    assert "4.0\xa0KB of 1.0\xa0MB, 2 versions" in cells[session.pk]
+    assert "0\xa0bytes of 1.0\xa0MB, 0 versions" in cells[empty.pk]
