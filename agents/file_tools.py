@@ -9,8 +9,9 @@ well), the plan in the branch's session state (under "todos"), which a checkpoin
 restore brings back like the files.
 
 A tool never raises: every refusal (a bad path, binary content, a file too large, too many
-files, no such file, a turn that no longer writes) comes back to the model as its result,
-starting with "✗ ", and nothing is written.
+files, a write over a storage quota, no such file, a turn that no longer writes) comes back to
+the model as its result, starting with "✗ ", and nothing is written. Paths are taken in NFC
+(workspace.validation), whichever form the model sends.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ of the session's versions it covers (`files_upto` of a checkpoint, `fork_files_u
 branch), which import turns back into an id of its own: versions are inserted in the document's
 order, so their new ids keep that order, and "the first n" covers the same versions on both
 sides. A document from before the workspace has no `files` and still imports.
+
+Paths are taken in NFC, as every path of a workspace is: a document from a server that stored
+another form (NFD, as macOS names files) has those paths renamed as the migration renamed this
+server's own (workspace.nfc.nfc_renames: the NFC form, or "café (2).md" beside a real twin).
+The new session's versions and contents count towards its owner's storage quotas
+(workspace.quota): a document over one is refused as too large, writing nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from sessions_app.models import (
     InternalSession,
     WorkspaceBlob,
 )
+from workspace.nfc import nfc_renames
+from workspace.quota import QuotaExceeded, quota_check
 from workspace.validation import clean_content, clean_path, max_files, sha256_of
 
 
@@ -124,6 +132,7 @@ def files_check(
     workspace, as it stands, holds at most WORKSPACE_MAX_FILES files and no file where a folder
     is. ImportRejected (ImportTooLarge) says what is wrong."""
     files = files or FilesDoc()
+    _paths_to_nfc(files)
     try:
         _check_blobs(files)
         _check_versions(files, branches)
@@ -135,6 +144,13 @@ def files_check(
         raise ImportTooLarge(f"Cannot import this document: {exc.message}") from None
     except InvalidInput as exc:
         raise _bad(exc.message) from None
+
+
+def _paths_to_nfc(files: FilesDoc) -> None:
+    """Each version's path not in NFC renamed in place (module docstring)."""
+    renames = nfc_renames(v.path for v in files.versions)
+    for v in files.versions:
+        v.path = renames.get(v.path, v.path)
 
 
 def _bad(message: str) -> ImportRejected:
@@ -280,12 +296,22 @@ def files_import(
     checkpoints: list[tuple[Checkpoint, int]],
     branch_ids: dict[int, int],
 ) -> None:
-    """Write the checked files of the document into the new `session`: each content once, the
-    versions in the document's order, then the marks: each new branch's fork_file_mark and each
-    new checkpoint's files_mark from its count of versions (`branches`, `checkpoints`: the new
-    rows with their counts)."""
+    """Write the checked files of the document into the new `session` (its owner's row locked:
+    sessions_app.services.session_quota_check), within its owner's storage quotas: each
+    content once, the versions in the document's order, then the marks: each new branch's
+    fork_file_mark and each new checkpoint's files_mark from its count of versions
+    (`branches`, `checkpoints`: the new rows with their counts)."""
     if files is None or not files.versions:
         return
+    try:
+        quota_check(
+            session_id=session.pk,
+            owner_id=session.owner_id,
+            versions=len(files.versions),
+            new_bytes=sum(len(content.encode("utf-8")) for content in files.blobs.values()),
+        )
+    except QuotaExceeded as exc:
+        raise ImportTooLarge(f"Cannot import this document: {exc.message}") from None
     now = timezone.now()
     blobs = WorkspaceBlob.objects.bulk_create(
         [

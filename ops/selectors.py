@@ -1,5 +1,6 @@
 """Reads for the operator's dashboard: the site's totals, what each user keeps (sessions,
-messages, storage, last activity), the newest failed turns and the newest audit records.
+messages, storage, their workspaces' file versions and contents beside the quota, last
+activity), the newest failed turns and the newest audit records.
 
 Every read is one bounded query, whatever the number of users: per-user figures are correlated
 subqueries on the users (never a join that multiplies rows). The totals and the users' figures
@@ -8,7 +9,7 @@ records are read live (each is the first rows of an index)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +36,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from checkpoints.models import Checkpoint
-from sessions_app.models import ExternalSession, Message, Turn
+from sessions_app.models import ExternalSession, FileVersion, Message, Turn, WorkspaceBlob
+from workspace.quota import Quota, user_quota
 
 from .models import AuditRecord
 
@@ -45,7 +47,7 @@ NEWEST = 20
 # of the last one that computed them shows the same figures.
 USAGE_CACHE_SECONDS = 60
 # The version in the key: a deployment that changes the cached figures' shape starts afresh.
-_USAGE_CACHE_KEY = "ops:dashboard:usage:v1:{page}"
+_USAGE_CACHE_KEY = "ops:dashboard:usage:v2:{page}"
 # The message's fields that hold its text, and those that hold JSON (counted as their JSON text).
 MESSAGE_TEXT_FIELDS = ("content", "tool_result")
 MESSAGE_JSON_FIELDS = ("tool_args", "tool_calls")
@@ -141,10 +143,14 @@ class UserUsage:
     last_activity: datetime | None  # the newest change of any of their sessions
     message_bytes: int
     checkpoint_bytes: int
+    # Their workspaces (workspace.quota): file versions kept, and bytes of the distinct file
+    # contents each session stores.
+    file_versions: int = 0
+    file_bytes: int = 0
 
     @property
     def storage_bytes(self) -> int:
-        return self.message_bytes + self.checkpoint_bytes
+        return self.message_bytes + self.checkpoint_bytes + self.file_bytes
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,8 @@ class Usage:
     users: list[UserUsage]
     has_next: bool
     computed_at: datetime
+    # The per-user workspace quota (0: none), shown beside each user's files.
+    file_quota: Quota = field(default_factory=lambda: Quota(0, 0))
 
     @property
     def first_rank(self) -> int:
@@ -181,7 +189,11 @@ def users_by_storage(*, page: int = 1) -> tuple[list[UserUsage], bool]:
         User.objects.annotate(
             message_bytes=_sum_per_user(Message, owner, message_bytes()),
             checkpoint_bytes=_sum_per_user(Checkpoint, owner, _json_bytes("session_state")),
-            storage=F("message_bytes") + F("checkpoint_bytes"),
+            file_bytes=_sum_per_user(
+                WorkspaceBlob, "session__owner", Coalesce(F("size"), Value(0))
+            ),
+            file_versions=_count_per_user(FileVersion, owner),
+            storage=F("message_bytes") + F("checkpoint_bytes") + F("file_bytes"),
             session_count=_count_per_user(ExternalSession, "owner"),
             message_count=_count_per_user(Message, owner),
             last_activity=_per_user(
@@ -197,6 +209,8 @@ def users_by_storage(*, page: int = 1) -> tuple[list[UserUsage], bool]:
             "last_activity",
             "message_bytes",
             "checkpoint_bytes",
+            "file_versions",
+            "file_bytes",
         )[offset : offset + USERS_PER_PAGE + 1]
     )
     users = [
@@ -209,6 +223,8 @@ def users_by_storage(*, page: int = 1) -> tuple[list[UserUsage], bool]:
             # int(): PostgreSQL's SUM of big integers is a numeric (a Decimal in Python).
             message_bytes=int(row["message_bytes"]),
             checkpoint_bytes=int(row["checkpoint_bytes"]),
+            file_versions=int(row["file_versions"]),
+            file_bytes=int(row["file_bytes"]),
         )
         for row in rows
     ]
@@ -229,6 +245,7 @@ def usage(*, page: int = 1) -> Usage:
         users=users,
         has_next=has_next,
         computed_at=timezone.now(),
+        file_quota=user_quota(),
     )
     cache.set(key, figures, USAGE_CACHE_SECONDS)
     return figures

@@ -590,6 +590,22 @@ if TELEGRAM_BOT_USERNAME and not re.fullmatch(r"[A-Za-z0-9_]{5,32}", TELEGRAM_BO
 # a clear error and writes nothing; the agent's tool gets that error as its result.
 WORKSPACE_MAX_FILE_BYTES = max(1, env_int("WORKSPACE_MAX_FILE_BYTES", 262_144))
 WORKSPACE_MAX_FILES = max(1, env_int("WORKSPACE_MAX_FILES", 1_000))
+# Storage quotas (workspace/quota.py): the file versions and the bytes of distinct file contents
+# one session's workspace, and all of one user's sessions together, may keep (every write keeps a
+# version for the checkpoints; a content is stored once per session). A write past one is refused
+# (413) and writes nothing; the dashboard and the Files panel show the usage. 0: no quota.
+WORKSPACE_SESSION_MAX_VERSIONS = env_count(
+    "WORKSPACE_SESSION_MAX_VERSIONS", 10_000, meaning="file versions per session, 0: no quota"
+)
+WORKSPACE_SESSION_MAX_BYTES = env_count(
+    "WORKSPACE_SESSION_MAX_BYTES", 100 * 1024 * 1024, meaning="bytes per session, 0: no quota"
+)
+WORKSPACE_USER_MAX_VERSIONS = env_count(
+    "WORKSPACE_USER_MAX_VERSIONS", 100_000, meaning="file versions per user, 0: no quota"
+)
+WORKSPACE_USER_MAX_BYTES = env_count(
+    "WORKSPACE_USER_MAX_BYTES", 1024 * 1024 * 1024, meaning="bytes per user, 0: no quota"
+)
 
 # --- Memories (memories/) ------------------------------------------------------------------
 # Facts about a user the agent keeps across sessions. The longest L2 details of one memory, in

@@ -3,11 +3,14 @@ content), its content one blob stored once per session. Nothing is ever updated 
 checkpoint marks the versions so far, a restore reads along the lineage, a rewind deletes the
 branch's later versions (checkpoints.services).
 
-Every write takes the session's lock, then the branch's row (sessions_app.services.lock_session),
-like every other write to a session, so it is ordered with checkpoints, forks and rewinds. A
-write by a turn's agent names the turn: it is refused once the turn is no longer that worker's
-(cancelled, failed, taken over), and dropped with the turn's tool messages when the turn does not
-end `done` (sessions_app.file_rows.turn_writes_drop, called where sessions_app.turns ends it).
+Every write takes its owner's row (accounts.services.lock_user: the per-user quota counts
+across their sessions), then the session's lock, then the branch's row
+(sessions_app.services.lock_session), in the order every other writer takes them, so it is
+ordered with checkpoints, forks and rewinds, and the quotas it checks (workspace.quota) cannot be
+passed by two writes at once. A write by a turn's agent names the turn: it is refused once the
+turn is no longer that worker's (cancelled, failed, taken over), and dropped with the turn's tool
+messages when the turn does not end `done` (sessions_app.file_rows.turn_writes_drop, called
+where sessions_app.turns ends it).
 """
 
 from __future__ import annotations
@@ -17,15 +20,17 @@ from typing import Any
 
 from django.db import transaction
 
+from accounts.services import lock_user
 from core import events
 from core.errors import Conflict
 from core.validation import JSONObject, clean_metadata
-from sessions_app.errors import BranchNotFound
+from sessions_app.errors import BranchNotFound, SessionNotFound
 from sessions_app.file_rows import blobs_collect, versions_delete
-from sessions_app.models import FileVersion, InternalSession, Turn, WorkspaceBlob
+from sessions_app.models import ExternalSession, FileVersion, InternalSession, Turn, WorkspaceBlob
 from sessions_app.services import lock_session
 
 from .errors import FileNotFoundInWorkspace, TooManyFiles
+from .quota import quota_check
 from .selectors import WorkspaceFile, workspace_files
 from .validation import clean_content, clean_path, max_files, sha256_of
 
@@ -69,6 +74,28 @@ def _locked_branch(branch: InternalSession, turn: Turn | None) -> InternalSessio
     return locked
 
 
+def _lock_owner(session_id: int) -> int:
+    """Lock the session's owner's row (before the session's lock, as every writer does) and
+    return their id."""
+    owner = ExternalSession.objects.filter(pk=session_id).values_list("owner_id", flat=True)
+    owner_id = owner.first()
+    if owner_id is None:
+        raise SessionNotFound()
+    lock_user(owner_id)
+    return owner_id
+
+
+def _within_quota(
+    locked: InternalSession, owner_id: int, sha: str, size: int
+) -> WorkspaceBlob | None:
+    """The session's blob of that content if it holds one already; QuotaExceeded when one more
+    version (and, for a new content, its bytes) would pass a quota."""
+    blob = WorkspaceBlob.objects.filter(session_id=locked.session_id, sha256=sha).first()
+    new_bytes = 0 if blob is not None else size
+    quota_check(session_id=locked.session_id, owner_id=owner_id, versions=1, new_bytes=new_bytes)
+    return blob
+
+
 def _check_shape(files: list[WorkspaceFile], path: str) -> bool:
     """Whether `path` exists as a file; BadPath-like errors when it would clash with a folder
     (a file where a folder is, or a folder where a file is)."""
@@ -96,10 +123,11 @@ def file_write(
     """Write a text file of `branch`'s workspace (a new version at the branch's position).
     Refused with a clear error, writing nothing: a bad path, binary content, a file over
     WORKSPACE_MAX_FILE_BYTES, a new file past WORKSPACE_MAX_FILES, a path that clashes with a
-    folder."""
+    folder, a write over a storage quota (workspace.quota)."""
     clean = clean_path(path)
     text = clean_content(content)
     meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
+    owner_id = _lock_owner(branch.session_id)
     locked = _locked_branch(branch, turn)
     files = workspace_files(locked)
     exists = _check_shape(files, clean)
@@ -109,11 +137,12 @@ def file_write(
             "(WORKSPACE_MAX_FILES): delete one first. Nothing was written."
         )
     sha = sha256_of(text)
-    blob, _ = WorkspaceBlob.objects.get_or_create(
-        session_id=locked.session_id,
-        sha256=sha,
-        defaults={"content": text, "size": len(text.encode("utf-8"))},
-    )
+    size = len(text.encode("utf-8"))
+    blob = _within_quota(locked, owner_id, sha, size)
+    if blob is None:
+        blob = WorkspaceBlob.objects.create(
+            session_id=locked.session_id, sha256=sha, content=text, size=size
+        )
     version = FileVersion.objects.create(
         branch_id=locked.pk,
         position=locked.message_count,

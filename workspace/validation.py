@@ -1,6 +1,7 @@
-"""What a workspace accepts: relative paths of printable names, UTF-8 text without NUL, within
-WORKSPACE_MAX_FILE_BYTES per file and WORKSPACE_MAX_FILES per workspace. Everything a person,
-an integration or the agent sends goes through here before anything is written."""
+"""What a workspace accepts: relative paths of printable names in Unicode's composed form (NFC),
+UTF-8 text without NUL, within WORKSPACE_MAX_FILE_BYTES per file and WORKSPACE_MAX_FILES per
+workspace. Everything a person, an integration or the agent sends goes through here before
+anything is written or looked up."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.conf import settings
 from sessions_app.models import WORKSPACE_PATH_MAX
 
 from .errors import BadPath, BinaryContent, FileTooLarge
+from .nfc import nfc
 
 SEGMENT_MAX = 120
 
@@ -30,12 +32,13 @@ def _bad_char(ch: str) -> bool:
 
 
 def clean_path(value: Any, *, directory: bool = False) -> str:
-    """A workspace path, normalised: relative, `/`-separated, no `.` or `..` segment, no empty
-    segment, printable, at most WORKSPACE_PATH_MAX characters. With `directory`, "" (and ".",
-    "/") name the workspace's root."""
+    """A workspace path, normalised: in NFC (so `café.md` typed as one "é" or as "e" and a
+    combining accent, as macOS names files, is one file), relative, `/`-separated, no `.` or
+    `..` segment, no empty segment, printable, at most WORKSPACE_PATH_MAX characters. With
+    `directory`, "" (and ".", "/") name the workspace's root."""
     if not isinstance(value, str):
         raise BadPath("A file path must be text, like notes/plan.md.")
-    path = value.strip()
+    path = nfc(value.strip())
     if "\x00" in path:
         raise BadPath("A file path cannot hold a NUL character.")
     if directory and path in {"", ".", "./", "/"}:

@@ -34,12 +34,15 @@ if TYPE_CHECKING:
 
 # Section -> the view permissions it needs: every model whose rows (or counts of them) it shows.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    # The totals, and each user with their sessions, messages and storage (messages, checkpoints).
+    # The totals, and each user with their sessions, messages and storage (messages, checkpoints,
+    # their workspaces' file versions and contents).
     "usage": (
         "accounts.view_user",
         "sessions_app.view_externalsession",
         "sessions_app.view_message",
         "checkpoints.view_checkpoint",
+        "workspace.view_fileversion",
+        "workspace.view_workspaceblob",
     ),
     # Each failed turn's error, with its session and the session's owner: conversation data,
     # for those who may see users' conversations (governance) only.

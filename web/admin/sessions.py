@@ -16,6 +16,7 @@ from django.contrib import admin
 from django.contrib.messages import ERROR
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
@@ -23,7 +24,15 @@ from django.utils.text import Truncator
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings, is_demo
-from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
+from sessions_app.models import (
+    ExternalSession,
+    FileVersion,
+    InternalSession,
+    Message,
+    Summary,
+    Turn,
+    WorkspaceBlob,
+)
 from sessions_app.search import messages_matching, search_clean
 from sessions_app.selectors import branch_history
 from sessions_app.services import session_delete, session_update
@@ -41,7 +50,9 @@ from web.admin.support import (
     form_metadata,
     form_name,
     form_session_state,
+    sum_subquery,
 )
+from workspace.quota import session_quota
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -76,10 +87,12 @@ class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
         return admin_link(obj, f"branch {obj.pk}") if obj.pk else "-"
 
 
-class _BranchCount(TypedDict):
+class _SessionCounts(TypedDict):
     """What `ExternalSessionAdmin.get_queryset` annotates on each session."""
 
     branch_count: int
+    file_versions: int
+    file_bytes: int
 
 
 class SessionForm(forms.ModelForm):
@@ -111,6 +124,7 @@ class ExternalSessionAdmin(ConversationAdmin):
         "updated_at",
         "archived_at",
         "branch_count",
+        "workspace_storage",
         "session_key",
     )
     list_select_related = ("owner",)
@@ -130,6 +144,7 @@ class ExternalSessionAdmin(ConversationAdmin):
         "created_at",
         "updated_at",
         "branch_count",
+        "workspace_storage",
         "conversation_tree",
     )
     fields = (
@@ -143,18 +158,34 @@ class ExternalSessionAdmin(ConversationAdmin):
         "updated_at",
         "archived_at",
         "branch_count",
+        "workspace_storage",
     )
     inlines = (BranchInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExternalSession]:
         sessions: QuerySet[ExternalSession] = super().get_queryset(request)
         return sessions.annotate(
-            branch_count=count_subquery(InternalSession.objects.all(), "session")
+            branch_count=count_subquery(InternalSession.objects.all(), "session"),
+            file_versions=count_subquery(FileVersion.objects.all(), "branch__session"),
+            file_bytes=sum_subquery(WorkspaceBlob.objects.all(), "session", "size"),
         )
 
     @admin.display(description="branches", ordering="branch_count")
-    def branch_count(self, obj: WithAnnotations[ExternalSession, _BranchCount]) -> str:
+    def branch_count(self, obj: WithAnnotations[ExternalSession, _SessionCounts]) -> str:
         return changelist_link(InternalSession, f"session__id__exact={obj.pk}", obj.branch_count)
+
+    @admin.display(description="workspace", ordering="file_bytes")
+    def workspace_storage(self, obj: WithAnnotations[ExternalSession, _SessionCounts]) -> str:
+        """The bytes of the workspace's distinct contents and its file versions, beside the
+        per-session quota (workspace.quota)."""
+        quota = session_quota()
+        size = filesizeformat(obj.file_bytes)
+        if quota.bytes:
+            size += f" of {filesizeformat(quota.bytes)}"
+        versions = f"{obj.file_versions:,}"
+        if quota.versions:
+            versions += f" of {quota.versions:,}"
+        return f"{size}, {versions} versions"
 
     @admin.display(description="conversation")
     def conversation_tree(self, obj: ExternalSession) -> str:

@@ -10,7 +10,17 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_user_model
-from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery, Value
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    IntegerField,
+    Model,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.urls import reverse
@@ -48,6 +58,19 @@ def count_subquery(queryset: QuerySet[Model], outer_field: str) -> Coalesce:
         .values("n")
     )
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def sum_subquery(queryset: QuerySet[Model], outer_field: str, field: str) -> Coalesce:
+    """SUM(`field`) of `queryset` rows whose `outer_field` is the outer row, as a correlated
+    subquery (0 when there is none), like count_subquery."""
+    summed = (
+        queryset.filter(**{outer_field: OuterRef("pk")})
+        .order_by()
+        .values(outer_field)
+        .annotate(total=Sum(field))
+        .values("total")
+    )
+    return Coalesce(Subquery(summed, output_field=BigIntegerField()), Value(0))
 
 
 class JSONFormField(forms.JSONField):

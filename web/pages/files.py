@@ -32,6 +32,8 @@ from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.models import ExternalSession
 from sessions_app.selectors import current_branch, get_session_for_user
 from workspace.errors import FileTooLarge, TooManyFiles
+from workspace.nfc import nfc
+from workspace.quota import session_use, user_use
 from workspace.selectors import WorkspaceFile, workspace_file, workspace_files
 from workspace.services import file_delete, files_write_all
 from workspace.validation import clean_content, clean_path, max_file_bytes, max_files
@@ -109,6 +111,8 @@ def _tree_context(
         "session": session,
         "tree": file_tree(files),
         "file_count": len(files),
+        "session_use": session_use(session.pk),
+        "user_use": user_use(session.owner_id),
     }
 
 
@@ -145,7 +149,7 @@ def files_tree(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _stale(request: HttpRequest, files: list[WorkspaceFile]) -> dict[str, str]:
     """Whether the file open in the reader's view (`open`, at `open_sha`) was since deleted or
     changed: the view stays as it is, with a notice saying so."""
-    path = request.GET.get("open", "")
+    path = nfc(request.GET.get("open", ""))
     if not path:
         return {}
     found = next((f for f in files if f.path == path), None)

@@ -317,6 +317,8 @@ def test_staff_without_view_permissions_is_refused_and_not_offered_the_link(
                 "sessions_app.view_externalsession",
                 "sessions_app.view_message",
                 "checkpoints.view_checkpoint",
+                "workspace.view_fileversion",
+                "workspace.view_workspaceblob",
             ),
             {"dashboard-totals", "dashboard-users"},
         ),

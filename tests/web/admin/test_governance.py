@@ -30,6 +30,8 @@ VIEW_PERMS = [
     ("sessions_app", "view_turn"),
     ("sessions_app", "view_summary"),
     ("checkpoints", "view_checkpoint"),
+    ("workspace", "view_fileversion"),
+    ("workspace", "view_workspaceblob"),
     ("memories", "view_memory"),
     ("governance", "view_auditrecord"),
     ("accounts", "view_user"),
