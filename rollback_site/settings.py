@@ -591,6 +591,20 @@ CELERY_BEAT_SCHEDULE["telegram-updates"] = {
     "schedule": max(1.0, TELEGRAM_UPDATE_RETRY_SECONDS),
     "options": {"expires": 30},
 }
+# Link codes (`/start CODE`): at most TELEGRAM_LINK_ATTEMPTS_PER_CHAT attempts from one chat, and
+# TELEGRAM_LINK_ATTEMPTS_PER_USER from one Telegram user in all their chats, within
+# TELEGRAM_LINK_WINDOW_SECONDS of the first (a code that links clears the count). Past either, the
+# chat is told once when it may try again, and later attempts are dropped by the webhook without a
+# task or an answer. 0 turns a limit off.
+TELEGRAM_LINK_ATTEMPTS_PER_CHAT = env_count(
+    "TELEGRAM_LINK_ATTEMPTS_PER_CHAT", 10, meaning="link attempts; 0 turns the limit off"
+)
+TELEGRAM_LINK_ATTEMPTS_PER_USER = env_count(
+    "TELEGRAM_LINK_ATTEMPTS_PER_USER", 20, meaning="link attempts; 0 turns the limit off"
+)
+TELEGRAM_LINK_WINDOW_SECONDS = max(
+    1, env_count("TELEGRAM_LINK_WINDOW_SECONDS", 15 * 60, meaning="seconds")
+)
 # The bot's username (@ optional), when set: the profile's link code comes with a link that
 # opens the bot's chat and sends `/start CODE` in one tap (https://t.me/<username>?start=<code>).
 TELEGRAM_BOT_USERNAME = os.environ.get("TELEGRAM_BOT_USERNAME", "").strip().removeprefix("@")

@@ -21,6 +21,8 @@ from sessions_app.errors import TurnInProgress
 from . import client, inbox
 from .commands import HELP, parse_command, run_command
 from .conversations import awaiting_turn, session_key
+from .errors import LinkAttemptsLimited
+from .link_limits import link_attempt_start, link_attempts_spent
 from .links import link_code_consume
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class Incoming:
     chat_type: str
     title: str
     text: str | None
+    user_id: int | None  # the sender (`from.id`), when the message names one
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -71,12 +74,14 @@ def incoming(update_id: int, payload: Any) -> Incoming | None:
     if chat.get("username") == title and title:
         title = f"@{title}"
     text = message.get("text")
+    sender = _dict(message.get("from")).get("id")
     return Incoming(
         update_id=update_id,
         chat_id=chat_id,
         chat_type=str(chat.get("type") or ""),
         title=title,
         text=text if isinstance(text, str) else None,
+        user_id=sender if isinstance(sender, int) and not isinstance(sender, bool) else None,
     )
 
 
@@ -100,12 +105,16 @@ def update_receive(*, update_id: int, payload: dict[str, Any]) -> bool:
     an approval is handled at once instead: AT_ONCE); True when it was new. Telegram redelivers
     an update it saw no 200 for: one stored and handled (or being handled) is left alone, one
     that nobody handles (its task was never sent or lost) is handed over again, and the claim
-    makes sure it is handled once."""
+    makes sure it is handled once. A link attempt from a chat whose attempts are spent is stored
+    as handled and costs nothing more (link_limits)."""
+    dropped = _link_attempt_dropped(update_id, payload)
     with transaction.atomic():
-        update, created = inbox.update_store(update_id=update_id, payload=payload)
+        update, created = inbox.update_store(update_id=update_id, payload=payload, handled=dropped)
         if not created and not inbox.update_waiting(update):
             return False
-        if _at_once(update_id, payload):
+        if created and dropped:
+            log.info("telegram: update %s: link attempts spent; dropped", update_id)
+        elif _at_once(update_id, payload):
             transaction.on_commit(lambda: update_handle(update_id=update_id))
         else:
             transaction.on_commit(lambda: _send(update_id))
@@ -131,6 +140,17 @@ def _at_once(update_id: int, payload: Any) -> bool:
     message = incoming(update_id, payload)
     command = parse_command(message.text) if message and message.text is not None else None
     return command is not None and command[0] in AT_ONCE
+
+
+def _link_attempt_dropped(update_id: int, payload: Any) -> bool:
+    """A `/start CODE` from a chat (or a sender) with no link attempt left."""
+    message = incoming(update_id, payload)
+    if message is None or message.text is None:
+        return False
+    command = parse_command(message.text)
+    if command is None or command[0] != "start" or not command[1]:
+        return False
+    return link_attempts_spent(chat_id=message.chat_id, user_id=message.user_id)
 
 
 def update_handle(*, update_id: int) -> None:
@@ -198,12 +218,12 @@ def updates_sweep() -> int:
 
 def _handle(message: Incoming) -> None:
     command = parse_command(message.text) if message.text is not None else None
+    if command is not None and command[0] == "start" and command[1]:
+        _link(message, command[1])
+        return
     if message.chat_type != "private":
         if command is not None:
             say(message.chat_id, PRIVATE_ONLY)
-        return
-    if command is not None and command[0] == "start" and command[1]:
-        _link(message, command[1])
         return
     chat = TelegramChat.objects.select_related("user").filter(chat_id=message.chat_id).first()
     if chat is None:
@@ -222,12 +242,24 @@ def _handle(message: Incoming) -> None:
 
 
 def _link(message: Incoming, code: str) -> None:
-    """`/start CODE`: link the chat (or move it, linked to someone else, to the code's user)."""
+    """`/start CODE`: link the chat (or move it, linked to someone else, to the code's user).
+    Each attempt counts, wherever it is sent (link_limits); past the limit the chat is told once
+    when it may try again, then nothing."""
+    try:
+        attempt = link_attempt_start(chat_id=message.chat_id, user_id=message.user_id)
+    except LinkAttemptsLimited as exc:
+        if exc.first:
+            say(message.chat_id, exc.message)
+        return
+    if message.chat_type != "private":
+        say(message.chat_id, PRIVATE_ONLY)
+        return
     try:
         chat = link_code_consume(code=code, chat_id=message.chat_id, title=message.title)
     except DomainError as exc:
         say(message.chat_id, exc.message)
         return
+    attempt.succeeded()
     say(
         message.chat_id,
         f"Linked to Rollback as {chat.user.get_username()}. Write to me and the agent answers; "
