@@ -84,6 +84,6 @@ def link_attempts_spent(*, chat_id: int, user_id: int | None) -> bool:
     counted). A cache that does not answer counts as attempts left: the handler counts them."""
     try:
         return bool(cache.get_many([_told(each) for each in _counters(chat_id, user_id)]))
-    except Exception:  # the cache (Redis) unreachable: do not lose the update over it
-        log.warning("telegram: the link limits could not be read", exc_info=True)
+    except Exception as exc:  # the cache (Redis) unreachable: do not lose the update over it
+        log.warning("telegram: the link limits could not be read (%s: %s)", type(exc).__name__, exc)
         return False

@@ -127,12 +127,14 @@ def _send(update_id: int) -> None:
     the webhook still answers 200 and Telegram has no reason to deliver it again."""
     try:
         enqueue(UPDATE_TASK, update_id)
-    except Exception:
+    except Exception as exc:
+        # One line, not a traceback per update, during an outage.
         log.warning(
-            "telegram: update %s is stored but its task could not be sent; the periodic sweep "
-            "handles it",
+            "telegram: update %s is stored but its task could not be sent (%s: %s); the "
+            "periodic sweep handles it",
             update_id,
-            exc_info=True,
+            type(exc).__name__,
+            exc,
         )
 
 
