@@ -13,11 +13,12 @@ class IntegrationsConfig(AppConfig):
         # at once.
         # Its tasks (integrations.telegram_update), registered in every process, so the dispatch
         # finds them by name in the web process too (the workers' autodiscovery finds them anyway).
-        # Without a broker there is no beat: the embedded mode's recovery thread runs the sweep
-        # of undelivered replies instead (agents.services.in_process_job).
+        # Without a broker there is no beat: the embedded mode's recovery thread runs the sweeps
+        # of undelivered replies and unhandled updates instead (agents.services.in_process_job).
         from agents.services import in_process_job
         from integrations import tasks  # noqa: F401
-        from integrations.telegram import relay
+        from integrations.telegram import relay, updates
 
         relay.register()
         in_process_job(relay.replies_sweep)
+        in_process_job(updates.updates_sweep)

@@ -3,6 +3,8 @@ once, whatever Telegram redelivers) and the messages that show a turn's reply in
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -50,15 +52,28 @@ class TelegramChat(models.Model):
 class TelegramUpdate(models.Model):
     """An update Telegram delivered, by its `update_id`: a redelivered one finds its row and is
     not handled again. `payload` is the update as received (bounded by the webhook), for the
-    worker that handles it; `handled_at` is set by the one that claimed it."""
+    worker that handles it. A handler (the task, or the periodic sweep for an update no task
+    took) claims it by a conditional update of `claimed_at` and `attempts`; `handled_at` is set
+    when its handling ended (or was given up). A claim that never ended (its process died) is
+    taken again once stale, up to TELEGRAM_UPDATE_ATTEMPTS claims in all."""
 
     update_id = models.BigIntegerField(primary_key=True)
     payload = models.JSONField(default=dict)
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
     handled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "Telegram update"
+        indexes: ClassVar[list[models.Index]] = [
+            # The sweep's question: the updates not handled yet (few, among days of handled ones).
+            models.Index(
+                fields=["received_at"],
+                condition=models.Q(handled_at__isnull=True),
+                name="telegram_update_unhandled",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Telegram update {self.update_id}"

@@ -575,6 +575,36 @@ TELEGRAM_WEBHOOK_SECRET = os.environ.get("TELEGRAM_WEBHOOK_SECRET", "").strip()
 TELEGRAM_API_URL = (
     os.environ.get("TELEGRAM_API_URL", "").strip() or "https://api.telegram.org"
 ).rstrip("/")
+# An update the webhook stored that no task handled (the broker was down when it came, or its
+# task was lost) is handled by the periodic sweep once it is TELEGRAM_UPDATE_RETRY_SECONDS old:
+# beat runs the sweep that often (without a broker, the web process's recovery thread runs it every
+# TURN_RECOVERY_SECONDS). A handler that claimed an update and never ended (its process died, the
+# database failed) is taken over after TELEGRAM_UPDATE_CLAIM_SECONDS, up to TELEGRAM_UPDATE_ATTEMPTS
+# claims in all; then the update is given up, with an error in the log.
+TELEGRAM_UPDATE_RETRY_SECONDS = env_seconds("TELEGRAM_UPDATE_RETRY_SECONDS", 30)
+TELEGRAM_UPDATE_CLAIM_SECONDS = env_seconds("TELEGRAM_UPDATE_CLAIM_SECONDS", 300)
+TELEGRAM_UPDATE_ATTEMPTS = max(
+    1, env_count("TELEGRAM_UPDATE_ATTEMPTS", 3, meaning="claims of one update")
+)
+CELERY_BEAT_SCHEDULE["telegram-updates"] = {
+    "task": "integrations.sweep_updates",
+    "schedule": max(1.0, TELEGRAM_UPDATE_RETRY_SECONDS),
+    "options": {"expires": 30},
+}
+# Link codes (`/start CODE`): at most TELEGRAM_LINK_ATTEMPTS_PER_CHAT attempts from one chat, and
+# TELEGRAM_LINK_ATTEMPTS_PER_USER from one Telegram user in all their chats, within
+# TELEGRAM_LINK_WINDOW_SECONDS of the first (a code that links clears the count). Past either, the
+# chat is told once when it may try again, and later attempts are dropped by the webhook without a
+# task or an answer. 0 turns a limit off.
+TELEGRAM_LINK_ATTEMPTS_PER_CHAT = env_count(
+    "TELEGRAM_LINK_ATTEMPTS_PER_CHAT", 10, meaning="link attempts; 0 turns the limit off"
+)
+TELEGRAM_LINK_ATTEMPTS_PER_USER = env_count(
+    "TELEGRAM_LINK_ATTEMPTS_PER_USER", 20, meaning="link attempts; 0 turns the limit off"
+)
+TELEGRAM_LINK_WINDOW_SECONDS = max(
+    1, env_count("TELEGRAM_LINK_WINDOW_SECONDS", 15 * 60, meaning="seconds")
+)
 # The bot's username (@ optional), when set: the profile's link code comes with a link that
 # opens the bot's chat and sends `/start CODE` in one tap (https://t.me/<username>?start=<code>).
 TELEGRAM_BOT_USERNAME = os.environ.get("TELEGRAM_BOT_USERNAME", "").strip().removeprefix("@")

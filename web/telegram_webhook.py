@@ -1,7 +1,8 @@
 """`POST /integrations/telegram/webhook/`: where Telegram delivers updates. Thin: it checks the
 secret header, bounds and parses the body, stores the update by its `update_id` and answers 200
 at once; a task handles it (integrations.telegram.updates), so the model never holds this
-request open."""
+request open. Once stored the update is safe: when its task cannot be sent (the broker down),
+the periodic sweep handles it, so the answer is 200 all the same."""
 
 from __future__ import annotations
 

@@ -56,3 +56,24 @@ class UserDeactivated(DomainError):
 class ChatNotFound(NotFound):
     def __init__(self, message: str = "Linked Telegram chat not found.") -> None:
         super().__init__(message)
+
+
+def _minutes(seconds: int) -> str:
+    minutes = max(1, -(-seconds // 60))
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+class LinkAttemptsLimited(DomainError):
+    """Too many `/start CODE` from this chat or this Telegram user within the window.
+    `retry_after`: seconds until it lifts; `first`: no earlier refusal of this window was
+    answered (the bot says it once, then stays silent)."""
+
+    code = "throttled"
+
+    def __init__(self, *, retry_after: int, first: bool) -> None:
+        super().__init__(
+            f"Too many link attempts; try again in {_minutes(retry_after)}. A code works once "
+            "and for ten minutes: make a new one on your profile page and send /start CODE."
+        )
+        self.retry_after = retry_after
+        self.first = first

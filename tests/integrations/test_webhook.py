@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from integrations.models import TelegramChat, TelegramUpdate
+from integrations.telegram.inbox import updates_prune
 from integrations.telegram.links import link_code_consume, link_code_create
 from integrations.telegram.updates import (
     DEACTIVATED,
     PRIVATE_ONLY,
     TEXT_ONLY,
     update_handle,
-    updates_prune,
 )
 from tests.integrations.conftest import WEBHOOK_SECRET
 from tests.integrations.updates import CHAT, WEBHOOK, message, post, said
