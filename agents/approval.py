@@ -15,8 +15,9 @@ and waits, its heartbeat going on, until:
 - the owner refuses, or nobody answers in AGENT_APPROVAL_SECONDS (reason "timed_out"): the tool
   does not run and the model gets a result saying so, marked as an error (not "used"),
 - the turn is cancelled or taken from this worker: the tool does not run and the run stops.
-It wakes on the answer's event (from any process, through the channel layer) and reads the turn's
-row every TURN_STOP_POLL_SECONDS at most, so an answer whose event was lost is seen too.
+It wakes on the answer's event (from any process, through the turn's doorbell, core.wake) and
+reads the turn's row every TURN_STOP_POLL_SECONDS at most, so an answer whose ring was lost is
+seen too.
 
 A worker that dies during the wait stops beating; the recovery job hands the turn to another
 worker, which runs it again from its user message and asks again. An approval is not carried
