@@ -21,7 +21,6 @@ database.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -189,11 +188,12 @@ def _idle(seconds: float) -> None:
 
 def _channel(turn: int) -> str:
     """The pub/sub channel of a turn. Redis pub/sub ignores the database number, so the name
-    says which database the turn id belongs to: deployments that share a Redis never ring each
-    other's waits (a stray ring would only cost a read)."""
-    db = settings.DATABASES["default"]
-    where = f"{db.get('HOST', '')}:{db.get('PORT', '')}/{db.get('NAME', '')}"
-    return f"rollback.wake.{hashlib.sha256(where.encode()).hexdigest()[:12]}.turn.{turn}"
+    carries the one of REDIS_URL, which every process of a deployment shares: deployments on
+    one Redis (each with a database of its own) never ring each other's waits (a stray ring
+    would only cost a read)."""
+    client = _redis()
+    db = client.connection_pool.connection_kwargs.get("db", 0) if client is not None else 0
+    return f"rollback.wake.db{db}.turn.{turn}"
 
 
 def _redis() -> redis.Redis | None:
