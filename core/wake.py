@@ -9,10 +9,10 @@ ring the doorbell of their turn. `wait_until` waits for one of them, on every to
   directly (a `threading.Event` each).
 - With REDIS_URL the ring is also published on a Redis pub/sub channel of the turn, and a wait
   subscribes to it on a connection of its own, from its own thread, with no event loop. It used
-  to receive on the shared channel layer, through channels_redis's one receive lock and buffer
-  per process, which the web server's loop holds as soon as a socket of any session is open
-  there: the end never woke the wait, and `"wait": true` answered at its next poll (1.5 s
-  instead of ~60 ms).
+  to receive on the channel layer, on a process-local channel of prefix `wait.`: channels_redis
+  reads all of a process's local channels through one receive lock, held by a socket's consumer
+  through its blocking read (up to 5 s) of the sockets' own key, so with any socket open in the
+  process the wait's read never began before its 1.5 s poll cut it short.
 
 The doorbell is not the record. After each ring, and at least every `poll` seconds in case a
 ring is lost (Redis pub/sub delivers at most once), the wait asks `done`, which reads the
