@@ -15,8 +15,9 @@ and waits, its heartbeat going on, until:
 - the owner refuses, or nobody answers in AGENT_APPROVAL_SECONDS (reason "timed_out"): the tool
   does not run and the model gets a result saying so, marked as an error (not "used"),
 - the turn is cancelled or taken from this worker: the tool does not run and the run stops.
-It wakes on the answer's event (from any process, through the channel layer) and reads the turn's
-row every TURN_STOP_POLL_SECONDS at most, so an answer whose event was lost is seen too.
+It wakes on the answer's event (from any process, through the turn's doorbell, core.wake) and
+reads the turn's row every TURN_STOP_POLL_SECONDS at most, so an answer whose ring was lost is
+seen too.
 
 A worker that dies during the wait stops beating; the recovery job hands the turn to another
 worker, which runs it again from its user message and asks again. An approval is not carried
@@ -36,14 +37,12 @@ from agno.exceptions import AgentRunException
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from core import events
+from core import wake
 from sessions_app.approvals import answer_of, turn_approval_expire, turn_await_approval
 from sessions_app.models import Turn
 from sessions_app.turns import HELD
 
 if TYPE_CHECKING:
-    from core.events import Event
-
     from .turn.common import TurnRun
 
 log = logging.getLogger("agents.approval")
@@ -57,6 +56,9 @@ TIMED_OUT = (
     "refused). Do not call it again unless the user asks for it."
 )
 STOPPED = "The turn was stopped while this call of {tool} waited for approval: it did not run."
+
+# The events that end a wait for an approval: the owner's answer, or the turn stopped.
+WAKES = frozenset({"tool.approval_answered", "turn.cancelled"})
 
 
 class ApprovalRefused(AgentRunException):
@@ -159,16 +161,10 @@ def wait_for_answer(run: TurnRun, call_id: str, tool_name: str, args: dict[str, 
             seen.append(outcome)
         return outcome is not None
 
-    def wakes(event: Event) -> bool:
-        return event.get("turn") == turn.pk and event["type"] in (
-            "tool.approval_answered",
-            "turn.cancelled",
-        )
-
     poll = min(0.5, settings.TURN_STOP_POLL_SECONDS)
-    events.wait_until(
-        turn.session_id,
-        wakes,
+    wake.wait_until(
+        turn=turn.pk,
+        types=WAKES,
         done=ended,
         timeout=settings.AGENT_APPROVAL_SECONDS,
         poll=poll,

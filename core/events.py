@@ -16,19 +16,17 @@ key, a deactivated user, a deleted session): internal, never relayed to a client
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
-from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
+from core import wake
 from core.validation import JSONObject
 
 log = logging.getLogger(__name__)
@@ -296,6 +294,9 @@ def _send(event: Event) -> None:
             listener(event)
         except Exception:
             log.exception("a listener failed on %s", event["type"])
+    turn = event.get("turn")
+    if isinstance(turn, int):
+        wake.ring(event["type"], turn)  # the waits on the turn (core.wake)
     _publish(group_name(session_id), {"type": "rollback.event", "event": event}, event["type"])
 
 
@@ -337,76 +338,6 @@ def _publisher_send(send: Coroutine[Any, Any, None]) -> None:
     """Run one send on the publishing loop and wait for it, so that one thread's events keep
     their order and a failure is seen here."""
     asyncio.run_coroutine_threadsafe(send, _publisher_loop()).result(timeout=10)
-
-
-def wait_until(
-    session_id: int,
-    matches: Callable[[Event], bool],
-    *,
-    done: Callable[[], bool],
-    timeout: float,
-    poll: float,
-) -> None:
-    """Block until `done()` is true or `timeout` seconds pass. `done` is asked at once, again as
-    soon as an event of the session for which `matches` holds arrives (from this process, or
-    from any process through the channel layer), and at least every `poll` seconds, so an event
-    that never comes delays the answer but cannot hang the wait. `done` runs on the calling
-    thread (it may use the database; events about it are sent after its commit)."""
-    deadline = time.monotonic() + timeout
-    heard = threading.Event()
-
-    def listener(event: Event) -> None:
-        if matches(event):
-            heard.set()
-
-    stop = listen(session_id, listener)
-    try:
-        layer = get_channel_layer()
-        if layer is None or isinstance(layer, InMemoryChannelLayer):
-            # One process: whatever sends the event runs here, and `listen` hears it.
-            while not done():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                heard.wait(min(poll, remaining))
-                heard.clear()
-        else:
-            async_to_sync(_wait_on_layer)(layer, session_id, matches, done, deadline, poll)
-    finally:
-        stop()
-
-
-async def _wait_on_layer(
-    layer: Any,
-    session_id: int,
-    matches: Callable[[Event], bool],
-    done: Callable[[], bool],
-    deadline: float,
-    poll: float,
-) -> None:
-    group = group_name(session_id)
-    channel = await layer.new_channel("wait.")
-    await layer.group_add(group, channel)  # before the first check: nothing falls in between
-    check = sync_to_async(done)  # back on the caller's thread
-    try:
-        while not await check():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_next_match(layer, channel, matches), min(poll, remaining))
-    finally:
-        with contextlib.suppress(Exception):
-            await layer.group_discard(group, channel)
-
-
-async def _next_match(layer: Any, channel: str, matches: Callable[[Event], bool]) -> None:
-    while True:
-        message = await layer.receive(channel)
-        event = message.get("event") if message.get("type") == "rollback.event" else None
-        # What comes off the layer is untyped: events on it are those `_send` put there.
-        if isinstance(event, dict) and matches(cast("Event", event)):
-            return
 
 
 def _after_commit(event: Event) -> None:

@@ -16,6 +16,7 @@ import json
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 import httpx2
@@ -36,6 +37,7 @@ from mcp.types import (
 )
 
 from ..models import McpServer
+from .scrub import Scrubber, secrets_of
 
 T = TypeVar("T")
 # Pages of a tools/list walk: a server that pages forever cannot hold a turn.
@@ -61,6 +63,11 @@ class Endpoint:
             headers={str(k): str(v) for k, v in headers.items()},
             approval=frozenset(str(a) for a in approval),
         )
+
+    @cached_property
+    def scrub(self) -> Scrubber:
+        """What takes this server's own credentials out of what it says (made once)."""
+        return Scrubber(secrets_of(self.url, self.headers))
 
 
 class McpFailure(Exception):
@@ -196,13 +203,16 @@ def _block_text(block: Any) -> str:
     return f"[{type(block).__name__} content, not shown]"
 
 
-def result_text(result: CallToolResult, limit: int) -> str:
-    """A call's result as the model reads it: its text content, other content summarised, cut
-    at `limit` characters (saying so)."""
+def result_text(result: CallToolResult, limit: int, scrub: Scrubber | None = None) -> str:
+    """A call's result as the model reads it: its text content, other content summarised,
+    scrubbed (before the cut, so no part of a secret survives it), cut at `limit` characters
+    (saying so)."""
     parts = [_block_text(block) for block in result.content]
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     text = "\n".join(parts)
+    if scrub is not None:
+        text = scrub(text)
     if len(text) > limit:
         text = f"{text[:limit]}\n… (the result was cut at {limit} characters)"
     return text

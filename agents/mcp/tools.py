@@ -98,14 +98,19 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
 def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
     from .client import McpFailure, call_tool, result_text
 
+    scrub = endpoint.scrub
+
     def call(**arguments: Any) -> str:
+        # What the server says is scrubbed of its own credentials (agents.mcp.scrub) before
+        # the turn stores it, streams it or gives it to the model.
         try:
             result = call_tool(endpoint, tool, arguments)
         except McpFailure as failure:
-            log.warning("MCP tool %s failed: %s", full, failure.reason)
-            raise McpToolError(f"✗ {full} failed: {failure.reason}.") from None
+            reason = scrub(failure.reason)
+            log.warning("MCP tool %s failed: %s", full, reason)
+            raise McpToolError(f"✗ {full} failed: {reason}.") from None
         limit = _setting("AGENT_MCP_MAX_RESULT_CHARS", 20_000)
-        text = result_text(result, limit)
+        text = result_text(result, limit, scrub)
         if result.is_error:
             raise McpToolError(f"✗ {full} failed: {text or 'the tool reported an error'}")
         return text
@@ -116,6 +121,7 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
 
 def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: McpToolset) -> None:
     limit = _setting("AGENT_MCP_MAX_TOOLS", 100)
+    scrub = endpoint.scrub
     skipped: list[str] = []
     offered = 0
     for tool in tools:
@@ -129,7 +135,7 @@ def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: Mc
         toolset.functions.append(
             Function(
                 name=full,
-                description=(tool.description or tool.title or tool.name)[:MAX_DESCRIPTION],
+                description=scrub(tool.description or tool.title or tool.name)[:MAX_DESCRIPTION],
                 parameters=schema,
                 entrypoint=_caller(endpoint, tool.name, full),
                 skip_entrypoint_processing=True,
@@ -163,8 +169,9 @@ def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
     names = set(taken or ())
     for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
         if isinstance(listed, McpFailure):
+            reason = endpoint.scrub(listed.reason)
             notice = (
-                f"The MCP server {endpoint.name} is unavailable ({listed.reason}); its tools "
+                f"The MCP server {endpoint.name} is unavailable ({reason}); its tools "
                 "were left out of this turn."
             )
             log.warning("%s", notice)

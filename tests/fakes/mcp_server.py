@@ -7,7 +7,9 @@ that raises (`explode`), one that sleeps past a short timeout (`slow`), one that
 an image beside its text (`chart`), and two whose names no model API accepts (`bad.name`, and
 one too long once prefixed). Every request must carry `Authorization: Bearer <token>`; one
 without it is refused with 401, so a test that gets an answer proves the secret header was
-sent::
+sent. With `echoes=True` it also has two tools that repeat what the request carried (its
+Authorization header, its bare token and its URL's query): `whoami` in its result, `leak` in its
+error, as a careless server would::
 
     with FakeMcpServer(token="s3cret").start() as server:
         server.url  # http://127.0.0.1:<port>/mcp
@@ -20,10 +22,12 @@ import socket
 import threading
 import time
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import ToolAnnotations
 
@@ -42,6 +46,7 @@ class _RequireToken:
             headers = dict(scope.get("headers") or [])
             got = headers.get(b"authorization", b"").decode("latin-1")
             self.fake.seen_authorization.append(got)
+            self.fake.seen_query.append(scope.get("query_string", b"").decode("latin-1"))
             if got != f"Bearer {self.fake.token}":
                 await send(
                     {
@@ -58,10 +63,18 @@ class _RequireToken:
 class FakeMcpServer:
     """The server, its recorded calls and the Authorization headers it saw."""
 
-    def __init__(self, *, token: str = "test-token", name: str = "fake") -> None:  # noqa: S107 - a test server's token
+    def __init__(
+        self,
+        *,
+        token: str = "test-token",  # noqa: S107 - a test server's token
+        name: str = "fake",
+        echoes: bool = False,
+    ) -> None:
         self.token = token
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.seen_authorization: list[str] = []
+        self.seen_query: list[str] = []
+        self.echoes = echoes
         self.slow_seconds = 5.0
         self.mcp = self._build(name)
         self._server: uvicorn.Server | None = None
@@ -118,7 +131,27 @@ class FakeMcpServer:
             """Its name with the server's prefix passes 64 characters."""
             return "never offered"
 
+        if self.echoes:
+            self._add_echoes(mcp)
         return mcp
+
+    def _add_echoes(self, mcp: MCPServer) -> None:
+        def carried() -> str:
+            authorization = self.seen_authorization[-1]
+            bare = authorization.partition(" ")[2]
+            query = self.seen_query[-1]
+            decoded = dict(parse_qsl(query))
+            return f"authorization {authorization}; token {bare}; query {query}; {decoded}"
+
+        @mcp.tool()  # not read-only: its result is also kept in the ledger of external calls
+        def whoami() -> str:
+            """Say what the request carried."""
+            return f"you sent {carried()}"
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+        def leak() -> str:
+            """Fail, saying what the request carried."""
+            raise ToolError(f"refused {carried()}")  # a ToolError's text reaches the client
 
     @property
     def url(self) -> str:
@@ -150,6 +183,7 @@ class FakeMcpServer:
     def reset(self) -> None:
         self.calls.clear()
         self.seen_authorization.clear()
+        self.seen_query.clear()
 
     def __enter__(self) -> FakeMcpServer:
         return self

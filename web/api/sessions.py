@@ -23,7 +23,7 @@ from agents.services import chat_submit, turn_submit
 from agents.summaries import session_summaries_schedule
 from checkpoints.transfer import session_export, session_import
 from checkpoints.transfer_markdown import EXPORT_FORMATS, export_format, markdown_response
-from core import events
+from core import wake
 from core.api import Pagination, body_fingerprint, paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
@@ -299,7 +299,8 @@ TURN_END_EVENTS = frozenset(
 def _wait_for(turn: Turn) -> Turn:
     """Wait until the turn ends, waits for an approval (`awaiting_approval`, answered at once:
     the caller has to approve), or API_TURN_WAIT_SECONDS pass (then it is still queued/running).
-    The turn's end event wakes the wait at once; the database is also read every
+    The turn's end rings its doorbell (core.wake), which wakes the wait at once, in whichever
+    process the turn ran; the database is also read every
     API_TURN_WAIT_POLL_SECONDS, so an end that sends no event is seen too. While it waits the
     database connection goes back to the pool, so requests that wait never starve the others of
     connections."""
@@ -317,9 +318,9 @@ def _wait_for(turn: Turn) -> Turn:
         current = latest[0]
         return not current.is_active or current.status == Turn.Status.AWAITING_APPROVAL
 
-    events.wait_until(
-        turn.session_id,
-        lambda event: event.get("type") in TURN_END_EVENTS and event.get("turn") == turn.pk,
+    wake.wait_until(
+        turn=turn.pk,
+        types=TURN_END_EVENTS,
         done=ended,
         timeout=settings.API_TURN_WAIT_SECONDS,
         poll=settings.API_TURN_WAIT_POLL_SECONDS,
