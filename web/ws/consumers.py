@@ -30,7 +30,7 @@ import json
 import logging
 import math
 import time
-from typing import NoReturn
+from typing import NoReturn, cast
 
 import redis.exceptions
 from asgiref.sync import sync_to_async
@@ -51,21 +51,32 @@ from core.events import (
     MessageDelta,
     PageMessage,
     SessionsMessage,
+    TurnStarted,
     apikey_group,
     group_name,
     login_group,
     remember_server_loop,
     user_group,
 )
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import ExternalSession
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_read, stream_snapshot
-from sessions_app.turns import HELD
+from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
 
 log = logging.getLogger(__name__)
 
 # An error while checking a socket's access: the page's htmx reconnects after this code.
 CLOSE_INTERNAL_ERROR = 1011
+
+ENDS = ("turn.finished", "turn.failed", "turn.cancelled")
+# The events of a running turn: a socket that hears one watches the turn (catch-up).
+OF_A_RUNNING_TURN = (
+    "message.delta",
+    "tool.started",
+    "tool.finished",
+    "tool.approval_requested",
+    "tool.approval_answered",
+)
 
 
 class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]  # untyped
@@ -81,9 +92,21 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
     checked_at = -math.inf  # when a check last passed (time.monotonic)
     rechecks: asyncio.Task[None] | None = None
 
+    # Whether a `turn.started` this socket already sent (or whose turn it already showed from
+    # its snapshot) is sent again: the chat page's is a harmless refresh.
+    repeats_starts = False
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.sent: dict[int, tuple[int, int]] = {}  # turn -> (attempt, the last seq sent)
+        self.started: dict[int, int] = {}  # turn -> the last attempt whose start was sent
+        self.ended: set[int] = set()  # turns whose end was sent: nothing of them follows
+        # The running turns this socket reads back every ROLLBACK_WS_CATCH_UP_SECONDS, and when
+        # it last heard of each (time.monotonic).
+        self.watched: dict[int, float] = {}
+        self.catching_up: asyncio.Task[None] | None = None
+        # One sender at a time (an event, the catch-up), so that pieces go out in order, once.
+        self.output = asyncio.Lock()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -119,10 +142,171 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
                 turn_id=turn, attempt=attempt
             )
             self.sent[turn] = (attempt, snapshot.seq)
+            self.started[turn] = attempt
             await self.send_snapshot(turn, snapshot)
+            self.watch(turn)
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         """The reply so far, to a socket that connected mid-turn."""
+
+    async def send_event(self, event: Event) -> None:
+        """One event, as this socket's frames say it."""
+
+    async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
+        """Numbered pieces of a turn attempt's reply, in order, as this socket's frames say them."""
+
+    # --- Relaying events, and reading back what the channel layer lost ------------------------
+
+    async def rollback_event(self, message: EventMessage) -> None:
+        if not await self.access_holds():
+            return
+        async with self.output:
+            await self.relay(message["event"])
+
+    async def relay(self, event: Event) -> None:
+        """Send one event heard on the channel layer (or rebuilt from the database): a turn's
+        start and end once, a piece once and in order (preceded by those missing), nothing of
+        a turn after its end but what does not change its reply."""
+        turn = cast("dict[str, object]", event).get("turn")
+        if event["type"] == "turn.started":
+            await self.relay_start(event)
+            return
+        if (
+            event["type"] == "turn.finished"
+            or event["type"] == "turn.failed"
+            or event["type"] == "turn.cancelled"
+        ):
+            await self.relay_end(event)
+            return
+        if isinstance(turn, int) and event["type"] in OF_A_RUNNING_TURN:
+            if turn in self.ended:
+                if event["type"] == "message.delta":
+                    return  # sent after the end (a stopped worker): not part of the reply
+            else:
+                if turn not in self.sent and turn not in self.started:
+                    await self.missed_start(turn)  # its `turn.started` never came
+                self.watch(turn)
+            if event["type"] == "message.delta" and "seq" in event:
+                pieces = await self.pieces(event, event["seq"])
+                if pieces:
+                    await self.send_pieces(turn, event.get("attempt") or 1, pieces)
+                return
+        await self.send_event(event)
+
+    async def relay_start(self, event: TurnStarted) -> None:
+        turn, attempt = event["turn"], event["attempt"]
+        if turn in self.ended:
+            return
+        if attempt <= self.started.get(turn, 0) and not self.repeats_starts:
+            return
+        self.started[turn] = max(attempt, self.started.get(turn, 0))
+        sent = self.sent.get(turn)
+        if sent is None or sent[0] < attempt:  # a new attempt numbers its pieces from 1
+            self.sent[turn] = (attempt, 0)
+        self.watch(turn)
+        await self.send_event(event)
+
+    async def relay_end(self, event: Event) -> None:
+        turn = cast("dict[str, object]", event).get("turn")
+        if not isinstance(turn, int) or turn in self.ended:
+            return
+        await self.fill(turn)  # the last pieces, if their events were lost, before the end
+        self.ended.add(turn)
+        self.watched.pop(turn, None)
+        await self.send_event(event)
+
+    async def missed_start(self, turn: int) -> None:
+        """A turn this socket heard of but whose start it never sent: its start, as the database
+        has it (the chat page then fetches the turn's bubble)."""
+        if self.session is None:
+            return
+        progress = await database_sync_to_async(turn_progress)(
+            session_id=self.session.pk, turn_id=turn
+        )
+        if progress is not None and progress.attempt > 0:
+            await self.relay_start(self.start_event(turn, progress))
+
+    def start_event(self, turn: int, progress: Progress) -> TurnStarted:
+        return {
+            "type": "turn.started",
+            "session": self.session.pk if self.session is not None else 0,
+            "turn": turn,
+            "branch": progress.branch,
+            "attempt": progress.attempt,
+        }
+
+    async def fill(self, turn: int) -> None:
+        """Send the pieces of the turn's attempt that the store has and this socket has not sent."""
+        if turn not in self.sent:
+            return
+        attempt, have = self.sent[turn]
+        stored = await self.stored(turn, attempt, have)
+        if stored:
+            self.sent[turn] = (attempt, have + len(stored))
+            await self.send_pieces(
+                turn, attempt, [(have + n, text) for n, text in enumerate(stored, 1)]
+            )
+
+    async def stored(self, turn: int, attempt: int, after: int) -> list[str]:
+        """The stored pieces of a turn attempt after number `after`; none when the store is away
+        (a later read brings them)."""
+        try:
+            return await sync_to_async(stream_read, thread_sensitive=False)(
+                turn_id=turn, attempt=attempt, after=after
+            )
+        except redis.exceptions.RedisError:
+            log.warning("could not read the stream of turn %s", turn, exc_info=True)
+            return []
+
+    def watch(self, turn: int) -> None:
+        """Read the running turn back until its end reaches this socket."""
+        if turn in self.ended or self.closing:
+            return
+        self.watched[turn] = time.monotonic()
+        if self.catching_up is None:
+            self.catching_up = asyncio.create_task(self.catch_up_periodically())
+
+    async def catch_up_periodically(self) -> None:
+        """While the socket watches a running turn: every ROLLBACK_WS_CATCH_UP_SECONDS, each
+        watched turn it heard nothing of for as long is read back (`catch_up`). So the pieces
+        and the end that the channel layer dropped reach it within about twice that."""
+        every = settings.ROLLBACK_WS_CATCH_UP_SECONDS
+        try:
+            while self.watched and not self.closing:
+                await asyncio.sleep(every)
+                for turn, heard in list(self.watched.items()):
+                    if time.monotonic() - heard < every:
+                        continue  # heard of it meanwhile: still streaming
+                    try:
+                        await self.catch_up(turn)
+                    except Exception:
+                        log.warning("could not read turn %s back", turn, exc_info=True)
+        finally:
+            self.catching_up = None
+
+    async def catch_up(self, turn: int) -> None:
+        """What the socket missed of a watched turn: a new attempt's start, the pieces stored,
+        the end (as the database has it). One query, and one read of the store."""
+        if self.session is None:
+            return
+        progress = await database_sync_to_async(turn_progress)(
+            session_id=self.session.pk, turn_id=turn
+        )
+        async with self.output:
+            if progress is None or turn in self.ended:
+                self.watched.pop(turn, None)
+                return
+            if not await self.access_holds():
+                return
+            if progress.attempt > self.sent.get(turn, (0, 0))[0]:
+                await self.relay_start(self.start_event(turn, progress))  # a take-over unheard
+            await self.fill(turn)
+            if progress.ended:
+                event = await database_sync_to_async(turn_end_event)(
+                    session_id=self.session.pk, turn_id=turn
+                )
+                if event is not None:
+                    await self.relay_end(event)
 
     async def pieces(self, event: MessageDelta, seq: int) -> list[tuple[int, str]]:
         """The numbered pieces to send for one `message.delta` numbered `seq`: none when this
@@ -138,14 +322,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         if seq <= have:
             return []
         found: list[tuple[int, str]] = []
-        if seq > have + 1:
-            try:
-                stored = await sync_to_async(stream_read, thread_sensitive=False)(
-                    turn_id=turn, attempt=attempt, after=have
-                )
-            except redis.exceptions.RedisError:  # the store is away: the piece as it is
-                log.warning("could not read the stream of turn %s", turn, exc_info=True)
-                stored = []
+        if seq > have + 1:  # the store away: the piece as it is (a later read fills the gap)
+            stored = await self.stored(turn, attempt, have)
             found = [(have + n, text) for n, text in enumerate(stored[: seq - have - 1], 1)]
         found.append((seq, delta))
         self.sent[turn] = (attempt, seq)
@@ -177,6 +355,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         self.closing = True
         if self.rechecks is not None:
             self.rechecks.cancel()
+        if self.catching_up is not None:
+            self.catching_up.cancel()
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -211,6 +391,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         self.closing = True
         if self.rechecks is not None and self.rechecks is not asyncio.current_task():
             self.rechecks.cancel()
+        if self.catching_up is not None and self.catching_up is not asyncio.current_task():
+            self.catching_up.cancel()
         await self.close(code=code)
 
     async def access_holds(self, *, full: bool = False) -> bool:
@@ -250,10 +432,25 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         while not self.closing:
             await asyncio.sleep(settings.ROLLBACK_WS_RECHECK_SECONDS)
             try:
-                await self.access_holds(full=True)
+                if await self.access_holds(full=True):
+                    await self.look_for_a_running_turn()
             except Exception:
                 log.exception("could not check the access of a socket")
                 await self.end(CLOSE_INTERNAL_ERROR)
+
+    async def look_for_a_running_turn(self) -> None:
+        """A turn that runs and that this socket never heard of (every event of it lost so far):
+        its start, and it is watched from now on (one query)."""
+        if self.session is None or self.watched:
+            return
+        running = await database_sync_to_async(running_turn)(self.session.pk)
+        if running is None:
+            return
+        turn = running[0]
+        async with self.output:
+            if turn not in self.ended and turn not in self.sent and turn not in self.started:
+                await self.missed_start(turn)
+                self.watch(turn)
 
 
 class EventStreamConsumer(SessionConsumer):
@@ -269,56 +466,41 @@ class EventStreamConsumer(SessionConsumer):
         }
         await self.send(text_data=json.dumps(frame))
 
-    async def rollback_event(self, message: EventMessage) -> None:
-        if not await self.access_holds():
-            return
-        event = message["event"]
-        if event["type"] == "message.delta" and "seq" in event:
-            for seq, text in await self.pieces(event, event["seq"]):
-                await self.send(text_data=json.dumps({**event, "seq": seq, "delta": text}))
-            return
-        if event["type"] == "turn.started":  # a new attempt numbers its pieces from 1
-            self.sent.pop(event["turn"], None)
+    async def send_event(self, event: Event) -> None:
         await self.send(text_data=json.dumps(event))
+
+    async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
+        session = self.session.pk if self.session is not None else 0
+        for seq, text in pieces:
+            piece: MessageDelta = {
+                "type": "message.delta",
+                "session": session,
+                "turn": turn,
+                "delta": text,
+                "seq": seq,
+                "attempt": attempt,
+            }
+            await self.send(text_data=json.dumps(piece))
 
 
 class ChatConsumer(SessionConsumer):
     """The chat page's socket: HTML fragments for htmx's ws extension (out-of-band swaps by id),
     rendered from the same partials as the page. The page (stream.js) also keeps the highest
-    `seq` it has and skips the rest, so a page render and the socket never double a piece."""
+    `seq` it has and skips the rest, so a page render and the socket never double a piece. A
+    turn's start is always sent (it only has the page fetch its refresh)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        # Turns that ended: a piece the worker sent after the end (it stops within
-        # TURN_STOP_POLL_SECONDS of a cancel) is not part of the stored reply the page shows.
-        self.ended: set[int] = set()
+    repeats_starts = True
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         if snapshot.seq:
             await self.send(text_data=render_snapshot(turn, snapshot))
 
-    async def rollback_event(self, message: EventMessage) -> None:
-        if not await self.access_holds():
-            return
-        event = message["event"]
-        if event["type"] == "message.delta" and "seq" in event:
-            turn = event["turn"]
-            if turn in self.ended:  # its bubble is its stored message now: nothing to add
-                return
-            pieces = await self.pieces(event, event["seq"])
-            frames = [render_delta(turn, text, seq) for seq, text in pieces]
-            if frames:
-                await self.send(text_data="".join(frames))
-            return
-        if event["type"] == "turn.started":
-            self.sent.pop(event["turn"], None)
-            self.ended.discard(event["turn"])
-        elif (
-            event["type"] == "turn.finished"
-            or event["type"] == "turn.failed"
-            or event["type"] == "turn.cancelled"
-        ):
-            self.ended.add(event["turn"])
+    async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
+        await self.send(
+            text_data="".join(render_delta(turn, text, seq, attempt) for seq, text in pieces)
+        )
+
+    async def send_event(self, event: Event) -> None:
         try:
             html = await database_sync_to_async(render_event)(self.session, event)
         except DomainError:
@@ -346,19 +528,8 @@ class ChatConsumer(SessionConsumer):
         await self.send(text_data=render_to_string("sessions_app/_live_refresh.html", context))
 
 
-def running_turn(session_id: int) -> tuple[int, int] | None:
-    """The running turn of the session and its attempt, if a turn runs (one query)."""
-    found = (
-        Turn.objects.filter(session_id=session_id, status__in=HELD)
-        .order_by("-created_at")
-        .values_list("pk", "attempts")
-        .first()
-    )
-    return (found[0], found[1]) if found is not None else None
-
-
-def render_delta(turn: int, delta: str, seq: int | None) -> str:
-    context = {"turn": turn, "delta": delta, "seq": seq}
+def render_delta(turn: int, delta: str, seq: int | None, attempt: int | None = None) -> str:
+    context = {"turn": turn, "delta": delta, "seq": seq, "attempt": attempt}
     return render_to_string("sessions_app/_stream_delta.html", context)
 
 
@@ -385,7 +556,7 @@ def render_event(session: ExternalSession, event: Event) -> str:
     """The page's fragments for one event, rendered from the page's own partials, in at most
     two queries (none but the one a stopped turn's composer needs)."""
     if event["type"] == "message.delta":
-        return render_delta(event["turn"], event["delta"], event.get("seq"))
+        return render_delta(event["turn"], event["delta"], event.get("seq"), event.get("attempt"))
     if event["type"] == "tool.started":
         context = {"turn": event["turn"], "tool": event["tool"]}
         return render_to_string("sessions_app/_stream_tool.html", context)
