@@ -17,10 +17,10 @@ of the login that changed the password get, as that login goes on under a new ke
 
 A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.stream, which
 stores each piece before it is published). Both sockets send a socket that connects mid-turn the
-reply so far first (`turn.snapshot`), then the pieces it has not sent; a piece heard after a gap
-(the channel layer dropped some under load) is preceded by the missing ones, read from the
-store at once. Each event costs a socket at most two queries: the events that change more than
-a piece (a turn's start or end, a branch, checkpoints) tell the chat page to fetch its refresh.
+reply so far first (`turn.snapshot`), then the pieces it has not sent; what the channel layer
+drops (a piece, a turn's start or end) the socket reads back itself (web/ws/relay.py). Each
+event costs a socket at most two queries: the events that change more than a piece (a turn's
+start or end, a branch, checkpoints) tell the chat page to fetch its refresh.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import json
 import logging
 import math
 import time
-from typing import NoReturn, cast
+from typing import NoReturn
 
 import redis.exceptions
 from asgiref.sync import sync_to_async
@@ -47,11 +47,9 @@ from core.events import (
     CLOSE_RECONNECT,
     CLOSE_SIGNED_OUT,
     Event,
-    EventMessage,
     MessageDelta,
     PageMessage,
     SessionsMessage,
-    TurnStarted,
     apikey_group,
     group_name,
     login_group,
@@ -60,26 +58,19 @@ from core.events import (
 )
 from sessions_app.models import ExternalSession
 from sessions_app.selectors import get_session_for_user, watch_access
-from sessions_app.stream import Snapshot, stream_read, stream_snapshot
-from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
+from sessions_app.stream import Snapshot, stream_snapshot
+from sessions_app.watch import running_turn
+
+from .relay import TurnRelay
 
 log = logging.getLogger(__name__)
 
 # An error while checking a socket's access: the page's htmx reconnects after this code.
 CLOSE_INTERNAL_ERROR = 1011
 
-ENDS = ("turn.finished", "turn.failed", "turn.cancelled")
-# The events of a running turn: a socket that hears one watches the turn (catch-up).
-OF_A_RUNNING_TURN = (
-    "message.delta",
-    "tool.started",
-    "tool.finished",
-    "tool.approval_requested",
-    "tool.approval_answered",
-)
 
-
-class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]  # untyped
+# AsyncWebsocketConsumer is untyped.
+class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
@@ -91,22 +82,6 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
     closing = False
     checked_at = -math.inf  # when a check last passed (time.monotonic)
     rechecks: asyncio.Task[None] | None = None
-
-    # Whether a `turn.started` this socket already sent (or whose turn it already showed from
-    # its snapshot) is sent again: the chat page's is a harmless refresh.
-    repeats_starts = False
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self.sent: dict[int, tuple[int, int]] = {}  # turn -> (attempt, the last seq sent)
-        self.started: dict[int, int] = {}  # turn -> the last attempt whose start was sent
-        self.ended: set[int] = set()  # turns whose end was sent: nothing of them follows
-        # The running turns this socket reads back every ROLLBACK_WS_CATCH_UP_SECONDS, and when
-        # it last heard of each (time.monotonic).
-        self.watched: dict[int, float] = {}
-        self.catching_up: asyncio.Task[None] | None = None
-        # One sender at a time (an event, the catch-up), so that pieces go out in order, once.
-        self.output = asyncio.Lock()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -148,186 +123,6 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         """The reply so far, to a socket that connected mid-turn."""
-
-    async def send_event(self, event: Event) -> None:
-        """One event, as this socket's frames say it."""
-
-    async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
-        """Numbered pieces of a turn attempt's reply, in order, as this socket's frames say them."""
-
-    # --- Relaying events, and reading back what the channel layer lost ------------------------
-
-    async def rollback_event(self, message: EventMessage) -> None:
-        if not await self.access_holds():
-            return
-        async with self.output:
-            await self.relay(message["event"])
-
-    async def relay(self, event: Event) -> None:
-        """Send one event heard on the channel layer (or rebuilt from the database): a turn's
-        start and end once, a piece once and in order (preceded by those missing), nothing of
-        a turn after its end but what does not change its reply."""
-        turn = cast("dict[str, object]", event).get("turn")
-        if event["type"] == "turn.started":
-            await self.relay_start(event)
-            return
-        if (
-            event["type"] == "turn.finished"
-            or event["type"] == "turn.failed"
-            or event["type"] == "turn.cancelled"
-        ):
-            await self.relay_end(event)
-            return
-        if isinstance(turn, int) and event["type"] in OF_A_RUNNING_TURN:
-            if turn in self.ended:
-                if event["type"] == "message.delta":
-                    return  # sent after the end (a stopped worker): not part of the reply
-            else:
-                if turn not in self.sent and turn not in self.started:
-                    await self.missed_start(turn)  # its `turn.started` never came
-                self.watch(turn)
-            if event["type"] == "message.delta" and "seq" in event:
-                pieces = await self.pieces(event, event["seq"])
-                if pieces:
-                    await self.send_pieces(turn, event.get("attempt") or 1, pieces)
-                return
-        await self.send_event(event)
-
-    async def relay_start(self, event: TurnStarted) -> None:
-        turn, attempt = event["turn"], event["attempt"]
-        if turn in self.ended:
-            return
-        if attempt <= self.started.get(turn, 0) and not self.repeats_starts:
-            return
-        self.started[turn] = max(attempt, self.started.get(turn, 0))
-        sent = self.sent.get(turn)
-        if sent is None or sent[0] < attempt:  # a new attempt numbers its pieces from 1
-            self.sent[turn] = (attempt, 0)
-        self.watch(turn)
-        await self.send_event(event)
-
-    async def relay_end(self, event: Event) -> None:
-        turn = cast("dict[str, object]", event).get("turn")
-        if not isinstance(turn, int) or turn in self.ended:
-            return
-        await self.fill(turn)  # the last pieces, if their events were lost, before the end
-        self.ended.add(turn)
-        self.watched.pop(turn, None)
-        await self.send_event(event)
-
-    async def missed_start(self, turn: int) -> None:
-        """A turn this socket heard of but whose start it never sent: its start, as the database
-        has it (the chat page then fetches the turn's bubble)."""
-        if self.session is None:
-            return
-        progress = await database_sync_to_async(turn_progress)(
-            session_id=self.session.pk, turn_id=turn
-        )
-        if progress is not None and progress.attempt > 0:
-            await self.relay_start(self.start_event(turn, progress))
-
-    def start_event(self, turn: int, progress: Progress) -> TurnStarted:
-        return {
-            "type": "turn.started",
-            "session": self.session.pk if self.session is not None else 0,
-            "turn": turn,
-            "branch": progress.branch,
-            "attempt": progress.attempt,
-        }
-
-    async def fill(self, turn: int) -> None:
-        """Send the pieces of the turn's attempt that the store has and this socket has not sent."""
-        if turn not in self.sent:
-            return
-        attempt, have = self.sent[turn]
-        stored = await self.stored(turn, attempt, have)
-        if stored:
-            self.sent[turn] = (attempt, have + len(stored))
-            await self.send_pieces(
-                turn, attempt, [(have + n, text) for n, text in enumerate(stored, 1)]
-            )
-
-    async def stored(self, turn: int, attempt: int, after: int) -> list[str]:
-        """The stored pieces of a turn attempt after number `after`; none when the store is away
-        (a later read brings them)."""
-        try:
-            return await sync_to_async(stream_read, thread_sensitive=False)(
-                turn_id=turn, attempt=attempt, after=after
-            )
-        except redis.exceptions.RedisError:
-            log.warning("could not read the stream of turn %s", turn, exc_info=True)
-            return []
-
-    def watch(self, turn: int) -> None:
-        """Read the running turn back until its end reaches this socket."""
-        if turn in self.ended or self.closing:
-            return
-        self.watched[turn] = time.monotonic()
-        if self.catching_up is None:
-            self.catching_up = asyncio.create_task(self.catch_up_periodically())
-
-    async def catch_up_periodically(self) -> None:
-        """While the socket watches a running turn: every ROLLBACK_WS_CATCH_UP_SECONDS, each
-        watched turn it heard nothing of for as long is read back (`catch_up`). So the pieces
-        and the end that the channel layer dropped reach it within about twice that."""
-        every = settings.ROLLBACK_WS_CATCH_UP_SECONDS
-        try:
-            while self.watched and not self.closing:
-                await asyncio.sleep(every)
-                for turn, heard in list(self.watched.items()):
-                    if time.monotonic() - heard < every:
-                        continue  # heard of it meanwhile: still streaming
-                    try:
-                        await self.catch_up(turn)
-                    except Exception:
-                        log.warning("could not read turn %s back", turn, exc_info=True)
-        finally:
-            self.catching_up = None
-
-    async def catch_up(self, turn: int) -> None:
-        """What the socket missed of a watched turn: a new attempt's start, the pieces stored,
-        the end (as the database has it). One query, and one read of the store."""
-        if self.session is None:
-            return
-        progress = await database_sync_to_async(turn_progress)(
-            session_id=self.session.pk, turn_id=turn
-        )
-        async with self.output:
-            if progress is None or turn in self.ended:
-                self.watched.pop(turn, None)
-                return
-            if not await self.access_holds():
-                return
-            if progress.attempt > self.sent.get(turn, (0, 0))[0]:
-                await self.relay_start(self.start_event(turn, progress))  # a take-over unheard
-            await self.fill(turn)
-            if progress.ended:
-                event = await database_sync_to_async(turn_end_event)(
-                    session_id=self.session.pk, turn_id=turn
-                )
-                if event is not None:
-                    await self.relay_end(event)
-
-    async def pieces(self, event: MessageDelta, seq: int) -> list[tuple[int, str]]:
-        """The numbered pieces to send for one `message.delta` numbered `seq`: none when this
-        socket sent it already, it alone when it follows the last one sent, else the missing ones
-        (read from the stream's store) and it."""
-        turn, delta = event["turn"], event["delta"]
-        attempt = event.get("attempt") or 1
-        sent_attempt, have = self.sent.get(turn, (attempt, 0))
-        if attempt < sent_attempt:
-            return []  # a worker that lost the turn: its pieces are not the reply
-        if attempt > sent_attempt:
-            have = 0
-        if seq <= have:
-            return []
-        found: list[tuple[int, str]] = []
-        if seq > have + 1:  # the store away: the piece as it is (a later read fills the gap)
-            stored = await self.stored(turn, attempt, have)
-            found = [(have + n, text) for n, text in enumerate(stored[: seq - have - 1], 1)]
-        found.append((seq, delta))
-        self.sent[turn] = (attempt, seq)
-        return found
 
     async def join_groups(self) -> None:
         """Join the groups, within REDIS_COMMAND_TIMEOUT: a Redis that takes the connection and
@@ -437,20 +232,6 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
             except Exception:
                 log.exception("could not check the access of a socket")
                 await self.end(CLOSE_INTERNAL_ERROR)
-
-    async def look_for_a_running_turn(self) -> None:
-        """A turn that runs and that this socket never heard of (every event of it lost so far):
-        its start, and it is watched from now on (one query)."""
-        if self.session is None or self.watched:
-            return
-        running = await database_sync_to_async(running_turn)(self.session.pk)
-        if running is None:
-            return
-        turn = running[0]
-        async with self.output:
-            if turn not in self.ended and turn not in self.sent and turn not in self.started:
-                await self.missed_start(turn)
-                self.watch(turn)
 
 
 class EventStreamConsumer(SessionConsumer):
