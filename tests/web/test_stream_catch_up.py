@@ -173,3 +173,44 @@ def test_a_chat_socket_finds_a_turn_it_never_heard_of_and_gets_its_pieces_and_en
         assert f'data-seq="{n}" data-attempt="1">{word}</span>' in streamed
     assert streamed.count("<span") == len(WORDS)
     assert 'data-event="turn.finished"' in frames[-1]  # its end: the page fetches the stored reply
+
+
+def test_a_take_over_whose_start_was_lost_is_announced_before_its_first_piece(
+    losing, settings, alice, session
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.turns import turn_recover_stale
+
+    losing.losing = {"turn.started"}
+    turn = _claimed(session)
+    _stream(turn, WORDS[:3])
+    headers = _headers(alice)
+
+    def take_over() -> Turn:
+        Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+        assert turn_recover_stale(session_id=session.pk).requeued
+        again = turn_claim(turn_id=turn.pk)
+        assert again is not None
+        assert again.attempts == 2
+        return again
+
+    async def run() -> list[dict]:
+        ws = WebsocketCommunicator(application, f"/ws/v1/sessions/{session.pk}/", headers=headers)
+        assert (await ws.connect(timeout=5))[0]
+        frames = [json.loads(await ws.receive_from(timeout=5))]  # attempt 1's reply so far
+        second = await database_sync_to_async(take_over)()
+        await sync_to_async(_stream, thread_sensitive=False)(second, ["again "])
+        frames += await _frames_until(ws, lambda f: f["type"] == "message.delta")
+        await ws.disconnect()
+        return frames
+
+    frames = async_to_sync(run)()
+    assert [(f["type"], f.get("seq"), f.get("attempt")) for f in frames] == [
+        ("turn.snapshot", 3, None),
+        ("turn.started", None, 2),
+        ("message.delta", 1, 2),
+    ]
+    assert frames[-1]["delta"] == "again "

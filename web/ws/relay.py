@@ -101,8 +101,12 @@ class TurnRelay:
                 if event["type"] == "message.delta":
                     return  # sent after the end (a stopped worker): not part of the reply
             else:
-                if turn not in self.sent and turn not in self.started:
-                    await self.missed_start(turn)  # its `turn.started` never came
+                known = max(self.sent.get(turn, (0, 0))[0], self.started.get(turn, 0))
+                attempt = known or 1
+                if event["type"] == "message.delta":
+                    attempt = event.get("attempt") or 1
+                if attempt > known:
+                    await self.missed_start(turn)  # its (or its new attempt's) start never came
                 self.watch(turn)
             if event["type"] == "message.delta" and "seq" in event:
                 pieces = await self.pieces(event, event["seq"])
