@@ -3,7 +3,9 @@
 Each check answers with a `Check`: the database (one `SELECT 1`), the cache (one write and one
 read, which also fetches the heartbeats), with DEBUG off the static files (collectstatic's
 manifest, which every page needs to name its files) and, when Celery is configured (not eager:
-REDIS_URL is set), the age of the newest heartbeat of any worker and of beat. A worker records
+REDIS_URL is set), the age of the newest heartbeat of any worker and of beat. Besides the
+checks, the report says how many messages the channel layer has dropped (`channel_layer`,
+counted by core.channel_layers in the cache, read with the heartbeats). A worker records
 its heartbeat from `ops.heartbeat.WorkerHeartbeat`, beat from `ops.beat.Scheduler.tick`, both
 through `heartbeat_record`.
 
@@ -29,6 +31,8 @@ from django.core.files.storage import storages
 from django.db import DatabaseError, connection
 from psycopg_pool import PoolTimeout
 
+from core.channel_layers import DROPS_KEY
+
 log = logging.getLogger(__name__)
 
 CACHE_ALIAS = "health"
@@ -48,12 +52,20 @@ class CheckJSON(TypedDict, total=False):
     error: str
 
 
+class ChannelLayerJSON(TypedDict):
+    """How many messages the channel layer dropped, in every process since the count began
+    (None: the cache did not answer). Not a check: a socket reads what it missed back."""
+
+    dropped: int | None
+
+
 class ReportJSON(TypedDict):
     """/healthz's body."""
 
     status: Literal["ok", "fail"]
     celery: str
     checks: dict[str, CheckJSON]
+    channel_layer: ChannelLayerJSON
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,7 @@ class Check:
 class Report:
     checks: dict[str, Check]
     celery: bool
+    dropped: int | None = None  # messages the channel layer dropped (core.channel_layers)
 
     @property
     def ok(self) -> bool:
@@ -91,6 +104,7 @@ class Report:
             "status": "ok" if self.ok else "fail",
             "celery": "configured" if self.celery else "not configured (tasks run in process)",
             "checks": {name: check.as_json() for name, check in self.checks.items()},
+            "channel_layer": {"dropped": self.dropped},
         }
 
 
@@ -118,7 +132,10 @@ def report() -> Report:
             else:
                 checks[part] = check_heartbeat(heartbeats.get(key), max_age=max_age, now=now)
     _log_changes(checks)
-    return Report(checks=checks, celery=celery)
+    dropped = heartbeats.get(DROPS_KEY, 0) if cache_check.ok else None
+    return Report(
+        checks=checks, celery=celery, dropped=dropped if isinstance(dropped, int) else None
+    )
 
 
 def check_database() -> Check:
@@ -151,7 +168,7 @@ def check_cache() -> tuple[Check, dict[str, Any]]:
     started = time.monotonic()
     try:
         cache.set(PROBE_KEY, time.time(), timeout=60)
-        found = cache.get_many([PROBE_KEY, WORKER_KEY, BEAT_KEY])
+        found = cache.get_many([PROBE_KEY, WORKER_KEY, BEAT_KEY, DROPS_KEY])
     except redis.exceptions.TimeoutError as exc:
         return _failed(f"no answer within {_seconds()}", exc, started), {}
     except redis.exceptions.ConnectionError as exc:

@@ -343,10 +343,20 @@ REDIS_SOCKET_TIMEOUT = float(os.environ.get("REDIS_SOCKET_TIMEOUT", "").strip() 
 # handshake bounds its channel layer calls by it too, see web/ws/consumers.py).
 REDIS_CONNECT_TIMEOUT = env_seconds("REDIS_CONNECT_TIMEOUT", 2)
 REDIS_COMMAND_TIMEOUT = env_seconds("REDIS_COMMAND_TIMEOUT", 3)
+# Messages a channel may hold before the layer drops new ones (channels' default: 100). With
+# Redis, the capacity is checked against ONE inbox per web process, which all its sockets share:
+# 100 sockets each streaming a reply (a piece every 20 ms) queue some 5,000 messages a second, so
+# a process that falls a few seconds behind needs room for tens of thousands. A drop loses
+# nothing a reader needs (each socket reads what it missed back from the stream's store and the
+# database within ROLLBACK_WS_CATCH_UP_SECONDS), but it is a WARNING, counted in /healthz
+# (core.channel_layers). Messages expire after the layer's 60 s in any case.
+CHANNEL_LAYER_CAPACITY = env_count(
+    "CHANNEL_LAYER_CAPACITY", 20_000, meaning="messages a channel (a web process's inbox) may hold"
+)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "core.channel_layers.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {
@@ -357,10 +367,7 @@ if REDIS_URL:
                         "health_check_interval": 15,
                     }
                 ],
-                # Messages a channel holds before the layer drops new ones (channels_redis: 100).
-                # A busy web process's sockets fall behind for a moment under a burst of
-                # streamed tokens; dropping them loses text, so let them queue.
-                "capacity": env_int("CHANNEL_LAYER_CAPACITY", 2000),
+                "capacity": CHANNEL_LAYER_CAPACITY,
             },
         }
     }
@@ -391,7 +398,12 @@ if REDIS_URL:
     }
     CELERY_TASK_ALWAYS_EAGER = False
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "core.channel_layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": CHANNEL_LAYER_CAPACITY},
+        }
+    }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CELERY_BROKER_URL = "memory://"
     # No broker: tasks run in the process that enqueues them.
@@ -659,6 +671,14 @@ ROLLBACK_WS_ACCESS_CACHE_SECONDS = max(
 )
 ROLLBACK_WS_RECHECK_SECONDS = max(
     1.0, float(os.environ.get("ROLLBACK_WS_RECHECK_SECONDS", "").strip() or 60)
+)
+# The channel layer is best-effort (it drops messages past CHANNEL_LAYER_CAPACITY): a socket
+# watching a running turn reads, every ROLLBACK_WS_CATCH_UP_SECONDS, the pieces it has not sent
+# from the stream's store and the turn's state from the database (one query by primary key), so
+# that the missed pieces and the turn's end reach it by themselves. A socket that heard nothing
+# of a turn at all finds it running at its next full check (ROLLBACK_WS_RECHECK_SECONDS).
+ROLLBACK_WS_CATCH_UP_SECONDS = max(
+    0.05, float(os.environ.get("ROLLBACK_WS_CATCH_UP_SECONDS", "").strip() or 0.5)
 )
 
 # --- The REST API (/api/v1/) ------------------------------------------------------------------

@@ -99,7 +99,9 @@ def _one_loop_channel_layer(request, settings):
     the events for real in the tests marked `redis` and between the processes of tests/deploy and
     tests/e2e/test_worker.py."""
     if request.node.get_closest_marker("redis") is None:
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+        settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "core.channel_layers.InMemoryChannelLayer"}
+        }
 
 
 @pytest.fixture(autouse=True)

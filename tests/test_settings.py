@@ -152,6 +152,21 @@ def test_a_log_level_that_is_no_level_is_refused(tmp_path):
     assert "ImproperlyConfigured: LOG_LEVEL='loud' is not valid" in result.stderr
 
 
+def test_the_channel_layer_is_sized_for_a_web_process_inbox_and_counts_its_drops(tmp_path):
+    # channels_redis checks its capacity against ONE inbox per web process, shared by all its
+    # sockets: 100 streams (a piece every 20 ms each) queue some 5,000 messages a second.
+    for redis in ("", "redis://127.0.0.1:6379/15"):
+        env = environment(tmp_path, REDIS_URL=redis)
+        found = setting_values(env, "CHANNEL_LAYERS")["CHANNEL_LAYERS"]
+        assert "core.channel_layers." in found  # the layer that says when it drops
+        assert "'capacity': 20000" in found
+    env = environment(tmp_path, REDIS_URL="redis://x", CHANNEL_LAYER_CAPACITY="500000")
+    assert "'capacity': 500000" in setting_values(env, "CHANNEL_LAYERS")["CHANNEL_LAYERS"]
+    result = manage(environment(tmp_path, CHANNEL_LAYER_CAPACITY="lots"), "check")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: CHANNEL_LAYER_CAPACITY='lots' is not valid" in result.stderr
+
+
 def test_json_logs_are_one_object_per_line(tmp_path):
     """LOG_FORMAT=json (any case) sets up the JSON formatter on the one handler: a line logged
     by a management command comes out as JSON on standard error."""

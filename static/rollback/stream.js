@@ -1,10 +1,14 @@
 // The streaming reply: its raw text is kept here, outside the page, and its bubble shows it as
 // Markdown while it streams. The socket appends numbered pieces to the bubble's body
-// (<span class="delta" data-seq>, text only); a page, a refresh or a socket joining mid-turn
-// brings the reply so far (<span class="delta" data-snapshot data-seq>), and a reply being
-// continued its text before the stream (<span class="delta" data-prefix>). Pieces this page already
-// has (seq not above the one it shows) are skipped, so nothing is lost or doubled, whatever
-// re-renders the conversation. The Markdown goes through the same guarantees as the server's
+// (<span class="delta" data-seq data-attempt>, text only); a page, a refresh or a socket joining
+// mid-turn brings the reply so far (<span class="delta" data-snapshot data-seq>), and a reply
+// being continued its text before the stream (<span class="delta" data-prefix>). Pieces this page
+// already has (seq not above the one it shows) are skipped, and a piece joins the text only
+// right after the one before it: one that comes after a gap (pieces the page never took in: they
+// came before their bubble did, while the refresh that brings it was on its way, or for an
+// attempt the bubble did not show yet) waits, and the page fetches its refresh, whose snapshot
+// (read after that piece was stored) fills the gap. So nothing is lost or doubled, whatever
+// re-renders the conversation and whenever. The Markdown goes through the same guarantees as the server's
 // (web/rendering.py): markdown-it with raw HTML off and its link validation, then DOMPurify with
 // the same allow-list as nh3; no HTML a model writes reaches the page.
 (function () {
@@ -84,7 +88,7 @@
     return purify.sanitize(md.render(text), PURIFY).trim();
   }
 
-  // turn body id + attempt -> {text, seq}
+  // turn body id + attempt -> {prefix, text, seq, pending: {seq: text}}
   var streams = {};
   var dirty = new Set();
   var scheduled = false;
@@ -101,26 +105,80 @@
     return found;
   }
 
+  function attemptOf(body) {
+    return parseInt(body.getAttribute("data-attempt"), 10) || 0;
+  }
+
+  function streamOf(body, attempt) {
+    var key = body.id + ":" + attempt;
+    return streams[key] || (streams[key] = { prefix: "", text: "", seq: 0, pending: {} });
+  }
+
+  // The pieces that follow the text so far join it, in order; those it already has go.
+  function drain(stream) {
+    while (Object.prototype.hasOwnProperty.call(stream.pending, stream.seq + 1)) {
+      stream.text += stream.pending[stream.seq + 1];
+      delete stream.pending[stream.seq + 1];
+      stream.seq += 1;
+    }
+    Object.keys(stream.pending).forEach(function (seq) {
+      if (parseInt(seq, 10) <= stream.seq) delete stream.pending[seq];
+    });
+  }
+
+  function gapped(stream) {
+    return Object.keys(stream.pending).length > 0;
+  }
+
+  // A gap: the page fetches its refresh (at most one a second), whose bubble brings the reply so
+  // far from the store. Looked at again a little later, in case that refresh came too early.
+  var resyncedAt = 0;
+  function resync() {
+    var refresh = document.getElementById("live-refresh");
+    if (!refresh || !window.htmx) return;
+    var wait = resyncedAt + 1000 - Date.now();
+    if (wait > 0) { window.setTimeout(recheckGaps, wait + 50); return; }
+    resyncedAt = Date.now();
+    htmx.ajax("GET", refresh.getAttribute("hx-get"), { source: refresh, swap: "none" });
+    window.setTimeout(recheckGaps, 1500);
+  }
+
+  function recheckGaps() {
+    var left = bodies(document.body).some(function (body) {
+      return gapped(streamOf(body, attemptOf(body)));
+    });
+    if (left) resync();
+  }
+
   // Takes in the pieces appended to a bubble's body; marks it for a render when it shows less
   // (or other) than this page has.
   function takeIn(body) {
-    var key = body.id + ":" + body.getAttribute("data-attempt");
-    var stream = streams[key] || (streams[key] = { prefix: "", text: "", seq: 0 });
+    var attempt = attemptOf(body);
+    var stream = streamOf(body, attempt);
     body.querySelectorAll(":scope > span.delta").forEach(function (span) {
       var seq = parseInt(span.getAttribute("data-seq"), 10);
-      if (span.hasAttribute("data-prefix")) {
+      var own = parseInt(span.getAttribute("data-attempt"), 10);
+      var into = stream;
+      // A piece of another attempt of the turn (taken over by another worker): an older
+      // attempt's is not the reply; a newer one's waits for its bubble (the refresh that the
+      // new attempt's start asked for).
+      if (!isNaN(own) && own !== attempt) into = own > attempt ? streamOf(body, own) : null;
+      if (!into) {
+        // nothing to keep
+      } else if (span.hasAttribute("data-prefix")) {
         // A reply being continued: its text so far, which the stream extends.
-        stream.prefix = span.textContent;
+        into.prefix = span.textContent;
       } else if (span.hasAttribute("data-snapshot")) {
-        if (seq > stream.seq) { stream.text = span.textContent; stream.seq = seq; }
+        if (seq > into.seq) { into.text = span.textContent; into.seq = seq; }
       } else if (isNaN(seq)) {
-        stream.text += span.textContent;
-      } else if (seq > stream.seq) {
-        stream.text += span.textContent;
-        stream.seq = seq;
+        into.text += span.textContent;
+      } else if (seq > into.seq) {
+        into.pending[seq] = span.textContent;
       }
+      if (into) drain(into);
       span.remove();
     });
+    if (gapped(stream)) resync();
     if (body.__shown === undefined) {
       // Rendered by the server (a page, a refresh, a morph): shown in this page's own way at
       // once, so it never shows less than the page had, not even for a frame.
@@ -135,7 +193,7 @@
   function flush() {
     dirty.forEach(function (body) {
       if (!body.isConnected) return;
-      var stream = streams[body.id + ":" + body.getAttribute("data-attempt")];
+      var stream = streams[body.id + ":" + attemptOf(body)];
       if (!stream) return;
       body.innerHTML = render(stream.prefix + stream.text);
       body.__shown = stream.prefix + stream.text;

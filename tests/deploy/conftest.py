@@ -84,9 +84,9 @@ class Stack(Services):
         self.wait_for_log(name, "Listening on TCP address", proc)
         return f"http://127.0.0.1:{port}"
 
-    def worker(self, name: str, pool: str = "solo") -> subprocess.Popen:
+    def worker(self, name: str, pool: str = "solo", concurrency: int = 1) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "celery", "-A", "rollback_site", "worker", f"--pool={pool}"]
-        cmd += ["--concurrency=1", "--loglevel=INFO", "-n", f"{name}@%h"]
+        cmd += [f"--concurrency={concurrency}", "--loglevel=INFO", "-n", f"{name}@%h"]
         proc = self.start(name, cmd, self.env)
         self.wait_for_log(name, " ready.", proc)
         return proc

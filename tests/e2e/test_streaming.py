@@ -124,3 +124,47 @@ def test_markdown_is_formatted_while_streaming_and_model_html_stays_inert(page, 
     wait_turn_done(page, before)
     assert page.evaluate(inert) == 0
     assert dialogs == []
+
+
+# Counts the chat socket's frames that carry a streamed piece (whether or not a bubble took it).
+COUNT_PIECE_FRAMES = """() => {
+    window.__pieceFrames = 0;
+    document.addEventListener("htmx:wsBeforeMessage", (e) => {
+        const m = e.detail && e.detail.message;
+        if (typeof m === "string" && m.includes('class="delta"')) window.__pieceFrames += 1;
+    });
+}"""
+
+
+def test_a_bubble_swapped_in_after_pieces_it_missed_still_starts_with_the_reply(page, app, llm):
+    """Seen once under load: a reply's bubble comes with the page's refresh (after the turn's
+    start), rendered with the reply so far at one moment and swapped in later; the pieces the
+    socket brought in between had no bubble to go to, and the next one was added after the
+    gap: the bubble no longer started with the reply's first words. A loaded server is played
+    here by holding that refresh's answer until the socket has brought pieces past it."""
+    sign_up(page, app.base_url)
+    new_session(page)
+    final = words(80)
+    llm.queue(Reply(final, delay=0.1))  # 8 s
+    held: list = []
+
+    def hold_the_first(route) -> None:
+        if held:
+            route.continue_()
+        else:  # rendered now, with the reply so far as it is now; answered later
+            held.append((route, route.fetch()))
+
+    page.route("**/refresh/", hold_the_first)
+    page.evaluate(COUNT_PIECE_FRAMES)
+    before = send_message(page, "go on")
+    page.wait_for_function("() => window.__pieceFrames >= 8")  # no bubble for them yet
+    route, answer = held[0]
+    route.fulfill(response=answer)
+    page.wait_for_function(  # the bubble is in, and the reply goes on streaming into it
+        "() => { const b = document.querySelector('[data-streaming=true] .body');"
+        " return b && b.textContent.length > 150; }"
+    )
+    shown = streamed_text(page)
+    assert final.startswith(shown), shown  # from its first words, with nothing missing
+    wait_turn_done(page, before)
+    assert last_reply(page) == final

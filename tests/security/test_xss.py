@@ -44,7 +44,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 # stream.js reads it as text and renders the Markdown through DOMPurify).
 DELTA = re.compile(
     r'<div id="turn-\d+-body" hx-swap-oob="beforeend">'
-    r'<span class="delta" data-seq="\d+">([^<]*)</span></div>',
+    r'<span class="delta" data-seq="\d+"(?: data-attempt="\d+")?>([^<]*)</span></div>',
     re.S,
 )
 

@@ -147,14 +147,15 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
             in frame
         )
         assert 'id="messages"' not in frame
-        # Stopped: the reply shown so far is stored at once; the page fetches its refresh.
-        await database_sync_to_async(events.turn_cancelled)(session=session.pk, turn=3)
+        # Stopped (another turn: a turn ends once, and its end is sent once): the reply shown so
+        # far is stored at once; the page fetches its refresh.
+        await database_sync_to_async(events.turn_cancelled)(session=session.pk, turn=4)
         frame = await communicator.receive_from(timeout=5)
         assert 'id="live-refresh" hidden data-live-fetch' in frame
         assert 'id="messages"' not in frame
         # A piece the worker sends after the end is not added to the stored reply.
         await database_sync_to_async(events.message_delta)(
-            session=session.pk, turn=3, delta="late", seq=9
+            session=session.pk, turn=4, delta="late", seq=9
         )
         assert await communicator.receive_nothing(timeout=0.3)
         await communicator.disconnect(timeout=10)

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 PIECE = re.compile(
     r'<div id="turn-(\d+)-body" hx-swap-oob="beforeend">'
-    r'<span class="delta"( data-snapshot)? data-seq="(\d+)"( hidden)?>([^<]*)</span></div>'
+    r'<span class="delta"( data-snapshot)? data-seq="(\d+)"(?: data-attempt="\d+")?( hidden)?>'
+    r"([^<]*)</span></div>"
 )
 
 

@@ -17,10 +17,10 @@ of the login that changed the password get, as that login goes on under a new ke
 
 A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.stream, which
 stores each piece before it is published). Both sockets send a socket that connects mid-turn the
-reply so far first (`turn.snapshot`), then the pieces it has not sent; a piece heard after a gap
-(the channel layer dropped some under load) is preceded by the missing ones, read from the
-store at once. Each event costs a socket at most two queries: the events that change more than
-a piece (a turn's start or end, a branch, checkpoints) tell the chat page to fetch its refresh.
+reply so far first (`turn.snapshot`), then the pieces it has not sent; what the channel layer
+drops (a piece, a turn's start or end) the socket reads back itself (web/ws/relay.py). Each
+event costs a socket at most two queries: the events that change more than a piece (a turn's
+start or end, a branch, checkpoints) tell the chat page to fetch its refresh.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from core.events import (
     CLOSE_RECONNECT,
     CLOSE_SIGNED_OUT,
     Event,
-    EventMessage,
     MessageDelta,
     PageMessage,
     SessionsMessage,
@@ -57,10 +56,12 @@ from core.events import (
     remember_server_loop,
     user_group,
 )
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import ExternalSession
 from sessions_app.selectors import get_session_for_user, watch_access
-from sessions_app.stream import Snapshot, stream_read, stream_snapshot
-from sessions_app.turns import HELD
+from sessions_app.stream import Snapshot, stream_snapshot
+from sessions_app.watch import running_turn
+
+from .relay import TurnRelay
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ log = logging.getLogger(__name__)
 CLOSE_INTERNAL_ERROR = 1011
 
 
-class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]  # untyped
+# AsyncWebsocketConsumer is untyped.
+class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignore]
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
@@ -80,10 +82,6 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
     closing = False
     checked_at = -math.inf  # when a check last passed (time.monotonic)
     rechecks: asyncio.Task[None] | None = None
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self.sent: dict[int, tuple[int, int]] = {}  # turn -> (attempt, the last seq sent)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -119,37 +117,12 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
                 turn_id=turn, attempt=attempt
             )
             self.sent[turn] = (attempt, snapshot.seq)
+            self.started[turn] = attempt
             await self.send_snapshot(turn, snapshot)
+            self.watch(turn)
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         """The reply so far, to a socket that connected mid-turn."""
-
-    async def pieces(self, event: MessageDelta, seq: int) -> list[tuple[int, str]]:
-        """The numbered pieces to send for one `message.delta` numbered `seq`: none when this
-        socket sent it already, it alone when it follows the last one sent, else the missing ones
-        (read from the stream's store) and it."""
-        turn, delta = event["turn"], event["delta"]
-        attempt = event.get("attempt") or 1
-        sent_attempt, have = self.sent.get(turn, (attempt, 0))
-        if attempt < sent_attempt:
-            return []  # a worker that lost the turn: its pieces are not the reply
-        if attempt > sent_attempt:
-            have = 0
-        if seq <= have:
-            return []
-        found: list[tuple[int, str]] = []
-        if seq > have + 1:
-            try:
-                stored = await sync_to_async(stream_read, thread_sensitive=False)(
-                    turn_id=turn, attempt=attempt, after=have
-                )
-            except redis.exceptions.RedisError:  # the store is away: the piece as it is
-                log.warning("could not read the stream of turn %s", turn, exc_info=True)
-                stored = []
-            found = [(have + n, text) for n, text in enumerate(stored[: seq - have - 1], 1)]
-        found.append((seq, delta))
-        self.sent[turn] = (attempt, seq)
-        return found
 
     async def join_groups(self) -> None:
         """Join the groups, within REDIS_COMMAND_TIMEOUT: a Redis that takes the connection and
@@ -177,6 +150,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         self.closing = True
         if self.rechecks is not None:
             self.rechecks.cancel()
+        if self.catching_up is not None:
+            self.catching_up.cancel()
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -211,6 +186,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         self.closing = True
         if self.rechecks is not None and self.rechecks is not asyncio.current_task():
             self.rechecks.cancel()
+        if self.catching_up is not None and self.catching_up is not asyncio.current_task():
+            self.catching_up.cancel()
         await self.close(code=code)
 
     async def access_holds(self, *, full: bool = False) -> bool:
@@ -250,7 +227,8 @@ class SessionConsumer(AsyncWebsocketConsumer):  # type: ignore[misc,unused-ignor
         while not self.closing:
             await asyncio.sleep(settings.ROLLBACK_WS_RECHECK_SECONDS)
             try:
-                await self.access_holds(full=True)
+                if await self.access_holds(full=True):
+                    await self.look_for_a_running_turn()
             except Exception:
                 log.exception("could not check the access of a socket")
                 await self.end(CLOSE_INTERNAL_ERROR)
@@ -269,56 +247,41 @@ class EventStreamConsumer(SessionConsumer):
         }
         await self.send(text_data=json.dumps(frame))
 
-    async def rollback_event(self, message: EventMessage) -> None:
-        if not await self.access_holds():
-            return
-        event = message["event"]
-        if event["type"] == "message.delta" and "seq" in event:
-            for seq, text in await self.pieces(event, event["seq"]):
-                await self.send(text_data=json.dumps({**event, "seq": seq, "delta": text}))
-            return
-        if event["type"] == "turn.started":  # a new attempt numbers its pieces from 1
-            self.sent.pop(event["turn"], None)
+    async def send_event(self, event: Event) -> None:
         await self.send(text_data=json.dumps(event))
+
+    async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
+        session = self.session.pk if self.session is not None else 0
+        for seq, text in pieces:
+            piece: MessageDelta = {
+                "type": "message.delta",
+                "session": session,
+                "turn": turn,
+                "delta": text,
+                "seq": seq,
+                "attempt": attempt,
+            }
+            await self.send(text_data=json.dumps(piece))
 
 
 class ChatConsumer(SessionConsumer):
     """The chat page's socket: HTML fragments for htmx's ws extension (out-of-band swaps by id),
     rendered from the same partials as the page. The page (stream.js) also keeps the highest
-    `seq` it has and skips the rest, so a page render and the socket never double a piece."""
+    `seq` it has and skips the rest, so a page render and the socket never double a piece. A
+    turn's start is always sent (it only has the page fetch its refresh)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        # Turns that ended: a piece the worker sent after the end (it stops within
-        # TURN_STOP_POLL_SECONDS of a cancel) is not part of the stored reply the page shows.
-        self.ended: set[int] = set()
+    repeats_starts = True
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         if snapshot.seq:
             await self.send(text_data=render_snapshot(turn, snapshot))
 
-    async def rollback_event(self, message: EventMessage) -> None:
-        if not await self.access_holds():
-            return
-        event = message["event"]
-        if event["type"] == "message.delta" and "seq" in event:
-            turn = event["turn"]
-            if turn in self.ended:  # its bubble is its stored message now: nothing to add
-                return
-            pieces = await self.pieces(event, event["seq"])
-            frames = [render_delta(turn, text, seq) for seq, text in pieces]
-            if frames:
-                await self.send(text_data="".join(frames))
-            return
-        if event["type"] == "turn.started":
-            self.sent.pop(event["turn"], None)
-            self.ended.discard(event["turn"])
-        elif (
-            event["type"] == "turn.finished"
-            or event["type"] == "turn.failed"
-            or event["type"] == "turn.cancelled"
-        ):
-            self.ended.add(event["turn"])
+    async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
+        await self.send(
+            text_data="".join(render_delta(turn, text, seq, attempt) for seq, text in pieces)
+        )
+
+    async def send_event(self, event: Event) -> None:
         try:
             html = await database_sync_to_async(render_event)(self.session, event)
         except DomainError:
@@ -346,19 +309,8 @@ class ChatConsumer(SessionConsumer):
         await self.send(text_data=render_to_string("sessions_app/_live_refresh.html", context))
 
 
-def running_turn(session_id: int) -> tuple[int, int] | None:
-    """The running turn of the session and its attempt, if a turn runs (one query)."""
-    found = (
-        Turn.objects.filter(session_id=session_id, status__in=HELD)
-        .order_by("-created_at")
-        .values_list("pk", "attempts")
-        .first()
-    )
-    return (found[0], found[1]) if found is not None else None
-
-
-def render_delta(turn: int, delta: str, seq: int | None) -> str:
-    context = {"turn": turn, "delta": delta, "seq": seq}
+def render_delta(turn: int, delta: str, seq: int | None, attempt: int | None = None) -> str:
+    context = {"turn": turn, "delta": delta, "seq": seq, "attempt": attempt}
     return render_to_string("sessions_app/_stream_delta.html", context)
 
 
@@ -385,7 +337,7 @@ def render_event(session: ExternalSession, event: Event) -> str:
     """The page's fragments for one event, rendered from the page's own partials, in at most
     two queries (none but the one a stopped turn's composer needs)."""
     if event["type"] == "message.delta":
-        return render_delta(event["turn"], event["delta"], event.get("seq"))
+        return render_delta(event["turn"], event["delta"], event.get("seq"), event.get("attempt"))
     if event["type"] == "tool.started":
         context = {"turn": event["turn"], "tool": event["tool"]}
         return render_to_string("sessions_app/_stream_tool.html", context)
