@@ -235,8 +235,10 @@ def _refusal(row: Turn, call_id: str, call: int | None, attempt: int | None) -> 
     """Why an answer finds nothing to answer (the 409's detail)."""
     if not row.is_active:
         return ENDED.format(status=row.status)
-    if attempt is not None and attempt != row.attempts:
+    if attempt is not None and attempt < row.attempts:
         return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
+    if attempt is not None and attempt > row.attempts:
+        return NOT_WAITING
     for answer in _answers(row.metadata).values():
         if (
             isinstance(answer, dict)
@@ -252,23 +254,28 @@ def _mismatch(
     row: Turn, pending: dict[str, Any], call_id: str, call: int | None, attempt: int | None
 ) -> str | None:
     """Why an answer does not name the call that waits (None: it does)."""
-    if attempt is not None and attempt != pending.get("attempt"):
+    if attempt is not None and attempt < int(pending.get("attempt") or 0):
         return EARLIER_ATTEMPT.format(
             given=attempt, call=pending.get("call"), attempt=pending.get("attempt")
         )
-    if pending.get("tool_call_id") != call_id or (call is not None and call != pending.get("call")):
+    other = attempt is not None and attempt != pending.get("attempt")
+    if other or pending.get("tool_call_id") != call_id or call not in (None, pending.get("call")):
         return OTHER_CALL.format(
             tool=pending.get("tool_name"),
             id=pending.get("tool_call_id"),
             call=pending.get("call"),
             attempt=pending.get("attempt"),
         )
-    if call is None:
-        # Only the id: enough unless an answered call of this turn (any attempt) had it too,
-        # and this could be a late or repeated answer to that one.
-        for answer in _answers(row.metadata).values():
-            if isinstance(answer, dict) and answer.get("tool_call_id") == call_id:
-                return AMBIGUOUS.format(id=call_id)
+    # Without `call` or `attempt`, the answer is enough unless an answered call of this turn
+    # fits it too: then it could be a late or repeated answer to that one.
+    for answer in _answers(row.metadata).values() if call is None or attempt is None else ():
+        if (
+            isinstance(answer, dict)
+            and answer.get("tool_call_id") == call_id
+            and call in (None, answer.get("call"))
+            and attempt in (None, answer.get("attempt"))
+        ):
+            return AMBIGUOUS.format(id=call_id)
     return None
 
 

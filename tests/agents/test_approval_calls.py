@@ -193,6 +193,13 @@ def test_a_call_approved_by_a_worker_that_died_mid_call_is_recorded_and_asked_ab
         waiting = Turn.objects.get(pk=event["turn"])
         assert waiting.status == "awaiting_approval"
         cards.append({**waiting.pending_approval, "note": event["note"]})
+        # The first attempt's answer, repeated late, answers nothing here: naming its attempt
+        # it is stale; without the attempt (the id and place alone fit both) it is ambiguous.
+        with pytest.raises(NothingAwaitsApproval, match="belongs to attempt 1"):
+            turn_approve(turn=waiting, tool_call_id="call_1", approved=True, call=1, attempt=1)
+        for place in (1, None):
+            with pytest.raises(NothingAwaitsApproval, match="Several calls"):
+                turn_approve(turn=waiting, tool_call_id="call_1", approved=True, call=place)
 
     turn, _ = run_answering(session, turn, look)
     assert turn.attempts == 2
