@@ -136,6 +136,9 @@ class ToolApprovalRequested(TypedDict):
     tool_call_id: str
     tool_name: str
     args: object  # the arguments the model gave (JSON)
+    call: int  # the call's place among the calls of this attempt that waited (1, 2, ...)
+    attempt: int  # the turn's attempt that asks: an answer names both (ids repeat)
+    note: str | None  # said when the call may already have run (an earlier attempt approved it)
 
 
 class ToolApprovalAnswered(TypedDict):
@@ -525,7 +528,15 @@ def page_refresh(*, session: int) -> None:
 
 
 def tool_approval_requested(
-    *, session: int, turn: int, tool_call_id: str, tool_name: str, args: object
+    *,
+    session: int,
+    turn: int,
+    tool_call_id: str,
+    tool_name: str,
+    args: object,
+    call: int,
+    attempt: int,
+    note: str | None,
 ) -> None:
     """A turn waits at `awaiting_approval` for its owner to approve or refuse a tool call."""
     _after_commit(
@@ -536,6 +547,9 @@ def tool_approval_requested(
             "tool_call_id": tool_call_id,
             "tool_name": tool_name,
             "args": args,
+            "call": call,
+            "attempt": attempt,
+            "note": note,
         }
     )
 

@@ -1,14 +1,32 @@
 """Approvals: a tool call that waits for its owner's answer before it runs.
 
+An approval belongs to one call of one attempt of a turn, never to a tool-call id alone: model
+servers repeat ids (two parallel calls sharing one, `call_1` again after a restart), and an
+answer keyed by the id would let a second call with other arguments run unasked. So a call that
+waits is named by the turn's attempt and its place among that attempt's calls that waited
+(`call`: 1, 2, ...), and carries its id, its tool and a hash of its exact arguments
+(`args_sha256`, of their canonical JSON). An answer is kept under that attempt and place
+(`metadata.approvals["<attempt>:<call>"]`) with the same four facts, and the worker takes it only
+when all of them match the call it is about to run.
+
 The worker running a turn asks (`turn_await_approval`): the turn goes to `awaiting_approval` with
 the call in `pending_approval`, fenced by the worker's attempt like every other update the worker
-makes, and `tool.approval_requested` goes out. The owner answers (`turn_approve`, from the API or
-the page): the turn goes back to `running` and the answer is kept in the turn's metadata
-(`approvals`, by tool call id), where the waiting worker reads it. Nobody answering within
-AGENT_APPROVAL_SECONDS counts as a refusal: the worker records it itself
-(`turn_approval_expire`, reason "timed_out"). A cancel during the wait ends it too
-(sessions_app.turns.turn_cancel, reason "cancelled"). Each end is said once, with
-`tool.approval_answered`.
+makes, and `tool.approval_requested` goes out. The owner answers (`turn_approve`, from the API,
+the page, Telegram or the terminal): the turn goes back to `running` and the answer is kept in
+the turn's metadata, where the waiting worker reads it. Nobody answering within
+AGENT_APPROVAL_SECONDS counts as a refusal: the worker records it itself (`turn_approval_expire`,
+reason "timed_out"). A cancel during the wait ends it too (sessions_app.turns.turn_cancel, reason
+"cancelled"). Each end is said once, with `tool.approval_answered`. An answer to anything but the
+call that waits now (the turn ended, the call was answered already, a call of an earlier attempt,
+another call that shares its id) is refused with `NothingAwaitsApproval` (409) and a detail that
+says which.
+
+A take-over (the worker died; another runs the turn again as a new attempt) never carries an
+answer to the new attempt. The calls the dead attempt had approved may have run before it died:
+the recovery records them on the turn (`metadata.may_have_run`, `with_may_have_run`), a record
+no rewind, restore, Stop or later take-over removes (it lives on the turn's row), and when the
+new attempt asks for the same tool with the same arguments again, its card says plainly that the
+call may already have run.
 
 Every change is one conditional update on the turn's status, so of an answer, a time-out and a
 cancel arriving together exactly one wins, and the others change nothing.
@@ -16,7 +34,9 @@ cancel arriving together exactly one wins, and the others change nothing.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+import hashlib
+import json
+from typing import Any, NotRequired, TypedDict, cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -29,7 +49,47 @@ from .errors import NothingAwaitsApproval, TurnNotFound
 from .models import Turn
 
 APPROVALS_KEY = "approvals"
+MAY_HAVE_RUN_KEY = "may_have_run"
 MAX_CALL_ID = 200
+
+MAY_HAVE_RUN_NOTE = (
+    "This call may already have run: attempt {attempt} of this turn approved the same call "
+    "(same tool, same arguments) and its worker stopped before it could say whether the tool "
+    "finished. Approving runs it again."
+)
+ENDED = "This turn has ended ({status}): nothing waits for an approval any more."
+NOT_WAITING = "This turn is not waiting for an approval now."
+ALREADY = "This call was already answered ({reason}); nothing waits for it any more."
+GONE_ATTEMPT = (
+    "That call belongs to attempt {given} of this turn, which ended when its worker stopped: "
+    "its answer no longer counts. The turn is {status} now."
+)
+EARLIER_ATTEMPT = (
+    "That call belongs to attempt {given} of this turn, which ended when its worker stopped; "
+    "the turn now waits for call {call} of attempt {attempt}: answer that one."
+)
+OTHER_CALL = (
+    "This turn waits for another call: {tool} (tool_call_id {id!r}, call {call} of attempt "
+    "{attempt}). Answer that one."
+)
+AMBIGUOUS = (
+    "Several calls of this turn had the tool_call_id {id!r}: say which one you answer with "
+    "`call` and `attempt` (from the turn's pending_approval)."
+)
+
+
+class MayHaveRun(TypedDict):
+    """A call an earlier attempt approved, whose worker died before the turn ended: it may
+    have run. In `Turn.metadata["may_have_run"]` (a list, oldest first)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    args_sha256: str
+    attempt: int
+    call: int
+    answered_at: str
+    recorded_at: str
 
 
 class Pending(TypedDict):
@@ -38,42 +98,98 @@ class Pending(TypedDict):
     tool_call_id: str
     tool_name: str
     args: Any
+    args_sha256: str
+    attempt: int
+    call: int  # its place among the calls of this attempt that waited: 1, 2, ...
+    may_have_run: NotRequired[int]  # the earlier attempt that approved this same call
 
 
 class Answer(TypedDict):
-    """One answered call, in `Turn.metadata["approvals"][tool_call_id]`."""
+    """One answered call, in `Turn.metadata["approvals"]["<attempt>:<call>"]`."""
 
+    tool_call_id: str
     tool_name: str
     args: Any
+    args_sha256: str
+    attempt: int
+    call: int
     approved: bool
     reason: str  # "approved", "refused", "timed_out"
+    answered_at: str
 
 
-def answer_of(turn_metadata: object, tool_call_id: str) -> Answer | None:
-    """The answer recorded for a tool call of the turn, or None while nobody answered."""
-    answers = turn_metadata.get(APPROVALS_KEY) if isinstance(turn_metadata, dict) else None
-    answer = answers.get(tool_call_id) if isinstance(answers, dict) else None
-    return cast("Answer", answer) if isinstance(answer, dict) else None
+def args_digest(args: object) -> str:
+    """The sha256 of a call's arguments as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _with_answer(metadata: JSONObject, tool_call_id: str, answer: Answer) -> JSONObject:
-    answers = metadata.get(APPROVALS_KEY)
-    kept = dict(answers) if isinstance(answers, dict) else {}
-    kept[tool_call_id] = dict(answer)
-    return {**metadata, APPROVALS_KEY: kept}
+def call_key(attempt: int, call: int) -> str:
+    return f"{attempt}:{call}"
 
 
-def turn_await_approval(*, turn: Turn, tool_call_id: str, tool_name: str, args: Any) -> bool:
-    """The worker holding `turn`'s attempt pauses it before a tool call that needs approval.
-    False when the turn is no longer its own (cancelled, taken over): the call must not run."""
+def _answers(metadata: object) -> dict[str, Any]:
+    answers = metadata.get(APPROVALS_KEY) if isinstance(metadata, dict) else None
+    return answers if isinstance(answers, dict) else {}
+
+
+def same_call(record: object, pending: Pending) -> bool:
+    """Whether a stored answer (or record) is about exactly the call `pending`."""
+    if not isinstance(record, dict):
+        return False
+    return all(
+        record.get(key) == pending[key]
+        for key in ("tool_call_id", "tool_name", "args_sha256", "attempt", "call")
+    )
+
+
+def answer_for(turn_metadata: object, pending: Pending) -> Answer | None:
+    """The answer recorded for exactly this call (its attempt, place, id, tool and arguments),
+    or None while nobody answered it."""
+    answer = _answers(turn_metadata).get(call_key(pending["attempt"], pending["call"]))
+    return cast("Answer", answer) if same_call(answer, pending) else None
+
+
+def may_have_run(turn_metadata: object) -> list[MayHaveRun]:
+    """The calls earlier attempts approved and that may have run, oldest first."""
+    records = turn_metadata.get(MAY_HAVE_RUN_KEY) if isinstance(turn_metadata, dict) else None
+    if not isinstance(records, list):
+        return []
+    return [cast("MayHaveRun", r) for r in records if isinstance(r, dict)]
+
+
+def pending_call(*, turn: Turn, call: int, tool_call_id: str, tool_name: str, args: Any) -> Pending:
+    """The call the worker holding `turn`'s attempt is about to ask for; marked when an earlier
+    attempt approved the same tool with the same arguments (it may have run)."""
+    digest = args_digest(args)
     pending: Pending = {
         "tool_call_id": tool_call_id,
         "tool_name": tool_name,
         "args": storable_json(args),
+        "args_sha256": digest,
+        "attempt": turn.attempts,
+        "call": call,
     }
+    for record in may_have_run(turn.metadata):
+        if record.get("tool_name") == tool_name and record.get("args_sha256") == digest:
+            pending["may_have_run"] = int(record.get("attempt") or 0)
+    return pending
+
+
+def may_have_run_note(pending: object) -> str | None:
+    """What the card, the API and Telegram say of a call that may already have run."""
+    if not isinstance(pending, dict) or not pending.get("may_have_run"):
+        return None
+    return MAY_HAVE_RUN_NOTE.format(attempt=pending["may_have_run"])
+
+
+def turn_await_approval(*, turn: Turn, pending: Pending) -> bool:
+    """The worker holding `turn`'s attempt pauses it before the call `pending` (made by
+    `pending_call`). False when the turn is no longer its own (cancelled, taken over): the call
+    must not run."""
     with transaction.atomic():
         paused = Turn.objects.filter(
-            pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
+            pk=turn.pk, status=Turn.Status.RUNNING, attempts=pending["attempt"]
         ).update(
             status=Turn.Status.AWAITING_APPROVAL,
             pending_approval=dict(pending),
@@ -83,9 +199,12 @@ def turn_await_approval(*, turn: Turn, tool_call_id: str, tool_name: str, args: 
             events.tool_approval_requested(
                 session=turn.session_id,
                 turn=turn.pk,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
+                tool_call_id=pending["tool_call_id"],
+                tool_name=pending["tool_name"],
                 args=pending["args"],
+                call=pending["call"],
+                attempt=pending["attempt"],
+                note=may_have_run_note(pending),
             )
     if paused:
         turn.status = Turn.Status.AWAITING_APPROVAL
@@ -93,76 +212,156 @@ def turn_await_approval(*, turn: Turn, tool_call_id: str, tool_name: str, args: 
     return paused == 1
 
 
-def clean_answer(tool_call_id: object, approved: object) -> tuple[str, bool]:
-    """An approval's body: `tool_call_id` a non-empty text, `approved` true or false."""
+def clean_answer(
+    tool_call_id: object, approved: object, call: object = None, attempt: object = None
+) -> tuple[str, bool]:
+    """An approval's body: `tool_call_id` a non-empty text, `approved` true or false, `call`
+    and `attempt` (optional) positive whole numbers."""
     if not isinstance(tool_call_id, str) or not tool_call_id.strip():
         raise InvalidInput("tool_call_id must be the id of the tool call that waits (a text).")
     if len(tool_call_id) > MAX_CALL_ID:
         raise InvalidInput(f"tool_call_id is longer than {MAX_CALL_ID} characters.")
     if not isinstance(approved, bool):
         raise InvalidInput("approved must be true or false.")
+    for name, value in (("call", call), ("attempt", attempt)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidInput(f"{name} must be a whole number (from the turn's pending_approval).")
+        if isinstance(value, int) and value < 1:
+            raise InvalidInput(f"{name} must be 1 or more (from the turn's pending_approval).")
     return tool_call_id, approved
 
 
-def turn_approve(*, turn: Turn, tool_call_id: object, approved: object) -> Turn:
+def _refusal(row: Turn, call_id: str, call: int | None, attempt: int | None) -> str:
+    """Why an answer finds nothing to answer (the 409's detail)."""
+    if not row.is_active:
+        return ENDED.format(status=row.status)
+    if attempt is not None and attempt < row.attempts:
+        return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
+    if attempt is not None and attempt > row.attempts:
+        return NOT_WAITING
+    for answer in _answers(row.metadata).values():
+        if (
+            isinstance(answer, dict)
+            and answer.get("attempt") == row.attempts
+            and answer.get("tool_call_id") == call_id
+            and (call is None or answer.get("call") == call)
+        ):
+            return ALREADY.format(reason=answer.get("reason", "answered"))
+    return NOT_WAITING
+
+
+def _mismatch(
+    row: Turn, pending: dict[str, Any], call_id: str, call: int | None, attempt: int | None
+) -> str | None:
+    """Why an answer does not name the call that waits (None: it does)."""
+    if attempt is not None and attempt < int(pending.get("attempt") or 0):
+        return EARLIER_ATTEMPT.format(
+            given=attempt, call=pending.get("call"), attempt=pending.get("attempt")
+        )
+    other = attempt is not None and attempt != pending.get("attempt")
+    if other or pending.get("tool_call_id") != call_id or call not in (None, pending.get("call")):
+        return OTHER_CALL.format(
+            tool=pending.get("tool_name"),
+            id=pending.get("tool_call_id"),
+            call=pending.get("call"),
+            attempt=pending.get("attempt"),
+        )
+    # Without `call` or `attempt`, the answer is enough unless an answered call of this turn
+    # fits it too: then it could be a late or repeated answer to that one.
+    for answer in _answers(row.metadata).values() if call is None or attempt is None else ():
+        if (
+            isinstance(answer, dict)
+            and answer.get("tool_call_id") == call_id
+            and call in (None, answer.get("call"))
+            and attempt in (None, answer.get("attempt"))
+        ):
+            return AMBIGUOUS.format(id=call_id)
+    return None
+
+
+def turn_approve(
+    *,
+    turn: Turn,
+    tool_call_id: object,
+    approved: object,
+    call: object = None,
+    attempt: object = None,
+) -> Turn:
     """The owner's answer to the call `turn` waits for (the caller looked the turn up for its
     owner). The turn goes back to running and its worker runs the tool, or tells the model it was
-    refused. The same answer again changes nothing and returns the turn; NothingAwaitsApproval
-    (409) when the turn waits for no call of that id; InvalidInput (400) for a bad body."""
-    call_id, yes = clean_answer(tool_call_id, approved)
+    refused. `call` and `attempt` (from `pending_approval`) name the call unambiguously; without
+    them the id must be one no answered call of the turn had. NothingAwaitsApproval (409), with
+    the reason, for an answer to anything but the call that waits now (the turn ended, the call
+    was answered already, a call of an earlier attempt, another call); InvalidInput (400) for a
+    bad body."""
+    call_id, yes = clean_answer(tool_call_id, approved, call, attempt)
+    place = cast("int | None", call)
+    given_attempt = cast("int | None", attempt)
     with transaction.atomic():
         row = Turn.objects.select_for_update().filter(pk=turn.pk).first()
         if row is None:
             raise TurnNotFound()
-        pending = row.pending_approval if isinstance(row.pending_approval, dict) else {}
-        if row.status == Turn.Status.AWAITING_APPROVAL and pending.get("tool_call_id") == call_id:
-            reason = "approved" if yes else "refused"
-            answer: Answer = {
-                "tool_name": str(pending.get("tool_name", "")),
-                "args": pending.get("args"),
-                "approved": yes,
-                "reason": reason,
-            }
-            metadata = _with_answer(row.metadata, call_id, answer)
-            answered = Turn.objects.filter(
-                pk=row.pk, status=Turn.Status.AWAITING_APPROVAL, attempts=row.attempts
-            ).update(status=Turn.Status.RUNNING, pending_approval=None, metadata=metadata)
-            if answered:
-                events.tool_approval_answered(
-                    session=row.session_id,
-                    turn=row.pk,
-                    tool_call_id=call_id,
-                    approved=yes,
-                    reason=reason,
-                )
-    row = Turn.objects.select_related("user_message", "reply_message").get(pk=turn.pk)
-    given = answer_of(row.metadata, call_id)
-    if given is None or given["approved"] != yes or given["reason"] == "timed_out":
-        raise NothingAwaitsApproval()
-    return row
+        pending = row.pending_approval if isinstance(row.pending_approval, dict) else None
+        if row.status != Turn.Status.AWAITING_APPROVAL or pending is None:
+            raise NothingAwaitsApproval(_refusal(row, call_id, place, given_attempt))
+        wrong = _mismatch(row, pending, call_id, place, given_attempt)
+        if wrong is not None:
+            raise NothingAwaitsApproval(wrong)
+        _answer(row, cast("Pending", pending), yes)
+    return Turn.objects.select_related("user_message", "reply_message").get(pk=turn.pk)
 
 
-def turn_approval_expire(*, turn: Turn, tool_call_id: str) -> bool:
+def _answer(row: Turn, pending: Pending, yes: bool) -> None:
+    reason = "approved" if yes else "refused"
+    answer = _answer_of(pending, approved=yes, reason=reason)
+    metadata = _with_answer(row.metadata, answer)
+    answered = Turn.objects.filter(
+        pk=row.pk, status=Turn.Status.AWAITING_APPROVAL, attempts=row.attempts
+    ).update(status=Turn.Status.RUNNING, pending_approval=None, metadata=metadata)
+    if not answered:  # cannot happen under the row's lock; said plainly if it ever does
+        raise NothingAwaitsApproval(NOT_WAITING)
+    events.tool_approval_answered(
+        session=row.session_id,
+        turn=row.pk,
+        tool_call_id=pending["tool_call_id"],
+        approved=yes,
+        reason=reason,
+    )
+
+
+def _answer_of(pending: Pending, *, approved: bool, reason: str) -> Answer:
+    return {
+        "tool_call_id": pending["tool_call_id"],
+        "tool_name": pending["tool_name"],
+        "args": pending["args"],
+        "args_sha256": pending["args_sha256"],
+        "attempt": pending["attempt"],
+        "call": pending["call"],
+        "approved": approved,
+        "reason": reason,
+        "answered_at": timezone.now().isoformat(),
+    }
+
+
+def _with_answer(metadata: JSONObject, answer: Answer) -> JSONObject:
+    kept = dict(_answers(metadata))
+    kept[call_key(answer["attempt"], answer["call"])] = dict(answer)
+    return {**metadata, APPROVALS_KEY: kept}
+
+
+def turn_approval_expire(*, turn: Turn, pending: Pending) -> bool:
     """Nobody answered within AGENT_APPROVAL_SECONDS: the worker holding `turn`'s attempt
     records a refusal (reason "timed_out") and the turn goes back to running. False when the
     wait had already ended otherwise (answered, cancelled, taken over)."""
     with transaction.atomic():
         waiting = Turn.objects.filter(
-            pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL, attempts=turn.attempts
+            pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL, attempts=pending["attempt"]
         )
         row = waiting.values("metadata", "pending_approval").first()
-        pending = row["pending_approval"] if row is not None else None
-        if row is None or not isinstance(pending, dict):
+        if row is None or not same_call(row["pending_approval"], pending):
             return False
-        if pending.get("tool_call_id") != tool_call_id:
-            return False
-        answer: Answer = {
-            "tool_name": str(pending.get("tool_name", "")),
-            "args": pending.get("args"),
-            "approved": False,
-            "reason": "timed_out",
-        }
-        metadata = _with_answer(row["metadata"] or {}, tool_call_id, answer)
+        answer = _answer_of(pending, approved=False, reason="timed_out")
+        metadata = _with_answer(row["metadata"] or {}, answer)
         expired = waiting.update(
             status=Turn.Status.RUNNING, pending_approval=None, metadata=metadata
         )
@@ -170,8 +369,38 @@ def turn_approval_expire(*, turn: Turn, tool_call_id: str) -> bool:
             events.tool_approval_answered(
                 session=turn.session_id,
                 turn=turn.pk,
-                tool_call_id=tool_call_id,
+                tool_call_id=pending["tool_call_id"],
                 approved=False,
                 reason="timed_out",
             )
     return expired == 1
+
+
+def with_may_have_run(metadata: JSONObject, attempt: int) -> JSONObject:
+    """`metadata` with the calls attempt `attempt` approved added to its `may_have_run` record:
+    its worker died (the recovery takes the turn over or fails it), and each may have run
+    before it did. The record is never shortened; a call already on it is not added twice."""
+    records = list(may_have_run(metadata))
+    known = {(r.get("attempt"), r.get("call")) for r in records}
+    now = timezone.now().isoformat()
+    answers = [a for a in _answers(metadata).values() if isinstance(a, dict)]
+    for answer in sorted(answers, key=lambda a: int(a.get("call") or 0)):
+        if not answer.get("approved"):
+            continue
+        if answer.get("attempt") != attempt or (attempt, answer.get("call")) in known:
+            continue
+        records.append(
+            {
+                "tool_call_id": str(answer.get("tool_call_id", "")),
+                "tool_name": str(answer.get("tool_name", "")),
+                "args": answer.get("args"),
+                "args_sha256": str(answer.get("args_sha256", "")),
+                "attempt": attempt,
+                "call": int(answer.get("call") or 0),
+                "answered_at": str(answer.get("answered_at", "")),
+                "recorded_at": now,
+            }
+        )
+    if len(records) == len(may_have_run(metadata)):
+        return metadata
+    return {**metadata, MAY_HAVE_RUN_KEY: [dict(r) for r in records]}

@@ -39,6 +39,7 @@ from sessions_app.errors import (
     TurnInProgress,
 )
 
+from .approvals import with_may_have_run
 from .file_rows import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
 from .selectors import branch_history
@@ -465,12 +466,16 @@ def _is_unclaimed_since(turn: Turn, cutoff: datetime) -> bool:
 def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -> None:
     """Queue again (or fail, out of attempts) a running turn whose worker fell silent, or a
     paused one (awaiting approval) whose worker did: the next worker runs it again from its user
-    message and asks again for the calls that need approval."""
+    message and asks again for the calls that need approval (no answer of the dead attempt
+    counts for the next; those it approved are recorded as calls that may have run)."""
     still_dead = Turn.objects.filter(
         _silent_since(cutoff), pk=turn.pk, status__in=HELD, attempts=turn.attempts
     )
+    # The calls the dead attempt had approved may have run before it died: on record for good,
+    # and the next attempt's card for the same call says so (sessions_app.approvals).
+    recorded = with_may_have_run(turn.metadata, turn.attempts)
     if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
-        taken = {**turn.metadata, "taken_over": turn.metadata.get("taken_over", 0) + 1}
+        taken = {**recorded, "taken_over": turn.metadata.get("taken_over", 0) + 1}
         if still_dead.update(
             status=Turn.Status.QUEUED,
             heartbeat_at=now,
@@ -491,6 +496,7 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
         error=error,
         finished_at=now,
         pending_approval=None,
+        metadata=recorded,
     )
     if failed:
         turn.error = error

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import checkpoints_page, session_checkpoints, window_checkpoints
 from core.errors import InvalidInput
 from governance.selectors import admin_notices
+from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_labels
 from sessions_app.models import ExternalSession, InternalSession, Message, Turn
 from sessions_app.selectors import (
@@ -156,10 +158,20 @@ def approval_card(turn: Turn | None) -> dict[str, str] | None:
         return None
     if not isinstance(pending, dict):
         return None
+    return card_of(pending, may_have_run_note(pending))
+
+
+def card_of(call: Mapping[str, Any], note: str | None) -> dict[str, str]:
+    """The card of one call that waits (a turn's `pending_approval`, or the event that asks):
+    its id, and its place and attempt, which the buttons send back (ids repeat), and the note
+    when the call may already have run."""
     return {
-        "tool_call_id": str(pending.get("tool_call_id", "")),
-        "tool_name": str(pending.get("tool_name", "")),
-        "args_json": json.dumps(pending.get("args"), indent=2, ensure_ascii=False, default=str),
+        "tool_call_id": str(call.get("tool_call_id", "")),
+        "tool_name": str(call.get("tool_name", "")),
+        "args_json": json.dumps(call.get("args"), indent=2, ensure_ascii=False, default=str),
+        "call": str(call.get("call") or ""),
+        "attempt": str(call.get("attempt") or ""),
+        "note": note or "",
     }
 
 

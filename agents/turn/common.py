@@ -50,6 +50,9 @@ class TurnRun:
     label: str  # the model's name, as stored
     started: float = field(default_factory=time.monotonic)
     fit: Fit | None = None
+    # How many of this attempt's tool calls have waited for approval: each is named by its
+    # place (agents.approval), so calls whose ids repeat are never taken for one another.
+    approval_calls: int = 0
 
 
 def fail_turn(turn: Turn, error: str, metadata: TurnMeta | None = None) -> None:

@@ -74,7 +74,7 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
     if continues is not None and new and new[0].role == "assistant" and not new[0].tool_calls:
         new[0].metadata["continues"] = continues  # joined to the reply it extends
     for m in new:  # a refused call did not run: it had no effect
-        if m.role == "tool" and m.tool_call_id in run.agent.approvals.refused:
+        if m.role == "tool" and run.agent.approvals.was_refused(m.tool_call_id, m.tool_args):
             m.effect = "none"
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     if not reply.strip():

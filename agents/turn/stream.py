@@ -85,7 +85,7 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
                 return
             if isinstance(item, ToolCallStartedEvent) and item.tool is not None:
                 # Its tool runs next, on this thread: the gate learns which call it is.
-                gate.announce(item.tool.tool_name, item.tool.tool_call_id)
+                gate.announce(item.tool.tool_name, item.tool.tool_call_id, item.tool.tool_args)
             relay(run.turn, item, got)
     finally:
         gate.begin(None)

@@ -51,11 +51,11 @@ class Gate(Protocol):
     # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).
     def begin(self, run: Any) -> None: ...
 
-    def announce(self, tool_name: str | None, call_id: str | None) -> None: ...
+    def announce(self, tool_name: str | None, call_id: str | None, args: object = None) -> None: ...
 
-    # The ids of the calls it refused (the owner refused, or no answer came in time): they did
-    # not run, so their tool messages record no effect.
-    refused: set[str]
+    # Whether it refused the call of this id and arguments (the owner refused, or no answer came
+    # in time): it did not run, so its tool message records no effect.
+    def was_refused(self, call_id: str, args: object) -> bool: ...
 
 
 class TurnAgent(Protocol):

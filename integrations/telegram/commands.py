@@ -94,9 +94,17 @@ def _answer(user: User, chat_id: int, approved: bool) -> str:
     if turn is None or not isinstance(pending, dict) or not pending.get("tool_call_id"):
         return NOTHING_AWAITS
     try:
-        turn_approve(turn=turn, tool_call_id=pending["tool_call_id"], approved=approved)
-    except NothingAwaitsApproval:
-        return NOTHING_AWAITS
+        # The very call that waits (its place and attempt too: ids repeat), as the page's card.
+        turn_approve(
+            turn=turn,
+            tool_call_id=pending["tool_call_id"],
+            approved=approved,
+            call=pending.get("call"),
+            attempt=pending.get("attempt"),
+        )
+    except NothingAwaitsApproval as exc:
+        # Answered elsewhere, ended or taken over meanwhile: say why, change nothing.
+        return f"Not answered: {exc.message}"
     tool = pending.get("tool_name") or "the tool"
     return f"Approved: {tool} runs now." if approved else f"Refused: {tool} does not run."
 

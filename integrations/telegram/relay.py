@@ -193,7 +193,7 @@ class _Sender:
             reply.note = ""
             reply.dirty = True
         elif event["type"] == "tool.approval_requested":
-            reply.note = approval_note(event["tool_name"], event.get("args"))
+            reply.note = approval_note(event["tool_name"], event.get("args"), event.get("note"))
             reply.dirty = True
         elif event["type"] == "tool.approval_answered":
             reply.note = ""
@@ -434,14 +434,16 @@ class _Sender:
         return render(text)
 
 
-def approval_note(tool: str, args: object) -> str:
+def approval_note(tool: str, args: object, may_have_run: str | None = None) -> str:
     """What the chat is shown under the reply while a tool call waits for the owner's answer:
-    the call, with its arguments (at most MAX_ARGS characters), and how to answer."""
+    the call, with its arguments (at most MAX_ARGS characters), what is known of it (it may
+    have run already, in an attempt whose worker stopped), and how to answer."""
     shown = json.dumps(args, ensure_ascii=False, sort_keys=True) if args not in (None, {}) else ""
     if len(shown) > MAX_ARGS:
         shown = shown[: MAX_ARGS - 1] + "…"
     call = f"{tool} {shown}".rstrip()
-    return f"⏸ The agent waits for your approval to run {call}\nSend /approve or /refuse."
+    warning = f"\n⚠️ {may_have_run}" if may_have_run else ""
+    return f"⏸ The agent waits for your approval to run {call}{warning}\nSend /approve or /refuse."
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agents.worker import run_turn
 from core.events import listen
-from sessions_app.approvals import turn_approve, turn_await_approval
+from sessions_app.approvals import args_digest, turn_approve
 from sessions_app.errors import NothingAwaitsApproval, TurnInProgress
 from sessions_app.models import Message, Turn
 from sessions_app.selectors import branch_history, current_branch
@@ -75,6 +75,9 @@ def approve(approved: bool) -> Callable[[dict], None]:
             "tool_call_id": "call_mail",
             "tool_name": "send_email",
             "args": EMAIL,
+            "args_sha256": args_digest(EMAIL),
+            "attempt": 1,
+            "call": 1,
         }
         turn_approve(turn=waiting, tool_call_id=event["tool_call_id"], approved=approved)
 
@@ -115,7 +118,8 @@ def test_an_approved_call_runs_once_and_the_turn_finishes(fake_llm, email_tool, 
     assert tool_message(session).tool_result == "sent to bob@example.com"
     assert tool_message(session).effect == "external"  # it ran: nothing here can undo it
     # The answer stays on the turn, for the record.
-    assert turn.metadata["approvals"]["call_mail"]["approved"] is True
+    assert turn.metadata["approvals"]["1:1"]["approved"] is True
+    assert turn.metadata["approvals"]["1:1"]["tool_call_id"] == "call_mail"
 
 
 def test_a_refused_call_never_runs_and_the_model_is_told(fake_llm, email_tool, session):
@@ -152,7 +156,7 @@ def test_an_unanswered_call_times_out_as_a_refusal(fake_llm, email_tool, session
     told = [m for m in fake_llm.messages(-1) if m["role"] == "tool"]
     assert "within" in told[0]["content"]
     assert tool_message(session).effect == "none"
-    assert turn.metadata["approvals"]["call_mail"]["reason"] == "timed_out"
+    assert turn.metadata["approvals"]["1:1"]["reason"] == "timed_out"
     # Too late to answer now: nothing waits.
     with pytest.raises(NothingAwaitsApproval):
         turn_approve(turn=turn, tool_call_id="call_mail", approved=True)
@@ -198,7 +202,7 @@ def test_a_second_turn_posted_during_the_wait_is_refused(fake_llm, email_tool, s
     assert turn.status == "done"
 
 
-def test_the_same_answer_twice_is_harmless_and_another_answer_conflicts(
+def test_a_second_answer_to_an_answered_call_or_to_another_call_conflicts(
     fake_llm, email_tool, session
 ):
     script(fake_llm)
@@ -208,16 +212,16 @@ def test_the_same_answer_twice_is_harmless_and_another_answer_conflicts(
     def answer_twice(event: dict) -> None:
         waiting = Turn.objects.get(pk=event["turn"])
         first = turn_approve(turn=waiting, tool_call_id="call_mail", approved=True)
-        again = turn_approve(turn=waiting, tool_call_id="call_mail", approved=True)
-        outcomes.append((first.status, again.status))
-        with pytest.raises(NothingAwaitsApproval):
-            turn_approve(turn=waiting, tool_call_id="call_mail", approved=False)
+        outcomes.append(first.status)
+        for again in (True, False):  # nothing waits any more: the contract's 409
+            with pytest.raises(NothingAwaitsApproval, match="already answered"):
+                turn_approve(turn=waiting, tool_call_id="call_mail", approved=again)
         with pytest.raises(NothingAwaitsApproval):
             turn_approve(turn=waiting, tool_call_id="another_call", approved=True)
         outcomes.append("checked")
 
     turn, seen = run_answering(session, turn, answer_twice)
-    assert outcomes == [("running", "running"), "checked"]
+    assert outcomes == ["running", "checked"]
     assert email_tool == [("bob@example.com", "hello")]
     assert [e["type"] for e in seen].count("tool.approval_answered") == 1
 
@@ -324,7 +328,7 @@ def test_a_worker_pauses_and_an_answer_from_elsewhere_wakes_it(
 def _paused(session) -> Turn:
     turn = turn_claim(turn_id=turn_start(session=session, message="mail bob").pk)
     assert turn is not None
-    assert turn_await_approval(turn=turn, tool_call_id="c1", tool_name="send_email", args=EMAIL)
+    assert approval_tools.pause(turn, "c1", EMAIL)
     return turn
 
 

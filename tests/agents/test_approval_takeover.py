@@ -17,7 +17,7 @@ SETUP = """
 from datetime import timedelta
 from django.utils import timezone
 from accounts.models import User
-from sessions_app.approvals import turn_await_approval
+from tests.agents.approval_tools import pause
 from sessions_app.models import Turn
 from sessions_app.services import session_create
 from sessions_app.turns import turn_claim, turn_start
@@ -25,10 +25,7 @@ owner = User.objects.create_user("approver")
 session = session_create(owner=owner, name="paused")
 turn = turn_start(session=session, message="mail bob")
 turn = turn_claim(turn_id=turn.pk, worker="a-process-that-died:1")
-turn_await_approval(
-    turn=turn, tool_call_id="call_first", tool_name="send_email",
-    args={"to": "bob@example.com", "subject": "hello"},
-)
+pause(turn, "call_first", {"to": "bob@example.com", "subject": "hello"})
 Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
 print(session.pk, turn.pk)
 """

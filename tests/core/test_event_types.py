@@ -110,7 +110,14 @@ def test_the_functions_send_what_their_typeddicts_say():
                 session=7, name="s", archived=False, pinned=True, metadata={"k": 1}
             ),
             events.tool_approval_requested(
-                session=7, turn=1, tool_call_id="c2", tool_name="fs__drop", args={"p": "x"}
+                session=7,
+                turn=1,
+                tool_call_id="c2",
+                tool_name="fs__drop",
+                args={"p": "x"},
+                call=1,
+                attempt=1,
+                note=None,
             ),
             events.tool_approval_answered(
                 session=7, turn=1, tool_call_id="c2", approved=False, reason="refused"

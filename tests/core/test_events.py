@@ -46,7 +46,16 @@ SHAPES = {
     "message.delta": {"session", "turn", "delta", "seq", "attempt"},
     "tool.started": {"session", "turn", "tool", "args", "call_id"},
     "tool.finished": {"session", "turn", "tool", "call_id", "result", "error"},
-    "tool.approval_requested": {"session", "turn", "tool_call_id", "tool_name", "args"},
+    "tool.approval_requested": {
+        "session",
+        "turn",
+        "tool_call_id",
+        "tool_name",
+        "args",
+        "call",
+        "attempt",
+        "note",
+    },
     "tool.approval_answered": {"session", "turn", "tool_call_id", "approved", "reason"},
     "workspace.changed": {"session", "branch", "paths"},
 }  # fmt: skip

@@ -99,3 +99,12 @@ def test_nothing_waiting_and_another_users_chat_answer_nothing(
     assert post(client, message("/refuse")).status_code == 200
     assert ended(turn).status == Turn.Status.DONE
     assert email_tool == []
+
+
+def test_the_note_of_a_call_that_may_have_run_says_so_before_how_to_answer():
+    from sessions_app.approvals import MAY_HAVE_RUN_NOTE
+
+    warning = MAY_HAVE_RUN_NOTE.format(attempt=1)
+    note = relay.approval_note("send_email", EMAIL, warning)
+    assert note.index("⚠️ This call may already have run") < note.index(ASKS)
+    assert "⚠️" not in relay.approval_note("send_email", EMAIL)

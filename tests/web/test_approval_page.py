@@ -12,9 +12,10 @@ from django.conf import settings
 from django.test import Client
 
 from rollback_site.asgi import application
-from sessions_app.approvals import turn_await_approval
+from sessions_app.approvals import args_digest
 from sessions_app.models import Turn
 from sessions_app.turns import turn_claim, turn_start
+from tests.agents import approval_tools
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +26,7 @@ def paused(session) -> Turn:
     """A claimed turn paused on a call of send_email, as the worker pauses it."""
     turn = turn_claim(turn_id=turn_start(session=session, message="mail them").pk)
     assert turn is not None
-    assert turn_await_approval(turn=turn, tool_call_id="call_1", tool_name="send_email", args=NASTY)
+    assert approval_tools.pause(turn, "call_1", NASTY)
     return turn
 
 
@@ -63,7 +64,7 @@ def test_approve_from_the_page_lets_the_turn_go_on_and_the_card_goes(alice, sess
     assert response.content == b""
     turn.refresh_from_db()
     assert turn.status == "running"
-    assert turn.metadata["approvals"]["call_1"]["approved"] is True
+    assert turn.metadata["approvals"]["1:1"]["approved"] is True
     page = logged_in(alice).get(f"/chat/{session.pk}/").content.decode()
     assert 'data-testid="approval"' not in page
 
@@ -72,9 +73,15 @@ def test_refuse_from_the_page_is_recorded_as_refused(alice, session):
     turn = paused(session)
     assert answer(logged_in(alice), session, turn, "false").status_code == 200
     turn.refresh_from_db()
-    assert turn.metadata["approvals"]["call_1"] == {
+    given = turn.metadata["approvals"]["1:1"]
+    assert given.pop("answered_at")
+    assert given == {
+        "tool_call_id": "call_1",
         "tool_name": "send_email",
         "args": NASTY,
+        "args_sha256": args_digest(NASTY),
+        "attempt": 1,
+        "call": 1,
         "approved": False,
         "reason": "refused",
     }
@@ -89,6 +96,47 @@ def test_bob_cannot_answer_alices_call_and_bad_answers_change_nothing(alice, bob
     turn.refresh_from_db()
     assert turn.status == "awaiting_approval"
     assert "approvals" not in turn.metadata
+
+
+def test_a_second_click_after_the_answer_is_a_409_notice_that_says_why(alice, session):
+    turn = paused(session)
+    page = logged_in(alice).get(f"/chat/{session.pk}/").content.decode()
+    assert '<input type="hidden" name="call" value="1">' in page
+    assert '<input type="hidden" name="attempt" value="1">' in page
+    client = logged_in(alice)
+    body = {"tool_call_id": "call_1", "call": "1", "attempt": "1", "approved": "true"}
+    url = f"/chat/{session.pk}/turns/{turn.pk}/approve/"
+    assert client.post(url, body, HTTP_HX_REQUEST="true").status_code == 200
+    again = client.post(url, {**body, "approved": "false"}, HTTP_HX_REQUEST="true")
+    assert again.status_code == 409
+    assert again["HX-Retarget"] == "#notices"
+    assert "already answered (approved)" in again.content.decode()
+    stale = client.post(url, {**body, "attempt": "x"}, HTTP_HX_REQUEST="true")
+    assert stale.status_code == 400
+    turn.refresh_from_db()
+    assert turn.metadata["approvals"]["1:1"]["approved"] is True
+
+
+def test_a_call_that_may_have_run_says_so_on_its_card(alice, session):
+    turn = turn_claim(turn_id=turn_start(session=session, message="mail them").pk)
+    assert turn is not None
+    turn.metadata = {
+        **turn.metadata,
+        "may_have_run": [
+            {
+                "tool_call_id": "call_0",
+                "tool_name": "send_email",
+                "args": NASTY,
+                "args_sha256": args_digest(NASTY),
+                "attempt": 1,
+                "call": 1,
+            }
+        ],
+    }
+    assert approval_tools.pause(turn, "call_1", NASTY)
+    page = logged_in(alice).get(f"/chat/{session.pk}/").content.decode()
+    assert 'data-testid="approval-may-have-run"' in page
+    assert "This call may already have run: attempt 1 of this turn approved" in page
 
 
 def _socket_headers(user):

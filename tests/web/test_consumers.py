@@ -96,7 +96,14 @@ def test_the_event_stream_relays_file_changes_and_approval_requests(client, alic
     def ask() -> None:
         with transaction.atomic():
             events.tool_approval_requested(
-                session=session.pk, turn=7, tool_call_id="c1", tool_name="fs__drop", args={}
+                session=session.pk,
+                turn=7,
+                tool_call_id="c1",
+                tool_name="fs__drop",
+                args={},
+                call=1,
+                attempt=1,
+                note=None,
             )
 
     async def run():
@@ -119,6 +126,9 @@ def test_the_event_stream_relays_file_changes_and_approval_requests(client, alic
             "tool_call_id": "c1",
             "tool_name": "fs__drop",
             "args": {},
+            "call": 1,
+            "attempt": 1,
+            "note": None,
         }
         await communicator.disconnect(timeout=10)
 

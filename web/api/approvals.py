@@ -17,10 +17,17 @@ class TurnApprove(APIView):
         request=ApproveIn,
         responses=TurnOut,
         summary="Approve or refuse the tool call a turn waits for: 200 turn (running again); "
-        "409 when it waits for no call of that id",
+        "409, with the reason, when that call does not wait (the turn ended, the call was "
+        "answered, it belongs to an earlier attempt, or another call waits)",
     )
     def post(self, request: Request, pk: int) -> Response:
         turn = get_turn_for_user(request.user, pk)
         data = ApproveIn.validated(request.data)
-        turn = turn_approve(turn=turn, tool_call_id=data["tool_call_id"], approved=data["approved"])
+        turn = turn_approve(
+            turn=turn,
+            tool_call_id=data["tool_call_id"],
+            approved=data["approved"],
+            call=data.get("call"),
+            attempt=data.get("attempt"),
+        )
         return Response(TurnOut(turn).data)

@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
 from core.validation import JSONObject
+from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_label
 from sessions_app.models import Effect, ExternalSession, InternalSession, Turn
 
@@ -163,6 +164,19 @@ class PendingApprovalOut(serializers.Serializer[Mapping[str, object]]):
     tool_call_id = serializers.CharField()
     tool_name = serializers.CharField()
     args = serializers.JSONField()
+    call = serializers.IntegerField(
+        help_text="The call's place among the calls of this attempt that waited (1, 2, ...): "
+        "tool-call ids may repeat, so send it back with the answer."
+    )
+    attempt = serializers.IntegerField(help_text="The turn's attempt that asks.")
+    args_sha256 = serializers.CharField(
+        help_text="The sha256 of the call's arguments as canonical JSON (sorted keys, no spaces)."
+    )
+    may_have_run = serializers.BooleanField(
+        help_text="An earlier attempt of this turn approved this same call and its worker "
+        "stopped: the call may already have run, and approving runs it again."
+    )
+    note = serializers.CharField(allow_null=True, help_text="Says so, when `may_have_run`.")
 
 
 class TurnOut(serializers.Serializer[Turn]):
@@ -189,7 +203,15 @@ class TurnOut(serializers.Serializer[Turn]):
         pending = turn.pending_approval
         if turn.status != Turn.Status.AWAITING_APPROVAL or not isinstance(pending, dict):
             return None
-        return {key: pending.get(key) for key in ("tool_call_id", "tool_name", "args")}
+        shown = {key: pending.get(key) for key in ("tool_call_id", "tool_name", "args")}
+        return {
+            **shown,
+            "call": pending.get("call"),
+            "attempt": pending.get("attempt"),
+            "args_sha256": pending.get("args_sha256"),
+            "may_have_run": bool(pending.get("may_have_run")),
+            "note": may_have_run_note(pending),
+        }
 
     @extend_schema_field(UsageOut(allow_null=True))
     def get_usage(self, turn: Turn) -> Usage | None:
@@ -233,7 +255,27 @@ class ChatIn(TurnIn):
     )
 
 
+@extend_schema_field(OpenApiTypes.INT)
+class CallNumberField(serializers.Field[object, object, object, Any]):
+    """Taken as sent: the service checks it is a whole number of 1 or more (and says so)."""
+
+    def to_internal_value(self, data: object) -> object:
+        return data
+
+    def to_representation(self, value: object) -> object:
+        return value
+
+
 class ApproveIn(StrictSerializer):
-    # The service checks the id against the call that waits (409 when it is not that one).
+    # The service checks the answer against the call that waits (409 when it is not that one).
     tool_call_id = TextField(max_length=200, trim_whitespace=False)
     approved = StrictBooleanField()
+    call = CallNumberField(
+        required=False,
+        help_text="`pending_approval.call`: names the call when its id repeats (optional).",
+    )
+    attempt = CallNumberField(
+        required=False,
+        help_text="`pending_approval.attempt`: an answer to an earlier attempt is a 409 "
+        "(optional).",
+    )

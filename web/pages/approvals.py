@@ -19,11 +19,27 @@ ANSWERS = {"true": True, "false": False}
 @domain_errors
 def approve(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
     """Approve or Refuse: the card goes from this tab at once (the answer's event takes it from
-    the others); the turn goes on."""
+    the others); the turn goes on. An answer that finds its call no longer waiting (answered
+    elsewhere, the turn ended or was taken over) is a 409 whose notice says why."""
     session = get_session_for_user(request.user, pk)
     turn = get_turn_for_user(request.user, turn_id, session=session)
     approved = ANSWERS.get(request.POST.get("approved", ""))
     if approved is None:
         raise InvalidInput("Answer with Approve or Refuse.")
-    turn_approve(turn=turn, tool_call_id=request.POST.get("tool_call_id", ""), approved=approved)
+    turn_approve(
+        turn=turn,
+        tool_call_id=request.POST.get("tool_call_id", ""),
+        approved=approved,
+        call=_number(request.POST.get("call"), "call"),
+        attempt=_number(request.POST.get("attempt"), "attempt"),
+    )
     return HttpResponse("")
+
+
+def _number(raw: str | None, name: str) -> int | None:
+    """The card's `call` or `attempt` (absent from a card rendered before they existed)."""
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit():
+        raise InvalidInput(f"{name} must be a whole number.")
+    return int(raw)

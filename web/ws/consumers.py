@@ -60,6 +60,7 @@ from sessions_app.models import ExternalSession
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_snapshot
 from sessions_app.watch import running_turn
+from web.context import card_of
 
 from .relay import TurnRelay
 
@@ -342,11 +343,7 @@ def render_event(session: ExternalSession, event: Event) -> str:
         context = {"turn": event["turn"], "tool": event["tool"]}
         return render_to_string("sessions_app/_stream_tool.html", context)
     if event["type"] == "tool.approval_requested":  # the card, in every open tab
-        card = {
-            "tool_call_id": event["tool_call_id"],
-            "tool_name": event["tool_name"],
-            "args_json": json.dumps(event["args"], indent=2, ensure_ascii=False, default=str),
-        }
+        card = card_of(event, event.get("note"))
         context = {"turn": event["turn"], "session_id": session.pk, "approval": card}
         return render_to_string("sessions_app/_approval_oob.html", context) + _refreshed(
             session, event

@@ -228,13 +228,21 @@ class Command(BaseCommand):
         self._end_line()
         args = json.dumps(event["args"], ensure_ascii=False)
         self._line(f"  [approval] {event['tool_name']}({args}) waits for your approval.")
+        if event.get("note"):
+            self._line(f"  [approval] {event['note']}")
         try:
             approved = input("  Approve? [y/N] ").strip().lower() in ("y", "yes")
         except EOFError:
             approved = False
         turn = Turn.objects.get(pk=event["turn"])
         try:
-            turn_approve(turn=turn, tool_call_id=event["tool_call_id"], approved=approved)
+            turn_approve(
+                turn=turn,
+                tool_call_id=event["tool_call_id"],
+                approved=approved,
+                call=event["call"],
+                attempt=event["attempt"],
+            )
         except DomainError as exc:
             self._line(f"  [error] {exc.message}")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents.dispatch import drain
+from sessions_app.approvals import args_digest
 from sessions_app.models import Turn
 from sessions_app.turns import turn_start
 from tests.agents import approval_tools
@@ -16,7 +17,16 @@ from tests.web.api.conftest import bearer_client
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EMAIL = {"to": "bob@example.com", "subject": "hello"}
-PENDING = {"tool_call_id": "call_mail", "tool_name": "send_email", "args": EMAIL}
+PENDING = {
+    "tool_call_id": "call_mail",
+    "tool_name": "send_email",
+    "args": EMAIL,
+    "call": 1,
+    "attempt": 1,
+    "args_sha256": args_digest(EMAIL),
+    "may_have_run": False,
+    "note": None,
+}
 
 
 @pytest.fixture
@@ -71,9 +81,10 @@ def test_wait_answers_when_the_turn_waits_and_an_approval_runs_the_tool(
     assert done["tools_used"] == ["send_email"]
     assert done["reply"] == "Done."
     assert email_tool == [("bob@example.com", "hello")]
-    # The same answer again changes nothing.
+    # The same answer again, after the turn ended: nothing waits, a 409 that says so.
     again = approve(api, turn["id"], {"tool_call_id": "call_mail", "approved": True})
-    assert again.status_code == 200
+    assert again.status_code == 409
+    assert "has ended" in again.json()["detail"]
     assert email_tool == [("bob@example.com", "hello")]
 
 
@@ -108,6 +119,10 @@ def test_during_the_wait_bob_gets_404_bad_bodies_400_a_wrong_call_409_and_a_new_
         {"tool_call_id": 7, "approved": True},
         {"tool_call_id": "call_mail", "approved": True, "extra": 1},
         {"tool_call_id": "x" * 201, "approved": True},
+        {"tool_call_id": "call_mail", "approved": True, "call": "1"},
+        {"tool_call_id": "call_mail", "approved": True, "call": 0},
+        {"tool_call_id": "call_mail", "approved": True, "attempt": True},
+        {"tool_call_id": "call_mail", "approved": True, "attempt": None},
         ["call_mail", True],
         "approve",
     ):
@@ -138,3 +153,70 @@ def test_approving_a_turn_that_waits_for_nothing_is_409(api, session):
 
 def test_approving_a_missing_turn_is_404(api):
     assert approve(api, 999999, {"tool_call_id": "c", "approved": True}).status_code == 404
+
+
+def test_stale_answers_are_409_with_the_reason_and_change_nothing(
+    api, fake_llm, email_tool, session
+):
+    """The contract's 409 for every answer to a call that does not wait now: the same answer
+    twice, an answer naming another place or an earlier attempt, an answer after the end."""
+    turn = paused_turn(api, fake_llm, session.pk)
+    turn_id = turn["id"]
+    pending = turn["pending_approval"]
+    assert (pending["call"], pending["attempt"]) == (1, 1)
+    for body, reason in (
+        ({"tool_call_id": "call_mail", "approved": True, "call": 2}, "waits for another call"),
+        ({"tool_call_id": "call_mail", "approved": True, "attempt": 2}, "waits for another call"),
+        ({"tool_call_id": "call_other", "approved": True, "call": 1}, "waits for another call"),
+    ):
+        response = approve(api, turn_id, body)
+        assert response.status_code == 409, (body, response.content)
+        assert reason in response.json()["detail"]
+    assert api.get(f"/api/v1/turns/{turn_id}/").json()["status"] == "awaiting_approval"
+    # The right answer, naming the call fully: 200. The same again: 409, nothing waits.
+    body = {"tool_call_id": "call_mail", "approved": True, "call": 1, "attempt": 1}
+    assert approve(api, turn_id, body).status_code == 200
+    again = approve(api, turn_id, body)
+    assert again.status_code == 409
+    assert again.json()["detail"] in (
+        "This call was already answered (approved); nothing waits for it any more.",
+        "This turn has ended (done): nothing waits for an approval any more.",
+    )
+    done = ended(api, turn_id)
+    assert done["status"] == "done"
+    assert email_tool == [("bob@example.com", "hello")]
+    late = approve(api, turn_id, {"tool_call_id": "call_mail", "approved": False})
+    assert late.status_code == 409
+    assert late.json()["detail"] == (
+        "This turn has ended (done): nothing waits for an approval any more."
+    )
+    assert api.get(f"/api/v1/turns/{turn_id}/").json()["tools_used"] == ["send_email"]
+
+
+def test_an_answer_to_a_call_of_an_attempt_taken_over_is_409(api, bob, session):
+    """A worker died while the turn waited; the new attempt asks for the same call (same id):
+    the old attempt's answer (naming it) is a 409 and does not answer the new one."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.turns import turn_claim, turn_recover_stale
+    from tests.agents.approval_tools import pause
+
+    first = turn_claim(turn_id=turn_start(session=session, message="mail bob").pk)
+    assert pause(first, "call_mail", EMAIL)
+    Turn.objects.filter(pk=first.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert [t.pk for t in turn_recover_stale(session_id=session.pk).requeued] == [first.pk]
+    second = turn_claim(turn_id=first.pk)
+    assert second.attempts == 2
+    assert pause(second, "call_mail", EMAIL)
+    stale = {"tool_call_id": "call_mail", "approved": True, "call": 1, "attempt": 1}
+    response = approve(api, first.pk, stale)
+    assert response.status_code == 409
+    assert "attempt 1" in response.json()["detail"]
+    assert "call 1 of attempt 2" in response.json()["detail"]
+    assert Turn.objects.get(pk=first.pk).status == "awaiting_approval"
+    # bob, naming the right call, still gets a 404.
+    fresh = {**stale, "attempt": 2}
+    assert approve(bearer_client(bob), first.pk, fresh).status_code == 404
+    assert approve(api, first.pk, fresh).status_code == 200

@@ -1,0 +1,139 @@
+"""A worker SIGKILLed while the tool it was approved to run is running: the recovery job hands
+the turn to the other worker (attempt 2), which asks for the same call again instead of running
+it on the dead attempt's answer, and says the call may already have run (served for real: daphne,
+two Celery workers and beat on PostgreSQL and Redis; the model repeats the call id)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+
+from .conftest import Client, Stack, deploy_env
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+EMAIL = {"to": "bob@example.com", "subject": "hello"}
+
+
+@pytest.fixture(scope="module")
+def tool_log(tmp_path_factory) -> Path:
+    """One line per run of the slow tool (tests.agents.approval_tools.slow_send_email)."""
+    path = tmp_path_factory.mktemp("approval-kill") / "sent.txt"
+    path.touch()
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(model_server, database, fresh_redis, tmp_path_factory, tool_log) -> Iterator[Stack]:
+    env = deploy_env(
+        tmp_path_factory.mktemp("approval-kill-var"),
+        model_server.base_url,
+        database.url,
+        AGENT_TOOLS="tests.agents.approval_tools.slow_send_email",
+        APPROVAL_TOOL_LOG=str(tool_log),
+        AGENT_APPROVAL_SECONDS="120",
+        AGENT_TURN_STALE_SECONDS="6",
+        TURN_HEARTBEAT_SECONDS="1",
+        TURN_RECOVERY_SECONDS="2",
+        AGENT_TURN_ATTEMPTS="2",
+        API_TURN_WAIT_SECONDS="60",
+    )
+    stack = Stack(tmp_path_factory.mktemp("approval-kill-logs"), env)
+    try:
+        stack.prepare(env)
+        stack.web("web1")
+        stack.worker("worker1")
+        stack.worker("worker2")
+        stack.beat()
+        yield stack
+    finally:
+        stack.stop_all()
+
+
+def until(check, what: str, seconds: float = 60):
+    """`check()`'s first true value, looked at every 0.1 s."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {seconds} s")
+
+
+def runs(tool_log: Path) -> list[str]:
+    return tool_log.read_text().splitlines()
+
+
+def test_a_call_running_when_its_worker_is_killed_is_asked_about_again(
+    stack, llm, database, tool_log
+):
+    client = Client(stack.urls["web1"], stack.api_key("approver"))
+    session = client.post("/sessions/", {"name": "killed mid-call"})
+    # Attempt 1 gets the first call and dies running it; attempt 2 gets the same call, with the
+    # same id (the model server repeats ids), then the reply.
+    llm.queue(
+        ToolCalls([ToolCall("slow_send_email", EMAIL, id="call_1")]),
+        ToolCalls([ToolCall("slow_send_email", EMAIL, id="call_1")]),
+        Reply("I did not send it again."),
+    )
+    turn = client.post(
+        f"/sessions/{session['id']}/turns/", {"message": "mail bob", "wait": True}, 202
+    )
+    turn_id = turn["id"]
+    first = turn["pending_approval"]
+    assert turn["status"] == "awaiting_approval", turn
+    assert (first["tool_call_id"], first["attempt"], first["call"]) == ("call_1", 1, 1)
+    assert first["may_have_run"] is False
+    answer = {"tool_call_id": "call_1", "approved": True, "call": 1, "attempt": 1}
+    client.post(f"/turns/{turn_id}/approve/", answer, 200)
+
+    # The tool runs (its minute has begun): the worker running it is killed.
+    until(lambda: runs(tool_log), "the tool never started")
+    rows = database.query(
+        "SELECT metadata->>'worker' FROM sessions_app_turn WHERE id = %s", turn_id
+    )
+    pid = int(rows[0][0].rsplit(":", 1)[1])
+    os.kill(pid, signal.SIGKILL)
+    name = next(n for n, p in stack.procs.items() if p.pid == pid)
+    stack.procs.pop(name).wait(10)
+
+    # The other worker takes the turn over and asks again, saying the call may have run.
+    def asked_again() -> dict | None:
+        now = client.get(f"/turns/{turn_id}/")
+        pending = now["pending_approval"]
+        return now if pending is not None and pending["attempt"] == 2 else None
+
+    waiting = until(asked_again, "attempt 2 never asked for the call")
+    pending = waiting["pending_approval"]
+    assert waiting["status"] == "awaiting_approval"
+    assert (pending["tool_call_id"], pending["call"], pending["args"]) == ("call_1", 1, EMAIL)
+    assert pending["may_have_run"] is True
+    assert "may already have run" in pending["note"]
+    assert runs(tool_log) == ["bob@example.com hello"]  # not run again without an answer
+    (record,) = database.query(
+        "SELECT metadata->'may_have_run' FROM sessions_app_turn WHERE id = %s", turn_id
+    )[0]
+    assert [(r["tool_call_id"], r["attempt"], r["args"]) for r in record] == [("call_1", 1, EMAIL)]
+
+    # The dead attempt's answer is a 409; the owner refuses the new ask; the turn ends.
+    stale = client.http.post(f"/api/v1/turns/{turn_id}/approve/", json=answer)
+    assert stale.status_code == 409, stale.text
+    assert "attempt 1" in stale.json()["detail"]
+    refuse = {"tool_call_id": "call_1", "approved": False, "call": 1, "attempt": 2}
+    client.post(f"/turns/{turn_id}/approve/", refuse, 200)
+    done = until(
+        lambda: (t := client.get(f"/turns/{turn_id}/"))["status"] == "done" and t,
+        "the turn never finished",
+    )
+    assert done["reply"] == "I did not send it again."
+    assert done["tools_used"] == []
+    assert runs(tool_log) == ["bob@example.com hello"]
+    client.close()
