@@ -58,9 +58,10 @@ def test_a_rewind_that_deletes_only_file_edits_and_a_checkpoint_is_a_warning(as_
     the branch restored from it, and the dialog says so."""
     say(branch, "one", "reply one")
     file_write(branch=branch, path="plan.md", content="v1")
+    file_write(branch=branch, path="old.md", content="old")
     first = checkpoint_create(branch=branch, name="first")
     file_write(branch=branch, path="plan.md", content="v2")
-    file_delete(branch=branch, path="plan.md")
+    file_delete(branch=branch, path="old.md")
     second = checkpoint_create(branch=branch, name="second")
     checkpoint_restore(checkpoint=second)
 
