@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
@@ -18,6 +17,7 @@ from workspace.selectors import FilesChange, checkpoint_files, files_change, wor
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
+from .rewinds import rewind_cut
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
@@ -174,24 +174,6 @@ def unused_checkpoint_name(session_id: int, name: str, *, limit: int = NAME_MAX_
         number += 1
 
 
-def branches_forked_after(branch_id: int, position: int) -> list[int]:
-    """Branches that inherit any message at or after `position` of `branch_id`, with all their
-    descendants: the branches a rewind to `position` would leave without their history."""
-    q = connection.ops.quote_name
-    table = q(InternalSession._meta.db_table)
-    sql = f"""
-        WITH RECURSIVE doomed(id) AS (
-            SELECT id FROM {table} WHERE parent_id = %s AND fork_position > %s
-            UNION ALL
-            SELECT c.id FROM {table} c JOIN doomed d ON c.parent_id = d.id
-        )
-        SELECT id FROM doomed
-    """  # noqa: S608 - quoted names and constants; values are parameters
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [branch_id, position])
-        return [row[0] for row in cursor.fetchall()]
-
-
 def irreversible_effects(
     checkpoint: Checkpoint, *, mode: str, current: InternalSession | None
 ) -> list[Message]:
@@ -204,7 +186,7 @@ def irreversible_effects(
     position = checkpoint.message_count
     if mode == "rewind":
         found = [m for m in history_effects(branch, start=position) if m.branch_id == branch.pk]
-        doomed = branches_forked_after(branch.pk, position)
+        doomed = rewind_cut(branch, position, files_mark=checkpoint.files_mark).branches
         if doomed:
             found += Message.objects.filter(
                 branch_id__in=doomed, role=Message.Role.TOOL, effect=Effect.EXTERNAL
@@ -237,19 +219,18 @@ def restore_outcome(checkpoint: Checkpoint, *, current: InternalSession) -> Rest
 
 
 def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:
-    """What a rewind to `checkpoint` would discard: later messages of its branch, later
-    checkpoints (its branch's and those of the branches that would go), and the branches forked
-    from the discarded part (with their descendants)."""
+    """What a rewind to `checkpoint` would delete, by the rewind's own rule (rewinds.rewind_cut):
+    the later messages of its branch, the checkpoints that captured anything it deletes (its
+    branch's and those of the branches that would go), the branches forked from what it deletes
+    (with their descendants), and the file versions written after the checkpoint."""
     branch = checkpoint.branch
     position = checkpoint.message_count
-    doomed = branches_forked_after(branch.pk, position)
-    later = Checkpoint.objects.filter(branch=branch, message_count__gt=position).count()
-    if doomed:
-        later += Checkpoint.objects.filter(branch_id__in=doomed).count()
+    cut = rewind_cut(branch, position, files_mark=checkpoint.files_mark)
     return {
         "messages": max(0, branch.message_count - position),
-        "checkpoints": later,
-        "branches": len(doomed),
+        "checkpoints": cut.checkpoints().count(),
+        "branches": len(cut.branches),
+        "files": cut.versions().count(),
     }
 
 

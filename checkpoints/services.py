@@ -34,9 +34,9 @@ from workspace.services import versions_delete
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
+from .rewinds import rewind_cut
 from .selectors import (
     auto_checkpoints_beyond,
-    branches_forked_after,
     irreversible_effects,
     unused_checkpoint_name,
 )
@@ -197,30 +197,25 @@ def _rewind_locked(
 ) -> list[DeletedCheckpoint]:
     """Cut `branch` (row locked, session locked) back to `position` messages, and its workspace
     back to `files_mark` (a checkpoint's; without one, to the files as they stood when the
-    message at `position` was sent)."""
+    message at `position` was sent). What goes is rewinds.rewind_cut's: the later messages and
+    file versions, and every checkpoint and branch that captured any of them."""
     if not branch.fork_position <= position <= branch.message_count:
         raise RewindOutOfRange(
             f"Cannot rewind to message {position}: this branch holds messages "
             f"{branch.fork_position} to {branch.message_count} of its history."
         )
-    doomed = branches_forked_after(branch.pk, position)
-    later = Checkpoint.objects.filter(branch_id=branch.pk, message_count__gt=position)
-    deleted = _snapshot(later)
+    cut = rewind_cut(branch, position, files_mark=files_mark)
+    deleted = _snapshot(cut.checkpoints())
+    doomed = cut.branches
     if doomed:
-        deleted += _snapshot(Checkpoint.objects.filter(branch_id__in=doomed))
         # Children first, so the deletion never walks a deep chain of parents.
         Message.objects.filter(branch_id__in=doomed).delete()
         versions_delete(FileVersion.objects.filter(branch_id__in=doomed))
         Checkpoint.objects.filter(branch_id__in=doomed).delete()
         InternalSession.objects.filter(pk__in=doomed).delete()
     Message.objects.filter(branch_id=branch.pk, position__gte=position).delete()
-    later_files = FileVersion.objects.filter(branch_id=branch.pk)
-    if files_mark is None:
-        later_files = later_files.filter(position__gt=position)
-    else:
-        later_files = later_files.filter(id__gt=files_mark)
-    versions_delete(later_files)
-    later.delete()
+    versions_delete(cut.versions())
+    cut.own_checkpoints().delete()
     updates: dict[str, Any] = {"message_count": position}
     if session_state is not None:
         updates["session_state"] = session_state
@@ -273,8 +268,9 @@ def checkpoint_restore(
     """Restore a checkpoint.
 
     `branch`: a new current branch whose history is the checkpoint's; nothing is lost.
-    `rewind`: the checkpoint's own branch is cut back to it; its later messages and checkpoints,
-    and the branches forked from the discarded part, are deleted and returned.
+    `rewind`: the checkpoint's own branch is cut back to it; its later messages and file
+    versions go, with every checkpoint and branch that captured any of them (rewinds.rewind_cut),
+    and the deleted checkpoints are returned.
     With `session`, a checkpoint of any other session is reported as not found.
     """
     if mode not in RESTORE_MODES:

@@ -488,6 +488,8 @@ class Checkpoint(models.Model):
                 fields=["branch", "is_auto", "-created_at"], name="checkpoint_branch_auto"
             ),
             models.Index(fields=["branch", "message_count"], name="checkpoint_branch_position"),
+            # Which checkpoints hold a version (files_mark >= its id): a rewind's cut, coalescing.
+            models.Index(fields=["branch", "files_mark"], name="checkpoint_branch_files_mark"),
             models.Index(fields=["created_at"], name="checkpoint_created"),
         ]
         # An imported checkpoint's time stays where Python can read it back.
@@ -563,6 +565,8 @@ class FileVersion(models.Model):
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["branch", "id"], name="fileversion_branch_id"),
             models.Index(fields=["branch", "path", "id"], name="fileversion_branch_path"),
+            # The first version written after a message (a fork's or a rewind's cut).
+            models.Index(fields=["branch", "position", "id"], name="fileversion_branch_position"),
         ]
         constraints: ClassVar[list[models.BaseConstraint]] = [
             time_in_range("created_at", name="fileversion_created_at_in_range"),

@@ -1,7 +1,8 @@
 """Writes to a workspace: a file written or deleted is one new version row (a deletion has no
 content), its content one blob stored once per session. Nothing is ever updated or copied: a
 checkpoint marks the versions so far, a restore reads along the lineage, a rewind deletes the
-branch's later versions (checkpoints.services).
+branch's later versions (checkpoints.rewinds). A rewrite at the same position replaces the
+version it follows when no checkpoint or branch needs it (coalescing).
 
 Every write takes its owner's row (accounts.services.lock_user: the per-user quota counts
 across their sessions), then the session's lock, then the branch's row
@@ -29,6 +30,7 @@ from sessions_app.file_rows import blobs_collect, versions_delete
 from sessions_app.models import ExternalSession, FileVersion, InternalSession, Turn, WorkspaceBlob
 from sessions_app.services import lock_session
 
+from .coalescing import previous_version_coalesce
 from .errors import FileNotFoundInWorkspace, TooManyFiles
 from .quota import quota_check
 from .selectors import WorkspaceFile, workspace_files
@@ -151,6 +153,7 @@ def file_write(
         turn=turn,
         metadata=meta,
     )
+    previous_version_coalesce(version)
     events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
     return Written(
         WorkspaceFile(clean, blob.size, blob.sha256, version.created_at, version.pk, blob.pk),
@@ -186,7 +189,7 @@ def file_delete(
     locked = _locked_branch(branch, turn)
     if not any(f.path == clean for f in workspace_files(locked, path=clean)):
         raise FileNotFoundInWorkspace(clean)
-    FileVersion.objects.create(
+    deletion = FileVersion.objects.create(
         branch_id=locked.pk,
         position=locked.message_count,
         path=clean,
@@ -194,5 +197,6 @@ def file_delete(
         turn=turn,
         metadata=meta,
     )
+    previous_version_coalesce(deletion)
     events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
     return clean

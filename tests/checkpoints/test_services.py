@@ -10,6 +10,7 @@ from checkpoints.selectors import (
     find_session_checkpoint,
     get_checkpoint_for_user,
     lineage_checkpoints,
+    rewind_preview,
     session_checkpoints,
 )
 from checkpoints.services import (
@@ -23,8 +24,15 @@ from core.errors import InvalidInput, TooLarge
 from sessions_app.errors import BranchNotFound, RewindOutOfRange
 from sessions_app.models import InternalSession, Message
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.services import branch_set_state, session_create
+from sessions_app.services import (
+    branch_activate,
+    branch_set_state,
+    message_append,
+    session_create,
+)
 from tests.conftest import contents, grow, say
+from workspace.selectors import workspace_file, workspace_files
+from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db
 
@@ -252,6 +260,132 @@ def test_rewind_by_position_cuts_the_branch(branch):
     assert deleted == []
     branch.refresh_from_db()
     assert contents(branch_history(branch)) == ["a"]
+
+
+def files_of(branch, mark=None) -> dict[str, str]:
+    """path -> content of the branch's workspace (as of `mark`)."""
+    return {
+        f.path: workspace_file(branch, f.path, mark=mark)[1]
+        for f in workspace_files(branch, mark=mark)
+    }
+
+
+@pytest.fixture
+def edited_between(branch):
+    """Two checkpoints at the same message count with only file edits between them (the Files
+    panel, PUT or DELETE on the files API), and a branch restored from the second."""
+    say(branch, "write the plan")
+    file_write(branch=branch, path="plan.md", content="v0")
+    early = checkpoint_create(branch=branch, name="early")
+    checkpoint_restore(checkpoint=early)  # a branch that holds nothing a rewind to `first` deletes
+    say(branch, "done")
+    file_write(branch=branch, path="plan.md", content="v1")
+    file_write(branch=branch, path="old.txt", content="old")
+    first = checkpoint_create(branch=branch, name="first")
+    file_write(branch=branch, path="plan.md", content="v2")
+    file_delete(branch=branch, path="old.txt")
+    second = checkpoint_create(branch=branch, name="second")
+    from_second = checkpoint_restore(checkpoint=second).branch
+    branch_activate(branch=branch)
+    return first, second, from_second
+
+
+def test_a_rewind_deletes_a_checkpoint_at_its_position_that_holds_files_it_deletes(
+    session, branch, edited_between
+):
+    first, second, from_second = edited_between
+    assert files_of(from_second) == {"plan.md": "v2"}
+    branches = set(InternalSession.objects.filter(session=session).values_list("pk", flat=True))
+
+    result = checkpoint_restore(checkpoint=first, mode="rewind")
+
+    assert [d.id for d in result.deleted_checkpoints] == [second.pk]
+    assert not Checkpoint.objects.filter(pk=second.pk).exists()
+    assert Checkpoint.objects.filter(branch__session=session).count() == 2  # early, first
+    remaining = set(InternalSession.objects.filter(session=session).values_list("pk", flat=True))
+    assert remaining == branches - {from_second.pk}
+    assert files_of(branch) == {"old.txt": "old", "plan.md": "v1"}
+    assert contents(branch_history(branch)) == ["write the plan", "done"]
+
+
+def views(session) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """What every checkpoint and branch of the session shows: its messages and its files."""
+    shown = {}
+    for cp in Checkpoint.objects.filter(branch__session=session).select_related("branch"):
+        history = branch_history(cp.branch, end=cp.message_count)
+        shown[f"checkpoint {cp.checkpoint_name}"] = (contents(history), checkpoint_files_of(cp))
+    for b in InternalSession.objects.filter(session=session):
+        shown[f"branch {b.pk}"] = (contents(branch_history(b)), files_of(b))
+    return shown
+
+
+def test_a_rewind_never_changes_what_a_kept_checkpoint_or_branch_shows(
+    session, branch, edited_between
+):
+    first, _, _ = edited_between
+    before = views(session)
+
+    checkpoint_restore(checkpoint=first, mode="rewind")
+
+    after = views(session)
+    del before[f"branch {branch.pk}"], after[f"branch {branch.pk}"]
+    assert {name: before[name] for name in after} == after
+
+
+def test_a_rewind_to_the_later_checkpoint_at_a_position_keeps_the_earlier_one(
+    branch, edited_between
+):
+    first, second, from_second = edited_between
+    from_first = checkpoint_restore(checkpoint=first).branch
+    file_write(branch=branch, path="after.txt", content="after the second")
+    third = checkpoint_create(branch=branch, name="third")
+
+    result = checkpoint_restore(checkpoint=second, mode="rewind")
+
+    assert [d.id for d in result.deleted_checkpoints] == [third.pk]
+    assert checkpoint_files_of(first) == {"old.txt": "old", "plan.md": "v1"}
+    assert checkpoint_files_of(second) == {"plan.md": "v2"}
+    assert files_of(from_first) == {"old.txt": "old", "plan.md": "v1"}
+    assert files_of(from_second) == {"plan.md": "v2"}
+    assert files_of(branch) == {"plan.md": "v2"}
+
+
+def test_the_rewind_preview_counts_what_the_rewind_deletes(branch, edited_between):
+    first, _, _ = edited_between
+    say(branch, "c", "d")
+    file_write(branch=branch, path="later.txt", content="later")
+
+    preview = rewind_preview(first)
+    before = Message.objects.count(), InternalSession.objects.count()
+    deleted = checkpoint_restore(checkpoint=first, mode="rewind").deleted_checkpoints
+
+    assert preview == {"messages": 2, "checkpoints": 1, "branches": 1, "files": 3}
+    assert len(deleted) == preview["checkpoints"]
+    gone = before[0] - Message.objects.count(), before[1] - InternalSession.objects.count()
+    assert gone == (preview["messages"], preview["branches"])
+
+
+def test_a_rewind_by_position_deletes_a_checkpoint_that_holds_later_files(branch):
+    """A checkpoint the agent makes during a turn sits before the turn's message but holds the
+    files the agent wrote so far: cutting the branch back to its position deletes those files,
+    so it goes too."""
+    say(branch, "a", "b")
+    message_append(branch=branch, role="user", content="write it")
+    file_write(branch=branch, path="out.txt", content="by the turn")
+    during = checkpoint_create(branch=branch, name="during the turn", at=2)
+    child = checkpoint_restore(checkpoint=during).branch
+    assert files_of(child) == {"out.txt": "by the turn"}
+
+    deleted = branch_rewind(branch=branch, position=2)
+
+    assert [d.id for d in deleted] == [during.pk]
+    assert not InternalSession.objects.filter(pk=child.pk).exists()
+    assert files_of(branch) == {}
+
+
+def checkpoint_files_of(checkpoint) -> dict[str, str]:
+    checkpoint.refresh_from_db()
+    return files_of(checkpoint.branch, mark=checkpoint.files_mark)
 
 
 # --- cost does not grow with the conversation --------------------------------------------------

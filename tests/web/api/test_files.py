@@ -146,7 +146,9 @@ def test_a_file_past_the_file_limit_is_413_but_replacing_one_is_not(api, session
     assert response.status_code == 413
     assert "WORKSPACE_MAX_FILES" in response.json()["detail"]
     assert _put(api, session, "a.txt", "again").status_code == 200
-    assert FileVersion.objects.count() == 3
+    # The refused write left nothing; the replacement took the place of the first version.
+    assert sorted(FileVersion.objects.values_list("path", flat=True)) == ["a.txt", "b.txt"]
+    assert api.get(_files(session) + "a.txt").content == b"again"
 
 
 def test_a_file_where_a_folder_is_or_inside_a_file_is_409(api, session):
@@ -231,3 +233,27 @@ def test_a_restore_answers_the_external_effects_it_leaves_behind(api, session, b
 def test_a_workspace_write_by_the_service_is_listed_too(api, session, branch):
     file_write(branch=branch, path="from/agent.py", content="print('hi')\n", by="agent")
     assert [f["path"] for f in api.get(_files(session)).json()["results"]] == ["from/agent.py"]
+
+
+def test_a_rewind_deletes_and_lists_a_checkpoint_that_holds_later_file_edits(api, session):
+    """Two checkpoints with only file edits between them (PUT, DELETE), a branch restored from
+    the second, then a rewind to the first: the second and its branch hold edits the rewind
+    deletes, so they go and are listed; neither shows the first's files."""
+    _put(api, session, "plan.md", "v1")
+    checkpoints = f"/api/v1/sessions/{session.pk}/checkpoints/"
+    first = api.post(checkpoints, {"name": "first"}, format="json").json()["id"]
+    _put(api, session, "plan.md", "v2")
+    assert api.delete(_files(session) + "plan.md").status_code == 204
+    _put(api, session, "new.md", "new")
+    second = api.post(checkpoints, {"name": "second"}, format="json").json()["id"]
+    restored = api.post(f"/api/v1/checkpoints/{second}/restore/", {}, format="json").json()
+
+    response = api.post(f"/api/v1/checkpoints/{first}/restore/", {"mode": "rewind"}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["deleted_checkpoints"] == [second]
+    assert api.get(f"/api/v1/checkpoints/{second}/").status_code == 404
+    branches = api.get(f"/api/v1/sessions/{session.pk}/branches/").json()["results"]
+    assert restored["branch"]["id"] not in [b["id"] for b in branches]
+    assert api.get(_files(session) + "plan.md").content == b"v1"
+    assert api.get(_files(session) + "new.md").status_code == 404

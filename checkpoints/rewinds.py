@@ -1,0 +1,111 @@
+"""What a rewind deletes: one rule, read by the rewind itself and by every preview of it.
+
+A rewind cuts a branch back to a point: `position` messages, and the workspace as of a file mark
+(a checkpoint's `files_mark`; for a rewind by position, the files as they stood when the message
+at `position` was sent, as an edit's fork sees them: `sessions_app.selectors.fork_mark`). It
+deletes the branch's messages from `position` on and its file versions past the mark, and with
+them everything that captured any of those: the branch's checkpoints past `position` or whose
+`files_mark` reaches the first deleted version, and the branches forked from it past `position`
+or whose `fork_file_mark` reaches that version (with all their descendants, which read through
+them). Whatever it keeps shows exactly what it showed before.
+
+Version ids only grow, so "captured a deleted version" is one comparison against the smallest
+deleted id, and every read here is one index lookup or range (the branch's versions by id, its
+checkpoints by position and by mark, its children): the cost does not grow with the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Q, QuerySet
+
+from sessions_app.models import FileVersion, InternalSession
+
+from .models import Checkpoint
+
+# Past any version id: a bound no mark reaches (a BIGINT on both databases).
+NO_VERSION = 2**62
+
+
+@dataclass(frozen=True)
+class RewindCut:
+    """What cutting branch `branch_id` back to `position` messages deletes (rewind_cut)."""
+
+    branch_id: int
+    position: int
+    # The smallest id of the branch's file versions it deletes (it deletes every one from this
+    # id on); None when it deletes no version.
+    first_version: int | None
+    # The forked branches that inherit anything it deletes, with all their descendants.
+    branches: list[int]
+
+    def versions(self) -> QuerySet[FileVersion]:
+        """The branch's own file versions it deletes."""
+        if self.first_version is None:
+            return FileVersion.objects.none()
+        return FileVersion.objects.filter(branch_id=self.branch_id, id__gte=self.first_version)
+
+    def own_checkpoints(self) -> QuerySet[Checkpoint]:
+        """The branch's checkpoints that captured a message or a file version it deletes."""
+        captured = Q(message_count__gt=self.position)
+        if self.first_version is not None:
+            captured |= Q(files_mark__gte=self.first_version)
+        return Checkpoint.objects.filter(captured, branch_id=self.branch_id)
+
+    def checkpoints(self) -> QuerySet[Checkpoint]:
+        """Every checkpoint it deletes: the branch's own (own_checkpoints) and those of the
+        branches it deletes."""
+        own = self.own_checkpoints()
+        if not self.branches:
+            return own
+        return own | Checkpoint.objects.filter(branch_id__in=self.branches)
+
+
+def rewind_cut(
+    branch: InternalSession, position: int, *, files_mark: int | None = None
+) -> RewindCut:
+    """What a rewind of `branch` to `position` messages, and its workspace to `files_mark` (a
+    checkpoint's; None: as the files stood when the message at `position` was sent), deletes.
+    Two queries: the first version past the mark, and the forks that captured anything."""
+    versions = FileVersion.objects.filter(branch_id=branch.pk)
+    if files_mark is None:
+        # fork_mark's cut: the versions from the first one written after that message.
+        versions = versions.filter(position__gt=position)
+    else:
+        versions = versions.filter(id__gt=files_mark)
+    first = versions.order_by("id").values_list("id", flat=True).first()
+    return RewindCut(
+        branch_id=branch.pk,
+        position=position,
+        first_version=first,
+        branches=branches_forked_after(branch.pk, position, first_version=first),
+    )
+
+
+def branches_forked_after(
+    branch_id: int, position: int, *, first_version: int | None = None
+) -> list[int]:
+    """Branches forked from `branch_id` that inherit any message at or after `position`, or any
+    of its file versions from `first_version` on (a fork sees its parent's versions up to its
+    `fork_file_mark`; none recorded: all of them), with all their descendants: the branches a
+    rewind that deletes those would leave without their history."""
+    q = connection.ops.quote_name
+    table = q(InternalSession._meta.db_table)
+    params: list[int] = [branch_id, position]
+    captured = "fork_position > %s"
+    if first_version is not None:
+        captured += " OR COALESCE(fork_file_mark, %s) >= %s"
+        params += [NO_VERSION, first_version]
+    sql = f"""
+        WITH RECURSIVE doomed(id) AS (
+            SELECT id FROM {table} WHERE parent_id = %s AND ({captured})
+            UNION ALL
+            SELECT c.id FROM {table} c JOIN doomed d ON c.parent_id = d.id
+        )
+        SELECT id FROM doomed
+    """  # noqa: S608 - quoted names and constants; values are parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]

@@ -1,0 +1,58 @@
+"""Coalescing: a path written (or deleted) again at the same position of the same branch replaces
+its previous version there when nothing needs that version, so 100 rewrites of a file between two
+messages keep one version, not 100.
+
+Nothing can tell the previous version from the new one but a mark that lies between them: a
+checkpoint's `files_mark` or a fork's `fork_file_mark` at or past the previous version's id (it
+shows the previous version; workspace.selectors), or a version of the branch at a later position
+written since (a rewind by position, or an edit's fork, would cut between the two). Neither can
+a turn's end: a version a turn wrote gives way only to one of the same turn or of a person, so a
+turn that fails and loses its writes never takes a person's write with it. With none of those,
+deleting the previous version changes what no branch and no checkpoint shows, and the rewind's
+cut (checkpoints.rewinds) keeps or deletes the new version exactly as it would have the previous
+one. Each check is one index lookup; the writer holds the session's lock, so no checkpoint or
+fork comes in between.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+
+from sessions_app.file_rows import blobs_collect
+from sessions_app.models import Checkpoint, FileVersion, InternalSession
+
+
+def version_needed(version_id: int, *, branch_id: int, position: int) -> bool:
+    """Whether a checkpoint, a fork or a later position of `branch_id` tells the version
+    `version_id` (written at `position`) from a version of its path written after it."""
+    if Checkpoint.objects.filter(branch_id=branch_id, files_mark__gte=version_id).exists():
+        return True
+    forks = InternalSession.objects.filter(parent_id=branch_id)
+    if forks.filter(Q(fork_file_mark__isnull=True) | Q(fork_file_mark__gte=version_id)).exists():
+        return True
+    return FileVersion.objects.filter(
+        branch_id=branch_id, position__gt=position, id__gt=version_id
+    ).exists()
+
+
+def previous_version_coalesce(version: FileVersion) -> bool:
+    """Delete the version of `version`'s path that `version` (just written) replaces, when it
+    is at the same position of the same branch and nothing needs it (version_needed), with its
+    content when nothing else uses it. Call under the session's lock. Whether it went."""
+    same_path = FileVersion.objects.filter(branch_id=version.branch_id, path=version.path)
+    previous = (
+        same_path.filter(id__lt=version.pk)
+        .order_by("-id")
+        .values("id", "position", "turn_id", "blob_id")
+        .first()
+    )
+    if previous is None or previous["position"] != version.position:
+        return False
+    if version.turn_id is not None and previous["turn_id"] != version.turn_id:
+        return False
+    if version_needed(previous["id"], branch_id=version.branch_id, position=version.position):
+        return False
+    FileVersion.objects.filter(pk=previous["id"]).delete()
+    if previous["blob_id"] is not None:
+        blobs_collect([previous["blob_id"]])
+    return True
