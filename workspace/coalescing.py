@@ -35,22 +35,38 @@ def version_needed(version_id: int, *, branch_id: int, position: int) -> bool:
     ).exists()
 
 
+def replaced_version(
+    *, branch_id: int, path: str, position: int, turn_id: int | None, before: int | None = None
+) -> dict[str, int | None] | None:
+    """The version of `path` (its `id` and `blob_id`) that a new version of it on `branch_id` at
+    `position`, by the turn `turn_id` (None: a person), replaces: its newest one (written before
+    the version `before`, when given), when it is at the same position and nothing needs it
+    (version_needed). None when it stays. Call under the session's lock."""
+    same_path = FileVersion.objects.filter(branch_id=branch_id, path=path)
+    if before is not None:
+        same_path = same_path.filter(id__lt=before)
+    previous = same_path.order_by("-id").values("id", "position", "turn_id", "blob_id").first()
+    if previous is None or previous["position"] != position:
+        return None
+    if turn_id is not None and previous["turn_id"] != turn_id:
+        return None
+    if version_needed(previous["id"], branch_id=branch_id, position=position):
+        return None
+    return {"id": previous["id"], "blob_id": previous["blob_id"]}
+
+
 def previous_version_coalesce(version: FileVersion) -> bool:
-    """Delete the version of `version`'s path that `version` (just written) replaces, when it
-    is at the same position of the same branch and nothing needs it (version_needed), with its
-    content when nothing else uses it. Call under the session's lock. Whether it went."""
-    same_path = FileVersion.objects.filter(branch_id=version.branch_id, path=version.path)
-    previous = (
-        same_path.filter(id__lt=version.pk)
-        .order_by("-id")
-        .values("id", "position", "turn_id", "blob_id")
-        .first()
+    """Delete the version of `version`'s path that `version` (just written) replaces
+    (replaced_version), with its content when nothing else uses it. Call under the session's
+    lock. Whether it went."""
+    previous = replaced_version(
+        branch_id=version.branch_id,
+        path=version.path,
+        position=version.position,
+        turn_id=version.turn_id,
+        before=version.pk,
     )
-    if previous is None or previous["position"] != version.position:
-        return False
-    if version.turn_id is not None and previous["turn_id"] != version.turn_id:
-        return False
-    if version_needed(previous["id"], branch_id=version.branch_id, position=version.position):
+    if previous is None:
         return False
     FileVersion.objects.filter(pk=previous["id"]).delete()
     if previous["blob_id"] is not None:

@@ -10,7 +10,7 @@ across their sessions), then the session's lock, then the branch's row
 ordered with checkpoints, forks and rewinds, and the quotas it checks (workspace.quota) cannot be
 passed by two writes at once. A write by a turn's agent names the turn: it is refused once the
 turn is no longer that worker's (cancelled, failed, taken over), and dropped with the turn's tool
-messages when the turn does not end `done` (sessions_app.file_rows.turn_writes_drop, called
+messages when the turn does not end `done` (sessions_app.captures.turn_writes_drop, called
 where sessions_app.turns ends it).
 """
 
@@ -30,7 +30,7 @@ from sessions_app.file_rows import blobs_collect, versions_delete
 from sessions_app.models import ExternalSession, FileVersion, InternalSession, Turn, WorkspaceBlob
 from sessions_app.services import lock_session
 
-from .coalescing import previous_version_coalesce
+from .coalescing import previous_version_coalesce, replaced_version
 from .errors import FileNotFoundInWorkspace, TooManyFiles
 from .quota import quota_check
 from .selectors import WorkspaceFile, workspace_files
@@ -88,13 +88,19 @@ def _lock_owner(session_id: int) -> int:
 
 
 def _within_quota(
-    locked: InternalSession, owner_id: int, sha: str, size: int
+    locked: InternalSession, owner_id: int, sha: str, size: int, *, adds_version: bool
 ) -> WorkspaceBlob | None:
     """The session's blob of that content if it holds one already; QuotaExceeded when one more
-    version (and, for a new content, its bytes) would pass a quota."""
+    version (unless the write replaces one: coalescing) and, for a new content, its bytes
+    would pass a quota."""
     blob = WorkspaceBlob.objects.filter(session_id=locked.session_id, sha256=sha).first()
     new_bytes = 0 if blob is not None else size
-    quota_check(session_id=locked.session_id, owner_id=owner_id, versions=1, new_bytes=new_bytes)
+    quota_check(
+        session_id=locked.session_id,
+        owner_id=owner_id,
+        versions=int(adds_version),
+        new_bytes=new_bytes,
+    )
     return blob
 
 
@@ -140,7 +146,13 @@ def file_write(
         )
     sha = sha256_of(text)
     size = len(text.encode("utf-8"))
-    blob = _within_quota(locked, owner_id, sha, size)
+    replaces = replaced_version(
+        branch_id=locked.pk,
+        path=clean,
+        position=locked.message_count,
+        turn_id=None if turn is None else turn.pk,
+    )
+    blob = _within_quota(locked, owner_id, sha, size, adds_version=replaces is None)
     if blob is None:
         blob = WorkspaceBlob.objects.create(
             session_id=locked.session_id, sha256=sha, content=text, size=size

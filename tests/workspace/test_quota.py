@@ -66,6 +66,8 @@ def test_a_write_past_the_sessions_version_quota_is_413_and_the_file_is_untouche
     no_quotas.WORKSPACE_SESSION_MAX_VERSIONS = 3
     for text in ("one", "two", "three"):
         assert _put(api, session, "notes.md", text).status_code in (200, 201)
+        # A checkpoint holds each version, so the next write cannot replace it (coalescing).
+        checkpoint_create(branch=branch, name=text)
 
     refused = _put(api, session, "notes.md", "four")
 
@@ -78,6 +80,19 @@ def test_a_write_past_the_sessions_version_quota_is_413_and_the_file_is_untouche
     assert FileVersion.objects.filter(branch=branch).count() == 3
     # A deletion is never refused: it stores no content.
     assert api.delete(_files_url(session, "notes.md")).status_code == 204
+
+
+@pytest.mark.django_db
+def test_a_rewrite_that_replaces_its_version_passes_a_full_version_quota(
+    api, session, branch, no_quotas
+):
+    no_quotas.WORKSPACE_SESSION_MAX_VERSIONS = 1
+    assert _put(api, session, "notes.md", "one").status_code == 201
+    # Before the next message, nothing holds the first version: the rewrite replaces it.
+    assert _put(api, session, "notes.md", "two").status_code == 200
+    assert _content(branch, "notes.md") == "two"
+    assert FileVersion.objects.filter(branch=branch).count() == 1
+    assert _put(api, session, "other.md", "x").status_code == 413
 
 
 @pytest.mark.django_db
@@ -123,6 +138,7 @@ def test_a_rewind_frees_the_versions_it_deletes(session, branch, no_quotas):
     checkpoint = checkpoint_create(branch=branch, name="before")
     say(branch, "go on", "ok")
     file_write(branch=branch, path="notes.md", content="v2")
+    say(branch, "and again", "ok")  # past v2's position: v3 could not replace it
     with pytest.raises(QuotaExceeded):
         file_write(branch=branch, path="notes.md", content="v3")
 
@@ -142,6 +158,7 @@ def test_an_upload_over_the_quota_shows_why_in_the_form_and_writes_nothing(
 ):
     no_quotas.WORKSPACE_SESSION_MAX_VERSIONS = 2
     file_write(branch=branch, path="docs/kept.txt", content="kept")
+    say(branch, "next", "ok")  # the upload's kept.txt cannot replace its version
     client.force_login(alice)
     uploads = [SimpleUploadedFile("a.txt", b"alpha"), SimpleUploadedFile("kept.txt", b"new")]
 
@@ -169,6 +186,7 @@ def test_the_files_panel_shows_the_storage_beside_the_quotas(
     no_quotas.WORKSPACE_SESSION_MAX_VERSIONS = 50
     no_quotas.WORKSPACE_USER_MAX_BYTES = 2048
     file_write(branch=branch, path="a.txt", content="x" * 1024)
+    say(branch, "next", "ok")  # two versions: the second cannot replace the first
     file_write(branch=branch, path="a.txt", content="y" * 1024)
     client.force_login(alice)
 
@@ -214,6 +232,7 @@ def test_an_import_over_the_users_quota_is_refused_and_makes_no_session(
     alice, session, branch, no_quotas
 ):
     file_write(branch=branch, path="a.txt", content="alpha")
+    say(branch, "next", "ok")  # two versions: the second cannot replace the first
     file_write(branch=branch, path="a.txt", content="beta")
     document = json.dumps(session_export(session=session))
     no_quotas.WORKSPACE_USER_MAX_VERSIONS = 3  # alice keeps 2; the copy would add 2
@@ -251,6 +270,7 @@ def test_the_dashboard_shows_each_users_files_beside_the_quota(
     no_quotas.WORKSPACE_USER_MAX_VERSIONS = 100
     file_write(branch=branch, path="a.txt", content="x" * 3000)
     file_write(branch=branch, path="b.txt", content="x" * 3000)  # the same content: stored once
+    say(branch, "next", "ok")  # the later versions cannot replace the earlier ones
     file_write(branch=branch, path="a.txt", content="y" * 1000)
     file_delete(branch=branch, path="b.txt")
     client.force_login(admin_user)
@@ -274,6 +294,7 @@ def test_the_sessions_the_dashboard_links_show_each_ones_workspace(
 ):
     no_quotas.WORKSPACE_SESSION_MAX_BYTES = 1024 * 1024
     file_write(branch=branch, path="a.txt", content="x" * 2048)
+    say(branch, "next", "ok")  # two versions: the second cannot replace the first
     file_write(branch=branch, path="a.txt", content="y" * 2048)
     empty = session_create(owner=alice, name="empty")
     client.force_login(admin_user)
