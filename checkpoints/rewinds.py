@@ -18,15 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection
 from django.db.models import Q, QuerySet
 
+from sessions_app.captures import branches_forked_after
 from sessions_app.models import FileVersion, InternalSession
 
 from .models import Checkpoint
-
-# Past any version id: a bound no mark reaches (a BIGINT on both databases).
-NO_VERSION = 2**62
 
 
 @dataclass(frozen=True)
@@ -82,30 +79,3 @@ def rewind_cut(
         first_version=first,
         branches=branches_forked_after(branch.pk, position, first_version=first),
     )
-
-
-def branches_forked_after(
-    branch_id: int, position: int, *, first_version: int | None = None
-) -> list[int]:
-    """Branches forked from `branch_id` that inherit any message at or after `position`, or any
-    of its file versions from `first_version` on (a fork sees its parent's versions up to its
-    `fork_file_mark`; none recorded: all of them), with all their descendants: the branches a
-    rewind that deletes those would leave without their history."""
-    q = connection.ops.quote_name
-    table = q(InternalSession._meta.db_table)
-    params: list[int] = [branch_id, position]
-    captured = "fork_position > %s"
-    if first_version is not None:
-        captured += " OR COALESCE(fork_file_mark, %s) >= %s"
-        params += [NO_VERSION, first_version]
-    sql = f"""
-        WITH RECURSIVE doomed(id) AS (
-            SELECT id FROM {table} WHERE parent_id = %s AND ({captured})
-            UNION ALL
-            SELECT c.id FROM {table} c JOIN doomed d ON c.parent_id = d.id
-        )
-        SELECT id FROM doomed
-    """  # noqa: S608 - quoted names and constants; values are parameters
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]

@@ -22,12 +22,13 @@ from django.utils import timezone
 from core import events
 from core.errors import InvalidInput
 from core.validation import JSONObject, clean_description, clean_metadata, clean_name
+from sessions_app.captures import branches_drop
 from sessions_app.errors import (
     BranchNotFound,
     RewindOutOfRange,
     SessionNotFound,
 )
-from sessions_app.models import ExternalSession, FileVersion, InternalSession, Message
+from sessions_app.models import ExternalSession, InternalSession, Message
 from sessions_app.selectors import file_mark
 from sessions_app.services import branch_fork, branch_make_current, lock_session
 from workspace.services import versions_delete
@@ -207,12 +208,7 @@ def _rewind_locked(
     cut = rewind_cut(branch, position, files_mark=files_mark)
     deleted = _snapshot(cut.checkpoints())
     doomed = cut.branches
-    if doomed:
-        # Children first, so the deletion never walks a deep chain of parents.
-        Message.objects.filter(branch_id__in=doomed).delete()
-        versions_delete(FileVersion.objects.filter(branch_id__in=doomed))
-        Checkpoint.objects.filter(branch_id__in=doomed).delete()
-        InternalSession.objects.filter(pk__in=doomed).delete()
+    branches_drop(doomed)
     Message.objects.filter(branch_id=branch.pk, position__gte=position).delete()
     versions_delete(cut.versions())
     cut.own_checkpoints().delete()

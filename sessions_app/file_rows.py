@@ -55,12 +55,11 @@ def _versions_delete(versions: QuerySet[FileVersion]) -> dict[tuple[int, int], s
     return touched
 
 
-def turn_writes_drop(turn_id: int) -> list[str]:
+def turn_versions_delete(turn_id: int) -> list[str]:
     """Delete what a turn's agent wrote to the workspace (its versions, and the contents only
-    they used), and say so with `workspace.changed` per branch after commit. Called, under the
-    session's lock and in the transaction that ends or restarts the turn, whenever the turn's
-    tool messages are not kept: it failed, was stopped, or runs again from its start. Returns
-    the paths touched."""
+    they used), and say so with `workspace.changed` per branch after commit. Call it through
+    captures.turn_writes_drop, which first drops what captured them. Returns the paths
+    touched."""
     touched = _versions_delete(FileVersion.objects.filter(turn_id=turn_id))
     for (session, branch), paths in sorted(touched.items()):
         events.workspace_changed(session=session, branch=branch, paths=paths)

@@ -10,8 +10,9 @@ given up on can never store an answer after the turn was handed to another one
 (`turn_recover_stale`). One reply is stored, once.
 
 What the turn's agent wrote to the workspace goes with its tool messages: kept when the turn ends
-`done`, deleted (file_rows.turn_writes_drop) in the same transaction when it fails, is stopped, or
-is claimed again to run from its start. Those changes take the session's lock first, like every
+`done`, deleted (captures.turn_writes_drop, with the checkpoints and branches that captured
+them) in the same transaction when it fails, is stopped, or is claimed again to run from its
+start. Those changes take the session's lock first, like every
 writer of a session's rows, so an agent's write in flight is either dropped or refused.
 """
 
@@ -40,7 +41,7 @@ from sessions_app.errors import (
 )
 
 from .approvals import with_may_have_run
-from .file_rows import turn_writes_drop
+from .captures import turn_writes_drop
 from .models import Effect, ExternalSession, InternalSession, Message, Turn
 from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked, session_update

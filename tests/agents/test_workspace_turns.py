@@ -129,3 +129,28 @@ def test_a_bad_path_is_a_refusal_the_model_reads_and_the_turn_goes_on(fake_llm, 
     assert sent["role"] == "tool"
     assert sent["content"].startswith("✗ ")
     assert not FileVersion.objects.exists()
+
+
+def test_a_checkpoint_taken_during_a_failed_turn_goes_with_the_writes_it_held(fake_llm, session):
+    """The agent's checkpoint mid-turn shows the turn's writes so far; the failed turn loses
+    them, so the checkpoint goes too (and is announced) rather than showing other files."""
+    fake_llm.queue(write("kept.md", "before"), Reply("Written."))
+    before = ask(session, "write kept.md")
+    fake_llm.queue(
+        write("notes.md", "half done"),
+        ToolCalls([ToolCall("create_checkpoint", {"name": "halfway"})]),
+        Error(500),
+        Error(500),
+        Error(500),
+    )
+    events: list = []
+    turn = ask(session, "write notes.md, checkpoint, then fail", events)
+    assert turn.status == "failed"
+    assert files_of(current_branch(session)) == {"kept.md": "before"}
+    assert not Checkpoint.objects.filter(checkpoint_name="halfway").exists()
+    gone = [e for e in events if e["type"] == "checkpoint.deleted"]
+    assert len(gone) == 1 and len(gone[0]["checkpoints"]) == 1
+    # What the earlier turn's checkpoint shows is untouched, and the branch counts right.
+    kept = Checkpoint.objects.get(pk=before.checkpoint_id)
+    assert [f.path for f in checkpoint_files(kept)] == ["kept.md"]
+    assert current_branch(session).checkpoint_count == Checkpoint.objects.count()

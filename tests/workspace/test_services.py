@@ -191,3 +191,32 @@ def test_the_errors_carry_the_codes_mapped_to_clear_statuses():
     assert FileTooLarge("x").code == TooManyFiles("x").code == "too_large"
     assert FileNotFoundInWorkspace("a.txt").code == "not_found"
     assert "'a.txt'" in FileNotFoundInWorkspace("a.txt").message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_branch_restored_from_a_turns_writes_goes_with_them_when_the_turn_fails(session):
+    """A restore from a checkpoint taken while a turn wrote forks a branch that shows those
+    writes; when the turn fails they are deleted, and so are that checkpoint and that branch
+    (the turn's branch is current again): nothing kept shows other files than it did."""
+    from checkpoints.models import Checkpoint
+    from checkpoints.services import checkpoint_create, checkpoint_restore
+    from sessions_app.models import InternalSession
+    from sessions_app.selectors import current_branch
+    from sessions_app.turns import turn_claim, turn_fail, turn_start
+
+    branch = current_branch(session)
+    file_write(branch=branch, path="kept.md", content="mine")
+    early = checkpoint_create(branch=branch, name="early")
+    turn = turn_claim(turn_id=turn_start(session=session, message="go").pk)
+    assert turn is not None
+    file_write(branch=branch, path="notes.md", content="half done", turn=turn, by="agent")
+    held = checkpoint_create(branch=branch, name="held")
+    forked = checkpoint_restore(checkpoint=held, session=session, mode="branch").branch
+    assert paths(forked) == ["kept.md", "notes.md"]
+
+    assert turn_fail(turn=turn, error="the model failed")
+    assert not InternalSession.objects.filter(pk=forked.pk).exists()
+    assert not Checkpoint.objects.filter(pk=held.pk).exists()
+    assert current_branch(session).pk == branch.pk
+    assert paths(branch) == ["kept.md"]
+    assert [f.path for f in workspace_files(branch, mark=early.files_mark)] == ["kept.md"]
