@@ -149,7 +149,8 @@ def test_a_checkpoint_taken_during_a_failed_turn_goes_with_the_writes_it_held(fa
     assert files_of(current_branch(session)) == {"kept.md": "before"}
     assert not Checkpoint.objects.filter(checkpoint_name="halfway").exists()
     gone = [e for e in events if e["type"] == "checkpoint.deleted"]
-    assert len(gone) == 1 and len(gone[0]["checkpoints"]) == 1
+    assert len(gone) == 1
+    assert len(gone[0]["checkpoints"]) == 1
     # What the earlier turn's checkpoint shows is untouched, and the branch counts right.
     kept = Checkpoint.objects.get(pk=before.checkpoint_id)
     assert [f.path for f in checkpoint_files(kept)] == ["kept.md"]
