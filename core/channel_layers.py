@@ -105,7 +105,18 @@ class _CountingQueue(BoundedQueue):  # type: ignore[misc]  # channels_redis is u
         super().put_nowait(item)
 
 
-class RedisChannelLayer(BaseRedisChannelLayer):  # type: ignore[misc]  # channels_redis is untyped
+class _CountingSend:
+    """A layer's `send` that counts a refusal (ChannelFull) as a drop before raising it."""
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        try:
+            await super().send(channel, message)  # type: ignore[misc]  # the layer's own
+        except ChannelFull:
+            drops_record(1, f"channel {channel}")
+            raise
+
+
+class RedisChannelLayer(_CountingSend, BaseRedisChannelLayer):  # type: ignore[misc]  # untyped
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _watch_redis_logger()
@@ -113,18 +124,6 @@ class RedisChannelLayer(BaseRedisChannelLayer):  # type: ignore[misc]  # channel
             collections.defaultdict(functools.partial(_CountingQueue, self.capacity))
         )
 
-    async def send(self, channel: str, message: dict[str, Any]) -> None:
-        try:
-            await super().send(channel, message)
-        except ChannelFull:
-            drops_record(1, f"channel {channel}")
-            raise
 
-
-class InMemoryChannelLayer(BaseInMemoryChannelLayer):  # type: ignore[misc]  # channels is untyped
-    async def send(self, channel: str, message: dict[str, Any]) -> None:
-        try:
-            await super().send(channel, message)
-        except ChannelFull:
-            drops_record(1, f"channel {channel}")
-            raise
+class InMemoryChannelLayer(_CountingSend, BaseInMemoryChannelLayer):  # type: ignore[misc]  # untyped
+    pass

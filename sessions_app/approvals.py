@@ -78,22 +78,8 @@ AMBIGUOUS = (
 )
 
 
-class MayHaveRun(TypedDict):
-    """A call an earlier attempt approved, whose worker died before the turn ended: it may
-    have run. In `Turn.metadata["may_have_run"]` (a list, oldest first)."""
-
-    tool_call_id: str
-    tool_name: str
-    args: Any
-    args_sha256: str
-    attempt: int
-    call: int
-    answered_at: str
-    recorded_at: str
-
-
-class Pending(TypedDict):
-    """`Turn.pending_approval` while the turn waits."""
+class Call(TypedDict):
+    """One call of one attempt, as an approval names it."""
 
     tool_call_id: str
     tool_name: str
@@ -101,18 +87,25 @@ class Pending(TypedDict):
     args_sha256: str
     attempt: int
     call: int  # its place among the calls of this attempt that waited: 1, 2, ...
+
+
+class MayHaveRun(Call):
+    """A call an earlier attempt approved, whose worker died before the turn ended: it may
+    have run. In `Turn.metadata["may_have_run"]` (a list, oldest first)."""
+
+    answered_at: str
+    recorded_at: str
+
+
+class Pending(Call):
+    """`Turn.pending_approval` while the turn waits."""
+
     may_have_run: NotRequired[int]  # the earlier attempt that approved this same call
 
 
-class Answer(TypedDict):
+class Answer(Call):
     """One answered call, in `Turn.metadata["approvals"]["<attempt>:<call>"]`."""
 
-    tool_call_id: str
-    tool_name: str
-    args: Any
-    args_sha256: str
-    attempt: int
-    call: int
     approved: bool
     reason: str  # "approved", "refused", "timed_out"
     answered_at: str

@@ -37,8 +37,8 @@ def version_needed(version_id: int, *, branch_id: int, position: int) -> bool:
 
 def replaced_version(
     *, branch_id: int, path: str, position: int, turn_id: int | None, before: int | None = None
-) -> dict[str, int | None] | None:
-    """The version of `path` (its `id` and `blob_id`) that a new version of it on `branch_id` at
+) -> tuple[int, int | None] | None:
+    """The version of `path` (its id and its blob's id) that a new version of it on `branch_id` at
     `position`, by the turn `turn_id` (None: a person), replaces: its newest one (written before
     the version `before`, when given), when it is at the same position and nothing needs it
     (version_needed). None when it stays. Call under the session's lock."""
@@ -52,7 +52,7 @@ def replaced_version(
         return None
     if version_needed(previous["id"], branch_id=branch_id, position=position):
         return None
-    return {"id": previous["id"], "blob_id": previous["blob_id"]}
+    return int(previous["id"]), previous["blob_id"]
 
 
 def previous_version_coalesce(version: FileVersion) -> bool:
@@ -68,7 +68,8 @@ def previous_version_coalesce(version: FileVersion) -> bool:
     )
     if previous is None:
         return False
-    FileVersion.objects.filter(pk=previous["id"]).delete()
-    if previous["blob_id"] is not None:
-        blobs_collect([previous["blob_id"]])
+    version_id, blob_id = previous
+    FileVersion.objects.filter(pk=version_id).delete()
+    if blob_id is not None:
+        blobs_collect([blob_id])
     return True
