@@ -29,49 +29,63 @@ DEPLOY_CHECK_ENV := DJANGO_DEBUG=0 DJANGO_ALLOWED_HOSTS=rollback.example \
 	DJANGO_SECRET_KEY=deploy-check-only-not-a-secret-7Hq2Vx9LmR4tWz8KpN3cYb6FjD5sGa \
 	DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS=1 DJANGO_SECURE_HSTS_PRELOAD=1
 
-.PHONY: run test test-sqlite test-postgres lint install lock bench bench-smoke worker clean
+.PHONY: run check test test-sqlite test-postgres test-count lint install lock bench bench-smoke \
+	worker clean
 
 # Every environment installs exact versions from a lock file in requirements/ (`make lock` makes
-# them): run.txt the app's dependencies; dev.txt those and the dev tools, bench.txt those and the
-# benchmark's peers, each with the same versions as the one before it, so installing the runtime
-# first and the rest later changes no version. A stamp per lock file: an edited lock installs again.
-$(VENV)/.run-installed: requirements/run.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements/run.txt
+# them), each version with its hashes: run.txt the app's dependencies; dev.txt those and the dev
+# tools, bench.txt those and the benchmark's peers, each with the same versions as the one before
+# it, so installing the runtime first and the rest later changes no version. A stamp per lock
+# file: an edited lock installs again. The installer is uv, pinned, in a virtualenv of its own
+# made from Python alone; it takes packages from the indexes pip is configured with
+# (scripts/uv_env.py reads them from `pip config list`).
+UV_VERSION := 0.13.8
+UV_VENV := .venv-uv
+UV := $(UV_VENV)/bin/uv
+UV_ENV = $(shell $(PYTHON) scripts/uv_env.py)
+UV_INSTALL = $(UV_ENV) $(UV) pip install --quiet --require-hashes --no-deps
+
+$(UV_VENV)/.installed-$(UV_VERSION):
+	test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+	touch $@
+
+$(VENV)/.run-installed: requirements/run.txt | $(UV_VENV)/.installed-$(UV_VERSION)
+	test -x $(PY) || $(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
+	$(UV_INSTALL) --python $(PY) -r requirements/run.txt
 	touch $@
 
 $(VENV)/.dev-installed: requirements/dev.txt $(VENV)/.run-installed
-	$(PY) -m pip install --quiet -r requirements/dev.txt
+	$(UV_INSTALL) --python $(PY) -r requirements/dev.txt
 	touch $@
 
 # The benchmark's peers (LangGraph, agno's SqliteDb, matplotlib): the `bench` extra.
 $(VENV)/.bench-installed: requirements/bench.txt $(VENV)/.dev-installed
-	$(PY) -m pip install --quiet -r requirements/bench.txt
+	$(UV_INSTALL) --python $(PY) -r requirements/bench.txt
 	touch $@
 
-$(GATEWAY_VENV)/.installed: requirements/gateway.txt
-	test -x $(GATEWAY_VENV)/bin/python || $(PYTHON) -m venv $(GATEWAY_VENV)
-	$(GATEWAY_VENV)/bin/python -m pip install --quiet -r requirements/gateway.txt
+$(GATEWAY_VENV)/.installed: requirements/gateway.txt | $(UV_VENV)/.installed-$(UV_VERSION)
+	test -x $(GATEWAY_VENV)/bin/python || $(UV) venv --quiet --seed --python $(PYTHON) $(GATEWAY_VENV)
+	$(UV_INSTALL) --python $(GATEWAY_VENV)/bin/python -r requirements/gateway.txt
 	touch $@
 
 # What the tests need: the dev tools and the gateway (bench-smoke adds the bench extra itself).
 install: $(VENV)/.dev-installed $(GATEWAY_VENV)/.installed
 
-# pip-tools in a virtualenv of its own, never in the app's. The locks are made with Python 3.11,
-# the oldest the project supports (`PYTHON=python3.11 make lock` where python3 is newer).
-LOCK_VENV := .venv-lock
+# The locks are made for Python 3.11, the oldest the project supports, whatever python3 is here.
+# --upgrade (or --upgrade-package NAME) in LOCK_ARGS takes newer versions; without it, the
+# versions already in a lock are kept where the ranges allow.
 LOCK_ARGS ?=
-PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet \
-	--strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links --no-emit-trusted-host
+UV_COMPILE = $(UV_ENV) $(UV) pip compile --quiet --custom-compile-command "make lock" \
+	--python-version 3.11 --generate-hashes \
+	--no-emit-index-url --no-emit-find-links
 
-lock:
-	test -x $(LOCK_VENV)/bin/pip-compile || $(PYTHON) -m venv $(LOCK_VENV)
-	test -x $(LOCK_VENV)/bin/pip-compile || $(LOCK_VENV)/bin/python -m pip install --quiet pip-tools==7.6.2
-	$(PIP_COMPILE) $(LOCK_ARGS) pyproject.toml -o requirements/run.txt
-	$(PIP_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev -c requirements/run.txt -o requirements/dev.txt
-	$(PIP_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev --extra bench -c requirements/dev.txt \
+lock: $(UV_VENV)/.installed-$(UV_VERSION)
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml -o requirements/run.txt
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev -c requirements/run.txt -o requirements/dev.txt
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev --extra bench -c requirements/dev.txt \
 		-o requirements/bench.txt
-	$(PIP_COMPILE) $(LOCK_ARGS) tests/gateway/requirements.txt -o requirements/gateway.txt
+	$(UV_COMPILE) $(LOCK_ARGS) tests/gateway/requirements.txt -o requirements/gateway.txt
 
 run: $(VENV)/.run-installed
 	$(PY) manage.py migrate --noinput
@@ -81,32 +95,73 @@ run: $(VENV)/.run-installed
 worker: $(VENV)/.run-installed
 	$(VENV)/bin/celery -A rollback_site worker --loglevel INFO
 
-lint: install
+# The static checks: no test, no gateway virtualenv.
+LINT_ENV := env -u DATABASE_URL -u REDIS_URL
+lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	env -u DATABASE_URL -u REDIS_URL $(PY) -m mypy
+	$(LINT_ENV) $(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py makemigrations --check --dry-run
-	env -u DATABASE_URL -u REDIS_URL $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
+	$(LINT_ENV) $(PY) manage.py makemigrations --check --dry-run
+	$(LINT_ENV) $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
+# The tests run in parallel processes (pytest-xdist), more of them than cores: many tests spend
+# their time waiting for a served process, a socket or a browser.
+WORKERS ?= 3
+TEST_REPORTS := var/test-reports
+# The PostgreSQL/Redis phase: two workers, each on a Redis database of its own (tests/workers.py);
+# the served stacks (tests/deploy, the e2e worker test) run one after another in one of them, on
+# its database unless DEPLOY_REDIS_DB names another.
+TEST_REDIS_DBS ?= 15,14
+# The inner loop: the static checks, then the tests that need neither a browser, nor PostgreSQL,
+# nor Redis, nor the served stacks, in parallel.
+check: $(VENV)/.dev-installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(LINT_ENV) $(PY) -m mypy
+	$(VENV)/bin/lint-imports
+	$(LINT_ENV) $(PY) -m pytest -q -n $(WORKERS) -p no:cacheprovider \
+		--ignore=tests/e2e --ignore=tests/deploy --ignore=tests/gateway \
+		-m "not e2e and not postgres and not redis" $(PYTEST_ARGS)
+
+# Every test but those that need PostgreSQL or Redis (tests/conftest.py marks them), browser
+# tests included, on SQLite; the 25 slowest are listed at the end.
 test-sqlite: install
-	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS)
+	mkdir -p $(TEST_REPORTS)
+	$(LINT_ENV) $(PY) -m pytest -n $(WORKERS) -m "not postgres and not redis" --durations=25 \
+		--junitxml=$(TEST_REPORTS)/sqlite.xml $(PYTEST_ARGS)
 
+# The tests marked `servers` (tests/conftest.py: needs_servers) on PostgreSQL and Redis.
 test-postgres: install
+	@mkdir -p $(TEST_REPORTS) && rm -f $(TEST_REPORTS)/postgres.xml
 	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(TEST_REDIS_URL)"; then \
-		echo "== The suite on PostgreSQL and Redis"; \
+		echo "== The PostgreSQL/Redis tests"; \
 		DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$(TEST_REDIS_URL)" \
-			ROLLBACK_REQUIRE_POSTGRES=1 $(PY) -m pytest $(PYTEST_ARGS); \
+			ROLLBACK_TEST_REDIS_DBS="$(TEST_REDIS_DBS)" ROLLBACK_REQUIRE_POSTGRES=1 \
+			$(PY) -m pytest -n 2 --dist loadgroup -m servers --durations=25 \
+			--junitxml=$(TEST_REPORTS)/postgres.xml $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
 	else \
 		echo "WARNING: PostgreSQL/Redis not running: the PostgreSQL phase was SKIPPED."; \
 	fi
 
+# No test lost: every collected test ran in one phase at least (scripts/check_test_counts.py).
+test-count:
+	@mkdir -p $(TEST_REPORTS)
+	@$(LINT_ENV) $(PY) -m pytest -q -p no:cacheprovider --collect-only > $(TEST_REPORTS)/collected.txt
+	@if [ -f $(TEST_REPORTS)/postgres.xml ] || [ "$$CI" = "true" ]; then \
+		$(PY) scripts/check_test_counts.py $(TEST_REPORTS)/collected.txt \
+			$(TEST_REPORTS)/sqlite.xml $(TEST_REPORTS)/postgres.xml; \
+	else \
+		echo "WARNING: no PostgreSQL phase: the tests it runs were not counted."; \
+	fi
+
 test: lint
 	@echo "== The suite on SQLite"
 	$(MAKE) --no-print-directory test-sqlite
 	$(MAKE) --no-print-directory test-postgres
+	$(MAKE) --no-print-directory test-count
 	$(MAKE) --no-print-directory bench-smoke
 
 # The benchmark uses its own databases (PostgreSQL: rollback_bench_*; Redis: BENCH_REDIS_URL).
@@ -130,4 +185,4 @@ bench-smoke: $(VENV)/.bench-installed
 	fi
 
 clean:
-	rm -rf $(VENV) $(GATEWAY_VENV) $(LOCK_VENV) var/staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(GATEWAY_VENV) $(UV_VENV) var/staticfiles .pytest_cache .ruff_cache

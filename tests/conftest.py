@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import shutil
@@ -17,16 +18,60 @@ from core.logs import ContextFilter
 from sessions_app.models import InternalSession, Message
 from sessions_app.services import message_append, session_create
 
+HERE = Path(__file__).parent
+# What runs in the PostgreSQL/Redis phase of `make test` (`-m servers`), besides every test marked
+# `postgres` or `redis` (which only that phase can run): the served stacks, and the suites whose
+# behaviour depends on the database engine. The latter run in the SQLite phase too, since the
+# product runs on either: full-text search, migrations that rewrite rows, and every count of SQL
+# statements (an ORM query can take one more statement on one engine than on the other).
+SERVER_DIRS = ("deploy", "gateway")
+SERVER_FILES = frozenset(
+    {
+        "sessions_app/test_search.py",
+        "web/test_search_pages.py",
+        "ops/test_erasure.py",  # deletes in batches sized by the engine's parameter limit
+        "e2e/test_worker.py",
+    }
+)
+QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_queries"})
+# The served stacks flush their Redis database: under xdist they run one after another, in one
+# worker (`--dist loadgroup`).
+STACK_GROUP = pytest.mark.xdist_group("stack")
+
+
+def needs_servers(item: pytest.Item) -> bool:
+    """Whether the test runs in the PostgreSQL/Redis phase (see SERVER_DIRS)."""
+    if item.get_closest_marker("postgres") or item.get_closest_marker("redis"):
+        return True
+    relative = Path(item.path).relative_to(HERE)
+    if relative.parts[0] in SERVER_DIRS or relative.as_posix() in SERVER_FILES:
+        return True
+    if "migration" in item.name or QUERY_COUNTS & set(getattr(item, "fixturenames", ())):
+        return True
+    function = getattr(item, "function", None)
+    try:
+        source = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    return "CaptureQueriesContext" in source or "connection.vendor" in source
+
 
 def pytest_collection_modifyitems(config, items):
-    """PostgreSQL-only tests run in the PostgreSQL phase of `make test`. That phase sets
-    ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead of skipping."""
+    """Marks the tests of the PostgreSQL/Redis phase `servers` (needs_servers), groups the served
+    stacks, and skips the tests that need a server that is not configured. The PostgreSQL phase
+    sets ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead."""
     on_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
     on_redis = os.environ.get("REDIS_URL", "").startswith("redis")
     if os.environ.get("ROLLBACK_REQUIRE_POSTGRES") == "1" and not (on_postgres and on_redis):
         raise pytest.UsageError(
             "ROLLBACK_REQUIRE_POSTGRES=1 needs DATABASE_URL (PostgreSQL) and REDIS_URL set"
         )
+    for item in items:
+        if needs_servers(item):
+            item.add_marker(pytest.mark.servers)
+        parts = Path(item.path).relative_to(HERE).parts
+        if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
+            item.add_marker(STACK_GROUP)
     for marker, present in (("postgres", on_postgres), ("redis", on_redis)):
         if present:
             continue

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +23,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stack_redis_url() -> str:
+    """The Redis database of the served stacks (tests/deploy, tests/e2e/test_worker.py), which
+    flush it: DEPLOY_REDIS_DB on REDIS_URL's server, else REDIS_URL's own database. These tests
+    run one after another in one process (the `stack` xdist group), so a worker's own database
+    is free for them; two checkouts sharing one Redis set DEPLOY_REDIS_DB or REDIS_URL apart."""
+    url = os.environ["REDIS_URL"]
+    db = os.environ.get("DEPLOY_REDIS_DB", "").strip()
+    return urlunsplit(urlsplit(url)._replace(path=f"/{db}")) if db else url
 
 
 def app_env(var_dir: Path, model_url: str, **extra: str) -> dict[str, str]:

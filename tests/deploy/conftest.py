@@ -1,10 +1,11 @@
 """The scaled-out deployment, as the README runs it: daphne processes, Celery workers and beat on
 one PostgreSQL database and one Redis, the model behind a real Chat Completions server.
 
-These tests run in the PostgreSQL/Redis phase of `make test` only. Each module gets a database of
-its own on the test server (created and dropped here) and Redis database 13 (or DEPLOY_REDIS_DB),
-so the served processes never touch the suite's own database. Clients speak HTTP and WebSocket
-to the served processes exactly as an integration does (`Authorization: Bearer <key>`).
+These tests run in the PostgreSQL/Redis phase of `make test` only, one after another (the `stack`
+xdist group). Each module gets a database of its own on the test server (created and dropped
+here) and the Redis database of `tests.procs.stack_redis_url` (DEPLOY_REDIS_DB, else REDIS_URL's),
+flushed before and after. Clients speak HTTP and WebSocket to the served processes exactly as an
+integration does (`Authorization: Bearer <key>`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.procs import Services, app_env, free_port
+from tests.procs import Services, app_env, free_port, stack_redis_url
 
 
 def _with_path(url: str, path: str) -> str:
@@ -119,16 +120,12 @@ class Stack(Services):
         return self.manage(self.env, "createapikey", username).strip().splitlines()[-1]
 
 
-# Two checkouts running these tests side by side on one Redis each set a database of their own.
-DEPLOY_REDIS_DB = os.environ.get("DEPLOY_REDIS_DB", "13")
-
-
 def deploy_env(var_dir: Path, model_url: str, database_url: str, **extra: str) -> dict[str, str]:
     env = app_env(
         var_dir,
         model_url,
         DATABASE_URL=database_url,
-        REDIS_URL=_with_path(os.environ["REDIS_URL"], f"/{DEPLOY_REDIS_DB}"),
+        REDIS_URL=stack_redis_url(),
         DJANGO_SECRET_KEY="deploy-tests-secret-key-" + "x" * 30,
     )
     env.update(extra)
@@ -143,7 +140,7 @@ def database() -> Iterator[Database]:
 
 @pytest.fixture(scope="module")
 def fresh_redis() -> Iterator[None]:
-    client = redis.Redis.from_url(_with_path(os.environ["REDIS_URL"], f"/{DEPLOY_REDIS_DB}"))
+    client = redis.Redis.from_url(stack_redis_url())
     client.flushdb()
     yield
     client.flushdb()

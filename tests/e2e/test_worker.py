@@ -1,21 +1,21 @@
 """The production shape: the Redis channel layer and a real Celery worker running the turns.
 
-Runs in the Redis phase of `make test` only. It uses Redis database 14 (the suite uses 15) and
-its own SQLite file, shared by daphne and the worker.
+Runs in the Redis phase of `make test` only, in the `stack` xdist group with tests/deploy: it
+uses their Redis database (`tests.procs.stack_redis_url`) and its own SQLite file, shared by
+daphne and the worker.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.fakes.chat_server import Reply
+from tests.procs import stack_redis_url
 
 from .conftest import (
     Services,
@@ -35,11 +35,6 @@ from .conftest import (
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 STALE_SECONDS = 4
-
-
-def redis_db14() -> str:
-    parts = urlsplit(os.environ["REDIS_URL"])
-    return urlunsplit(parts._replace(path="/14"))
 
 
 class Stack(Services):
@@ -72,7 +67,7 @@ class Stack(Services):
 def stack(model_server, tmp_path_factory) -> Iterator[tuple[Stack, dict[str, str]]]:
     import redis
 
-    url = redis_db14()
+    url = stack_redis_url()
     client = redis.Redis.from_url(url)
     client.flushdb()
     services = Stack(tmp_path_factory.mktemp("e2e-worker-logs"))

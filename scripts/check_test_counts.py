@@ -1,0 +1,76 @@
+"""Proves that `make test` lost no test between its two phases.
+
+    python scripts/check_test_counts.py COLLECTED REPORT.xml [REPORT.xml ...]
+
+COLLECTED is the output of `pytest --collect-only -q` over the whole suite (one test id a line);
+each REPORT is a phase's `--junitxml`. A test ran when a report has it neither skipped nor
+deselected (passed or failed: a failure fails the phase itself). Prints the counts, and exits 1
+when a collected test ran in no phase, naming the first of them.
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+Key = tuple[str, str]
+
+
+def collected(path: Path) -> set[Key]:
+    """The test ids of a `--collect-only -q` output, as junit's (classname, name)."""
+    keys = set()
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if "::" in line and not line.startswith(("=", "<")):
+            keys.add(junit_key(line))
+    return keys
+
+
+def junit_key(node_id: str) -> Key:
+    """`tests/a/test_b.py::TestC::test_d[x]` -> (`tests.a.test_b.TestC`, `test_d[x]`)."""
+    path, *rest = node_id.split("::")
+    module = path.removesuffix(".py").replace("/", ".")
+    return ".".join([module, *rest[:-1]]), rest[-1]
+
+
+def ran(report: Path) -> tuple[set[Key], int]:
+    """The tests a junit report ran, and how many it skipped."""
+    tree = ET.parse(report)  # noqa: S314 - our own pytest's report
+    done, skipped = set(), 0
+    for case in tree.iter("testcase"):
+        if case.find("skipped") is not None:
+            skipped += 1
+            continue
+        done.add((case.get("classname", ""), case.get("name", "")))
+    return done, skipped
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    expected = collected(Path(argv[0]))
+    union: set[Key] = set()
+    for name in argv[1:]:
+        if not Path(name).is_file():
+            print(f"{name}: no report (the phase did not run)")
+            continue
+        done, skipped = ran(Path(name))
+        print(f"{name}: {len(done)} tests ran, {skipped} skipped")
+        union |= done
+    missing = sorted(expected - union)
+    print(f"{len(expected)} tests collected, {len(union & expected)} ran in at least one phase")
+    if not expected:
+        print("no collected test: the collection failed")
+        return 1
+    if missing:
+        print(f"{len(missing)} collected tests ran in no phase, for example:")
+        for classname, name in missing[:20]:
+            print(f"  {classname} :: {name}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
