@@ -1,15 +1,18 @@
 # make run  - set up on first use (the app's runtime only, from requirements/run.txt), migrate,
 #             serve on http://$(HOST):$(PORT)
+# make check - the inner loop: ruff, mypy, import contracts, and the tests that need no browser,
+#              no served stack, no PostgreSQL and no Redis, in parallel (pytest-xdist)
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
 #             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
-#             Django's deployment checks), check migrations, run the suite on SQLite, then again
+#             Django's deployment checks), check migrations, run the suite in parallel on SQLite
+#             (every test but those needing PostgreSQL or Redis), then the tests marked `servers`
 #             on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
-#             are not running)
+#             are not running), then check that every collected test ran in one phase at least
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
 # make bench-smoke - the same code paths with tiny sizes, in seconds (part of make test)
-# make lock - the lock files in requirements/ again, from pyproject.toml's ranges and
-#             tests/gateway/requirements.txt (pip-tools' pip-compile); LOCK_ARGS passes options:
+# make lock - the lock files in requirements/ again, with hashes, from pyproject.toml's ranges and
+#             tests/gateway/requirements.txt (uv pip compile); LOCK_ARGS passes options:
 #             `make lock LOCK_ARGS=--upgrade`, `make lock LOCK_ARGS='--upgrade-package django'`
 
 PYTHON ?= python3
@@ -128,7 +131,8 @@ check: $(VENV)/.dev-installed
 # tests included, on SQLite; the 25 slowest are listed at the end.
 test-sqlite: install
 	mkdir -p $(TEST_REPORTS)
-	$(LINT_ENV) $(PY) -m pytest -n $(WORKERS) -m "not postgres and not redis" --durations=25 \
+	$(LINT_ENV) $(PY) -m pytest -n $(WORKERS) --dist loadgroup -m "not postgres and not redis" \
+		--durations=25 \
 		--junitxml=$(TEST_REPORTS)/sqlite.xml $(PYTEST_ARGS)
 
 # The tests marked `servers` (tests/conftest.py: needs_servers) on PostgreSQL and Redis.

@@ -34,9 +34,11 @@ SERVER_FILES = frozenset(
     }
 )
 QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_queries"})
-# The served stacks flush their Redis database: under xdist they run one after another, in one
-# worker (`--dist loadgroup`).
+# Under xdist (`--dist loadgroup`) each group runs in one worker, one test after another: the
+# served stacks, which flush their Redis database, and the browser tests, whose served app and
+# Chromium (package fixtures) would otherwise start again each time a worker comes back to them.
 STACK_GROUP = pytest.mark.xdist_group("stack")
+BROWSER_GROUP = pytest.mark.xdist_group("browser")
 
 
 def needs_servers(item: pytest.Item) -> bool:
@@ -56,6 +58,7 @@ def needs_servers(item: pytest.Item) -> bool:
     return "CaptureQueriesContext" in source or "connection.vendor" in source
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     """Marks the tests of the PostgreSQL/Redis phase `servers` (needs_servers), groups the served
     stacks, and skips the tests that need a server that is not configured. The PostgreSQL phase
@@ -72,6 +75,8 @@ def pytest_collection_modifyitems(config, items):
         parts = Path(item.path).relative_to(HERE).parts
         if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
             item.add_marker(STACK_GROUP)
+        elif parts[0] == "e2e":
+            item.add_marker(BROWSER_GROUP)
     for marker, present in (("postgres", on_postgres), ("redis", on_redis)):
         if present:
             continue
