@@ -593,6 +593,9 @@ TELEGRAM_API_URL = (
 # TURN_RECOVERY_SECONDS). A handler that claimed an update and never ended (its process died, the
 # database failed) is taken over after TELEGRAM_UPDATE_CLAIM_SECONDS, up to TELEGRAM_UPDATE_ATTEMPTS
 # claims in all; then the update is given up, with an error in the log.
+# A reply streams into its chat by edits, at most one per TELEGRAM_EDIT_SECONDS per chat (Telegram
+# allows about one a second; the tests shorten it).
+TELEGRAM_EDIT_SECONDS = env_seconds("TELEGRAM_EDIT_SECONDS", 1.0)
 TELEGRAM_UPDATE_RETRY_SECONDS = env_seconds("TELEGRAM_UPDATE_RETRY_SECONDS", 30)
 TELEGRAM_UPDATE_CLAIM_SECONDS = env_seconds("TELEGRAM_UPDATE_CLAIM_SECONDS", 300)
 TELEGRAM_UPDATE_ATTEMPTS = max(

@@ -15,11 +15,12 @@ such a turn:
 - while it streams (`message.delta`), the chat shows the reply so far as plain text, read from the
   turn attempt's stream (`sessions_app.stream`, the authoritative snapshot, never the deltas
   added up): the first message is sent when text first appears, then edited at most once per
-  EDIT_INTERVAL per chat, always with the latest text; past 4,096 UTF-16 units the text goes on in
-  a new message. Each message id is kept in the row's `message_ids` as soon as it is sent, so a
-  worker that takes over a turn goes on with the same messages. A tool's name shows under the text
-  while it runs; a turn waiting for approval shows the call and its arguments, and how to answer
-  (/approve, /refuse: integrations.telegram.commands).
+  TELEGRAM_EDIT_SECONDS (a setting, 1 s) per chat, always with the latest text; past 4,096
+  UTF-16 units the text goes on in a new message. Each message id is kept in the row's
+  `message_ids` as soon as it is sent, so a worker that takes over a turn goes on with the same
+  messages. A tool's name shows under the text while it runs; a turn waiting for approval shows
+  the call and its arguments, and how to answer (/approve, /refuse:
+  integrations.telegram.commands).
   A 429 postpones that chat's next edit by its `retry_after`;
 - when it ends (`turn.finished`, `turn.failed`, `turn.cancelled`), the delivery is claimed by a
   conditional update of `delivered_at` (one process delivers), and the chat's messages show the
@@ -64,13 +65,12 @@ from integrations.telegram.format import Piece, render, split_plain
 from sessions_app.models import Turn
 from sessions_app.stream import stream_snapshot
 
-__all__ = ["EDIT_INTERVAL", "approval_note", "idle", "on_event", "register", "replies_sweep"]
+__all__ = ["approval_note", "edit_interval", "idle", "on_event", "register", "replies_sweep"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-EDIT_INTERVAL = 1.0  # seconds between two edits of one chat (Telegram allows about one a second)
 FINAL_TRIES = 5  # 429s a final delivery waits out before it gives up
 MAX_NOTE = 300  # characters of a failed turn's error in its note
 MAX_ARGS = 500  # characters of a tool call's arguments in the note that asks for approval
@@ -78,6 +78,13 @@ DB_TRIES = 6  # tries of a query while the database is busy
 KNOWN_TURNS = 2000  # turns whose answer (relayed or not) is kept in memory at most
 MAX_ASKED = 3000  # characters of a message typed outside Telegram shown in the chat
 ASKED_ELSEWHERE = "🖥 You, in Rollback:"  # heads a message typed outside Telegram
+
+
+def edit_interval() -> float:
+    """Seconds between two edits of one chat: TELEGRAM_EDIT_SECONDS (Telegram allows about one
+    a second)."""
+    return float(settings.TELEGRAM_EDIT_SECONDS)
+
 
 _RELAYED = frozenset(
     {
@@ -266,7 +273,7 @@ class _Sender:
                 client.send_text(chat_id, f"{ASKED_ELSEWHERE}\n{asked}".rstrip())
             except client.TelegramError as exc:  # the reply is still relayed
                 log.warning("telegram relay: turn %s: its message not shown: %s", turn_id, exc)
-            self.next_at[chat_id] = time.monotonic() + EDIT_INTERVAL
+            self.next_at[chat_id] = time.monotonic() + edit_interval()
         ids = [int(i) for i in row.message_ids] if isinstance(row.message_ids, list) else []
         return chat_id, ids, turn.attempts
 
@@ -292,7 +299,7 @@ class _Sender:
                         self._forget(reply)
             except client.TelegramError as exc:
                 log.warning("telegram relay: turn %s: %s", reply.turn_id, exc)
-                self.next_at[reply.chat_id] = time.monotonic() + EDIT_INTERVAL
+                self.next_at[reply.chat_id] = time.monotonic() + edit_interval()
                 if reply.ending:
                     self._forget(reply)
                 else:
@@ -311,7 +318,7 @@ class _Sender:
     # streaming --------------------------------------------------------------------------------
 
     def _stream(self, reply: _Reply) -> None:
-        """Show the reply so far (plain text), then no edit of the chat for EDIT_INTERVAL."""
+        """Show the reply so far (plain text), then no edit of the chat for edit_interval()."""
         reply.dirty = False
         # Another process may have delivered the final reply meanwhile (a stop asked in the web
         # process ends the turn there): a late piece of the stream must not replace it.
@@ -334,7 +341,7 @@ class _Sender:
     def _show(self, reply: _Reply, pieces: list[Piece], *, final: bool) -> None:
         """The chat's messages of the reply show `pieces`: edits of those that differ, new
         messages for the rest (their ids kept in the row at once), and at the end, the surplus
-        deleted. The chat waits EDIT_INTERVAL after any call."""
+        deleted. The chat waits edit_interval() after any call."""
         called = False
         try:
             for i, piece in enumerate(pieces):
@@ -361,7 +368,7 @@ class _Sender:
                     self._keep_ids(reply, final=final)
         finally:
             if called:
-                self.next_at[reply.chat_id] = time.monotonic() + EDIT_INTERVAL
+                self.next_at[reply.chat_id] = time.monotonic() + edit_interval()
 
     def _keep_ids(self, reply: _Reply, *, final: bool) -> None:
         rows = TelegramReply.objects.filter(pk=reply.turn_id)

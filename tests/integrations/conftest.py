@@ -26,7 +26,9 @@ def _relay_settles() -> Iterator[None]:
 @pytest.fixture
 def telegram(settings) -> Iterator[FakeTelegram]:
     """A started stand-in for Telegram (tests/fakes/telegram_server.py), the settings pointing
-    at it: TELEGRAM_BOT_TOKEN (the bridge on), TELEGRAM_WEBHOOK_SECRET, TELEGRAM_API_URL."""
+    at it: TELEGRAM_BOT_TOKEN (the bridge on), TELEGRAM_WEBHOOK_SECRET, TELEGRAM_API_URL; and
+    edits of a chat 50 ms apart instead of Telegram's 1 s (TELEGRAM_EDIT_SECONDS)."""
+    settings.TELEGRAM_EDIT_SECONDS = 0.05
     with FakeTelegram() as server:
         settings.TELEGRAM_BOT_TOKEN = server.token
         settings.TELEGRAM_WEBHOOK_SECRET = WEBHOOK_SECRET

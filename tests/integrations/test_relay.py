@@ -78,18 +78,19 @@ def assert_final(telegram, chat_id: int, turn: Turn) -> None:
     assert row.delivered_at is not None
 
 
-def test_a_streamed_reply_is_edited_at_most_once_a_second_then_shown_rendered(
-    relayed, fake_llm, alice
+def test_a_streamed_reply_is_edited_at_most_once_per_edit_interval_then_shown_rendered(
+    relayed, fake_llm, alice, settings
 ):
+    settings.TELEGRAM_EDIT_SECONDS = 0.3  # Telegram's 1 s, shortened
     reply = "**Streaming** works: " + words(30)
-    fake_llm.queue(Reply(reply, delay=0.1))  # about 3 s of streaming
+    fake_llm.queue(Reply(reply, delay=0.05))  # about 1.5 s of streaming
     turn = start(alice, CHAT)
     finish(turn)
     assert turn.reply == reply
     shown = calls(relayed, CHAT)
     assert [c.method for c in shown].count("sendMessage") == 1
     assert [c.method for c in shown].count("editMessageText") >= 3
-    assert min(gaps(relayed, CHAT)) >= 0.9
+    assert min(gaps(relayed, CHAT)) >= 0.3 * 0.9
     streamed = [c.params["text"] for c in shown[:-1]]
     assert all(reply.startswith(text) for text in streamed)  # plain text while it streams
     assert "entities" not in shown[0].params
@@ -161,8 +162,11 @@ def test_a_429_on_an_edit_postpones_the_chat_and_the_final_reply_still_arrives(
     assert_final(relayed, CHAT, turn)
 
 
-def test_two_chats_stream_at_the_same_time_each_at_its_own_pace(relayed, fake_llm, alice, bob):
-    fake_llm.queue(Reply(words(30, "one"), delay=0.1), Reply(words(30, "two"), delay=0.1))
+def test_two_chats_stream_at_the_same_time_each_at_its_own_pace(
+    relayed, fake_llm, alice, bob, settings
+):
+    settings.TELEGRAM_EDIT_SECONDS = 0.3  # Telegram's 1 s, shortened
+    fake_llm.queue(Reply(words(30, "one"), delay=0.05), Reply(words(30, "two"), delay=0.05))
     first = start(alice, CHAT)
     # The second starts once the first streams (two turns claimed at the same instant lock
     # SQLite's shared in-memory test database: the turns', not the relay's, writes).
@@ -171,7 +175,7 @@ def test_two_chats_stream_at_the_same_time_each_at_its_own_pace(relayed, fake_ll
     finish(first, second)
     for chat_id, turn in ((CHAT, first), (OTHER_CHAT, second)):
         assert len(calls(relayed, chat_id)) >= 3
-        assert min(gaps(relayed, chat_id)) >= 0.9
+        assert min(gaps(relayed, chat_id)) >= 0.3 * 0.9
         assert_final(relayed, chat_id, turn)
     # Interleaved: the second chat was shown its reply while the first one's streamed.
     one, two = calls(relayed, CHAT), calls(relayed, OTHER_CHAT)
