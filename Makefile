@@ -54,7 +54,7 @@ $(UV_VENV)/.installed-$(UV_VERSION):
 	touch $@
 
 $(VENV)/.run-installed: requirements/run.txt | $(UV_VENV)/.installed-$(UV_VERSION)
-	test -x $(PY) || $(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
+	test -x $(PY) || $(UV_ENV) $(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
 	$(UV_INSTALL) --python $(PY) -r requirements/run.txt
 	touch $@
 
@@ -68,7 +68,7 @@ $(VENV)/.bench-installed: requirements/bench.txt $(VENV)/.dev-installed
 	touch $@
 
 $(GATEWAY_VENV)/.installed: requirements/gateway.txt | $(UV_VENV)/.installed-$(UV_VERSION)
-	test -x $(GATEWAY_VENV)/bin/python || $(UV) venv --quiet --seed --python $(PYTHON) $(GATEWAY_VENV)
+	test -x $(GATEWAY_VENV)/bin/python || $(UV_ENV) $(UV) venv --quiet --seed --python $(PYTHON) $(GATEWAY_VENV)
 	$(UV_INSTALL) --python $(GATEWAY_VENV)/bin/python -r requirements/gateway.txt
 	touch $@
 
