@@ -27,6 +27,10 @@ def collected(path: Path) -> set[Key]:
     return keys
 
 
+# The xdist groups of tests/conftest.py: `--dist loadgroup` adds `@group` to a grouped test's id.
+GROUPS = ("@stack", "@browser")
+
+
 def junit_key(node_id: str) -> Key:
     """`tests/a/test_b.py::TestC::test_d[x]` -> (`tests.a.test_b.TestC`, `test_d[x]`)."""
     path, *rest = node_id.split("::")
@@ -42,7 +46,10 @@ def ran(report: Path) -> tuple[set[Key], int]:
         if case.find("skipped") is not None:
             skipped += 1
             continue
-        done.add((case.get("classname", ""), case.get("name", "")))
+        name = case.get("name", "")
+        for group in GROUPS:
+            name = name.removesuffix(group)
+        done.add((case.get("classname", ""), name))
     return done, skipped
 
 

@@ -58,10 +58,19 @@ def needs_servers(item: pytest.Item) -> bool:
     return "CaptureQueriesContext" in source or "connection.vendor" in source
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
+def pytest_itemcollected(item):
+    """The xdist groups, set as each test is collected: xdist reads them in its own
+    pytest_collection_modifyitems, which runs before this conftest's."""
+    parts = Path(item.path).relative_to(HERE).parts
+    if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
+        item.add_marker(STACK_GROUP)
+    elif parts[0] == "e2e":
+        item.add_marker(BROWSER_GROUP)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests of the PostgreSQL/Redis phase `servers` (needs_servers), groups the served
-    stacks, and skips the tests that need a server that is not configured. The PostgreSQL phase
+    """Marks the tests of the PostgreSQL/Redis phase `servers` (needs_servers), and skips the
+    tests that need a server that is not configured. The PostgreSQL phase
     sets ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead."""
     on_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
     on_redis = os.environ.get("REDIS_URL", "").startswith("redis")
@@ -72,11 +81,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if needs_servers(item):
             item.add_marker(pytest.mark.servers)
-        parts = Path(item.path).relative_to(HERE).parts
-        if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
-            item.add_marker(STACK_GROUP)
-        elif parts[0] == "e2e":
-            item.add_marker(BROWSER_GROUP)
     for marker, present in (("postgres", on_postgres), ("redis", on_redis)):
         if present:
             continue
