@@ -59,8 +59,8 @@ def needs_servers(item: pytest.Item) -> bool:
 
 
 def pytest_itemcollected(item):
-    """The xdist groups, set as each test is collected: xdist reads them in its own
-    pytest_collection_modifyitems, which runs before this conftest's."""
+    """The xdist groups, set as each test is collected: before any
+    pytest_collection_modifyitems, xdist's included (it reads them there)."""
     parts = Path(item.path).relative_to(HERE).parts
     if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
         item.add_marker(STACK_GROUP)
