@@ -462,20 +462,22 @@ def test_refused_actions_send_nothing(api, bob, session, talked, mark):
 
 @pytest.mark.redis
 def test_sync_code_publishes_through_one_loop_in_order(settings):
-    # A worker's turn publishes each streamed token from sync code: through one persistent
-    # loop of the process (a new loop, and Redis connection, per message cost ~4 ms each).
-    from core import events
+    # A worker's turn publishes each streamed token from sync code: through the one bridge loop
+    # of the process (a new loop, and Redis connection, per message cost ~4 ms each).
+    import threading
+
+    from core import bridge, events
 
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(events.group_name(9005), channel)
     for i in range(30):
         events.message_delta(session=9005, turn=1, delta=f"t{i} ", seq=i + 1)
-    loop = events._publisher_loop()
-    assert events._publisher_loop() is loop
-    assert loop.is_running()
+    bridges = [t for t in threading.enumerate() if t.name == bridge.THREAD_NAME]
+    assert len(bridges) == 1
 
     async def collect() -> list[int]:
         return [(await layer.receive(channel))["event"]["seq"] for _ in range(30)]
 
     assert async_to_sync(collect)() == list(range(1, 31))
+    assert [t for t in threading.enumerate() if t.name == bridge.THREAD_NAME] == bridges

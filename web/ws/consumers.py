@@ -42,32 +42,24 @@ from django.template.loader import render_to_string
 
 from accounts.selectors import login_is_current
 from core.errors import DomainError
-from core.events import (
-    CLOSE_NOT_FOUND,
-    CLOSE_RECONNECT,
-    CLOSE_SIGNED_OUT,
-    Event,
-    MessageDelta,
-    PageMessage,
-    SessionsMessage,
-    apikey_group,
-    group_name,
-    login_group,
-    remember_server_loop,
-    user_group,
-)
+from core.events.bus import apikey_group, group_name, login_group, user_group
+from core.events.payloads import CloseMessage, Event, MessageDelta, PageMessage, SessionsMessage
 from sessions_app.models import ExternalSession
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_snapshot
 from sessions_app.watch import running_turn
 from web.context import card_of
 
+from .codes import (
+    CLOSE_ENDED,
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NOT_FOUND,
+    CLOSE_RECONNECT,
+    CLOSE_SIGNED_OUT,
+)
 from .relay import TurnRelay
 
 log = logging.getLogger(__name__)
-
-# An error while checking a socket's access: the page's htmx reconnects after this code.
-CLOSE_INTERNAL_ERROR = 1011
 
 
 # AsyncWebsocketConsumer is untyped.
@@ -98,7 +90,6 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         self.api_key_id = self.scope.get("api_key")
         if self.api_key_id is None:
             self.login_key = self.scope["session"].session_key
-        remember_server_loop()
         self.joined = (group_name(self.session.pk), user_group(user.pk))
         if self.api_key_id is not None:
             self.joined += (apikey_group(self.api_key_id),)
@@ -159,11 +150,10 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Clients only listen; what they send is ignored."""
 
-    async def rollback_close(self, message: Event) -> None:
+    async def rollback_close(self, message: CloseMessage) -> None:
         """A control message of `core.events`: this socket's access ended. One about the
         user's browser logins (the password changed) leaves the sockets of API keys open, and
         has those of the login that made the change reconnect under its new key."""
-        code = message.get("code")
         if message.get("logins"):
             if self.api_key_id is not None:
                 return
@@ -171,7 +161,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
             if keep and self.login_key and login_group(self.login_key) == keep:
                 await self.end(CLOSE_RECONNECT)
                 return
-        await self.end(code if code in (CLOSE_SIGNED_OUT, CLOSE_NOT_FOUND) else CLOSE_SIGNED_OUT)
+        await self.end(CLOSE_ENDED.get(message.get("ended", "signed_out"), CLOSE_SIGNED_OUT))
 
     async def rollback_sessions(self, message: SessionsMessage) -> None:
         """The user's list of sessions changed: only the chat page shows it (ChatConsumer)."""

@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from core.events import Event, EventMessage, MessageDelta, TurnStarted
+from core.events.payloads import Event, EventMessage, MessageDelta, TurnStarted
 from sessions_app.models import ExternalSession
 from sessions_app.stream import stream_read
 from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
