@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from concurrent.futures import Future
 from typing import TypeVar, TypeVarTuple, Unpack
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+import anyio
+from anyio.from_thread import BlockingPortal
 
 __all__ = ["THREAD_NAME", "call"]
 
@@ -32,7 +33,7 @@ Ts = TypeVarTuple("Ts")
 
 THREAD_NAME = "rollback-bridge"
 
-_portal: tuple[AbstractContextManager[BlockingPortal], BlockingPortal] | None = None
+_portal: BlockingPortal | None = None
 _lock = threading.Lock()
 
 
@@ -46,17 +47,38 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+def _start() -> BlockingPortal:
+    """The loop and its portal, on a daemon thread that runs as long as the process: nothing
+    stops it (anyio's start_blocking_portal would, on leaving its context, wait for the loop,
+    which at the interpreter's exit no longer runs)."""
+    ready: Future[BlockingPortal] = Future()
+
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            ready.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(serve)
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    threading.Thread(target=run, name=THREAD_NAME, daemon=True).start()
+    return ready.result()
+
+
 def _the_portal() -> BlockingPortal:
     global _portal
     found = _portal
     if found is not None:
-        return found[1]
+        return found
     with _lock:
         if _portal is None:
-            # Entered and never left: the loop lives as long as the process (a daemon thread).
-            manager = start_blocking_portal(name=THREAD_NAME)
-            _portal = (manager, manager.__enter__())
-        return _portal[1]
+            _portal = _start()
+        return _portal
 
 
 def call(fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts, timeout: float | None = None) -> T:
