@@ -14,7 +14,7 @@ gets its row when its `turn.started` is heard (`Sender._adopt`), and the chat is
 message it answers: the chat and the session are one conversation, whichever side it is typed
 on. For such a turn:
 - while it streams (`message.delta`), the chat shows the reply so far as plain text, read from the
-  turn attempt's stream (`sessions_app.stream`, the authoritative snapshot, never the deltas
+  turn attempt's stream (`sessions_app.reply_stream`, the authoritative snapshot, never the deltas
   added up): the first message is sent when text first appears, then edited at most once per
   EDIT_INTERVAL per chat, always with the latest text; past 4,096 UTF-16 units the text goes on in
   a new message. Each message id is kept in the row's `message_ids` as soon as it is sent, so a

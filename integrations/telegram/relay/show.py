@@ -14,7 +14,7 @@ from integrations.telegram import client
 from integrations.telegram.format import Piece, render, split_plain
 from integrations.telegram.relay.state import EDIT_INTERVAL, Reply, retrying
 from sessions_app.models import Turn
-from sessions_app.stream import stream_snapshot
+from sessions_app.reply_stream import stream_snapshot
 
 log = logging.getLogger("integrations.telegram.relay")
 
