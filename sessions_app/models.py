@@ -28,17 +28,17 @@ if TYPE_CHECKING:
     AnyUser: TypeAlias = AbstractBaseUser | AnonymousUser
 
 
-class ExternalSessionQuerySet(models.QuerySet["ExternalSession"]):
-    def for_user(self, user: AnyUser) -> ExternalSessionQuerySet:
+class SessionQuerySet(models.QuerySet["Session"]):
+    def for_user(self, user: AnyUser) -> SessionQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(owner=user.pk)
 
-    def active(self) -> ExternalSessionQuerySet:
+    def active(self) -> SessionQuerySet:
         return self.filter(archived_at__isnull=True)
 
 
-class ExternalSession(models.Model):
+class Session(models.Model):
     """A user's conversation or project: what the product calls a session."""
 
     owner = models.ForeignKey(
@@ -57,9 +57,11 @@ class ExternalSession(models.Model):
     # When its owner pinned it to the top of their list; null: not pinned.
     pinned_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ExternalSessionQuerySet.as_manager()
+    objects = SessionQuerySet.as_manager()
 
     class Meta:
+        # The seeds' table name (the class was ExternalSession): the rename changed no table.
+        db_table = "sessions_app_externalsession"
         verbose_name = "session"
         ordering: ClassVar[list[str]] = ["-created_at", "-id"]
         indexes: ClassVar[list[models.Index]] = [
@@ -93,8 +95,8 @@ class ExternalSession(models.Model):
         return value if isinstance(value, dict) else {}
 
 
-class InternalSessionQuerySet(models.QuerySet["InternalSession"]):
-    def for_user(self, user: AnyUser) -> InternalSessionQuerySet:
+class BranchQuerySet(models.QuerySet["Branch"]):
+    def for_user(self, user: AnyUser) -> BranchQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(session__owner=user.pk)
@@ -104,10 +106,10 @@ def new_agno_session_id() -> str:
     return str(uuid.uuid4())
 
 
-class InternalSession(models.Model):
+class Branch(models.Model):
     """A branch: one line of conversation inside a session."""
 
-    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="branches")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="branches")
     agno_session_id = models.CharField(max_length=64, unique=True, default=new_agno_session_id)
     # The name its owner gave it; empty: the page and the API call it by its default label
     # (sessions_app.labels).
@@ -136,9 +138,11 @@ class InternalSession(models.Model):
     # Null for a branch with no parent.
     fork_file_mark = models.PositiveBigIntegerField(null=True, blank=True)
 
-    objects = InternalSessionQuerySet.as_manager()
+    objects = BranchQuerySet.as_manager()
 
     class Meta:
+        # The seeds' table name (the class was InternalSession): the rename changed no table.
+        db_table = "sessions_app_internalsession"
         verbose_name = "branch"
         verbose_name_plural = "branches"
         ordering: ClassVar[list[str]] = ["created_at", "id"]
@@ -194,7 +198,7 @@ class Message(models.Model):
         SYSTEM = "system"
         TOOL = "tool"
 
-    branch = models.ForeignKey(InternalSession, on_delete=models.CASCADE, related_name="messages")
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="messages")
     position = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True, default="")
@@ -266,10 +270,10 @@ class Turn(models.Model):
 
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL)
 
-    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="turns")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
     # The branch the turn answers on; null once a rewind has deleted that branch.
     branch = models.ForeignKey(
-        InternalSession, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
+        Branch, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
     )
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
     # While the turn waits at `awaiting_approval`: the tool call that waits for its owner's
@@ -462,9 +466,7 @@ class Checkpoint(models.Model):
     table, the migrations, the admin's URLs and the permissions are where they always were.
     """
 
-    branch = models.ForeignKey(
-        InternalSession, on_delete=models.CASCADE, related_name="checkpoints"
-    )
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="checkpoints")
     checkpoint_name = models.CharField(max_length=NAME_MAX_LENGTH)
     description = models.TextField(blank=True, default="")
     is_auto = models.BooleanField(default=False)
@@ -517,7 +519,7 @@ class WorkspaceBlob(models.Model):
     """The content of a file, stored once per session however many versions, branches and
     checkpoints show it: addressed by its SHA-256."""
 
-    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
     sha256 = models.CharField(max_length=64)
     size = models.PositiveIntegerField()  # bytes, UTF-8
     content = models.TextField(blank=True, default="")
@@ -540,9 +542,7 @@ class FileVersion(models.Model):
     never updated, never copied: a branch's workspace as of a mark is the newest version of each
     path along its lineage (workspace.selectors)."""
 
-    branch = models.ForeignKey(
-        InternalSession, on_delete=models.CASCADE, related_name="file_versions"
-    )
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="file_versions")
     # The branch's message count when it was written.
     position = models.PositiveIntegerField()
     path = models.CharField(max_length=WORKSPACE_PATH_MAX)
@@ -574,3 +574,8 @@ class FileVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path} @ {self.position}"
+
+
+# The seeds' names (seed 003's Python API imports them): the same classes.
+ExternalSession = Session  # seed name
+InternalSession = Branch  # seed name

@@ -56,7 +56,7 @@ from core.events import (
     remember_server_loop,
     user_group,
 )
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.stream import Snapshot, stream_snapshot
 from sessions_app.watch import running_turn
@@ -75,7 +75,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
-    session: ExternalSession | None = None
+    session: Session | None = None
     user_id: int | None = None
     api_key_id: int | None = None  # when opened with an API key
     login_key: str | None = None  # else the browser login's session key
@@ -334,7 +334,7 @@ REFRESHED = {
 }
 
 
-def render_event(session: ExternalSession, event: Event) -> str:
+def render_event(session: Session, event: Event) -> str:
     """The page's fragments for one event, rendered from the page's own partials, in at most
     two queries (none but the one a stopped turn's composer needs)."""
     if event["type"] == "message.delta":
@@ -358,7 +358,7 @@ def render_event(session: ExternalSession, event: Event) -> str:
     return ""
 
 
-def _refreshed(session: ExternalSession, event: Event) -> str:
+def _refreshed(session: Session, event: Event) -> str:
     """The page fetches its refresh. After an approval's card too: a refresh the page asked for
     before the card came (at the turn's start) and answered after it would otherwise morph the
     card away (or back): a newer refresh replaces that fetch, whose older answer is then dropped

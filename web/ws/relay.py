@@ -27,7 +27,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from core.events import Event, EventMessage, MessageDelta, TurnStarted
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.stream import stream_read
 from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
 
@@ -47,7 +47,7 @@ class TurnRelay:
     """The consumers' relaying of turns (a mixin of SessionConsumer): they say how a piece and an
     event are framed (`send_pieces`, `send_event`) and whether the socket's access holds."""
 
-    session: ExternalSession | None = None
+    session: Session | None = None
     closing = False
 
     # Whether a `turn.started` this socket already sent (or whose turn it already showed from
