@@ -80,7 +80,7 @@ class Store:
     def _files(branch: Any, n: int) -> None:
         """A workspace of n files on the branch, the rows n writes leave (in bulk: the
         preparation is not what is measured)."""
-        from sessions_app.models import FileVersion, WorkspaceBlob
+        from workspace.models import FileVersion, WorkspaceBlob
         from workspace.validation import sha256_of
 
         branch.refresh_from_db()

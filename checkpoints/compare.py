@@ -22,11 +22,13 @@ from typing import Any, Literal, TypedDict
 
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import Branch, Checkpoint, Message, Session, WorkspaceBlob
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history, common_length, parse_pk
+from workspace.models import WorkspaceBlob
 from workspace.selectors import WorkspaceFile, files_change, workspace_files
 
 from .errors import CheckpointNotFound
+from .models import Checkpoint
 
 REF_KINDS = ("branch", "checkpoint")
 REF_HELP = "Give two points to compare as branch:<id> or checkpoint:<id>."

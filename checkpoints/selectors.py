@@ -13,7 +13,7 @@ from django.db.models.functions import RowNumber
 from core.validation import NAME_MAX_LENGTH
 from sessions_app.models import Branch, Effect, Message, Session
 from sessions_app.selectors import branch_lineage, common_length, history_effects, parse_pk
-from workspace.selectors import FilesChange, checkpoint_files, files_change, workspace_files
+from workspace.selectors import FilesChange, WorkspaceFile, files_change, workspace_files
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
@@ -206,6 +206,17 @@ class RestoreOutcome:
     files: FilesChange
     as_branch: list[Message]
     as_rewind: list[Message]
+
+
+def checkpoint_files(checkpoint: Checkpoint) -> list[WorkspaceFile]:
+    """The workspace as the checkpoint captured it."""
+    return workspace_files(checkpoint.branch, mark=checkpoint.files_mark)
+
+
+def checkpoint_holds(branch_id: int, version_id: int) -> bool:
+    """Whether a checkpoint of `branch_id` shows the file version `version_id`: its mark
+    reaches it (workspace.coalescing asks, through workspace.hooks)."""
+    return Checkpoint.objects.filter(branch_id=branch_id, files_mark__gte=version_id).exists()
 
 
 def restore_outcome(checkpoint: Checkpoint, *, current: Branch) -> RestoreOutcome:

@@ -22,17 +22,17 @@ from django.utils import timezone
 from core import events
 from core.errors import InvalidInput
 from core.validation import JSONObject, clean_description, clean_metadata, clean_name
-from sessions_app.captures import branches_drop
 from sessions_app.errors import (
     BranchNotFound,
     RewindOutOfRange,
     SessionNotFound,
 )
 from sessions_app.models import Branch, Message, Session
-from sessions_app.selectors import file_mark
 from sessions_app.services import branch_fork, branch_make_current, lock_session
+from workspace.selectors import file_mark
 from workspace.services import versions_delete
 
+from .captures import branches_drop
 from .errors import CheckpointNotFound
 from .models import Checkpoint
 from .rewinds import rewind_cut
@@ -308,7 +308,7 @@ def checkpoint_restore(
     new = branch_fork(
         branch=source,
         position=current.message_count,
-        forked_from=current,
+        forked_from_id=current.pk,
         session_state=current.session_state,
         file_mark=current.files_mark,
         metadata=why,

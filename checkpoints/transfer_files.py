@@ -29,17 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import InvalidInput, TooLarge
 from core.validation import clean_past_time
 from sessions_app.errors import ImportRejected, ImportTooLarge
-from sessions_app.models import (
-    WORKSPACE_PATH_MAX,
-    Branch,
-    Checkpoint,
-    FileVersion,
-    Session,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Session
+from workspace.models import WORKSPACE_PATH_MAX, FileVersion, WorkspaceBlob
 from workspace.nfc import nfc_renames
 from workspace.quota import QuotaExceeded, quota_check
 from workspace.validation import clean_content, clean_path, max_files, sha256_of
+
+from .models import Checkpoint
 
 
 class FileVersionDoc(BaseModel):

@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from sessions_app.models import Checkpoint, Session
+from checkpoints.models import Checkpoint
+from sessions_app.models import Session
 
 # The permission that lets a staff user see users' conversations in the admin and restore them
 # on their behalf (superusers have it as they have every permission).

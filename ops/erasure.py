@@ -23,17 +23,10 @@ from core import events
 from governance.models import AuditRecord as GovernanceRecord
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
-from sessions_app.models import (
-    Branch,
-    FileVersion,
-    Message,
-    Session,
-    Summary,
-    Turn,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Message, Session, Summary, Turn
 from sessions_app.search import search_index_forget_deleted
 from sessions_app.services import session_delete
+from workspace.models import FileVersion, WorkspaceBlob
 
 from .audit import Outcome, Progress, Who, run_audited
 from .models import AuditRecord

@@ -36,7 +36,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from checkpoints.models import Checkpoint
-from sessions_app.models import FileVersion, Message, Session, Turn, WorkspaceBlob
+from sessions_app.models import Message, Session, Turn
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.quota import Quota, user_quota
 
 from .models import AuditRecord

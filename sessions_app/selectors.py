@@ -18,7 +18,6 @@ from django.db.models import (
     F,
     IntegerField,
     JSONField,
-    Max,
     OuterRef,
     QuerySet,
     Subquery,
@@ -30,7 +29,7 @@ from django.db.models.functions import Coalesce
 from accounts.models import ApiKey, User
 
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
-from .models import Branch, FileVersion, Message, Session, Summary, Turn
+from .models import Branch, Message, Session, Summary, Turn
 from .search import SnippetPart, search_history, search_sessions, snippet
 
 if TYPE_CHECKING:
@@ -188,26 +187,6 @@ def current_branch(session: Session) -> Branch:
 
 def session_branches(session: Session) -> QuerySet[Branch]:
     return Branch.objects.filter(session=session).order_by("created_at", "id")
-
-
-def file_mark() -> int:
-    """The workspace mark of "every file version written so far": the newest version's id (0:
-    none yet), one index lookup. A checkpoint keeps it (`Checkpoint.files_mark`); see
-    workspace.selectors for how a mark bounds a workspace."""
-    return int(FileVersion.objects.aggregate(m=Max("id"))["m"] or 0)
-
-
-def fork_mark(branch: Branch, position: int) -> int:
-    """The mark a branch forked from `branch` at message `position` without a checkpoint (an
-    edit, a regeneration) sees: every version written on `branch` at a position at most
-    `position` (before the message at `position` was answered), none written later."""
-    later = (
-        FileVersion.objects.filter(branch=branch, position__gt=position)
-        .order_by("id")
-        .values_list("id", flat=True)
-        .first()
-    )
-    return file_mark() if later is None else later - 1
 
 
 def _lineage_cte() -> str:

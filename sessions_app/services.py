@@ -28,14 +28,13 @@ from sessions_app.errors import (
     SessionNotFound,
 )
 
+from .hooks import fork_mark
 from .keys import clean_session_key, parse_session_key
 from .models import Branch, Message, Session, Summary
-from .selectors import branch_history, fork_mark, sessions_idle
+from .selectors import branch_history, sessions_idle
 
 if TYPE_CHECKING:
     from datetime import datetime
-
-    from .models import Checkpoint
 
 DEFAULT_SESSION_NAME = "New session"
 
@@ -330,7 +329,7 @@ def branch_fork(
     *,
     branch: Branch,
     position: int,
-    forked_from: Checkpoint | None = None,
+    forked_from_id: int | None = None,
     session_state: JSONObject | None = None,
     make_current: bool = True,
     metadata: JSONObject | None = None,
@@ -338,8 +337,9 @@ def branch_fork(
 ) -> Branch:
     """A new branch whose history is `branch`'s first `position` messages, and whose workspace
     is `branch`'s as of `file_mark` (a checkpoint's `files_mark`; by default, the files as they
-    stood when the message at `position` was sent: selectors.fork_mark). Copies no message and
-    no file. The one way a branch is made: restoring a checkpoint (`forked_from`), editing or
+    stood when the message at `position` was sent: workspace.selectors.fork_mark, through
+    hooks.fork_mark). Copies no message and
+    no file. The one way a branch is made: restoring a checkpoint (`forked_from_id`), editing or
     regenerating a message, and a rollback the agent asks for all come here."""
     lock_session(branch.session_id)
     parent = _lock_branch(branch.pk)
@@ -354,7 +354,7 @@ def branch_fork(
         parent=parent,
         fork_position=position,
         message_count=position,
-        forked_from=forked_from,
+        forked_from_id=forked_from_id,
         fork_file_mark=fork_mark(parent, position) if file_mark is None else file_mark,
         session_state=parent.session_state if session_state is None else session_state,
         metadata=clean_metadata(metadata, what="branch metadata"),
@@ -366,7 +366,7 @@ def branch_fork(
         events.branch_changed(
             session=parent.session_id,
             branch=new.pk,
-            checkpoint=forked_from.pk if forked_from is not None else None,
+            checkpoint=forked_from_id,
         )
     return new
 

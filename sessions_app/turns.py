@@ -10,10 +10,10 @@ given up on can never store an answer after the turn was handed to another one
 (`turn_recover_stale`). One reply is stored, once.
 
 What the turn's agent wrote to the workspace goes with its tool messages: kept when the turn ends
-`done`, deleted (captures.turn_writes_drop, with the checkpoints and branches that captured
-them) in the same transaction when it fails, is stopped, or is claimed again to run from its
-start. Those changes take the session's lock first, like every
-writer of a session's rows, so an agent's write in flight is either dropped or refused.
+`done`, deleted (checkpoints.captures.turn_writes_drop, called through sessions_app.hooks,
+with the checkpoints and branches that captured them) in the same transaction when it fails, is
+stopped, or is claimed again to run from its start. Those changes take the session's lock first,
+like every writer of a session's rows, so an agent's write in flight is either dropped or refused.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -41,15 +41,11 @@ from sessions_app.errors import (
 )
 
 from .approvals import with_may_have_run
-from .captures import turn_writes_drop
+from .hooks import turn_writes_drop
 from .models import Branch, Effect, Message, Session, Turn
 from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked, session_update
 from .stream import stream_reset, stream_snapshot
-
-if TYPE_CHECKING:
-    from .models import Checkpoint
-
 
 # Ends a text the agent produced that was cut off at its length limit (AGENT_MAX_REPLY_CHARS, or
 # the model's own max_tokens): a reply, a tool's result, a tool call's arguments.
@@ -621,8 +617,8 @@ def turn_finish(
     turn: Turn,
     reply: str,
     tools_used: list[str],
-    checkpoint: Checkpoint | None = None,
-    rolled_back_to: Checkpoint | None = None,
+    checkpoint_id: int | None = None,
+    rolled_back_to_id: int | None = None,
     metadata: JSONObject | None = None,
 ) -> bool:
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the
@@ -641,8 +637,8 @@ def turn_finish(
     }
     done = _owned(turn).update(
         status=Turn.Status.DONE,
-        checkpoint=checkpoint,
-        rolled_back_to=rolled_back_to,
+        checkpoint_id=checkpoint_id,
+        rolled_back_to_id=rolled_back_to_id,
         reply_message=stored,
         **values,
     )
@@ -650,8 +646,8 @@ def turn_finish(
         # What the update wrote, without reading the row back.
         turn.status = Turn.Status.DONE
         turn.tools_used = values["tools_used"]
-        turn.checkpoint = checkpoint
-        turn.rolled_back_to = rolled_back_to
+        turn.checkpoint_id = checkpoint_id
+        turn.rolled_back_to_id = rolled_back_to_id
         turn.finished_at = values["finished_at"]
         turn.metadata = values["metadata"]
         events.turn_finished(

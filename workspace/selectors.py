@@ -14,17 +14,36 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import Max
 
-from sessions_app.models import Branch, Checkpoint, FileVersion, WorkspaceBlob
-from sessions_app.selectors import file_mark, fork_mark
+from sessions_app.models import Branch
 
 from .errors import FileNotFoundInWorkspace
+from .models import FileVersion, WorkspaceBlob
 from .validation import clean_path
-
-__all__ = ["file_mark", "fork_mark"]  # the marks are read where the forks are made
 
 # Past any version id: "everything so far" (a BIGINT on both databases).
 UNBOUNDED = 2**62
+
+
+def file_mark() -> int:
+    """The workspace mark of "every file version written so far": the newest version's id (0:
+    none yet), one index lookup. A checkpoint keeps it (`Checkpoint.files_mark`); see
+    this module's docstring for how a mark bounds a workspace."""
+    return int(FileVersion.objects.aggregate(m=Max("id"))["m"] or 0)
+
+
+def fork_mark(branch: Branch, position: int) -> int:
+    """The mark a branch forked from `branch` at message `position` without a checkpoint (an
+    edit, a regeneration) sees: every version written on `branch` at a position at most
+    `position` (before the message at `position` was answered), none written later."""
+    later = (
+        FileVersion.objects.filter(branch=branch, position__gt=position)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return file_mark() if later is None else later - 1
 
 
 @dataclass(frozen=True)
@@ -93,11 +112,6 @@ def workspace_files(
             when = converter(when, created, connection)
         out.append(WorkspaceFile(p, int(size), sha, when, int(version), int(blob)))
     return out
-
-
-def checkpoint_files(checkpoint: Checkpoint) -> list[WorkspaceFile]:
-    """The workspace as the checkpoint captured it."""
-    return workspace_files(checkpoint.branch, mark=checkpoint.files_mark)
 
 
 def workspace_file(

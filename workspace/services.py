@@ -10,7 +10,7 @@ across their sessions), then the session's lock, then the branch's row
 ordered with checkpoints, forks and rewinds, and the quotas it checks (workspace.quota) cannot be
 passed by two writes at once. A write by a turn's agent names the turn: it is refused once the
 turn is no longer that worker's (cancelled, failed, taken over), and dropped with the turn's tool
-messages when the turn does not end `done` (sessions_app.captures.turn_writes_drop, called
+messages when the turn does not end `done` (checkpoints.captures.turn_writes_drop, called
 where sessions_app.turns ends it).
 """
 
@@ -26,12 +26,13 @@ from core import events
 from core.errors import Conflict
 from core.validation import JSONObject, clean_metadata
 from sessions_app.errors import BranchNotFound, SessionNotFound
-from sessions_app.file_rows import blobs_collect, versions_delete
-from sessions_app.models import Branch, FileVersion, Session, Turn, WorkspaceBlob
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import lock_session
 
 from .coalescing import previous_version_coalesce, replaced_version
 from .errors import FileNotFoundInWorkspace, TooManyFiles
+from .file_rows import blobs_collect, versions_delete
+from .models import FileVersion, WorkspaceBlob
 from .quota import quota_check
 from .selectors import WorkspaceFile, workspace_files
 from .validation import clean_content, clean_path, max_files, sha256_of

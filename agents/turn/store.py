@@ -130,8 +130,8 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None
                 turn=turn,
                 reply=answer.reply,
                 tools_used=answer.tools_used,
-                checkpoint=auto,
-                rolled_back_to=rolled_back_to,
+                checkpoint_id=auto.pk if auto is not None else None,
+                rolled_back_to_id=rolled_back_to.pk if rolled_back_to is not None else None,
                 metadata=dict(meta),
             ):
                 raise TurnTakenOver("This turn ended elsewhere before its answer was stored.")

@@ -8,8 +8,9 @@ import pytest
 from agents.demo_model import DemoModel
 from agents.file_tools import READ_FILE_CHARS, TODO_MAX, TODO_TITLE_CHARS
 from agents.rollback_agent import RollbackAgent
-from sessions_app.models import Branch, FileVersion
+from sessions_app.models import Branch
 from sessions_app.turns import turn_cancel, turn_start
+from workspace.models import FileVersion
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_write
 

@@ -14,9 +14,10 @@ from checkpoints.compare import InvalidRef, parse_ref, session_diff
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import Branch, FileVersion, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.services import branch_fork, branch_set_state, session_create
 from tests.conftest import contents, grow, say
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.services import file_delete, file_write
 from workspace.validation import sha256_of
 

@@ -34,11 +34,12 @@ from checkpoints.services import (
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.models import Branch, Turn, WorkspaceBlob
+from sessions_app.models import Branch, Turn
 from sessions_app.selectors import branch_history
 from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_claim, turn_start
 from workspace.errors import FileNotFoundInWorkspace
+from workspace.models import WorkspaceBlob
 from workspace.selectors import workspace_files
 from workspace.services import file_delete, file_write, files_write_all
 

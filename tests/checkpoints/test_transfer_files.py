@@ -10,19 +10,15 @@ import json
 import pytest
 
 from checkpoints.models import Checkpoint
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
 from sessions_app.errors import ImportRejected, ImportTooLarge
-from sessions_app.models import (
-    Branch,
-    FileVersion,
-    Message,
-    Session,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Message, Session
 from sessions_app.services import message_append
 from tests.conftest import say
-from workspace.selectors import checkpoint_files, workspace_files
+from workspace.models import FileVersion, WorkspaceBlob
+from workspace.selectors import workspace_files
 from workspace.services import file_delete, file_write
 from workspace.validation import sha256_of
 

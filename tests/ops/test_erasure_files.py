@@ -10,9 +10,10 @@ from django.core.management import call_command
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from ops.erasure import user_delete, user_holdings
-from sessions_app.models import Branch, FileVersion, Session, WorkspaceBlob
+from sessions_app.models import Branch, Session
 from sessions_app.services import session_create, session_delete
 from sessions_app.turns import turn_claim, turn_start
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -58,7 +58,7 @@ from integrations.models import TelegramChat, TelegramLinkCode
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
-from sessions_app.models import Branch, FileVersion, Message, Session, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
@@ -66,6 +66,7 @@ from sharing.models import ShareLink
 from sharing.services import share_create
 from tests.security.conftest import bearer, browser, cookie_headers
 from web.ws.routing import websocket_urlpatterns
+from workspace.models import FileVersion
 from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
@@ -507,7 +508,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     turn_fail(turn=turn, error=f"{SECRET} failure")
     summary = summary_store(branch=first, end=2, content=f"{SECRET} summary", model="m")
     # The current branch inherits both messages; `first` is no longer current (one to switch to).
-    branch_fork(branch=first, position=2, forked_from=checkpoint)
+    branch_fork(branch=first, position=2, forked_from_id=checkpoint.pk)
     key, _ = apikey_create(user=alice, name=f"{SECRET} key")
     memory = memory_create(
         user=alice,

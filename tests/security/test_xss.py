@@ -146,7 +146,7 @@ def test_names_descriptions_and_messages_are_inert_on_the_chat_pages(as_alice, a
     fill_conversation(branch)
     # A branch forked from each checkpoint: the branch tree names the checkpoint.
     for cp in Checkpoint.objects.filter(branch=branch):
-        branch_fork(branch=branch, position=cp.message_count, forked_from=cp)
+        branch_fork(branch=branch, position=cp.message_count, forked_from_id=cp.pk)
     sessions = []
     for payload in NAMES:
         named = session_create(owner=alice, name=payload)

@@ -57,7 +57,7 @@ def test_a_checkpoint_of_an_ancestor_before_the_fork_may_be_shared(alice, branch
     early = checkpoint_create(branch=branch, name="early")
     say(branch, "q2", "a2")
     late = checkpoint_create(branch=branch, name="late")
-    fork = branch_fork(branch=branch, position=2, forked_from=early)
+    fork = branch_fork(branch=branch, position=2, forked_from_id=early.pk)
     message_append(branch=fork, role="user", content="other")
     share, _ = share_create(owner=alice, branch=fork, checkpoint=early)
     assert shown(share) == ["q1", "a1"]

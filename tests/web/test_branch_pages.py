@@ -48,7 +48,7 @@ def test_the_tree_and_the_header_use_the_same_labels_without_database_ids(
     as_alice, session, talked
 ):
     mark = checkpoint_create(branch=talked, name="start")
-    branch_fork(branch=talked, position=2, forked_from=mark)
+    branch_fork(branch=talked, position=2, forked_from_id=mark.pk)
     edit = branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
     page = _page(as_alice, session)
     labels = re.findall(r'data-testid="branch-label">([^<]*)<', page)
@@ -165,7 +165,7 @@ def test_the_rewind_dialog_names_the_branch_it_cuts_and_what_goes(as_alice, sess
 
 def test_checkpoint_details_name_the_branch_by_its_label(as_alice, session, talked):
     mark = checkpoint_create(branch=talked, name="start")
-    fork = branch_fork(branch=talked, position=4, forked_from=mark)
+    fork = branch_fork(branch=talked, position=4, forked_from_id=mark.pk)
     say(fork, "more")
     later = checkpoint_create(branch=fork, name="later")
     body = html.unescape(

@@ -10,10 +10,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import FileVersion, Message
+from sessions_app.models import Message
 from sessions_app.services import message_append
 from tests.conftest import say
 from web.ws.consumers import render_event
+from workspace.models import FileVersion
 from workspace.selectors import workspace_files
 from workspace.services import file_write
 

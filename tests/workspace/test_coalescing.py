@@ -10,17 +10,19 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import (
     branch_rewind,
     checkpoint_create,
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.models import Branch, FileVersion, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.services import branch_fork, message_append, session_create
 from sessions_app.turns import turn_claim, turn_fail, turn_start
 from tests.conftest import say
-from workspace.selectors import checkpoint_files, workspace_file, workspace_files
+from workspace.models import FileVersion, WorkspaceBlob
+from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db

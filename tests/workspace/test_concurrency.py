@@ -14,14 +14,15 @@ from django.db import connection, transaction
 
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import branch_rewind, checkpoint_create, checkpoint_restore
 from sessions_app.errors import RewindOutOfRange
-from sessions_app.models import Branch, FileVersion, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.selectors import branch_history
 from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_claim, turn_fail, turn_start
 from workspace.errors import FileNotFoundInWorkspace
-from workspace.selectors import checkpoint_files
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.services import TurnNoLongerWrites, file_delete, file_write
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

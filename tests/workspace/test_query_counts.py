@@ -9,11 +9,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import Branch, FileVersion, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.services import session_create
 from tests.conftest import say
-from workspace.selectors import checkpoint_files, workspace_files
+from workspace.models import FileVersion, WorkspaceBlob
+from workspace.selectors import workspace_files
 from workspace.services import file_write
 from workspace.validation import sha256_of
 

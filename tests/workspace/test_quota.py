@@ -16,12 +16,13 @@ from django.urls import reverse
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
 from sessions_app.errors import ImportTooLarge
-from sessions_app.models import FileVersion, Session
+from sessions_app.models import Session
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.web.api.conftest import bearer_client
+from workspace.models import FileVersion
 from workspace.quota import QuotaExceeded, session_storage, user_storage
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_delete, file_write

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.models import Branch, FileVersion
+from sessions_app.models import Branch
 from sessions_app.services import session_create
 from tests.workspace.test_concurrency import _run_threads
+from workspace.models import FileVersion
 from workspace.quota import QuotaExceeded
 from workspace.services import file_write
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from core.errors import Conflict
-from sessions_app.models import FileVersion, WorkspaceBlob
 from workspace.errors import (
     BadPath,
     BinaryContent,
@@ -14,6 +13,7 @@ from workspace.errors import (
     FileTooLarge,
     TooManyFiles,
 )
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.selectors import directory, workspace_file, workspace_files
 from workspace.services import file_delete, file_write
 

@@ -24,15 +24,7 @@ from django.utils.text import Truncator
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings, is_demo
-from sessions_app.models import (
-    Branch,
-    FileVersion,
-    Message,
-    Session,
-    Summary,
-    Turn,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Message, Session, Summary, Turn
 from sessions_app.search import messages_matching, search_clean
 from sessions_app.selectors import branch_history
 from sessions_app.services import session_delete, session_update
@@ -52,6 +44,7 @@ from web.admin.support import (
     form_session_state,
     sum_subquery,
 )
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.quota import session_quota
 
 if TYPE_CHECKING:

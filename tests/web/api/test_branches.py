@@ -61,7 +61,7 @@ def test_bob_cannot_rename_alices_branch(bob_api, talked):
 def test_the_branch_list_names_every_branch_as_the_pages_do(api, session, talked):
     mark = checkpoint_create(branch=talked, name="start")
     edit = branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
-    restored = branch_fork(branch=talked, position=4, forked_from=mark)
+    restored = branch_fork(branch=talked, position=4, forked_from_id=mark.pk)
     api.patch(f"/api/v1/branches/{restored.pk}/", {"name": "my restore"}, format="json")
     rows = api.get(f"/api/v1/sessions/{session.pk}/branches/").json()["results"]
     assert {r["id"]: r["name"] for r in rows} == {

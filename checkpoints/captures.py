@@ -4,9 +4,10 @@ A checkpoint shows its branch's versions up to its `files_mark`; a forked branch
 parent's up to its `fork_file_mark` (none recorded: all of them), and its descendants read
 through it. So whatever deletes a branch's versions from some id on changes what every
 checkpoint and fork whose mark reaches that id shows. Two deleters: a rewind
-(checkpoints.rewinds, which also cuts messages) and a turn that loses its writes (turns: it
-failed, was stopped or runs again). Neither lets a kept checkpoint or branch change: what
-captured a deleted version goes with it.
+(checkpoints.rewinds, which also cuts messages) and a turn that loses its writes
+(sessions_app.turns: it failed, was stopped or runs again; it calls `turn_writes_drop` through
+sessions_app.hooks, which checkpoints.apps registers, since sessions_app may not import it).
+Neither lets a kept checkpoint or branch change: what captured a deleted version goes with it.
 
 Version ids only grow, so "captured a deleted version" is one comparison against the smallest
 deleted id, and each read is one index lookup or range: the cost does not grow with the history.
@@ -20,9 +21,11 @@ from django.db import connection
 from django.db.models import Min
 
 from core import events
+from sessions_app.models import Branch, Message
+from workspace.file_rows import turn_versions_delete, versions_delete
+from workspace.models import FileVersion
 
-from .file_rows import turn_versions_delete, versions_delete
-from .models import Branch, Checkpoint, FileVersion, Message
+from .models import Checkpoint
 
 # Past any version id: a bound no mark reaches (a BIGINT on both databases).
 NO_VERSION = 2**62
