@@ -63,7 +63,7 @@ class Branch(models.Model):
     objects = BranchQuerySet.as_manager()
 
     class Meta:
-        # The seeds' table name (the class was InternalSession): the rename changed no table.
+        # seed name: the table of the seeds' InternalSession, kept (the rename changed no table).
         db_table = "sessions_app_internalsession"
         verbose_name = "branch"
         verbose_name_plural = "branches"

@@ -53,7 +53,7 @@ class Session(models.Model):
     objects = SessionQuerySet.as_manager()
 
     class Meta:
-        # The seeds' table name (the class was ExternalSession): the rename changed no table.
+        # seed name: the table of the seeds' ExternalSession, kept (the rename changed no table).
         db_table = "sessions_app_externalsession"
         verbose_name = "session"
         ordering: ClassVar[list[str]] = ["-created_at", "-id"]

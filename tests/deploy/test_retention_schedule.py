@@ -33,7 +33,7 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
     idle = client.post("/sessions/", {"name": "idle for weeks"})
     recent = client.post("/sessions/", {"name": "used today"})
     database.query(
-        "UPDATE sessions_app_session SET updated_at = now() - interval '40 days' "
+        "UPDATE sessions_app_externalsession SET updated_at = now() - interval '40 days' "
         "WHERE id = %s RETURNING id",
         idle["id"],
     )

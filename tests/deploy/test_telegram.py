@@ -127,7 +127,7 @@ def test_a_message_from_a_linked_chat_streams_its_reply_as_edits_then_rendered(
     rows = database.query(
         "SELECT t.status, r.message_ids, r.delivered_at IS NOT NULL "
         "FROM sessions_app_turn t JOIN integrations_telegramreply r ON r.turn_id = t.id "
-        "JOIN sessions_app_session s ON s.id = t.session_id WHERE s.session_key = %s",
+        "JOIN sessions_app_externalsession s ON s.id = t.session_id WHERE s.session_key = %s",
         f"agent:telegram:per-peer:{CHAT}",
     )
     assert len(rows) == 1  # the redelivered update made no second turn

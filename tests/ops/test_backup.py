@@ -40,8 +40,8 @@ sqlite_phase = pytest.mark.skipif(
 # checkpoint may still change in the source after the backup's moment (the source goes on
 # serving). Those are checked against the backup's own rows instead (see check_structure).
 TABLES: dict[str, set[str]] = {
-    "sessions_app_session": {"session_name", "updated_at", "metadata", "archived_at"},
-    "sessions_app_branch": {
+    "sessions_app_externalsession": {"session_name", "updated_at", "metadata", "archived_at"},
+    "sessions_app_internalsession": {
         "message_count",
         "session_state",
         "is_current",
@@ -161,7 +161,7 @@ class Load:
                 while not self.stopping.is_set():
                     i += 1
                     session = post("/sessions/", {"name": f"client {n}, conversation {i}"})["id"]
-                    self._done("sessions_app_session", session)
+                    self._done("sessions_app_externalsession", session)
                     for k in range(3):
                         turn(session, f"Question {k} of conversation {n}.{i}. {FILLER}")
                     checkpoint = post(f"/sessions/{session}/checkpoints/", {"name": "three"})
@@ -169,7 +169,7 @@ class Load:
                     restored = post(
                         f"/checkpoints/{checkpoint['id']}/restore/", {"mode": "branch"}, 200
                     )
-                    self._done("sessions_app_branch", restored["branch"]["id"])
+                    self._done("sessions_app_internalsession", restored["branch"]["id"])
                     turn(session, f"Once more, on the restored branch of {n}.{i}. {FILLER}")
             except Exception as exc:  # reported by the test, which fails on any
                 with self.lock:
@@ -259,17 +259,17 @@ def check_structure(db: Tables) -> None:
     for c in db["checkpoints_checkpoint"].values():
         checkpoints.setdefault(c["branch_id"], []).append(c)
     current: dict[int, int] = {}
-    for b in db["sessions_app_branch"].values():
+    for b in db["sessions_app_internalsession"].values():
         own = messages.get(b["id"], {})
         assert sorted(own) == list(range(b["fork_position"], b["message_count"])), b
         if b["parent_id"] is not None:
-            parent = db["sessions_app_branch"][b["parent_id"]]
+            parent = db["sessions_app_internalsession"][b["parent_id"]]
             assert b["fork_position"] <= parent["message_count"], b
         marks = checkpoints.get(b["id"], [])
         assert b["checkpoint_count"] == len(marks), b
         assert all(b["fork_position"] <= c["message_count"] <= b["message_count"] for c in marks)
         current[b["session_id"]] = current.get(b["session_id"], 0) + bool(b["is_current"])
-    assert set(current) == set(db["sessions_app_session"])
+    assert set(current) == set(db["sessions_app_externalsession"])
     assert set(current.values()) == {1}, "a session without exactly one current branch"
     for turn in db["sessions_app_turn"].values():
         asked = messages[turn["branch_id"]][turn["user_message_position"]]
@@ -297,7 +297,7 @@ def served_messages(base_url: str, key: str, session: int) -> list[tuple[str, st
 
 def history(db: Tables, session: int) -> list[tuple[str, str]]:
     """The current branch's history of a session, read from the rows."""
-    branches = db["sessions_app_branch"]
+    branches = db["sessions_app_internalsession"]
     branch = next(b for b in branches.values() if b["session_id"] == session and b["is_current"])
     by_branch: dict[int, dict[int, dict]] = {}
     for m in db["sessions_app_message"].values():
@@ -333,7 +333,7 @@ def settled_sessions(db: Tables) -> list[int]:
     """Sessions with no turn in flight in `db`: an app started on it leaves them as they are
     (the recovery job takes up a turn that was running at the backup's moment)."""
     busy = {t["session_id"] for t in db["sessions_app_turn"].values() if t["status"] != "done"}
-    return sorted(set(db["sessions_app_session"]) - busy)
+    return sorted(set(db["sessions_app_externalsession"]) - busy)
 
 
 def listing(directory: Path) -> list[str]:

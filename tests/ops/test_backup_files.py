@@ -45,7 +45,7 @@ QUERIES = {
     "workspace_fileversion ORDER BY id",
     "blobs": "SELECT id, session_id, sha256, size, content FROM workspace_workspaceblob "
     "ORDER BY id",
-    "fork_marks": "SELECT id, fork_file_mark FROM sessions_app_branch ORDER BY id",
+    "fork_marks": "SELECT id, fork_file_mark FROM sessions_app_internalsession ORDER BY id",
     "checkpoint_marks": "SELECT id, files_mark FROM checkpoints_checkpoint ORDER BY id",
 }
 
