@@ -37,7 +37,7 @@ from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
-from .approval import ApprovalGate
+from .approval_gate import ApprovalGate
 from .calculator import calculate
 from .file_tools import FileTools
 from .mcp.tools import McpToolset, mcp_toolset
@@ -212,7 +212,8 @@ class RollbackAgent(FileTools):
         self.mcp = McpToolset()
         self.notices: list[str] = []
         # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
-        # (agents.approval). It wraps the hooks given through `kwargs`, so a refused call runs none.
+        # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call
+        # runs none.
         self.approvals = ApprovalGate(self.tool_approvals)
         kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
         kwargs.setdefault("instructions", INSTRUCTIONS)

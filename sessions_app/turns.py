@@ -43,9 +43,9 @@ from sessions_app.errors import (
 from .approvals import with_may_have_run
 from .hooks import turn_writes_drop
 from .models import Branch, Effect, Message, Session, Turn
+from .reply_stream import stream_reset, stream_snapshot
 from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked, session_update
-from .stream import stream_reset, stream_snapshot
 
 # Ends a text the agent produced that was cut off at its length limit (AGENT_MAX_REPLY_CHARS, or
 # the model's own max_tokens): a reply, a tool's result, a tool call's arguments.

@@ -45,7 +45,7 @@ class AgnoAgent(Protocol):
 
 
 class Gate(Protocol):
-    """Where the agent's calls that need approval wait (agents.approval.ApprovalGate): told the
+    """Where the agent's calls that need approval wait (agents.approval_gate.ApprovalGate): told the
     run they belong to, and each call's id as the stream sees it start."""
 
     # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accounts.models import User
+from agents.agent_service import AgentService, branch_lines, counted
 from agents.context import left_behind_lines
 from agents.rollback_agent import RollbackAgent
-from agents.service import AgentService, branch_lines, counted
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from sessions_app.approvals import turn_approve

@@ -62,7 +62,7 @@ class Turn(models.Model):
     )
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
     # While the turn waits at `awaiting_approval`: the tool call that waits for its owner's
-    # answer, `{"tool_call_id", "tool_name", "args"}` (agents.approval); null otherwise.
+    # answer, `{"tool_call_id", "tool_name", "args"}` (agents.approval_gate); null otherwise.
     pending_approval = models.JSONField(null=True, blank=True)
     # The turn's texts are not copied here: it refers to the user's message and to its reply
     # (the last assistant message it stored), and reads them through these (`message`,

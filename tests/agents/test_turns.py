@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agents.service import AgentService
+from agents.agent_service import AgentService
 from agents.services import turn_regenerate, turn_submit
 from agents.worker import run_turn
 from checkpoints.models import Checkpoint

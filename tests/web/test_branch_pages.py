@@ -16,7 +16,7 @@ from sessions_app.services import branch_activate, branch_fork
 from sessions_app.turns import turn_start
 from tests.conftest import say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
-from web import context as pages
+from web import chat_state as pages
 from web.ws.consumers import render_event
 
 pytestmark = pytest.mark.django_db

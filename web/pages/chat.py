@@ -51,7 +51,7 @@ from sessions_app.services import (
     session_update,
 )
 from sessions_app.turns import turn_cancel
-from web import context as pages
+from web import chat_state as pages
 
 SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
 SIDEBAR_SHOWN_MAX = 1000  # sessions a live update of the list keeps loaded, at most

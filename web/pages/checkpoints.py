@@ -19,7 +19,7 @@ from sessions_app.labels import branch_label
 from sessions_app.models import Session
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.services import branch_activate
-from web import context as pages
+from web import chat_state as pages
 from web.pages.chat import refresh
 
 

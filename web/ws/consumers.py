@@ -15,7 +15,7 @@ session is gone or no longer theirs), the codes that refuse such a handshake. Th
 page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
 of the login that changed the password get, as that login goes on under a new key.
 
-A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.stream, which
+A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.reply_stream, which
 stores each piece before it is published). Both sockets send a socket that connects mid-turn the
 reply so far first (`turn.snapshot`), then the pieces it has not sent; what the channel layer
 drops (a piece, a turn's start or end) the socket reads back itself (web/ws/relay.py). Each
@@ -57,10 +57,10 @@ from core.events import (
     user_group,
 )
 from sessions_app.models import Session
+from sessions_app.reply_stream import Snapshot, stream_snapshot
 from sessions_app.selectors import get_session_for_user, watch_access
-from sessions_app.stream import Snapshot, stream_snapshot
 from sessions_app.watch import running_turn
-from web.context import card_of
+from web.chat_state import card_of
 
 from .relay import TurnRelay
 

@@ -3,7 +3,7 @@ start and end once, and what the channel layer lost read back by the socket itse
 
 The channel layer is best-effort (it drops what comes past its capacity: core.channel_layers), so
 no socket depends on it for a reply's pieces or a turn's end. A piece heard after a gap comes with
-the missing ones, read from the stream's store (sessions_app.stream) at once. While the socket
+the missing ones, read from the stream's store (sessions_app.reply_stream) at once. While the socket
 watches a running turn (from its snapshot, its start or any event of it), each
 ROLLBACK_WS_CATCH_UP_SECONDS in which it heard nothing of the turn it reads the turn back: one
 query by primary key (sessions_app.watch) and one read of the store, sending the pieces it has
@@ -28,7 +28,7 @@ from django.conf import settings
 
 from core.events import Event, EventMessage, MessageDelta, TurnStarted
 from sessions_app.models import Session
-from sessions_app.stream import stream_read
+from sessions_app.reply_stream import stream_read
 from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
 
 log = logging.getLogger("web.ws.consumers")

@@ -18,6 +18,7 @@ from governance.selectors import admin_notices
 from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_labels
 from sessions_app.models import Branch, Message, Session, Turn
+from sessions_app.reply_stream import stream_snapshot
 from sessions_app.selectors import (
     branch_history,
     branch_lineage,
@@ -25,7 +26,6 @@ from sessions_app.selectors import (
     parse_pk,
     session_branches,
 )
-from sessions_app.stream import stream_snapshot
 from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
 
