@@ -40,7 +40,7 @@ from sessions_app.services import branch_activate, branch_create
 from .approval_gate import ApprovalGate
 from .calculator import calculate
 from .file_tools import FileTools
-from .mcp.tools import McpToolset, mcp_toolset
+from .mcp.toolset import McpToolset, mcp_toolset
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
 from .tools import (

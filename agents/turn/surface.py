@@ -14,7 +14,7 @@ from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunOutput, RunOutputEvent
 
 if TYPE_CHECKING:
-    from agents.mcp.tools import McpToolset
+    from agents.mcp.toolset import McpToolset
     from checkpoints.models import Checkpoint
     from core.events import Event
     from sessions_app.models import Branch, Session, Turn

@@ -1,5 +1,5 @@
-"""Migration 0017 (ExternalSession -> Session, InternalSession -> Branch) changes no table and
-keeps every group's permissions: their codenames follow the models' new names."""
+"""Migration 0017 (old names ExternalSession -> Session, InternalSession -> Branch) changes no
+table and keeps every group's permissions: their codenames follow the models' new names."""
 
 from __future__ import annotations
 
@@ -38,12 +38,8 @@ def test_a_group_keeps_its_session_and_branch_permissions_across_the_rename(djan
     ContentType.objects.clear_cache()
     editors = Group.objects.create(name="editors")
     editors.permissions.add(
-        Permission.objects.get(
-            content_type__app_label="sessions_app", codename="view_externalsession"
-        ),
-        Permission.objects.get(
-            content_type__app_label="sessions_app", codename="change_internalsession"
-        ),
+        Permission.objects.get(codename="view_externalsession"),  # its old name
+        Permission.objects.get(codename="change_internalsession"),  # its old name
     )
     before = Permission.objects.count()
 
