@@ -42,7 +42,7 @@ from django.core.cache import cache
 
 from core.errors import InvalidInput
 from core.model_choice import chosen_context_tokens
-from sessions_app.models import ExternalSession, InternalSession, Message, Summary
+from sessions_app.models import Branch, Message, Session, Summary
 from sessions_app.selectors import branch_history, history_size, lineage_summary
 from sessions_app.services import summary_store
 
@@ -109,7 +109,7 @@ LEDGER_NOTE_EFFECTS = 10
 LEDGER_NOTE_ARGS_CHARS = 160
 
 
-def left_behind_note(branch: InternalSession) -> str | None:
+def left_behind_note(branch: Branch) -> str | None:
     """What the restore that made (or rewound) `branch` could not undo, for the model's
     instructions: the external effects of tool calls it left behind, so the model does not do
     them again unasked. None when the branch's restore left nothing behind."""
@@ -132,7 +132,7 @@ def left_behind_note(branch: InternalSession) -> str | None:
     )
 
 
-def left_behind_lines(branch: InternalSession) -> list[str]:
+def left_behind_lines(branch: Branch) -> list[str]:
     """What the restore that made (or rewound) `branch` could not undo, for its user: a line per
     external effect left behind (`manage.py chat` prints them, the Telegram bot sends them)."""
     meta = branch.metadata
@@ -166,9 +166,7 @@ class Limits:
         return int((int(self.context * SAFETY) - self.reserve) * self.share)
 
 
-def limits_for(
-    session: ExternalSession, model: str | None = None, *, retry: bool = False
-) -> Limits:
+def limits_for(session: Session, model: str | None = None, *, retry: bool = False) -> Limits:
     """The window (the configured one, or smaller when the model's server said so) and the
     reply's reserve; with `retry`, a smaller share of it, for a request the server refused."""
     context = chosen_context_tokens(session.settings) or settings.AGENT_CONTEXT_TOKENS
@@ -339,8 +337,8 @@ class Fit:
 
 def fit_turn(
     *,
-    session: ExternalSession,
-    branch: InternalSession,
+    session: Session,
+    branch: Branch,
     end: int,
     message: str,
     model: str,
@@ -385,7 +383,7 @@ def fit_turn(
 
 
 def summarise_ahead(
-    *, session: ExternalSession, branch: InternalSession, stop: Callable[[], bool] = lambda: False
+    *, session: Session, branch: Branch, stop: Callable[[], bool] = lambda: False
 ) -> list[Summary] | None:
     """Summarise the branch's history ahead of need: once the part after its newest summary
     passes AHEAD_SHARE of what a request leaves it, the older part of it is summarised and the
@@ -412,7 +410,7 @@ def summarise_ahead(
     return plan.made
 
 
-def needs_summary_ahead(branch: InternalSession) -> bool:
+def needs_summary_ahead(branch: Branch) -> bool:
     """Whether the part of the branch's history after its newest summary has passed
     AHEAD_SHARE of what a request leaves it (by a two-query count, as context_usage)."""
     usage = context_usage(branch)
@@ -427,8 +425,8 @@ def needs_summary_ahead(branch: InternalSession) -> bool:
 class _Plan:
     """Fitting one request's history: what stays whole, what is summarised."""
 
-    session: ExternalSession
-    branch: InternalSession
+    session: Session
+    branch: Branch
     end: int
     model: str
     limits: Limits
@@ -589,8 +587,8 @@ def _summary_prompt(piece: list[Message], piece_chars: int, summary: Summary | N
 
 def _summarise(
     *,
-    session: ExternalSession,
-    branch: InternalSession,
+    session: Session,
+    branch: Branch,
     units: list[list[Message]],
     previous: Summary | None,
     limits: Limits,
@@ -742,7 +740,7 @@ class Usage:
         return min(999, round(100 * self.tokens / max(1, self.limits.usable)))
 
 
-def context_usage(branch: InternalSession) -> Usage:
+def context_usage(branch: Branch) -> Usage:
     """How much of the window the branch's next request would use (the summary included),
     where the model's view begins, and whether a summariser is at work on the branch. Two
     queries (three when the session's owner is not loaded), whatever the history's length."""

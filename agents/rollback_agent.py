@@ -33,11 +33,11 @@ from memories.models import Memory
 from memories.selectors import memories_recalled, memory_by_key, prompt_line, prompt_memories
 from memories.services import memories_touch, memory_remember
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
-from .approval import ApprovalGate
+from .approval_gate import ApprovalGate
 from .calculator import calculate
 from .file_tools import FileTools
 from .mcp import McpToolset, mcp_toolset
@@ -78,7 +78,7 @@ INSTRUCTIONS = [
 ]
 
 
-def auto_checkpoint_enabled(session: ExternalSession) -> bool:
+def auto_checkpoint_enabled(session: Session) -> bool:
     """The session's own setting, else its owner's preference, else on."""
     value = session.settings.get("auto_checkpoint")
     if isinstance(value, bool):
@@ -87,16 +87,16 @@ def auto_checkpoint_enabled(session: ExternalSession) -> bool:
     return value if isinstance(value, bool) else True
 
 
-def load_session(external_session_id: int | str, *, user: User | None) -> ExternalSession:
+def load_session(external_session_id: int | str, *, user: User | None) -> Session:
     """One of `user`'s sessions; ValueError when there is none, as in seed 003. There is no
     default: server-side code that may open anyone's session (seed 003's API used without a
     user, as in a Django shell) says so with `user=None`."""
-    sessions = ExternalSession.objects.select_related("owner")
+    sessions = Session.objects.select_related("owner")
     if user is not None:
         sessions = sessions.filter(owner=user)
     try:
         return sessions.get(pk=int(external_session_id))
-    except (ExternalSession.DoesNotExist, ValueError, TypeError, OverflowError):
+    except (Session.DoesNotExist, ValueError, TypeError, OverflowError):
         raise ValueError(f"Session {external_session_id} not found.") from None
 
 
@@ -160,7 +160,7 @@ class RollbackAgent(FileTools):
           this one owns (`self.agent`).
         """
         session = load_session(external_session_id, user=user)
-        self.external_session: ExternalSession = session
+        self.external_session: Session = session
         self.auto_checkpoint = auto_checkpoint
         self.carry_out_rollbacks = carry_out_rollbacks
         self.internal_session_repo = _repository(
@@ -169,7 +169,7 @@ class RollbackAgent(FileTools):
         self.checkpoint_repo = _repository(
             "checkpoint_repo", checkpoint_repo, CheckpointRepository, user
         )
-        self.internal_session: InternalSession = self._pick_branch(
+        self.internal_session: Branch = self._pick_branch(
             session, internal_session_id, skip_session_creation, activate_branch
         )
         self.last_turn: Turn | None = None
@@ -212,7 +212,7 @@ class RollbackAgent(FileTools):
         self.mcp = McpToolset()
         self.notices: list[str] = []
         # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
-        # (agents.approval). It wraps the hooks given through `kwargs`, so a refused call runs none.
+        # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call runs none.
         self.approvals = ApprovalGate(self.tool_approvals)
         kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
         kwargs.setdefault("instructions", INSTRUCTIONS)
@@ -281,12 +281,12 @@ class RollbackAgent(FileTools):
 
     @staticmethod
     def _pick_branch(
-        session: ExternalSession, branch_id: int | None, skip_session_creation: bool, activate: bool
-    ) -> InternalSession:
+        session: Session, branch_id: int | None, skip_session_creation: bool, activate: bool
+    ) -> Branch:
         if branch_id is not None:
             try:
-                branch = InternalSession.objects.get(pk=branch_id, session=session)
-            except (InternalSession.DoesNotExist, ValueError, TypeError):
+                branch = Branch.objects.get(pk=branch_id, session=session)
+            except (Branch.DoesNotExist, ValueError, TypeError):
                 raise ValueError(f"Branch {branch_id} not found in this session.") from None
             if activate and not branch.is_current:
                 branch_activate(branch=branch)
@@ -306,7 +306,7 @@ class RollbackAgent(FileTools):
         (`.content` is the reply); the Turn is `self.last_turn`."""
         return run_message(self, message)
 
-    def refresh_branch(self) -> InternalSession:
+    def refresh_branch(self) -> Branch:
         self.internal_session.refresh_from_db()
         return self.internal_session
 

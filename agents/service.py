@@ -19,7 +19,7 @@ from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import find_session_checkpoint
 from checkpoints.services import checkpoint_restore
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Branch, Session
 from sessions_app.selectors import branch_history, session_branches
 from sessions_app.services import session_update
 
@@ -37,10 +37,10 @@ class AgentService:
         self.model_config = {"id": settings.AGENT_MODEL, "temperature": 0.7, **(model_config or {})}
         self.user = user
 
-    def _session(self, external_session_id: int) -> ExternalSession:
+    def _session(self, external_session_id: int) -> Session:
         return load_session(external_session_id, user=self.user)
 
-    def _model(self, session: ExternalSession) -> Model:
+    def _model(self, session: Session) -> Model:
         """The session's own model and temperature, checked against what sessions may use
         (InvalidInput otherwise), else this service's `model_config`."""
         return build_model(
@@ -49,7 +49,7 @@ class AgentService:
             default_temperature=self.model_config.get("temperature"),
         )
 
-    def _agent(self, session: ExternalSession, **kwargs: Any) -> RollbackAgent:
+    def _agent(self, session: Session, **kwargs: Any) -> RollbackAgent:
         kwargs.setdefault("auto_checkpoint", auto_checkpoint_enabled(session))
         return RollbackAgent(
             external_session_id=session.pk, model=self._model(session), user=self.user, **kwargs
@@ -76,7 +76,7 @@ class AgentService:
         if internal_session_id is None:
             return self._agent(session, skip_session_creation=True)
         try:
-            known = InternalSession.objects.filter(pk=int(internal_session_id), session=session)
+            known = Branch.objects.filter(pk=int(internal_session_id), session=session)
         except (ValueError, TypeError, OverflowError):
             return None
         if not known.exists():
@@ -105,16 +105,16 @@ class AgentService:
         (`carry_out_rollbacks`) has no request left, so this answers False for it."""
         return agent.requested_rollback is not None
 
-    def list_internal_sessions(self, external_session_id: int) -> list[InternalSession]:
+    def list_internal_sessions(self, external_session_id: int) -> list[Branch]:
         return list(session_branches(self._session(external_session_id)))
 
     def list_checkpoints(self, internal_session_id: int) -> list[Checkpoint]:
-        branches = InternalSession.objects.all()
+        branches = Branch.objects.all()
         if self.user is not None:
             branches = branches.filter(session__owner=self.user)
         try:
             branch = branches.get(pk=int(internal_session_id))
-        except (InternalSession.DoesNotExist, ValueError, TypeError):
+        except (Branch.DoesNotExist, ValueError, TypeError):
             raise ValueError(f"Branch {internal_session_id} not found.") from None
         return list(branch.checkpoints.order_by("-created_at", "-id"))
 
@@ -143,7 +143,7 @@ def counted(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
-def branch_lines(branches: list[InternalSession]) -> list[str]:
+def branch_lines(branches: list[Branch]) -> list[str]:
     """A session's branches as text, a heading then a line each (* = current): where each
     starts and how many messages and checkpoints it holds. `manage.py chat`'s and the Telegram
     bot's /branches."""

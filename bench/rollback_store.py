@@ -60,7 +60,7 @@ class Store:
 
     @staticmethod
     def _grow(branch: Any, n: int) -> None:
-        from sessions_app.models import InternalSession, Message
+        from sessions_app.models import Branch, Message
 
         branch.refresh_from_db()
         start = branch.message_count
@@ -73,7 +73,7 @@ class Store:
             ],
             batch_size=2000,
         )
-        InternalSession.objects.filter(pk=branch.pk).update(message_count=start + n)
+        Branch.objects.filter(pk=branch.pk).update(message_count=start + n)
         branch.refresh_from_db()
 
     @staticmethod

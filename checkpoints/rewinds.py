@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
-from sessions_app.captures import branches_forked_after
-from sessions_app.models import FileVersion, InternalSession
+from checkpoints.captures import branches_forked_after
+from sessions_app.models import Branch, FileVersion
 
 from .models import Checkpoint
 
@@ -60,9 +60,7 @@ class RewindCut:
         return own | Checkpoint.objects.filter(branch_id__in=self.branches)
 
 
-def rewind_cut(
-    branch: InternalSession, position: int, *, files_mark: int | None = None
-) -> RewindCut:
+def rewind_cut(branch: Branch, position: int, *, files_mark: int | None = None) -> RewindCut:
     """What a rewind of `branch` to `position` messages, and its workspace to `files_mark` (a
     checkpoint's; None: as the files stood when the message at `position` was sent), deletes.
     Two queries: the first version past the mark, and the forks that captured anything."""

@@ -36,7 +36,7 @@ from core.validation import (
 )
 from sessions_app.errors import ImportRejected, ImportTooLarge, MessageTooLong
 from sessions_app.keys import parse_session_key
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import without_cyclic_gc
 from sessions_app.services import session_quota_check
 from sessions_app.turns import message_limits_check
@@ -69,9 +69,9 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
 
 
-def session_export(*, session: ExternalSession) -> dict[str, Any]:
+def session_export(*, session: Session) -> dict[str, Any]:
     """The whole session, every branch with its own messages and checkpoints."""
-    branches = list(InternalSession.objects.filter(session=session).order_by("created_at", "id"))
+    branches = list(Branch.objects.filter(session=session).order_by("created_at", "id"))
     files = files_export(session)
     by_branch: dict[int, dict[str, Any]] = {}
     for b in _parents_first(branches):
@@ -130,9 +130,9 @@ def session_export(*, session: ExternalSession) -> dict[str, Any]:
     }
 
 
-def _parents_first(branches: list[InternalSession]) -> list[InternalSession]:
+def _parents_first(branches: list[Branch]) -> list[Branch]:
     known: set[int] = set()
-    ordered: list[InternalSession] = []
+    ordered: list[Branch] = []
     pending = list(branches)
     while pending:
         rest = []
@@ -408,7 +408,7 @@ def _when(value: datetime | None) -> datetime:
     return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
-def session_import(*, owner: User, raw: bytes | str) -> ExternalSession:
+def session_import(*, owner: User, raw: bytes | str) -> Session:
     """Import a document made by `session_export` as a new session of `owner`.
 
     The whole document is checked first; a malformed, oversized or wrong-version document raises
@@ -428,15 +428,15 @@ def _free_key(owner: User, key: str | None) -> str:
     (a conversation moved to another account or server goes on answering its integration);
     otherwise it gets none, and the session already at that key keeps it (an import never takes
     a key over). Call it holding the owner's lock (`session_quota_check`)."""
-    if not key or ExternalSession.objects.filter(owner=owner, session_key=key).exists():
+    if not key or Session.objects.filter(owner=owner, session_key=key).exists():
         return ""
     return key
 
 
 @transaction.atomic
-def _write(owner: User, doc: ExportDoc) -> ExternalSession:
+def _write(owner: User, doc: ExportDoc) -> Session:
     session_quota_check(owner=owner)
-    session = ExternalSession.objects.create(
+    session = Session.objects.create(
         owner=owner,
         session_name=doc.session.name.strip(),
         metadata=doc.session.metadata,
@@ -447,10 +447,10 @@ def _write(owner: User, doc: ExportDoc) -> ExternalSession:
     events.sessions_changed(user=owner.pk, session=session.pk, change="created")
     branch_ids: dict[int, int] = {}
     checkpoint_ids: dict[int, int] = {}
-    made_branches: list[tuple[InternalSession, int | None]] = []
+    made_branches: list[tuple[Branch, int | None]] = []
     made_checkpoints: list[tuple[Checkpoint, int]] = []
     for b in doc.branches:
-        branch = InternalSession.objects.create(
+        branch = Branch.objects.create(
             session=session,
             parent_id=branch_ids[b.parent] if b.parent is not None else None,
             fork_position=b.fork_position,

@@ -31,10 +31,10 @@ from core.validation import clean_past_time
 from sessions_app.errors import ImportRejected, ImportTooLarge
 from sessions_app.models import (
     WORKSPACE_PATH_MAX,
+    Branch,
     Checkpoint,
-    ExternalSession,
     FileVersion,
-    InternalSession,
+    Session,
     WorkspaceBlob,
 )
 from workspace.nfc import nfc_renames
@@ -76,7 +76,7 @@ class FilesExport:
         return None if mark is None else bisect_right(self.ids, mark)
 
 
-def files_export(session: ExternalSession) -> FilesExport:
+def files_export(session: Session) -> FilesExport:
     """The session's file versions in the order written and the contents they use, once each."""
     rows = list(
         FileVersion.objects.filter(branch__session=session)
@@ -290,9 +290,9 @@ def _aware(value: datetime | None) -> datetime | None:
 
 def files_import(
     *,
-    session: ExternalSession,
+    session: Session,
     files: FilesDoc | None,
-    branches: list[tuple[InternalSession, int | None]],
+    branches: list[tuple[Branch, int | None]],
     checkpoints: list[tuple[Checkpoint, int]],
     branch_ids: dict[int, int],
 ) -> None:
@@ -350,7 +350,7 @@ def files_import(
     for b, n in branches:
         if n is not None:
             b.fork_file_mark = mark(n)
-    InternalSession.objects.bulk_update(forked, ["fork_file_mark"], batch_size=100)
+    Branch.objects.bulk_update(forked, ["fork_file_mark"], batch_size=100)
     for c, n in checkpoints:
         c.files_mark = mark(n)
     Checkpoint.objects.bulk_update([c for c, n in checkpoints if n], ["files_mark"], batch_size=100)

@@ -28,17 +28,17 @@ if TYPE_CHECKING:
     AnyUser: TypeAlias = AbstractBaseUser | AnonymousUser
 
 
-class ExternalSessionQuerySet(models.QuerySet["ExternalSession"]):
-    def for_user(self, user: AnyUser) -> ExternalSessionQuerySet:
+class SessionQuerySet(models.QuerySet["Session"]):
+    def for_user(self, user: AnyUser) -> SessionQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(owner=user.pk)
 
-    def active(self) -> ExternalSessionQuerySet:
+    def active(self) -> SessionQuerySet:
         return self.filter(archived_at__isnull=True)
 
 
-class ExternalSession(models.Model):
+class Session(models.Model):
     """A user's conversation or project: what the product calls a session."""
 
     owner = models.ForeignKey(
@@ -57,7 +57,7 @@ class ExternalSession(models.Model):
     # When its owner pinned it to the top of their list; null: not pinned.
     pinned_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ExternalSessionQuerySet.as_manager()
+    objects = SessionQuerySet.as_manager()
 
     class Meta:
         verbose_name = "session"
@@ -93,8 +93,8 @@ class ExternalSession(models.Model):
         return value if isinstance(value, dict) else {}
 
 
-class InternalSessionQuerySet(models.QuerySet["InternalSession"]):
-    def for_user(self, user: AnyUser) -> InternalSessionQuerySet:
+class BranchQuerySet(models.QuerySet["Branch"]):
+    def for_user(self, user: AnyUser) -> BranchQuerySet:
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(session__owner=user.pk)
@@ -104,10 +104,10 @@ def new_agno_session_id() -> str:
     return str(uuid.uuid4())
 
 
-class InternalSession(models.Model):
+class Branch(models.Model):
     """A branch: one line of conversation inside a session."""
 
-    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="branches")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="branches")
     agno_session_id = models.CharField(max_length=64, unique=True, default=new_agno_session_id)
     # The name its owner gave it; empty: the page and the API call it by its default label
     # (sessions_app.labels).
@@ -136,7 +136,7 @@ class InternalSession(models.Model):
     # Null for a branch with no parent.
     fork_file_mark = models.PositiveBigIntegerField(null=True, blank=True)
 
-    objects = InternalSessionQuerySet.as_manager()
+    objects = BranchQuerySet.as_manager()
 
     class Meta:
         verbose_name = "branch"
@@ -194,7 +194,7 @@ class Message(models.Model):
         SYSTEM = "system"
         TOOL = "tool"
 
-    branch = models.ForeignKey(InternalSession, on_delete=models.CASCADE, related_name="messages")
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="messages")
     position = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True, default="")
@@ -266,14 +266,14 @@ class Turn(models.Model):
 
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL)
 
-    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="turns")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
     # The branch the turn answers on; null once a rewind has deleted that branch.
     branch = models.ForeignKey(
-        InternalSession, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
+        Branch, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
     )
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
     # While the turn waits at `awaiting_approval`: the tool call that waits for its owner's
-    # answer, `{"tool_call_id", "tool_name", "args"}` (agents.approval); null otherwise.
+    # answer, `{"tool_call_id", "tool_name", "args"}` (agents.approval_gate); null otherwise.
     pending_approval = models.JSONField(null=True, blank=True)
     # The turn's texts are not copied here: it refers to the user's message and to its reply
     # (the last assistant message it stored), and reads them through these (`message`,
@@ -462,9 +462,7 @@ class Checkpoint(models.Model):
     table, the migrations, the admin's URLs and the permissions are where they always were.
     """
 
-    branch = models.ForeignKey(
-        InternalSession, on_delete=models.CASCADE, related_name="checkpoints"
-    )
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="checkpoints")
     checkpoint_name = models.CharField(max_length=NAME_MAX_LENGTH)
     description = models.TextField(blank=True, default="")
     is_auto = models.BooleanField(default=False)
@@ -517,7 +515,7 @@ class WorkspaceBlob(models.Model):
     """The content of a file, stored once per session however many versions, branches and
     checkpoints show it: addressed by its SHA-256."""
 
-    session = models.ForeignKey(ExternalSession, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
     sha256 = models.CharField(max_length=64)
     size = models.PositiveIntegerField()  # bytes, UTF-8
     content = models.TextField(blank=True, default="")
@@ -540,9 +538,7 @@ class FileVersion(models.Model):
     never updated, never copied: a branch's workspace as of a mark is the newest version of each
     path along its lineage (workspace.selectors)."""
 
-    branch = models.ForeignKey(
-        InternalSession, on_delete=models.CASCADE, related_name="file_versions"
-    )
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="file_versions")
     # The branch's message count when it was written.
     position = models.PositiveIntegerField()
     path = models.CharField(max_length=WORKSPACE_PATH_MAX)

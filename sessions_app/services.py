@@ -29,7 +29,7 @@ from sessions_app.errors import (
 )
 
 from .keys import clean_session_key, parse_session_key
-from .models import ExternalSession, InternalSession, Message, Summary
+from .models import Branch, Message, Session, Summary
 from .selectors import branch_history, fork_mark, sessions_idle
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def session_quota_check(*, owner: User) -> None:
     creations at once cannot both take the last place."""
     lock_user(owner.pk)
     limit = settings.ROLLBACK_MAX_SESSIONS_PER_USER
-    count = ExternalSession.objects.filter(owner=owner).count()
+    count = Session.objects.filter(owner=owner).count()
     if count >= limit:
         raise SessionLimitReached(count, limit)
 
@@ -58,7 +58,7 @@ def session_create(
     name: str | None = None,
     metadata: Any = None,
     session_key: str = "",
-) -> ExternalSession:
+) -> Session:
     """A new session with its first, current, empty branch. Its settings may choose only an
     allowed model and temperature (core.model_choice). With `session_key` (sessions_app.keys),
     integrations find it by that key (`session_for_key`); a key the owner already uses is
@@ -69,15 +69,15 @@ def session_create(
     if session_key:
         session_key = clean_session_key(session_key)
     session_quota_check(owner=owner)
-    session = ExternalSession.objects.create(
+    session = Session.objects.create(
         owner=owner, session_name=name, metadata=metadata, session_key=session_key
     )
-    InternalSession.objects.create(session=session, is_current=True)
+    Branch.objects.create(session=session, is_current=True)
     events.sessions_changed(user=owner.pk, session=session.pk, change="created")
     return session
 
 
-def session_for_key(*, owner: User, session_key: Any) -> ExternalSession:
+def session_for_key(*, owner: User, session_key: Any) -> Session:
     """The owner's session of `session_key`, made on first use (named after the key's parts,
     see `SessionKey.default_name`). A malformed key is refused (InvalidSessionKey) before
     anything is read or written. Race-free: the creation holds the lock on the owner's row
@@ -86,7 +86,7 @@ def session_for_key(*, owner: User, session_key: Any) -> ExternalSession:
     key is still its session."""
     key = parse_session_key(session_key)
     text = str(key)
-    mine = ExternalSession.objects.filter(owner=owner, session_key=text)
+    mine = Session.objects.filter(owner=owner, session_key=text)
     found = mine.first()
     if found is not None:
         return found
@@ -114,12 +114,12 @@ def _since(when: datetime | None, state: bool) -> datetime | None:
 @transaction.atomic
 def session_update(
     *,
-    session: ExternalSession,
+    session: Session,
     name: str | None = None,
     metadata: Any = None,
     archived: bool | None = None,
     pinned: bool | None = None,
-) -> ExternalSession:
+) -> Session:
     """Rename a session, replace its metadata, archive it or bring it back (`archived`), pin it
     to the top of its owner's list or unpin it (`pinned`); every change is announced
     (`session.changed` to its watchers, and its owner's lists). A pin alone is no activity: it
@@ -162,8 +162,8 @@ def session_update(
 
 @transaction.atomic
 def session_settings_update(
-    *, session: ExternalSession, model: str | None = None, instructions: str | None = None
-) -> ExternalSession:
+    *, session: Session, model: str | None = None, instructions: str | None = None
+) -> Session:
     """Change one or both of the session's `metadata.settings.model` and `.instructions` (None:
     left as it is; "": back to the default, none) and keep the rest of its metadata, through
     `session_update` (checked like any metadata, announced as `session.changed`). The metadata
@@ -204,7 +204,7 @@ def session_archive_if_idle(*, session_id: int, since: datetime) -> bool:
 
 
 @transaction.atomic
-def session_title_set(*, session: ExternalSession, title: str) -> ExternalSession | None:
+def session_title_set(*, session: Session, title: str) -> Session | None:
     """Give an untitled session (still named DEFAULT_SESSION_NAME) the title the model wrote
     for it; None, and nothing changes, when it has a name by now (a rename while the model was
     writing wins). Announced like any rename (`session.changed`)."""
@@ -217,29 +217,29 @@ def session_title_set(*, session: ExternalSession, title: str) -> ExternalSessio
 
 
 @transaction.atomic
-def session_delete(*, session: ExternalSession) -> None:
+def session_delete(*, session: Session) -> None:
     """Delete a session with all its branches, messages, checkpoints and turns; the sockets
     watching it close. It takes the session's lock first, like every other write, and only then
     deletes the rows below it: deleting those first would hold their locks while waiting for the
     session's, the reverse order of a writer, and deadlock with it. A writer that was waiting
     for the lock then finds the session gone (SessionNotFound); one already gone is too."""
     lock_session(session.pk)
-    ExternalSession.objects.filter(pk=session.pk).delete()
+    Session.objects.filter(pk=session.pk).delete()
     events.sockets_close_session(session=session.pk)
     events.sessions_changed(user=session.owner_id, session=session.pk, change="deleted")
 
 
-def _lock_branch(branch_id: int) -> InternalSession:
+def _lock_branch(branch_id: int) -> Branch:
     try:
-        return InternalSession.objects.select_for_update().get(pk=branch_id)
-    except InternalSession.DoesNotExist:
+        return Branch.objects.select_for_update().get(pk=branch_id)
+    except Branch.DoesNotExist:
         raise BranchNotFound() from None
 
 
 @transaction.atomic
 def message_append(
     *,
-    branch: InternalSession,
+    branch: Branch,
     role: str,
     content: str = "",
     tool_name: str = "",
@@ -272,8 +272,8 @@ def message_append(
 
 def message_append_locked(
     *,
-    branch: InternalSession,
-    locked: InternalSession,
+    branch: Branch,
+    locked: Branch,
     role: str,
     content: str = "",
     tool_name: str = "",
@@ -298,21 +298,21 @@ def message_append_locked(
         tool_calls=tool_calls,
         metadata=clean_metadata(metadata, what="message metadata"),
     )
-    InternalSession.objects.filter(pk=locked.pk).update(message_count=F("message_count") + 1)
-    ExternalSession.objects.filter(pk=locked.session_id).update(updated_at=timezone.now())
+    Branch.objects.filter(pk=locked.pk).update(message_count=F("message_count") + 1)
+    Session.objects.filter(pk=locked.session_id).update(updated_at=timezone.now())
     branch.message_count = locked.message_count = locked.message_count + 1
     return message
 
 
 def branch_make_current(session_id: int, branch_id: int) -> None:
     """Move the session's current flag to `branch_id`. Call with the session row locked."""
-    InternalSession.objects.filter(session_id=session_id, is_current=True).exclude(
-        pk=branch_id
-    ).update(is_current=False)
-    InternalSession.objects.filter(pk=branch_id).update(is_current=True)
+    Branch.objects.filter(session_id=session_id, is_current=True).exclude(pk=branch_id).update(
+        is_current=False
+    )
+    Branch.objects.filter(pk=branch_id).update(is_current=True)
 
 
-def lock_session(session_id: int) -> ExternalSession:
+def lock_session(session_id: int) -> Session:
     """Serialise the writes to one session. Every write to a session's rows (append, checkpoint
     create and delete, fork, restore, rewind, activate, rename, storing a turn's answer and its
     state, deleting the session) takes this lock first, then the branch's row, so no
@@ -320,22 +320,22 @@ def lock_session(session_id: int) -> ExternalSession:
     the same locks in opposite orders (a deadlock). A session gone meanwhile is SessionNotFound.
     (A turn's own status changes, one conditional update of its row each, need not.)"""
     try:
-        return ExternalSession.objects.select_for_update().get(pk=session_id)
-    except ExternalSession.DoesNotExist:
+        return Session.objects.select_for_update().get(pk=session_id)
+    except Session.DoesNotExist:
         raise SessionNotFound() from None
 
 
 @transaction.atomic
 def branch_fork(
     *,
-    branch: InternalSession,
+    branch: Branch,
     position: int,
     forked_from: Checkpoint | None = None,
     session_state: JSONObject | None = None,
     make_current: bool = True,
     metadata: JSONObject | None = None,
     file_mark: int | None = None,
-) -> InternalSession:
+) -> Branch:
     """A new branch whose history is `branch`'s first `position` messages, and whose workspace
     is `branch`'s as of `file_mark` (a checkpoint's `files_mark`; by default, the files as they
     stood when the message at `position` was sent: selectors.fork_mark). Copies no message and
@@ -349,7 +349,7 @@ def branch_fork(
         raise RewindOutOfRange(
             f"Cannot fork at message {position}: the branch has {parent.message_count} messages."
         )
-    new = InternalSession.objects.create(
+    new = Branch.objects.create(
         session_id=parent.session_id,
         parent=parent,
         fork_position=position,
@@ -372,10 +372,10 @@ def branch_fork(
 
 
 @transaction.atomic
-def branch_create(*, session: ExternalSession) -> InternalSession:
+def branch_create(*, session: Session) -> Branch:
     """A new, empty line of conversation in the session (no parent), made current."""
     lock_session(session.pk)
-    branch = InternalSession.objects.create(session=session, is_current=False)
+    branch = Branch.objects.create(session=session, is_current=False)
     branch_make_current(session.pk, branch.pk)
     branch.is_current = True
     events.branch_changed(session=session.pk, branch=branch.pk)
@@ -383,10 +383,10 @@ def branch_create(*, session: ExternalSession) -> InternalSession:
 
 
 @transaction.atomic
-def branch_activate(*, branch: InternalSession) -> InternalSession:
+def branch_activate(*, branch: Branch) -> Branch:
     """Make `branch` the current branch of its session."""
     lock_session(branch.session_id)
-    if not InternalSession.objects.filter(pk=branch.pk).exists():
+    if not Branch.objects.filter(pk=branch.pk).exists():
         raise BranchNotFound()
     branch_make_current(branch.session_id, branch.pk)
     branch.is_current = True
@@ -395,18 +395,18 @@ def branch_activate(*, branch: InternalSession) -> InternalSession:
 
 
 @transaction.atomic
-def branch_rename(*, branch: InternalSession, name: Any) -> InternalSession:
+def branch_rename(*, branch: Branch, name: Any) -> Branch:
     """Give a branch a name (1 to NAME_MAX_LENGTH characters, trimmed). Announced as
     `branch.changed` naming the session's current branch, which a rename does not move: the
     event tells watchers the branches changed (so they read them again) without claiming a
     switch; `session.changed` would claim the session itself was renamed."""
     clean = clean_name(name, what="branch")
     lock_session(branch.session_id)
-    if not InternalSession.objects.filter(pk=branch.pk).update(name=clean):
+    if not Branch.objects.filter(pk=branch.pk).update(name=clean):
         raise BranchNotFound()
     branch.name = clean
     current = (
-        InternalSession.objects.filter(session_id=branch.session_id, is_current=True)
+        Branch.objects.filter(session_id=branch.session_id, is_current=True)
         .values_list("pk", flat=True)
         .first()
     )
@@ -415,13 +415,13 @@ def branch_rename(*, branch: InternalSession, name: Any) -> InternalSession:
 
 
 @transaction.atomic
-def branch_set_state(*, branch: InternalSession, session_state: Any) -> InternalSession:
+def branch_set_state(*, branch: Branch, session_state: Any) -> Branch:
     """Store the state the agent left after a turn. It is model output: text a database cannot
     store is cleaned, not refused; a state deeper than JSON_MAX_DEPTH (InvalidInput) or larger
     than ROLLBACK_STATE_MAX_BYTES (TooLarge) is refused, and the stored state stays as it was."""
     state = clean_session_state(session_state, model_output=True)
     lock_session(branch.session_id)
-    if not InternalSession.objects.filter(pk=branch.pk).update(session_state=state):
+    if not Branch.objects.filter(pk=branch.pk).update(session_state=state):
         raise BranchNotFound()
     branch.session_state = state
     return branch
@@ -429,7 +429,7 @@ def branch_set_state(*, branch: InternalSession, session_state: Any) -> Internal
 
 def summary_store(
     *,
-    branch: InternalSession,
+    branch: Branch,
     end: int,
     content: str,
     model: str,

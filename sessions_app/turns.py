@@ -42,10 +42,10 @@ from sessions_app.errors import (
 
 from .approvals import with_may_have_run
 from .captures import turn_writes_drop
-from .models import Effect, ExternalSession, InternalSession, Message, Turn
+from .models import Branch, Effect, Message, Session, Turn
+from .reply_stream import stream_reset, stream_snapshot
 from .selectors import branch_history
 from .services import lock_session, message_append, message_append_locked, session_update
-from .stream import stream_reset, stream_snapshot
 
 if TYPE_CHECKING:
     from .models import Checkpoint
@@ -150,9 +150,9 @@ def _origin() -> dict[str, Any]:
 
 def turn_start(
     *,
-    session: ExternalSession,
+    session: Session,
     message: Any,
-    branch: InternalSession | None = None,
+    branch: Branch | None = None,
     idempotency_key: str = "",
     request_fingerprint: str = "",
 ) -> Turn:
@@ -174,14 +174,14 @@ def turn_start(
                 raise BranchNotFound()
             # Read under the session's lock, which every writer of a branch takes first: its
             # message_count is the one to append at.
-            rows = InternalSession.objects.select_for_update()
+            rows = Branch.objects.select_for_update()
             try:
                 locked = (
                     rows.get(session=session, is_current=True)
                     if branch is None
                     else rows.get(pk=branch.pk)
                 )
-            except InternalSession.DoesNotExist:
+            except Branch.DoesNotExist:
                 raise BranchNotFound() from None
             branch = branch or locked
             stored = message_append_locked(
@@ -225,7 +225,7 @@ def without_cut_note(text: str) -> str:
     return text.removesuffix(CUT_NOTE)
 
 
-def turn_continue(*, session: ExternalSession, reply_id: int) -> Turn:
+def turn_continue(*, session: Session, reply_id: int) -> Turn:
     """Queue a turn that extends the cut-off reply `reply_id`, the last message of the
     session's current branch, in place: no user message is stored. The turn refers to the
     reply's position (`user_message_position`, so its answer is appended right after it) and
@@ -240,10 +240,8 @@ def turn_continue(*, session: ExternalSession, reply_id: int) -> Turn:
             if Turn.objects.filter(session=session).active().exists():
                 raise TurnInProgress()
             try:
-                branch = InternalSession.objects.select_for_update().get(
-                    session=session, is_current=True
-                )
-            except InternalSession.DoesNotExist:
+                branch = Branch.objects.select_for_update().get(session=session, is_current=True)
+            except Branch.DoesNotExist:
                 raise BranchNotFound() from None
             end = branch.message_count
             last = branch_history(branch, start=end - 1, end=end) if end else []
@@ -286,7 +284,7 @@ def turn_retry(*, turn: Turn) -> Turn:
         if Turn.objects.filter(session_id=turn.session_id).active().exists():
             raise TurnInProgress()
         branch = (
-            InternalSession.objects.filter(pk=turn.branch_id, is_current=True).first()
+            Branch.objects.filter(pk=turn.branch_id, is_current=True).first()
             if turn.branch_id is not None
             else None
         )
@@ -561,7 +559,7 @@ class TurnTakenOver(BranchMoved):
 
 
 @transaction.atomic
-def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSession:
+def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
     """Append the agent's messages after the turn's user message, in one transaction. Only the
     worker holding the turn's current attempt may; text the database cannot store is cleaned."""
     if turn.branch_id is None:
@@ -613,8 +611,8 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> InternalSe
     last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
     turn.reply_message = last
     branch.message_count = start + len(messages)
-    InternalSession.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
-    ExternalSession.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
+    Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
+    Session.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
     return branch
 
 
@@ -796,7 +794,7 @@ def _keep_locked(turn: Turn, reply: str, metadata: JSONObject | None) -> bool:
     )
     if not mine.exists():
         return False
-    branch = InternalSession.objects.select_for_update().filter(pk=turn.branch_id).first()
+    branch = Branch.objects.select_for_update().filter(pk=turn.branch_id).first()
     if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
         return False
     continues = continued_reply(turn)  # a stopped continuation still extends its reply

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions_app.reply_stream import stream_snapshot
+
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import checkpoints_page, session_checkpoints, window_checkpoints
@@ -17,7 +19,7 @@ from core.errors import InvalidInput
 from governance.selectors import admin_notices
 from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import (
     branch_history,
     branch_lineage,
@@ -25,7 +27,6 @@ from sessions_app.selectors import (
     parse_pk,
     session_branches,
 )
-from sessions_app.stream import stream_snapshot
 from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
 
@@ -38,22 +39,22 @@ CHECKPOINT_SCOPES = ("all", "branch")
 
 @dataclass
 class BranchNode:
-    branch: InternalSession
+    branch: Branch
     label: str
     children: list[BranchNode] = field(default_factory=list)
 
 
-def _branches(session: ExternalSession) -> list[InternalSession]:
+def _branches(session: Session) -> list[Branch]:
     """The session's branches with the checkpoints they were restored from: one query, for the
     labels, the tree and the versions of messages."""
     return list(session_branches(session).select_related("forked_from"))
 
 
-def active_turn(session: ExternalSession) -> Turn | None:
+def active_turn(session: Session) -> Turn | None:
     return Turn.objects.filter(session=session).active().order_by("-created_at").first()
 
 
-def composer_state(session: ExternalSession) -> dict[str, Any]:
+def composer_state(session: Session) -> dict[str, Any]:
     """What the composer's buttons need (Send waits and Stop shows while a turn runs): one query,
     without the conversation."""
     active = active_turn(session)
@@ -61,7 +62,7 @@ def composer_state(session: ExternalSession) -> dict[str, Any]:
 
 
 def conversation(
-    session: ExternalSession, *, before: int | None = None, after: int | None = None
+    session: Session, *, before: int | None = None, after: int | None = None
 ) -> dict[str, Any]:
     """The current branch's last messages (or the page before position `before`, from position
     `after` when given), the running turn with its reply so far, the checkpoints' markers among
@@ -132,7 +133,7 @@ def conversation(
 
 
 def checkpoint_markers(
-    branch: InternalSession, history: list[Message], *, start: int, end: int
+    branch: Branch, history: list[Message], *, start: int, end: int
 ) -> tuple[list[Checkpoint], dict[int, list[Checkpoint]]]:
     """Where the checkpoints of the shown messages (positions `start` to `end - 1`) sit: those
     before the first message (a checkpoint of 0 messages), and those after each message, by
@@ -202,7 +203,7 @@ def joined_replies(shown: list[Message]) -> list[Message]:
 
 
 def rollback_notice(
-    turn: Turn | None, branch: InternalSession, labels: dict[int, str]
+    turn: Turn | None, branch: Branch, labels: dict[int, str]
 ) -> dict[str, Any] | None:
     """When the last turn ended with the agent rolling back and the page still shows the branch
     that rollback made: the checkpoint, the branch and what the rollback could not undo (the
@@ -221,7 +222,7 @@ def rollback_notice(
     }
 
 
-def branch_tree(session: ExternalSession) -> list[BranchNode]:
+def branch_tree(session: Session) -> list[BranchNode]:
     branches = _branches(session)
     labels = branch_labels(branches)
     nodes = {}
@@ -261,7 +262,7 @@ class CheckpointFilter:
 
 
 def checkpoint_page(
-    session: ExternalSession,
+    session: Session,
     *,
     chosen: CheckpointFilter | None = None,
     before: int | None = None,
@@ -288,12 +289,12 @@ def checkpoint_page(
     }
 
 
-def panel(session: ExternalSession) -> dict[str, Any]:
+def panel(session: Session) -> dict[str, Any]:
     """The side panel as a page load shows it: the branch tree and the newest checkpoints."""
     return {**checkpoint_page(session), "tree": branch_tree(session)}
 
 
-def panel_live(session: ExternalSession) -> dict[str, Any]:
+def panel_live(session: Session) -> dict[str, Any]:
     """What a live update of the side panel carries (checkpoints/_panel_oob.html): the tree
     and the count; the page fetches its list again itself, with its own filter."""
     return {
@@ -315,7 +316,7 @@ MESSAGE_GONE = "That message is not in this conversation any more: here is its l
 MESSAGE_ELSEWHERE = "That message is on another branch of this conversation, not on the one shown."
 
 
-def conversation_around(session: ExternalSession, message: object) -> dict[str, Any]:
+def conversation_around(session: Session, message: object) -> dict[str, Any]:
     """The conversation with message `message` (an id from a query string) in its place: the
     current branch's history around it (with "Load earlier" and "Load later"), its id as
     `target`. A message that is not in the branch's history gives the latest page with a
@@ -340,7 +341,7 @@ def conversation_around(session: ExternalSession, message: object) -> dict[str, 
 
 
 def _window_at(
-    session: ExternalSession, branch: InternalSession, position: int, target: dict[str, Any]
+    session: Session, branch: Branch, position: int, target: dict[str, Any]
 ) -> dict[str, Any]:
     """The conversation shown around `position` of the current branch's history: the latest
     page when it shows that position, else the history up to AROUND after it with "Load
@@ -351,7 +352,7 @@ def _window_at(
     return {**conversation(session, before=end), **target, "later": end}
 
 
-def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
+def conversation_after(session: Session, after: int) -> dict[str, Any]:
     """The page of the current branch's history from position `after` ("Load later"), with the
     position of the next page as `later` while one is left."""
     branch = current_branch(session)
@@ -367,7 +368,7 @@ def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
 CHECKPOINT_GONE = "That checkpoint is not in this conversation any more: here is its latest part."
 
 
-def conversation_at_checkpoint(session: ExternalSession, checkpoint: object) -> dict[str, Any]:
+def conversation_at_checkpoint(session: Session, checkpoint: object) -> dict[str, Any]:
     """The conversation with checkpoint `checkpoint` (an id from a query string) in its place:
     when its marker is in the current branch's history, the history around it (as
     `conversation_around` does for a message), its id as `target_checkpoint`. One on another

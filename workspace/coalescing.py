@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from django.db.models import Q
 
-from sessions_app.file_rows import blobs_collect
-from sessions_app.models import Checkpoint, FileVersion, InternalSession
+from sessions_app.models import Branch, Checkpoint, FileVersion
+from workspace.file_rows import blobs_collect
 
 
 def version_needed(version_id: int, *, branch_id: int, position: int) -> bool:
@@ -27,7 +27,7 @@ def version_needed(version_id: int, *, branch_id: int, position: int) -> bool:
     `version_id` (written at `position`) from a version of its path written after it."""
     if Checkpoint.objects.filter(branch_id=branch_id, files_mark__gte=version_id).exists():
         return True
-    forks = InternalSession.objects.filter(parent_id=branch_id)
+    forks = Branch.objects.filter(parent_id=branch_id)
     if forks.filter(Q(fork_file_mark__isnull=True) | Q(fork_file_mark__gte=version_id)).exists():
         return True
     return FileVersion.objects.filter(

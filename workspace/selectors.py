@@ -1,7 +1,7 @@
 """Reads of a workspace: a branch's files as they stand, or as of a checkpoint, in one query.
 
 A branch's workspace is the newest version of each path along its lineage: its own versions,
-then its parent's up to the mark the branch was forked at (`InternalSession.fork_file_mark`),
+then its parent's up to the mark the branch was forked at (`Branch.fork_file_mark`),
 and so on up, each bound capped by the one below it. A checkpoint's workspace is the same read
 bounded by its `files_mark`. Version ids only grow (SQLite's AUTOINCREMENT, PostgreSQL's
 identity), so a mark taken once keeps meaning the same set of versions.
@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection
 
-from sessions_app.models import Checkpoint, FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import Branch, Checkpoint, FileVersion, WorkspaceBlob
 from sessions_app.selectors import file_mark, fork_mark
 
 from .errors import FileNotFoundInWorkspace
@@ -41,7 +41,7 @@ class WorkspaceFile:
 
 def _sql(with_prefix: bool) -> str:
     q = connection.ops.quote_name
-    branches = q(InternalSession._meta.db_table)
+    branches = q(Branch._meta.db_table)
     versions = q(FileVersion._meta.db_table)
     blobs = q(WorkspaceBlob._meta.db_table)
     prefix = "AND (v.path = %s OR v.path LIKE %s ESCAPE '!')" if with_prefix else ""
@@ -74,7 +74,7 @@ def _like_prefix(path: str) -> str:
 
 
 def workspace_files(
-    branch: InternalSession, *, mark: int | None = None, path: str | None = None
+    branch: Branch, *, mark: int | None = None, path: str | None = None
 ) -> list[WorkspaceFile]:
     """The branch's files (as of `mark`, else as they stand), sorted by path; with `path`, only
     that file or the files under that folder. One query, whatever the lineage's depth."""
@@ -101,7 +101,7 @@ def checkpoint_files(checkpoint: Checkpoint) -> list[WorkspaceFile]:
 
 
 def workspace_file(
-    branch: InternalSession, path: Any, *, mark: int | None = None
+    branch: Branch, path: Any, *, mark: int | None = None
 ) -> tuple[WorkspaceFile, str]:
     """One file and its content (FileNotFoundInWorkspace when the branch has none there)."""
     clean = clean_path(path)

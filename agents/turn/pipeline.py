@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agno.run.agent import RunOutput
+from sessions_app.reply_stream import ReplyStream
 
 from core import events, logs
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream
 
 from ..context import overflowed
 from ..model import is_context_overflow, model_label

@@ -13,7 +13,7 @@ gets its row when its `turn.started` is heard (`_adopt`), and the chat is first 
 it answers: the chat and the session are one conversation, whichever side it is typed on. For
 such a turn:
 - while it streams (`message.delta`), the chat shows the reply so far as plain text, read from the
-  turn attempt's stream (`sessions_app.stream`, the authoritative snapshot, never the deltas
+  turn attempt's stream (`sessions_app.reply_stream`, the authoritative snapshot, never the deltas
   added up): the first message is sent when text first appears, then edited at most once per
   EDIT_INTERVAL per chat, always with the latest text; past 4,096 UTF-16 units the text goes on in
   a new message. Each message id is kept in the row's `message_ids` as soon as it is sent, so a
@@ -54,6 +54,7 @@ from typing import Literal, TypeVar
 from django.conf import settings
 from django.db import OperationalError, close_old_connections, connections
 from django.utils import timezone
+from sessions_app.reply_stream import stream_snapshot
 
 from core import events
 from core.events import Event
@@ -62,7 +63,6 @@ from integrations.telegram import client
 from integrations.telegram.conversations import chat_of_key
 from integrations.telegram.format import Piece, render, split_plain
 from sessions_app.models import Turn
-from sessions_app.stream import stream_snapshot
 
 __all__ = ["EDIT_INTERVAL", "approval_note", "idle", "on_event", "register", "replies_sweep"]
 

@@ -6,6 +6,7 @@ later requests. With the fake Chat Completions server and with the offline demo 
 from __future__ import annotations
 
 import pytest
+from web.chat_state import conversation
 
 from agents.demo_model import DEMO_CONTINUATION
 from agents.history import CONTINUE_INSTRUCTION
@@ -20,7 +21,6 @@ from sessions_app.turns import CUT_NOTE
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Error, Reply
 from tests.web.api.conftest import bearer_client
-from web.context import conversation
 
 pytestmark = pytest.mark.django_db
 

@@ -8,11 +8,11 @@ import json
 import socket
 
 import pytest
+from agents.mcp.toolset import McpToolError
 from django.core.cache import cache
 from django.urls import reverse
 
 from agents.context import tokens
-from agents.mcp.tools import McpToolError
 from agents.model import build_model
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, session_delete
 from sharing.errors import CheckpointNotInBranch, ShareLimitReached, ShareNotFound
@@ -94,7 +94,7 @@ def test_a_rewind_that_deletes_the_branch_takes_its_links(alice, branch):
     fork = branch_fork(branch=branch, position=3)
     share, token = share_create(owner=alice, branch=fork)
     checkpoint_restore(checkpoint=cp, mode="rewind")
-    assert not InternalSession.objects.filter(pk=fork.pk).exists()
+    assert not Branch.objects.filter(pk=fork.pk).exists()
     assert not ShareLink.objects.filter(pk=share.pk).exists()
     assert share_for_token(token) is None
 

@@ -18,11 +18,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-
-from core import events
-from rollback_site.asgi import application
-from sessions_app.models import Turn
-from sessions_app.stream import (
+from sessions_app.reply_stream import (
     FLUSH_SECONDS,
     ReplyStream,
     store,
@@ -30,6 +26,10 @@ from sessions_app.stream import (
     stream_read,
     stream_snapshot,
 )
+
+from core import events
+from rollback_site.asgi import application
+from sessions_app.models import Turn
 from sessions_app.turns import turn_claim, turn_start
 from web.ws.consumers import ChatConsumer, render_event
 

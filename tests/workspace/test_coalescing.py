@@ -16,7 +16,7 @@ from checkpoints.services import (
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.models import FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import Branch, FileVersion, WorkspaceBlob
 from sessions_app.services import branch_fork, message_append, session_create
 from sessions_app.turns import turn_claim, turn_fail, turn_start
 from tests.conftest import say
@@ -154,7 +154,7 @@ def test_a_turns_write_never_replaces_a_persons_but_a_persons_replaces_a_turns(s
 
 def test_coalescing_costs_the_same_whatever_the_history(alice):
     def cost(n: int) -> int:
-        branch = InternalSession.objects.get(session=session_create(owner=alice, name=str(n)))
+        branch = Branch.objects.get(session=session_create(owner=alice, name=str(n)))
         for i in range(n):
             file_write(branch=branch, path=f"f{i}.txt", content=str(i))
             if i % 10 == 0:

@@ -30,7 +30,7 @@ from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound, ImportTooLarge
 from sessions_app.keys import clean_session_key
 from sessions_app.labels import session_branch_labels
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.search import search_clean
 from sessions_app.selectors import (
     SESSION_ORDERS,
@@ -82,7 +82,7 @@ def _session_out(user: AnyUser, pk: int) -> dict[str, Any]:
     return SessionOut(session).data
 
 
-def branch_param(request: Request, session: ExternalSession) -> InternalSession:
+def branch_param(request: Request, session: Session) -> Branch:
     """?branch=<id> names one of the session's branches; without it, the current one."""
     raw = request.query_params.get("branch")
     if raw in (None, ""):
@@ -376,7 +376,7 @@ class BranchActivate(APIView):
         branch_activate(branch=branch)
         try:  # read again for its counts; deleted since (a racing delete): 404, never a 500
             branch.refresh_from_db()
-        except InternalSession.DoesNotExist:
+        except Branch.DoesNotExist:
             raise BranchNotFound() from None
         return Response(BranchOut(branch).data)
 

@@ -32,7 +32,7 @@ from checkpoints.transfer_markdown import export_filename, export_format, markdo
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession, Message
+from sessions_app.models import Message, Session
 from sessions_app.search import hit_snippets, search_clean
 from sessions_app.selectors import (
     conversation_hits,
@@ -51,7 +51,7 @@ from sessions_app.services import (
     session_update,
 )
 from sessions_app.turns import turn_cancel
-from web import context as pages
+from web import chat_state as pages
 
 SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
 SIDEBAR_SHOWN_MAX = 1000  # sessions a live update of the list keeps loaded, at most
@@ -66,14 +66,14 @@ def _user(request: HttpRequest) -> User:
     return user
 
 
-def _group_label(session: ExternalSession, bounds: list[tuple[str, date]]) -> str:
+def _group_label(session: Session, bounds: list[tuple[str, date]]) -> str:
     if session.pinned_at is not None:
         return PINNED
     day = timezone.localdate(session.updated_at)
     return next((name for name, start in bounds if day >= start), "Older")
 
 
-def _date_groups(sessions: list[ExternalSession], after: str = "") -> list[dict[str, Any]]:
+def _date_groups(sessions: list[Session], after: str = "") -> list[dict[str, Any]]:
     """Sessions (pinned first, then most recently active first) under "Pinned", "Today",
     "Yesterday", "Previous 7 days" and "Older", by their last activity in the site's time zone;
     empty groups left out. `after`: the group the page before ended with, whose heading a page
@@ -121,7 +121,7 @@ def _list_size(request: HttpRequest) -> int:
 
 def _sidebar(
     request: HttpRequest,
-    current: ExternalSession | None = None,
+    current: Session | None = None,
     query: str = "",
     archived: bool = False,
     current_id: int | None = None,
@@ -171,7 +171,7 @@ def _sidebar(
     }
 
 
-def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+def _list_changed(request: HttpRequest, session: Session) -> HttpResponse:
     """The sidebar's list again after a change to `session` (rename, archive), in the state the
     request names; the page's header too when `session` is the one shown."""
     query, archived, current = _list_state(request)
@@ -183,13 +183,13 @@ def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpRespons
     return render(request, "sessions_app/_list_changed.html", context)
 
 
-def refresh(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+def refresh(request: HttpRequest, session: Session) -> HttpResponse:
     """Everything that depends on the current branch, as out-of-band swaps."""
     context = {**pages.conversation(session), **pages.panel_live(session)}
     return HttpResponse(render_to_string("sessions_app/_refresh.html", context, request))
 
 
-def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+def composer(request: HttpRequest, session: Session) -> HttpResponse:
     """The composer, emptied, with its buttons as the turn just sent leaves them: one query (the
     user's message and the reply come with the socket's `turn.started`, as in every other tab)."""
     return render(request, "sessions_app/_composer.html", pages.composer_state(session))

@@ -16,14 +16,14 @@ from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoin
 from core.errors import InvalidInput
 from core.http import domain_errors
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.services import branch_activate
-from web import context as pages
+from web import chat_state as pages
 from web.pages.chat import refresh
 
 
-def _panel_update(request: HttpRequest, session: ExternalSession, html: str = "") -> HttpResponse:
+def _panel_update(request: HttpRequest, session: Session, html: str = "") -> HttpResponse:
     """`html` for the request's own target, with the panel's live update (the tree, the count,
     and the list fetched again with the page's filter)."""
     live = render_to_string("checkpoints/_panel_oob.html", pages.panel_live(session), request)
@@ -110,7 +110,7 @@ def show_on_branch(request: HttpRequest, cp_id: int) -> HttpResponse:
 FILES_SHOWN = 8
 
 
-def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[str, object]:
+def _restore_outcome(checkpoint: Checkpoint, session: Session) -> dict[str, object]:
     """The restore dialog's account of what the restore would do (checkpoints.selectors.
     restore_outcome): the files of each kind, and the external effects per mode (once when both
     modes leave the same)."""

@@ -29,7 +29,7 @@ from pygments.util import ClassNotFound
 
 from core.errors import HTTP_STATUS, DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import current_branch, get_session_for_user
 from workspace.errors import FileTooLarge, TooManyFiles
 from workspace.nfc import nfc
@@ -102,9 +102,7 @@ def highlighted_file(path: str, content: str) -> tuple[SafeString, str]:
     return escape(content), ""
 
 
-def _tree_context(
-    session: ExternalSession, files: list[WorkspaceFile] | None = None
-) -> dict[str, Any]:
+def _tree_context(session: Session, files: list[WorkspaceFile] | None = None) -> dict[str, Any]:
     if files is None:
         files = workspace_files(current_branch(session))
     return {
@@ -116,7 +114,7 @@ def _tree_context(
     }
 
 
-def _tree_update(request: HttpRequest, session: ExternalSession) -> str:
+def _tree_update(request: HttpRequest, session: Session) -> str:
     """After this tab's own change: the page fetches its tree again (as after a live update)."""
     return render_to_string("workspace/_files_oob.html", {"session_id": session.pk}, request)
 

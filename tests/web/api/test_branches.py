@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import branch_fork
 from tests.conftest import say
 
@@ -78,7 +78,7 @@ def test_listing_branches_takes_the_same_queries_for_many_branches(
 ):
     for i in range(30):
         branch_fork(branch=talked, position=i % 4, make_current=False)
-    assert InternalSession.objects.filter(session=session).count() == 31
+    assert Branch.objects.filter(session=session).count() == 31
     with django_assert_max_num_queries(8):
         rows = api.get(f"/api/v1/sessions/{session.pk}/branches/?limit=100").json()["results"]
     assert len({r["name"] for r in rows}) == 31  # and every one is told apart
