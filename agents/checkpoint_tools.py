@@ -20,7 +20,7 @@ from core.errors import DomainError
 from sessions_app.labels import branch_label
 
 if TYPE_CHECKING:
-    from sessions_app.models import ExternalSession, InternalSession
+    from sessions_app.models import Session, Branch
 
 
 def _when(cp: Checkpoint) -> str:
@@ -30,14 +30,14 @@ def _when(cp: Checkpoint) -> str:
 class CheckpointTools:
     """The checkpoint tools of an agent that works on one branch of one session."""
 
-    external_session: ExternalSession
+    external_session: Session
     carry_out_rollbacks: bool
     # Set while a turn runs: where its user message sits, so checkpoints the model asks for
     # mark the conversation as it stood when the user asked.
     turn_position: int | None
     created_checkpoints: list[Checkpoint]
 
-    def refresh_branch(self) -> InternalSession:
+    def refresh_branch(self) -> Branch:
         """The agent's branch, read again."""
         raise NotImplementedError
 

@@ -18,13 +18,13 @@ from memories.services import memories_touch, memory_remember
 
 if TYPE_CHECKING:
     from accounts.models import User
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
 
 class MemoryTools:
     """The memory tools of an agent bound to one session."""
 
-    external_session: ExternalSession
+    external_session: Session
 
     @property
     def memory_owner(self) -> User:

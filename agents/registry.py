@@ -62,7 +62,7 @@ class BuiltinTool:
     - `group`: where the instructions present it.
     - `checkpoint`: a checkpoint tool: a turn that used only such tools takes no automatic
       checkpoint.
-    - `approval`: each call waits for the owner's approval (agents.approval).
+    - `approval`: each call waits for the owner's approval (agents.approval_gate).
     - `function`: its implementation; None for a method of the agent of the tool's name.
     - `intents`: the demo model's requests for it; `asked_as`: the user's words for it, which the
       demo puts in place of its name in a result it shows; `rewrites`: whole phrases of results

@@ -23,11 +23,11 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import find_session_checkpoint
 from checkpoints.services import checkpoint_restore
 from core import events
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Session, Branch, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
-from .approval import ApprovalGate
+from .approval_gate import ApprovalGate
 from .builtin_tools import INTRO, REGISTRY
 from .checkpoint_tools import CheckpointTools
 from .file_tools import FileTools
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 ROLLBACK_KEYS = ("rollback_requested", "rollback_checkpoint_id")
 
 
-def auto_checkpoint_enabled(session: ExternalSession) -> bool:
+def auto_checkpoint_enabled(session: Session) -> bool:
     """The session's own setting, else its owner's preference, else on."""
     value = session.settings.get("auto_checkpoint")
     if isinstance(value, bool):
@@ -65,16 +65,16 @@ def auto_checkpoint_enabled(session: ExternalSession) -> bool:
     return value if isinstance(value, bool) else True
 
 
-def load_session(external_session_id: int | str, *, user: User | None) -> ExternalSession:
+def load_session(external_session_id: int | str, *, user: User | None) -> Session:
     """One of `user`'s sessions; ValueError when there is none, as in seed 003. There is no
     default: server-side code that may open anyone's session (seed 003's API used without a
     user, as in a Django shell) says so with `user=None`."""
-    sessions = ExternalSession.objects.select_related("owner")
+    sessions = Session.objects.select_related("owner")
     if user is not None:
         sessions = sessions.filter(owner=user)
     try:
         return sessions.get(pk=int(external_session_id))
-    except (ExternalSession.DoesNotExist, ValueError, TypeError, OverflowError):
+    except (Session.DoesNotExist, ValueError, TypeError, OverflowError):
         raise ValueError(f"Session {external_session_id} not found.") from None
 
 
@@ -135,7 +135,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
           this one owns (`self.agent`).
         """
         session = load_session(external_session_id, user=user)
-        self.external_session: ExternalSession = session
+        self.external_session: Session = session
         self.auto_checkpoint = auto_checkpoint
         self.carry_out_rollbacks = carry_out_rollbacks
         self.internal_session_repo = _repository(
@@ -144,7 +144,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         self.checkpoint_repo = _repository(
             "checkpoint_repo", checkpoint_repo, CheckpointRepository, user
         )
-        self.internal_session: InternalSession = self._pick_branch(
+        self.internal_session: Branch = self._pick_branch(
             session, internal_session_id, skip_session_creation, activate_branch
         )
         self.last_turn: Turn | None = None
@@ -171,7 +171,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         self.mcp = McpToolset()
         self.notices: list[str] = []
         # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
-        # (agents.approval). It wraps the hooks given through `kwargs`, so a refused call runs none.
+        # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call runs none.
         self.approvals = ApprovalGate(self.tool_approvals)
         kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
         # The instructions: a line for each group of built-in tools (agents.builtin_tools).
@@ -241,12 +241,12 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
 
     @staticmethod
     def _pick_branch(
-        session: ExternalSession, branch_id: int | None, skip_session_creation: bool, activate: bool
-    ) -> InternalSession:
+        session: Session, branch_id: int | None, skip_session_creation: bool, activate: bool
+    ) -> Branch:
         if branch_id is not None:
             try:
-                branch = InternalSession.objects.get(pk=branch_id, session=session)
-            except (InternalSession.DoesNotExist, ValueError, TypeError):
+                branch = Branch.objects.get(pk=branch_id, session=session)
+            except (Branch.DoesNotExist, ValueError, TypeError):
                 raise ValueError(f"Branch {branch_id} not found in this session.") from None
             if activate and not branch.is_current:
                 branch_activate(branch=branch)
@@ -266,7 +266,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         (`.content` is the reply); the Turn is `self.last_turn`."""
         return run_message(self, message)
 
-    def refresh_branch(self) -> InternalSession:
+    def refresh_branch(self) -> Branch:
         self.internal_session.refresh_from_db()
         return self.internal_session
 

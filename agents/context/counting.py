@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from core.model_choice import chosen_context_tokens
-from sessions_app.models import ExternalSession, Message
+from sessions_app.models import Session, Message
 
 CHARS_PER_TOKEN = 3.5  # English prose is about 4, code about 3: err towards counting more
 MESSAGE_TOKENS = 4  # each message's role and framing
@@ -53,7 +53,7 @@ class Limits:
 
 
 def limits_for(
-    session: ExternalSession, model: str | None = None, *, retry: bool = False
+    session: Session, model: str | None = None, *, retry: bool = False
 ) -> Limits:
     """The window (the configured one, or smaller when the model's server said so) and the
     reply's reserve; with `retry`, a smaller share of it, for a request the server refused."""

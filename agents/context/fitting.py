@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import InvalidInput
-from sessions_app.models import ExternalSession, InternalSession, Message, Summary
+from sessions_app.models import Session, Branch, Message, Summary
 from sessions_app.selectors import branch_history, lineage_summary
 
 from ..model import model_id_for
@@ -95,8 +95,8 @@ class Fit:
 
 def fit_turn(
     *,
-    session: ExternalSession,
-    branch: InternalSession,
+    session: Session,
+    branch: Branch,
     end: int,
     message: str,
     model: str,
@@ -141,7 +141,7 @@ def fit_turn(
 
 
 def summarise_ahead(
-    *, session: ExternalSession, branch: InternalSession, stop: Callable[[], bool] = lambda: False
+    *, session: Session, branch: Branch, stop: Callable[[], bool] = lambda: False
 ) -> list[Summary] | None:
     """Summarise the branch's history ahead of need: once the part after its newest summary
     passes AHEAD_SHARE of what a request leaves it, the older part of it is summarised and the
@@ -168,7 +168,7 @@ def summarise_ahead(
     return plan.made
 
 
-def needs_summary_ahead(branch: InternalSession) -> bool:
+def needs_summary_ahead(branch: Branch) -> bool:
     """Whether the part of the branch's history after its newest summary has passed
     AHEAD_SHARE of what a request leaves it (by a two-query count, as context_usage)."""
     usage = context_usage(branch)
@@ -183,8 +183,8 @@ def needs_summary_ahead(branch: InternalSession) -> bool:
 class _Plan:
     """Fitting one request's history: what stays whole, what is summarised."""
 
-    session: ExternalSession
-    branch: InternalSession
+    session: Session
+    branch: Branch
     end: int
     model: str
     limits: Limits

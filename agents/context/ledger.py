@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 
 # The note telling the model what a restore left behind (the branch's `left_behind`, kept by
 # checkpoints.services): at most this many effects, the newest, each call's arguments cut short.
@@ -14,7 +14,7 @@ LEDGER_NOTE_EFFECTS = 10
 LEDGER_NOTE_ARGS_CHARS = 160
 
 
-def left_behind_note(branch: InternalSession) -> str | None:
+def left_behind_note(branch: Branch) -> str | None:
     """What the restore that made (or rewound) `branch` could not undo, for the model's
     instructions: the external effects of tool calls it left behind, so the model does not do
     them again unasked. None when the branch's restore left nothing behind."""
@@ -37,7 +37,7 @@ def left_behind_note(branch: InternalSession) -> str | None:
     )
 
 
-def left_behind_lines(branch: InternalSession) -> list[str]:
+def left_behind_lines(branch: Branch) -> list[str]:
     """What the restore that made (or rewound) `branch` could not undo, for its user: a line per
     external effect left behind (`manage.py chat` prints them, the Telegram bot sends them)."""
     meta = branch.metadata

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from core.errors import InvalidInput
-from sessions_app.models import InternalSession, Summary
+from sessions_app.models import Branch, Summary
 from sessions_app.selectors import history_size, lineage_summary
 
 from ..instructions import owner_instructions_for
@@ -33,7 +33,7 @@ class Usage:
         return min(999, round(100 * self.tokens / max(1, self.limits.usable)))
 
 
-def context_usage(branch: InternalSession) -> Usage:
+def context_usage(branch: Branch) -> Usage:
     """How much of the window the branch's next request would use (the summary included),
     where the model's view begins, and whether a summariser is at work on the branch. Two
     queries (three when the session's owner is not loaded), whatever the history's length."""

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 
 from core.errors import InvalidInput
-from sessions_app.models import ExternalSession, InternalSession, Message, Summary
+from sessions_app.models import Session, Branch, Message, Summary
 from sessions_app.services import summary_store
 
 from ..demo_model import SUMMARY_MARKER
@@ -148,8 +148,8 @@ def _summary_prompt(piece: list[Message], piece_chars: int, summary: Summary | N
 
 def _summarise(
     *,
-    session: ExternalSession,
-    branch: InternalSession,
+    session: Session,
+    branch: Branch,
     units: list[list[Message]],
     previous: Summary | None,
     limits: Limits,
