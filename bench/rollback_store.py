@@ -227,10 +227,10 @@ class Store:
         from django.db import connection
 
         from sessions_app.models import Message
-        from sessions_app.selectors import _lineage_cte
+        from sessions_app.selectors.lineage import lineage_cte
 
         table = connection.ops.quote_name(Message._meta.db_table)
-        sql = _lineage_cte() + (  # noqa: S608
+        sql = lineage_cte() + (  # noqa: S608
             f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "  # noqa: S608
             "WHERE m.position < l.upper AND m.position >= %s ORDER BY m.position"
         )
