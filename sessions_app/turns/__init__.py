@@ -14,6 +14,11 @@ What the turn's agent wrote to the workspace goes with its tool messages: kept w
 with the checkpoints and branches that captured them) in the same transaction when it fails, is
 stopped, or is claimed again to run from its start. Those changes take the session's lock first,
 like every writer of a session's rows, so an agent's write in flight is either dropped or refused.
+
+The modules: `start.py` (start, continue, retry, claim), `store.py` (the agent's messages),
+`ends.py` (finish, fail, cancel, keep a stopped reply), `recovery.py` (heartbeat, recovery from a
+dead worker), `texts.py` (the limits on a turn's texts), `attempts.py` (the attempt a worker
+holds, and ending a turn with its writes dropped).
 """
 
 from __future__ import annotations
