@@ -13,9 +13,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -30,23 +28,10 @@ from sessions_app.stream import (
     stream_read,
     stream_snapshot,
 )
-from sessions_app.turns import turn_claim, turn_start
+from tests.sockets import claimed_turn, socket_headers
 from web.ws.consumers import ChatConsumer, render_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _headers(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
-
-
-def _claimed(session) -> Turn:
-    turn = turn_claim(turn_id=turn_start(session=session, message="question").pk)
-    assert turn is not None
-    return turn
 
 
 def _stream(turn: Turn) -> ReplyStream:
@@ -60,7 +45,7 @@ def _heard(session_id: int) -> tuple[list[events.Event], object]:
 
 
 def test_tokens_are_coalesced_into_few_pieces_each_stored_before_it_is_sent(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     tokens = [f"t{n} " for n in range(3000)]
     stored_when_sent: list[bool] = []
 
@@ -95,7 +80,7 @@ def test_tokens_are_coalesced_into_few_pieces_each_stored_before_it_is_sent(alic
 
 
 def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     second = threading.Event()
     heard: list[events.Event] = []
 
@@ -118,7 +103,7 @@ def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(a
 
 
 def test_a_new_attempt_starts_an_empty_stream(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     store().append(stream_key(turn_id=turn.pk, attempt=1), "left from before")
     with _stream(turn) as reply:
         reply.add("fresh")
@@ -128,14 +113,14 @@ def test_a_new_attempt_starts_an_empty_stream(alice, session):
 def test_the_integration_socket_gets_the_reply_so_far_then_fills_a_gap_from_the_store(
     alice, session
 ):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     key = stream_key(turn_id=turn.pk, attempt=1)
     with _stream(turn) as reply:
         for word in ("one ", "two "):
             reply.add(word)
             reply.flush()
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[dict]:
         path = f"/ws/v1/sessions/{session.pk}/"
@@ -173,9 +158,9 @@ def test_the_integration_socket_gets_the_reply_so_far_then_fills_a_gap_from_the_
 
 
 def test_a_socket_ignores_the_pieces_of_an_attempt_taken_over(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[dict]:
         path = f"/ws/v1/sessions/{session.pk}/"
@@ -217,7 +202,7 @@ EVENTS = [
 def test_a_chat_socket_spends_at_most_two_queries_on_each_event(alice, session, event):
     """What the chat socket does for one event: check its access (when its last check is old),
     then render the event's fragment."""
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     event = {**event, "session": session.pk, "turn": turn.pk}
     consumer = ChatConsumer()
     consumer.session, consumer.user_id = session, alice.pk
