@@ -12,8 +12,9 @@ import time
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -29,7 +30,6 @@ from sessions_app.stream import (
     stream_snapshot,
 )
 from tests.sockets import claimed_turn, socket_headers
-from web.ws.consumers import ChatConsumer, render_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -198,22 +198,53 @@ EVENTS = [
 ]
 
 
+# What the chat socket's path costs for one event (docs/architecture.md quotes it).
+SOCKET_QUERIES_PER_EVENT = 1
+
+
 @pytest.mark.parametrize("event", EVENTS, ids=[e["type"] for e in EVENTS])
-def test_a_chat_socket_spends_at_most_two_queries_on_each_event(alice, session, event):
-    """What the chat socket does for one event: check its access (when its last check is old),
-    then render the event's fragment."""
+def test_a_chat_socket_spends_one_query_on_each_event(alice, session, event, settings):
+    """Its access check, and nothing else. Counted over the chat socket's whole path for one
+    event heard on the channel layer (rollback_event: the access check, here as when its last
+    check is old; the relay; the render), on the connection its database calls run on. A page
+    refresh sent after the event (its own access check alone) says when the socket is done."""
+    settings.ROLLBACK_WS_ACCESS_CACHE_SECONDS = 0  # every event checks the access
+    settings.ROLLBACK_WS_CATCH_UP_SECONDS = 3600  # no read-back of the turn meanwhile
     turn = claimed_turn(session)
     event = {**event, "session": session.pk, "turn": turn.pk}
-    consumer = ChatConsumer()
-    consumer.session, consumer.user_id = session, alice.pk
-    consumer.login_key = None
-    consumer.api_key_id = 0  # opened with a key: the check is the one query of watch_access
-    with CaptureQueriesContext(connection) as queries:
-        consumer.access_ended(full=False)
-        html = render_event(session, event)
-    assert len(queries) <= 2, [q["sql"] for q in queries.captured_queries]
+    headers = socket_headers(alice)
+    # The consumer's database calls (database_sync_to_async) run on this thread, the one that
+    # runs the event loop through async_to_sync: on this connection.
+    db = connections[DEFAULT_DB_ALIAS]
+    layer = get_channel_layer()
+    group = events.group_name(session.pk)
+    done: events.PageMessage = {"type": "rollback.page", "session": session.pk}
+
+    async def spent(sock: WebsocketCommunicator, *messages: object) -> tuple[list[str], str]:
+        """The queries the socket ran for `messages` then `done`, and the frames it sent."""
+        before = len(db.queries_log)
+        for message in messages:
+            await layer.group_send(group, message)
+        frames = ""
+        while 'data-event="rollback.page"' not in (frame := await sock.receive_from(5)):
+            frames += frame
+        return [q["sql"] for q in list(db.queries_log)[before:]], frames
+
+    async def run() -> tuple[list[str], list[str], str]:
+        sock = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
+        assert (await sock.connect(timeout=5))[0]
+        await spent(sock, done)  # the socket has done connecting (it looked for a running turn)
+        alone, _ = await spent(sock, done)
+        both, frames = await spent(sock, {"type": "rollback.event", "event": event}, done)
+        await sock.disconnect()
+        return alone, both, frames
+
+    with CaptureQueriesContext(connection):  # has the connection log its queries
+        alone, both, frames = async_to_sync(run)()
+    assert len(alone) == 1, alone
+    assert len(both) - len(alone) == SOCKET_QUERIES_PER_EVENT, both
     if event["type"] in ("turn.started", "turn.finished", "branch.changed", "checkpoint.created"):
-        assert reverse("chat:refresh", args=[session.pk]) in html  # the page fetches the rest
+        assert reverse("chat:refresh", args=[session.pk]) in frames  # fetched by the page
 
 
 def test_sending_a_message_renders_only_the_composer(client, alice, session):
