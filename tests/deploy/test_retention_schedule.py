@@ -5,6 +5,7 @@ record naming its schedule, and an integration's socket hears what changed."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
@@ -48,6 +49,7 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
         ".update(crontab=None, interval=every)",
     )
     events: list[dict] = []
+    opened = threading.Event()
 
     async def watch() -> str:
         return await listen(
@@ -56,11 +58,13 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
             events,
             lambda got: any(e["type"] == "session.changed" for e in got),
             time.monotonic() + 60,
+            opened,
         )
 
     async def run() -> str:
         listening = asyncio.create_task(watch())
-        await asyncio.sleep(1)  # the socket is open before anything runs
+        # The socket is open before anything runs.
+        assert await asyncio.to_thread(opened.wait, 30)
         stack.worker("worker")
         stack.beat()
         return await listening

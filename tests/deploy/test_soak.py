@@ -5,6 +5,7 @@ was configured, every socket died after 5 idle seconds with code 1011.)"""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
@@ -50,7 +51,7 @@ def test_an_idle_socket_open_a_minute_gets_a_later_event(client):
     events: list[dict] = []
 
     def act() -> dict:
-        time.sleep(62)  # not one event for a minute
+        time.sleep(62)  # not one event for a minute: the elapsed time is what this test is about
         assert events == []
         return client.post(f"/sessions/{session['id']}/checkpoints/", {"name": "later"})
 
@@ -72,16 +73,17 @@ def test_a_reply_with_ten_second_gaps_streams_to_the_end(client, llm):
     llm.queue(Reply(text, delay=10))  # three chunks, ten seconds apart
     events: list[dict] = []
     turns: list[int] = []
+    opened = threading.Event()
 
     def act() -> None:
-        time.sleep(1)
+        assert opened.wait(30)  # the socket is open
         turns.append(client.post(f"/sessions/{session['id']}/turns/", {"message": "go"}, 202)["id"])
 
     def done(evs: list[dict]) -> bool:
         return bool(turns) and finished(turns[0])(evs)
 
     ended, _ = asyncio.run(
-        _with(listen(client, session["id"], events, done, time.monotonic() + 90), act)
+        _with(listen(client, session["id"], events, done, time.monotonic() + 90, opened), act)
     )
     assert ended == "done", (ended, events)
     mine = of_turn(events, turns[0])
@@ -99,9 +101,10 @@ def test_fifty_sockets_for_two_minutes_with_turns_running_never_disconnect(clien
     logs: list[list[dict]] = [[] for _ in sockets]
     posted: dict[int, list[int]] = {sid: [] for sid in sessions}
     end = time.monotonic() + OPEN_MINUTES * 60
+    opened = [threading.Event() for _ in sockets]
 
     def run_turns() -> None:
-        time.sleep(2)
+        assert all(each.wait(60) for each in opened)  # the sockets are open
         i = 0
         while time.monotonic() < end - 15:
             sid = sessions[i % len(sessions)]
@@ -110,12 +113,12 @@ def test_fifty_sockets_for_two_minutes_with_turns_running_never_disconnect(clien
             assert turn["status"] == "done", turn
             posted[sid].append(turn["id"])
             i += 1
-            time.sleep(3)
+            time.sleep(3)  # turns spread over the minutes the sockets stay open (elapsed time)
 
     async def main():
         listeners = [
-            listen(client, sid, log, lambda _: False, end)
-            for sid, log in zip(sockets, logs, strict=True)
+            listen(client, sid, log, lambda _: False, end, each)
+            for sid, log, each in zip(sockets, logs, opened, strict=True)
         ]
         results = await asyncio.gather(*listeners, asyncio.to_thread(run_turns))
         return results[:-1]

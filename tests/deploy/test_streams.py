@@ -8,6 +8,7 @@ still lose nothing: they read what they missed back from the stream's store and 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
@@ -69,9 +70,10 @@ def test_100_sockets_each_get_every_piece_of_their_reply_in_order_and_its_end(st
         logs: list[list[dict]] = [[] for _ in sessions]
         turns: dict[int, int] = {}
         deadline = time.monotonic() + 240
+        opened = [threading.Event() for _ in sessions]
 
         def post_all() -> None:
-            time.sleep(2)  # the sockets are open
+            assert all(each.wait(60) for each in opened)  # the sockets are open
             for i, sid in enumerate(sessions):  # each to the other web process than its socket's
                 body = {"message": f"stream {i}"}
                 turns[sid] = clients[(i + 1) % 2].post(f"/sessions/{sid}/turns/", body, 202)["id"]
@@ -81,7 +83,7 @@ def test_100_sockets_each_get_every_piece_of_their_reply_in_order_and_its_end(st
 
         async def main() -> list[str]:
             listeners = [
-                listen(clients[i % 2], sid, log, until(sid), deadline)
+                listen(clients[i % 2], sid, log, until(sid), deadline, opened[i])
                 for i, (sid, log) in enumerate(zip(sessions, logs, strict=True))
             ]
             *endings, _ = await asyncio.gather(*listeners, asyncio.to_thread(post_all))
