@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -62,6 +63,18 @@ class Database:
                 (self.name, application_name),
             ).fetchone()
         return int(row[0]) if row else 0
+
+
+@contextmanager
+def running(tmp_path_factory, name: str, env: dict[str, str]) -> Iterator[Stack]:
+    """A module's stack: a Stack of `env` (its logs in a temporary directory named after
+    `name`), the database migrated; every process started on it is stopped at the end."""
+    stack = Stack(tmp_path_factory.mktemp(f"{name}-logs"), env)
+    try:
+        stack.prepare(env)
+        yield stack
+    finally:
+        stack.stop_all()
 
 
 class Stack(Services):

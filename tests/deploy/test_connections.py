@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import Stack, deploy_env
+from .conftest import Stack, deploy_env, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -36,9 +36,7 @@ def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Sta
         DATABASE_POOL_SIZE=str(POOL_SIZE),
         API_THROTTLE_USER="100000/min",
     )
-    stack = Stack(tmp_path_factory.mktemp("burst-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "burst", env) as stack:
         stack.web("web")
         # The worker's connections are told apart from the web process's by their name.
         worker_url = f"{database.url}?application_name={APP_NAME}-worker"
@@ -46,8 +44,6 @@ def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Sta
         stack.worker("worker")
         stack.env = env
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def test_three_bursts_of_fifty_requests_stay_within_the_pool(stack, database):

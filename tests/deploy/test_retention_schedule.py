@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .conftest import Client, Stack, deploy_env, listen
+from .conftest import Client, Stack, deploy_env, listen, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -19,13 +19,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 @pytest.fixture(scope="module")
 def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Stack]:
     env = deploy_env(tmp_path_factory.mktemp("retention-var"), model_server.base_url, database.url)
-    stack = Stack(tmp_path_factory.mktemp("retention-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "retention", env) as stack:
         stack.web("web")
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import Client, Stack, deploy_env, finished, listen, of_turn
+from .conftest import Client, Stack, deploy_env, finished, listen, of_turn, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -23,14 +23,10 @@ def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Sta
     env = deploy_env(
         tmp_path_factory.mktemp("soak-var"), model_server.base_url, database.url, AGENT_TIMEOUT="30"
     )
-    stack = Stack(tmp_path_factory.mktemp("soak-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "soak", env) as stack:
         stack.web("web")
         stack.worker("worker")
         yield stack
-    finally:
-        stack.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import Client, Stack, deploy_env, finished, listen, of_turn
+from .conftest import Client, Stack, deploy_env, finished, listen, of_turn, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -38,17 +38,13 @@ def stack(request, model_server, database, fresh_redis, tmp_path_factory) -> Ite
     env = deploy_env(
         tmp_path_factory.mktemp("streams-var"), model_server.base_url, database.url, **extra
     )
-    stack = Stack(tmp_path_factory.mktemp("streams-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "streams", env) as stack:
         stack.web("web1")
         stack.web("web2")
         stack.worker("worker1", pool="threads", concurrency=20)
         stack.worker("worker2", pool="threads", concurrency=20)
         stack.beat()
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def dropped(stack: Stack) -> int:

@@ -20,7 +20,7 @@ from integrations.telegram.format import render
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.fakes.telegram_server import FakeTelegram
 
-from .conftest import Client, Stack, deploy_env
+from .conftest import Client, Stack, deploy_env, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -51,14 +51,10 @@ def stack(model_server, telegram, database, fresh_redis, tmp_path_factory) -> It
         TELEGRAM_API_URL=telegram.url,
         AGENT_TOOLS="tests.agents.approval_tools.send_email",
     )
-    stack = Stack(tmp_path_factory.mktemp("telegram-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "telegram", env) as stack:
         stack.web("web")
         stack.worker("worker", pool="prefork")
         yield stack
-    finally:
-        stack.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import Client, Stack, deploy_env, listen, of_turn
+from .conftest import Client, Stack, deploy_env, listen, of_turn, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -40,17 +40,13 @@ def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Sta
         TURN_RECOVERY_SECONDS="2",
         AGENT_TURN_ATTEMPTS="2",
     )
-    stack = Stack(tmp_path_factory.mktemp("topology-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "topology", env) as stack:
         stack.web("web1")
         stack.web("web2")
         stack.worker("worker1")
         stack.worker("worker2")
         stack.beat()
         yield stack
-    finally:
-        stack.stop_all()
 
 
 @pytest.fixture(scope="module")
