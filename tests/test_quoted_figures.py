@@ -84,6 +84,19 @@ QUOTED = [
     ),
     Quoted(
         "docs/architecture.md",
+        r"Cost is constant \(the tests count the queries at ([\d,]+) and ([\d,]+) messages\)",
+        "tests/checkpoints/test_services.py",
+        ("FEW_MESSAGES", "MANY_MESSAGES"),
+    ),
+    Quoted(
+        "docs/architecture.md",
+        r"\(tested at ([\d,]+) and ([\d,]+) messages, (\d+) and (\d+) files, on SQLite and "
+        r"PostgreSQL\)",
+        "tests/checkpoints/test_compare.py",
+        ("FEW_MESSAGES", "MANY_MESSAGES", "FEW_FILES", "MANY_FILES"),
+    ),
+    Quoted(
+        "docs/architecture.md",
         r"A socket costs (\w+) query per event \(its access check\)",
         "tests/web/test_stream_store.py",
         ("SOCKET_QUERIES_PER_EVENT",),
