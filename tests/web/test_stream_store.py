@@ -210,6 +210,7 @@ def test_a_chat_socket_spends_one_query_on_each_event(alice, session, event, set
     refresh sent after the event (its own access check alone) says when the socket is done."""
     settings.ROLLBACK_WS_ACCESS_CACHE_SECONDS = 0  # every event checks the access
     settings.ROLLBACK_WS_CATCH_UP_SECONDS = 3600  # no read-back of the turn meanwhile
+    settings.ROLLBACK_WS_RECHECK_SECONDS = 3600  # nor a periodic check of the access
     turn = claimed_turn(session)
     event = {**event, "session": session.pk, "turn": turn.pk}
     headers = socket_headers(alice)
