@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agents.service import AgentService
+from agents.agent_service import AgentService
 from agents.services import turn_regenerate, turn_submit
 from agents.worker import run_turn
 from checkpoints.models import Checkpoint
@@ -15,7 +15,7 @@ from checkpoints.services import checkpoint_create
 from core.errors import InvalidInput
 from core.events import listen
 from sessions_app.errors import MessageTooLong, TurnInProgress
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Session, Branch, Message, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create, session_update
 from sessions_app.turns import CUT_NOTE, turn_cancel, turn_start
@@ -105,7 +105,7 @@ def test_a_stored_session_whose_model_is_no_longer_allowed_fails_its_turn_withou
     fake_llm, session, chosen, error
 ):
     # Stored before the allow-list existed (or before the operator narrowed it).
-    ExternalSession.objects.filter(pk=session.pk).update(metadata={"settings": chosen})
+    Session.objects.filter(pk=session.pk).update(metadata={"settings": chosen})
     session.refresh_from_db()
     events: list[dict] = []
     turn = ask(session, "hi", events)
@@ -331,12 +331,12 @@ def test_rollback_to_an_unknown_name_is_a_tool_error_and_the_turn_goes_on(fake_l
         ToolCalls([ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": "nope"})]),
         lambda body: Reply(f"Tool said: {body['messages'][-1]['content']}"),
     )
-    branches = InternalSession.objects.count()
+    branches = Branch.objects.count()
     turn = ask(session, "roll back to nope")
     assert turn.status == "done"
     assert turn.rolled_back_to is None
     assert "no checkpoint named 'nope'" in fake_llm.messages(-1)[-1]["content"]
-    assert InternalSession.objects.count() == branches
+    assert Branch.objects.count() == branches
 
 
 def test_rollback_to_another_sessions_checkpoint_is_refused(fake_llm, alice, session):
@@ -350,7 +350,7 @@ def test_rollback_to_another_sessions_checkpoint_is_refused(fake_llm, alice, ses
     assert turn.status == "done"
     assert turn.rolled_back_to is None
     assert f"no checkpoint {foreign.pk} in this session" in fake_llm.messages(-1)[-1]["content"]
-    assert InternalSession.objects.filter(session=session).count() == 1
+    assert Branch.objects.filter(session=session).count() == 1
 
 
 @pytest.mark.parametrize(

@@ -184,12 +184,12 @@ def test_start_with_a_used_or_unknown_code_says_so(client, telegram, inline_turn
 def test_an_unlinked_chat_gets_one_message_on_how_to_link_and_nothing_else(
     client, telegram, inline_turns, alice
 ):
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
     for text in ("hello", "/list", "/start"):
         post(client, message(text))
     answers = said(telegram)
     assert len(answers) == 3
     assert all("not linked" in a and "/start CODE" in a for a in answers)
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
     assert telegram.sent("sendChatAction") == []

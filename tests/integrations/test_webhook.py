@@ -135,14 +135,14 @@ def test_a_message_without_text_gets_a_short_note(client, telegram, inline_turns
 def test_a_deactivated_users_chat_is_told_so_and_nothing_else(
     client, telegram, inline_turns, linked, alice
 ):
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
     alice.is_active = False
     alice.save()
     post(client, message("hello"))
     post(client, message("/list"))
     assert said(telegram) == [DEACTIVATED, DEACTIVATED]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 def test_telegram_refusing_an_answer_is_logged_not_a_500(client, telegram, inline_turns, caplog):

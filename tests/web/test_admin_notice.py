@@ -14,7 +14,7 @@ from django.urls import reverse
 from checkpoints.services import checkpoint_create
 from governance.models import AuditRecord
 from governance.services import restore_on_behalf
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import session_create
 from tests.conftest import say
 from tests.sockets import socket_headers
@@ -135,7 +135,7 @@ def test_the_restore_and_the_dismissal_reach_every_open_page_but_no_integration(
     from rollback_site.asgi import application
 
     session = session_create(owner=alice, name="watched")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
     say(branch, "q", "a")
     checkpoint = checkpoint_create(branch=branch, name="cp")
     headers = socket_headers(alice)

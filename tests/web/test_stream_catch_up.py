@@ -14,7 +14,7 @@ from django.conf import settings
 
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream
+from sessions_app.reply_stream import ReplyStream
 from sessions_app.turns import turn_claim, turn_finish
 from tests.fakes.layers import LosingLayer
 from tests.sockets import claimed_turn, socket_headers
@@ -124,7 +124,7 @@ def test_a_socket_gets_the_last_pieces_whose_events_were_lost_while_the_turn_run
 def _stream_more(turn: Turn, words: list[str]) -> None:
     """More pieces of the same attempt (a ReplyStream starts its attempt's stream empty)."""
     from core import events
-    from sessions_app.stream import store, stream_key
+    from sessions_app.reply_stream import store, stream_key
 
     for word in words:
         seq = store().append(stream_key(turn_id=turn.pk, attempt=turn.attempts), word)

@@ -21,7 +21,7 @@ from django.urls import reverse
 from core import events
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.stream import (
+from sessions_app.reply_stream import (
     FLUSH_SECONDS,
     ReplyStream,
     store,

@@ -17,7 +17,7 @@ from agents.worker import run_turn
 from core import events
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream, Snapshot, stream_snapshot
+from sessions_app.reply_stream import ReplyStream, Snapshot, stream_snapshot
 from sessions_app.turns import turn_claim, turn_start
 from tests.fakes.chat_server import Reply
 from tests.sockets import socket_headers
@@ -152,7 +152,7 @@ def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_from_the_store_at_onc
 
 def _store_more(turn: Turn, pieces: list[str]) -> None:
     """Pieces the worker stored (after piece 4), whose events the socket never heard."""
-    from sessions_app.stream import store, stream_key
+    from sessions_app.reply_stream import store, stream_key
 
     key = stream_key(turn_id=turn.pk, attempt=turn.attempts)
     store().append(key, "four ")

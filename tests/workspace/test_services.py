@@ -228,7 +228,7 @@ def test_a_branch_restored_from_a_turns_writes_goes_with_them_when_the_turn_fail
     (the turn's branch is current again): nothing kept shows other files than it did."""
     from checkpoints.models import Checkpoint
     from checkpoints.services import checkpoint_create, checkpoint_restore
-    from sessions_app.models import InternalSession
+    from sessions_app.models import Branch
     from sessions_app.selectors import current_branch
     from sessions_app.turns import turn_claim, turn_fail, turn_start
 
@@ -243,7 +243,7 @@ def test_a_branch_restored_from_a_turns_writes_goes_with_them_when_the_turn_fail
     assert paths(forked) == ["kept.md", "notes.md"]
 
     assert turn_fail(turn=turn, error="the model failed")
-    assert not InternalSession.objects.filter(pk=forked.pk).exists()
+    assert not Branch.objects.filter(pk=forked.pk).exists()
     assert not Checkpoint.objects.filter(pk=held.pk).exists()
     assert current_branch(session).pk == branch.pk
     assert paths(branch) == ["kept.md"]
