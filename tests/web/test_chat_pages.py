@@ -437,9 +437,12 @@ def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
     body = response.content.decode()
     assert response.status_code == 200
     assert "Saved “after-intro”." in body
-    # The list is fetched again with the page's filter; the tree and the count are updated.
-    assert 'id="checkpoint-reload"' in body
+    # The answer is the page's refresh: the list (with the page's filter), the tree, the count
+    # and the new checkpoint's marker come with it, nothing is left to fetch.
+    assert 'id="checkpoint-reload"' not in body
     assert 'id="checkpoint-total"' in body
+    assert body.count("after-intro") >= 2  # in the list, and as the conversation's marker
+    assert 'data-testid="checkpoint-marker"' in body
     cp = Checkpoint.objects.get()
     assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
 

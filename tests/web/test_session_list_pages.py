@@ -19,7 +19,7 @@ from django.utils import timezone
 from rollback_site.asgi import application
 from sessions_app.models import ExternalSession
 from sessions_app.services import message_append, session_create, session_delete, session_update
-from web.pages.chat import SIDEBAR_PAGE
+from web.pages.session_list import SIDEBAR_PAGE
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
