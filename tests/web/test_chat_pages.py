@@ -651,3 +651,24 @@ def test_a_users_message_is_shown_as_typed(as_alice, session, branch):
     # Escaped, every character and line kept: no heading, no emphasis, no HTML.
     assert body.group(1) == typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     assert "<h1>comment" not in page
+
+
+def test_a_refresh_reads_each_part_once(as_alice, session, branch):
+    """The refresh (every region of the page) reads the current branch, and the branches its
+    labels, tree and versions are made from, once each."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    say(branch, "a", "b")
+    checkpoint_create(branch=branch, name="cp")
+    with CaptureQueriesContext(connection) as seen:
+        response = as_alice.get(reverse("chat:refresh", args=[session.pk]), **HX)
+    assert response.status_code == 200
+    branches = [
+        q["sql"]
+        for q in seen.captured_queries
+        if re.match(r'SELECT .* FROM "sessions_app_internalsession"', q["sql"])
+    ]
+    current = [sql for sql in branches if '"is_current"' in sql.split(" WHERE ", 1)[-1]]
+    assert len(current) == 1, current
+    assert len(branches) == 2, branches  # the current one, and all of them (labels, tree)
