@@ -11,7 +11,7 @@ from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
-from sessions_app.models import Effect, ExternalSession, InternalSession, Message
+from sessions_app.models import Effect, Session, Branch, Message
 from sessions_app.selectors import branch_lineage, common_length, history_effects, parse_pk
 from workspace.selectors import FilesChange, checkpoint_files, files_change, workspace_files
 
@@ -40,7 +40,7 @@ def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkp
         raise CheckpointNotFound() from None
 
 
-def checkpoint_place(user: AnyUser, session: ExternalSession, pk: object) -> tuple[int, int] | None:
+def checkpoint_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:
     """Where the user's checkpoint `pk` of `session` sits: its branch's id and its message
     count; None when it is missing, another session's or another user's. One query."""
     key = parse_pk(pk)
@@ -56,7 +56,7 @@ def checkpoint_place(user: AnyUser, session: ExternalSession, pk: object) -> tup
 
 
 def session_checkpoints(
-    session: ExternalSession, *, branch: InternalSession | None = None
+    session: Session, *, branch: Branch | None = None
 ) -> QuerySet[Checkpoint]:
     """Checkpoints of every branch of the session (or of one branch), newest first."""
     qs = Checkpoint.objects.filter(branch__session=session)
@@ -65,7 +65,7 @@ def session_checkpoints(
     return qs.order_by("-created_at", "-id")
 
 
-def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
+def lineage_checkpoints(branch: Branch) -> QuerySet[Checkpoint]:
     """The checkpoints that mark a point of this branch's history: its own, and those of its
     ancestors at or before the point where the history left them. Newest first."""
     reach = Q()
@@ -74,7 +74,7 @@ def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.filter(reach).order_by("-created_at", "-id")
 
 
-def window_checkpoints(branch: InternalSession, *, start: int, end: int) -> list[Checkpoint]:
+def window_checkpoints(branch: Branch, *, start: int, end: int) -> list[Checkpoint]:
     """The checkpoints of the branch's history (`lineage_checkpoints`) that sit among the
     messages at positions `start` to `end - 1`, for the conversation's markers: a checkpoint of
     n messages sits after the message at position n - 1, so those of a count above `start` up
@@ -92,9 +92,9 @@ def window_checkpoints(branch: InternalSession, *, start: int, end: int) -> list
 
 
 def checkpoints_page(
-    session: ExternalSession,
+    session: Session,
     *,
-    current: InternalSession,
+    current: Branch,
     kind: str = "all",
     scope: str = "all",
     before: int | None = None,
@@ -123,7 +123,7 @@ def checkpoints_page(
 
 
 def find_session_checkpoint(
-    session: ExternalSession, id_or_name: object, *, branch: InternalSession | None = None
+    session: Session, id_or_name: object, *, branch: Branch | None = None
 ) -> Checkpoint:
     """A checkpoint of this session by id, or by name (exact match first, then ignoring case).
     Several checkpoints may share a name (automatic ones do): the newest of them in `branch`'s
@@ -191,7 +191,7 @@ def unused_checkpoint_name(session_id: int, name: str, *, limit: int = NAME_MAX_
 
 
 def irreversible_effects(
-    checkpoint: Checkpoint, *, mode: str, current: InternalSession | None
+    checkpoint: Checkpoint, *, mode: str, current: Branch | None
 ) -> list[Message]:
     """The ledger of a restore: the tool messages of effect `external` that restoring
     `checkpoint` leaves behind, oldest first. As a branch: those of the current branch's history
@@ -226,7 +226,7 @@ class RestoreOutcome:
     as_rewind: list[Message]
 
 
-def restore_outcome(checkpoint: Checkpoint, *, current: InternalSession) -> RestoreOutcome:
+def restore_outcome(checkpoint: Checkpoint, *, current: Branch) -> RestoreOutcome:
     return RestoreOutcome(
         files=files_change(workspace_files(current), checkpoint_files(checkpoint)),
         as_branch=irreversible_effects(checkpoint, mode="branch", current=current),
@@ -276,4 +276,4 @@ def auto_checkpoints_beyond(
     beyond = Checkpoint.objects.filter(pk__in=ranked.filter(rank__gt=keep_latest).values("pk"))
     if older_than is not None:
         beyond = beyond.filter(created_at__lt=older_than)
-    return beyond.exclude(Exists(InternalSession.objects.filter(forked_from=OuterRef("pk"))))
+    return beyond.exclude(Exists(Branch.objects.filter(forked_from=OuterRef("pk"))))

@@ -375,7 +375,7 @@ def message_delta(
     *, session: int, turn: int, delta: str, seq: int | None = None, attempt: int | None = None
 ) -> None:
     """One streamed piece of a turn's reply; `seq` numbers the pieces of the turn's `attempt`
-    from 1 (see sessions_app.stream, which stores each piece before it is sent), so a client
+    from 1 (see sessions_app.reply_stream, which stores each piece before it is sent), so a client
     skips those it has and reads a gap back from the store."""
     event: MessageDelta = {
         "type": "message.delta",

@@ -30,7 +30,7 @@ from django.db.models.functions import Coalesce
 from accounts.models import ApiKey, User
 
 from .errors import BranchNotFound, SessionNotFound, TurnNotFound
-from .models import ExternalSession, FileVersion, InternalSession, Message, Summary, Turn
+from .models import Session, FileVersion, Branch, Message, Summary, Turn
 from .search import SnippetPart, search_history, search_sessions, snippet
 
 if TYPE_CHECKING:
@@ -46,13 +46,13 @@ def parse_pk(value: Any) -> int | None:
     return pk if 0 < pk < 2**63 else None
 
 
-def get_session_for_user(user: AnyUser, pk: object) -> ExternalSession:
+def get_session_for_user(user: AnyUser, pk: object) -> Session:
     key = parse_pk(pk)
     if key is None:
         raise SessionNotFound()
     try:
-        return ExternalSession.objects.for_user(user).get(pk=key)
-    except ExternalSession.DoesNotExist:
+        return Session.objects.for_user(user).get(pk=key)
+    except Session.DoesNotExist:
         raise SessionNotFound() from None
 
 
@@ -67,24 +67,24 @@ def watch_access(
     if api_key_id is not None:
         keys = ApiKey.objects.active().filter(pk=api_key_id, user=OuterRef("pk"))
         users = users.filter(Exists(keys))
-    owned = ExternalSession.objects.filter(pk=session_id, owner=OuterRef("pk"))
+    owned = Session.objects.filter(pk=session_id, owner=OuterRef("pk"))
     owns = users.annotate(owns=Exists(owned)).values_list("owns", flat=True).first()
     if owns is None:
         return "signed_out"
     return "ok" if owns else "not_found"
 
 
-def get_branch_for_user(user: AnyUser, pk: object) -> InternalSession:
+def get_branch_for_user(user: AnyUser, pk: object) -> Branch:
     key = parse_pk(pk)
     if key is None:
         raise BranchNotFound()
     try:
-        return InternalSession.objects.for_user(user).select_related("session").get(pk=key)
-    except InternalSession.DoesNotExist:
+        return Branch.objects.for_user(user).select_related("session").get(pk=key)
+    except Branch.DoesNotExist:
         raise BranchNotFound() from None
 
 
-def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | None = None) -> Turn:
+def get_turn_for_user(user: AnyUser, pk: object, *, session: Session | None = None) -> Turn:
     """One of the user's turns (of `session`, when given)."""
     key = parse_pk(pk)
     if key is None:
@@ -98,8 +98,8 @@ def get_turn_for_user(user: AnyUser, pk: object, *, session: ExternalSession | N
         raise TurnNotFound() from None
 
 
-def sessions_for_user(user: AnyUser) -> QuerySet[ExternalSession]:
-    return ExternalSession.objects.for_user(user).order_by("-created_at", "-id")
+def sessions_for_user(user: AnyUser) -> QuerySet[Session]:
+    return Session.objects.for_user(user).order_by("-created_at", "-id")
 
 
 SESSION_ORDERS = {
@@ -116,12 +116,12 @@ def sessions_listed(
     order: str = "created",
     session_key: str | None = None,
     pinned: bool | None = None,
-) -> QuerySet[ExternalSession]:
+) -> QuerySet[Session]:
     """The user's sessions as lists show them: the archived ones or the others, matching `query`
     (names, session keys and message text, see sessions_app/search.py), with `session_key`
     only the session of that exact key, with `pinned` only the pinned ones (or only the others),
     newest first by creation or, with order="activity", most recently active first."""
-    sessions = ExternalSession.objects.for_user(user)
+    sessions = Session.objects.for_user(user)
     sessions = sessions.filter(archived_at__isnull=not archived)
     if session_key is not None:
         sessions = sessions.filter(session_key=session_key)
@@ -132,7 +132,7 @@ def sessions_listed(
 
 def sessions_sidebar(
     user: AnyUser, *, query: str = "", archived: bool = False
-) -> QuerySet[ExternalSession]:
+) -> QuerySet[Session]:
     """The user's sessions as the chat page's sidebar lists them: the pinned ones first (the
     last pinned on top), then the others, most recently active first."""
     listed = sessions_listed(user, query=query, archived=archived, order="activity")
@@ -146,7 +146,7 @@ class ConversationHit(TypedDict):
     snippet: list[SnippetPart]
 
 
-def conversation_hits(session: ExternalSession, query: str) -> list[ConversationHit]:
+def conversation_hits(session: Session, query: str) -> list[ConversationHit]:
     """The messages of the session's current branch history that match `query` (see
     sessions_app/search.py), newest first, each with a snippet around the match: two queries."""
     branch = current_branch(session)
@@ -154,19 +154,19 @@ def conversation_hits(session: ExternalSession, query: str) -> list[Conversation
     return [{"message": m, "snippet": snippet(m.content or m.tool_result, query)} for m in found]
 
 
-def sessions_idle(*, since: datetime) -> QuerySet[ExternalSession]:
+def sessions_idle(*, since: datetime) -> QuerySet[Session]:
     """Sessions nobody has touched since `since` (no message, turn, rename or other change: their
     `updated_at` is older), not archived, with no turn queued or running."""
     return (
-        ExternalSession.objects.active()
+        Session.objects.active()
         .filter(updated_at__lt=since)
         .exclude(Exists(Turn.objects.active().filter(session=OuterRef("pk"))))
     )
 
 
-def with_branch_summary(sessions: QuerySet[ExternalSession]) -> QuerySet[ExternalSession]:
+def with_branch_summary(sessions: QuerySet[Session]) -> QuerySet[Session]:
     """Each session with `branch_count` and `current_branch_id`, in the same query."""
-    branches = InternalSession.objects.filter(session=OuterRef("pk")).order_by()
+    branches = Branch.objects.filter(session=OuterRef("pk")).order_by()
     return sessions.annotate(
         branch_count=Coalesce(
             Subquery(
@@ -179,41 +179,41 @@ def with_branch_summary(sessions: QuerySet[ExternalSession]) -> QuerySet[Externa
     )
 
 
-def current_branch(session: ExternalSession) -> InternalSession:
+def current_branch(session: Session) -> Branch:
     try:
-        return InternalSession.objects.select_related("session").get(
+        return Branch.objects.select_related("session").get(
             session=session, is_current=True
         )
-    except InternalSession.DoesNotExist:
+    except Branch.DoesNotExist:
         raise BranchNotFound("This session has no current branch.") from None
 
 
-def session_branches(session: ExternalSession) -> QuerySet[InternalSession]:
-    return InternalSession.objects.filter(session=session).order_by("created_at", "id")
+def session_branches(session: Session) -> QuerySet[Branch]:
+    return Branch.objects.filter(session=session).order_by("created_at", "id")
 
 
-def session_branches_with_forks(session: ExternalSession) -> list[InternalSession]:
+def session_branches_with_forks(session: Session) -> list[Branch]:
     """The session's branches, oldest first, with the checkpoints they were restored from: one
     query, for the labels, the tree and the versions of messages."""
     return list(session_branches(session).select_related("forked_from"))
 
 
-def latest_session_for_user(user: AnyUser) -> ExternalSession | None:
+def latest_session_for_user(user: AnyUser) -> Session | None:
     """The user's most recently active session that is not archived (the chat's home)."""
     return sessions_listed(user, order="activity").first()
 
 
-def session_with_summary_for_user(user: AnyUser, pk: int) -> ExternalSession | None:
+def session_with_summary_for_user(user: AnyUser, pk: int) -> Session | None:
     """The user's session `pk` with its `branch_count` and `current_branch_id`, or None."""
     return with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
 
 
-def active_turn(session: ExternalSession) -> Turn | None:
+def active_turn(session: Session) -> Turn | None:
     """The session's turn that is queued, running or awaiting an approval, if any."""
     return Turn.objects.filter(session=session).active().order_by("-created_at").first()
 
 
-def last_turn(session: ExternalSession) -> Turn | None:
+def last_turn(session: Session) -> Turn | None:
     """The session's latest turn, with the checkpoint it rolled back to."""
     return (
         Turn.objects.filter(session=session)
@@ -229,7 +229,7 @@ def turn_reloaded(turn: Turn) -> Turn | None:
 
 
 def message_for_user(
-    user: AnyUser, session: ExternalSession, pk: object, *, role: str | None = None
+    user: AnyUser, session: Session, pk: object, *, role: str | None = None
 ) -> Message | None:
     """The user's message `pk` of any branch of `session` (of that `role` when given), with its
     branch; None when it is missing, another session's or another user's."""
@@ -242,7 +242,7 @@ def message_for_user(
     return messages.select_related("branch__session").first()
 
 
-def message_place(user: AnyUser, session: ExternalSession, pk: object) -> tuple[int, int] | None:
+def message_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:
     """Where the user's message `pk` of `session` sits: its branch's id and its position; None
     when it is missing, another session's or another user's. One query, no message loaded."""
     key = parse_pk(pk)
@@ -264,7 +264,7 @@ def file_mark() -> int:
     return int(FileVersion.objects.aggregate(m=Max("id"))["m"] or 0)
 
 
-def fork_mark(branch: InternalSession, position: int) -> int:
+def fork_mark(branch: Branch, position: int) -> int:
     """The mark a branch forked from `branch` at message `position` without a checkpoint (an
     edit, a regeneration) sees: every version written on `branch` at a position at most
     `position` (before the message at `position` was answered), none written later."""
@@ -279,7 +279,7 @@ def fork_mark(branch: InternalSession, position: int) -> int:
 
 def _lineage_cte() -> str:
     q = connection.ops.quote_name
-    branches = q(InternalSession._meta.db_table)
+    branches = q(Branch._meta.db_table)
     # The lineage walks from the branch up through its parents. Each ancestor contributes its
     # messages below the fork position of the branch under it (capped by the bound carried from
     # below), so positions are distinct across the lineage and ORDER BY position is the history.
@@ -295,7 +295,7 @@ def _lineage_cte() -> str:
     """  # noqa: S608 - quoted names and constants; values are parameters
 
 
-def branch_lineage(branch: InternalSession, *, end: int | None = None) -> list[tuple[int, int]]:
+def branch_lineage(branch: Branch, *, end: int | None = None) -> list[tuple[int, int]]:
     """The branches whose messages make up the branch's history below `end`, each with the
     position below which its messages belong to that history: (branch id, upper bound)."""
     stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
@@ -305,7 +305,7 @@ def branch_lineage(branch: InternalSession, *, end: int | None = None) -> list[t
 
 
 def common_length(
-    a: InternalSession, b: InternalSession, *, a_end: int | None = None, b_end: int | None = None
+    a: Branch, b: Branch, *, a_end: int | None = None, b_end: int | None = None
 ) -> int:
     """How many messages the histories of `a` (below `a_end`) and `b` (below `b_end`) share
     from their start: the same rows, since histories form a tree. Two lineage reads."""
@@ -315,7 +315,7 @@ def common_length(
 
 
 def history_effects(
-    branch: InternalSession, *, start: int = 0, effect: str = "external"
+    branch: Branch, *, start: int = 0, effect: str = "external"
 ) -> list[Message]:
     """The tool messages of `effect` in the branch's history from position `start`, oldest
     first: one query, no other message loaded."""
@@ -338,7 +338,7 @@ def history_effects(
         return _messages_from_rows(cursor.fetchall())
 
 
-def lineage_summary(branch: InternalSession, *, end: int | None = None) -> Summary | None:
+def lineage_summary(branch: Branch, *, end: int | None = None) -> Summary | None:
     """The summary of the longest prefix of the branch's history below `end` that has one. One
     query: the summaries keyed by a message of the lineage, below each branch's bound."""
     stop = branch.message_count if end is None else max(0, min(end, branch.message_count))
@@ -364,7 +364,7 @@ def lineage_summary(branch: InternalSession, *, end: int | None = None) -> Summa
 
 
 def history_size(
-    branch: InternalSession, *, start: int = 0, end: int | None = None
+    branch: Branch, *, start: int = 0, end: int | None = None
 ) -> tuple[int, int]:
     """How many characters (text, tool calls, tool results) and messages the branch's history
     holds from `start` to `end`: one aggregate query, no message is loaded."""
@@ -469,7 +469,7 @@ def _datetime_converter() -> Callable[[Any], Any]:
 
 
 def branch_history(
-    branch: InternalSession, *, start: int = 0, end: int | None = None
+    branch: Branch, *, start: int = 0, end: int | None = None
 ) -> list[Message]:
     """The branch's history from position `start` up to (not including) `end`, oldest first.
 
@@ -535,7 +535,7 @@ def _rows_sql() -> str:
 
 
 def branch_history_rows(
-    branch: InternalSession, *, start: int = 0, end: int | None = None
+    branch: Branch, *, start: int = 0, end: int | None = None
 ) -> list[HistoryRow]:
     """`branch_history` as plain dicts (HistoryRow), for a reader that only serialises them
     (the API's history): the same rows, range and order, in one query, without building a

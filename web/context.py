@@ -21,7 +21,7 @@ from core.errors import InvalidInput
 from governance.selectors import admin_notices
 from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Session, Branch, Message, Turn
 from sessions_app.selectors import (
     active_turn,
     branch_history,
@@ -29,7 +29,7 @@ from sessions_app.selectors import (
     last_turn,
     session_branches_with_forks,
 )
-from sessions_app.stream import stream_snapshot
+from sessions_app.reply_stream import stream_snapshot
 from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
 
@@ -45,7 +45,7 @@ CHECKPOINT_SCOPES = ("all", "branch")
 
 @dataclass
 class BranchNode:
-    branch: InternalSession
+    branch: Branch
     label: str
     children: list[BranchNode] = field(default_factory=list)
 
@@ -55,17 +55,17 @@ class Branches:
     """What every part of the page reads about the session's branches, read once: the current
     branch, all of them (with the checkpoints they were restored from) and their labels."""
 
-    current: InternalSession
-    all: list[InternalSession]
+    current: Branch
+    all: list[Branch]
     labels: dict[int, str]
 
     @classmethod
-    def of(cls, session: ExternalSession) -> Branches:
+    def of(cls, session: Session) -> Branches:
         branches = session_branches_with_forks(session)
         return cls(current_branch(session), branches, branch_labels(branches))
 
 
-def composer_state(session: ExternalSession) -> dict[str, Any]:
+def composer_state(session: Session) -> dict[str, Any]:
     """What the composer's buttons need (Send waits and Stop shows while a turn runs): one query,
     without the conversation."""
     active = active_turn(session)
@@ -73,7 +73,7 @@ def composer_state(session: ExternalSession) -> dict[str, Any]:
 
 
 def conversation(
-    session: ExternalSession,
+    session: Session,
     *,
     before: int | None = None,
     after: int | None = None,
@@ -144,7 +144,7 @@ def conversation(
 
 
 def checkpoint_markers(
-    branch: InternalSession, history: list[Message], *, start: int, end: int
+    branch: Branch, history: list[Message], *, start: int, end: int
 ) -> tuple[list[Checkpoint], dict[int, list[Checkpoint]]]:
     """Where the checkpoints of the shown messages (positions `start` to `end - 1`) sit: those
     before the first message (a checkpoint of 0 messages), and those after each message, by
@@ -214,7 +214,7 @@ def joined_replies(shown: list[Message]) -> list[Message]:
 
 
 def rollback_notice(
-    turn: Turn | None, branch: InternalSession, labels: dict[int, str]
+    turn: Turn | None, branch: Branch, labels: dict[int, str]
 ) -> dict[str, Any] | None:
     """When the last turn ended with the agent rolling back and the page still shows the branch
     that rollback made: the checkpoint, the branch and what the rollback could not undo (the
@@ -272,13 +272,13 @@ class CheckpointFilter:
 
 
 def checkpoint_page(
-    session: ExternalSession,
+    session: Session,
     *,
     chosen: CheckpointFilter | None = None,
     before: int | None = None,
     count: int = CHECKPOINT_PAGE,
     shown: int = 0,
-    current: InternalSession | None = None,
+    current: Branch | None = None,
 ) -> dict[str, Any]:
     """One page of the panel's checkpoints, newest first: the first `count` that match the
     filter, or those older than checkpoint `before`. `shown` is how many the list held before
@@ -302,7 +302,7 @@ def checkpoint_page(
 
 
 def panel(
-    session: ExternalSession,
+    session: Session,
     *,
     known: Branches | None = None,
     chosen: CheckpointFilter | None = None,
@@ -317,7 +317,7 @@ def panel(
 
 
 def page_state(
-    session: ExternalSession, *, chosen: CheckpointFilter | None = None, shown: int = 0
+    session: Session, *, chosen: CheckpointFilter | None = None, shown: int = 0
 ) -> dict[str, Any]:
     """Everything of the chat page that depends on the current branch (the conversation, its
     header and composer, the side panel), each part computed once: what a page load shows

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoints.selectors import checkpoint_place
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Session, Branch
 from sessions_app.selectors import (
     branch_lineage,
     current_branch,
@@ -16,7 +16,7 @@ from sessions_app.selectors import (
     parse_pk,
     session_branches_with_forks,
 )
-from web.context import PAGE, conversation
+from web.chat_state import PAGE, conversation
 
 if TYPE_CHECKING:
     from sessions_app.models import AnyUser
@@ -28,7 +28,7 @@ MESSAGE_GONE = "That message is not in this conversation any more: here is its l
 MESSAGE_ELSEWHERE = "That message is on another branch of this conversation, not on the one shown."
 
 
-def conversation_around(user: AnyUser, session: ExternalSession, message: object) -> dict[str, Any]:
+def conversation_around(user: AnyUser, session: Session, message: object) -> dict[str, Any]:
     """The conversation with message `message` (an id from a query string) in its place: the
     current branch's history around it (with "Load earlier" and "Load later"), its id as
     `target`. A message that is not in the branch's history gives the latest page with a
@@ -47,7 +47,7 @@ def conversation_around(user: AnyUser, session: ExternalSession, message: object
 
 
 def _window_at(
-    session: ExternalSession, branch: InternalSession, position: int, target: dict[str, Any]
+    session: Session, branch: Branch, position: int, target: dict[str, Any]
 ) -> dict[str, Any]:
     """The conversation shown around `position` of the current branch's history: the latest
     page when it shows that position, else the history up to AROUND after it with "Load
@@ -58,7 +58,7 @@ def _window_at(
     return {**conversation(session, before=end), **target, "later": end}
 
 
-def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
+def conversation_after(session: Session, after: int) -> dict[str, Any]:
     """The page of the current branch's history from position `after` ("Load later"), with the
     position of the next page as `later` while one is left."""
     branch = current_branch(session)
@@ -75,7 +75,7 @@ CHECKPOINT_GONE = "That checkpoint is not in this conversation any more: here is
 
 
 def conversation_at_checkpoint(
-    user: AnyUser, session: ExternalSession, checkpoint: object
+    user: AnyUser, session: Session, checkpoint: object
 ) -> dict[str, Any]:
     """The conversation with checkpoint `checkpoint` (an id from a query string) in its place:
     when its marker is in the current branch's history, the history around it (as

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from rollback_site.asgi import application
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import message_append, session_create, session_delete, session_update
 from web.pages.session_list import SIDEBAR_PAGE
 
@@ -39,24 +39,24 @@ def _next_page(body: str) -> str | None:
     return found.group(1).replace("&amp;", "&") if found else None
 
 
-def _many(owner, count: int, *, days_ago: int = 0) -> list[ExternalSession]:
+def _many(owner, count: int, *, days_ago: int = 0) -> list[Session]:
     """`count` sessions, the first one the most recently active."""
     now = timezone.now() - timedelta(days=days_ago)
     rows = [
-        ExternalSession(
+        Session(
             owner=owner, session_name=f"Chat {n:03}", updated_at=now - timedelta(seconds=n)
         )
         for n in range(count)
     ]
-    return ExternalSession.objects.bulk_create(rows)
+    return Session.objects.bulk_create(rows)
 
 
 @pytest.mark.django_db
 def test_the_sidebar_pages_through_every_session_keeping_its_date_groups(as_alice, alice):
     _many(alice, SIDEBAR_PAGE + 10)
     _many(alice, SIDEBAR_PAGE, days_ago=30)
-    old = ExternalSession.objects.filter(updated_at__lt=timezone.now() - timedelta(days=20))
-    ExternalSession.objects.filter(pk__in=old.values("pk")).update(session_name="Old")
+    old = Session.objects.filter(updated_at__lt=timezone.now() - timedelta(days=20))
+    Session.objects.filter(pk__in=old.values("pk")).update(session_name="Old")
     first = as_alice.get(reverse("chat:session_list"), **HX).content.decode()
     assert len(_names(first)) == SIDEBAR_PAGE
     assert first.count('data-testid="session-group"') == 1  # Today

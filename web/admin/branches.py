@@ -14,7 +14,7 @@ from django.utils.text import Truncator
 
 from checkpoints.models import Checkpoint
 from sessions_app.models import (
-    InternalSession,
+    Branch,
     Message,
 )
 from sessions_app.selectors import branch_history
@@ -58,7 +58,7 @@ class CheckpointInline(ReadOnlyInlineMixin, admin.TabularInline):
 
 class BranchForm(forms.ModelForm):
     class Meta:
-        model = InternalSession
+        model = Branch
         fields = ("session_state", "metadata")
         field_classes: ClassVar[dict[str, type[forms.Field]]] = {
             "session_state": JSONFormField,
@@ -72,8 +72,8 @@ class BranchForm(forms.ModelForm):
         return form_metadata(self.cleaned_data.get("metadata"), "branch metadata")
 
 
-@admin.register(InternalSession)
-class InternalSessionAdmin(ConversationAdmin):
+@admin.register(Branch)
+class BranchAdmin(ConversationAdmin):
     form = BranchForm
 
     class Media:
@@ -136,19 +136,19 @@ class InternalSessionAdmin(ConversationAdmin):
     inlines = (CheckpointInline,)
 
     @admin.display(description="owner", ordering="session__owner")
-    def owner(self, obj: InternalSession) -> User:
+    def owner(self, obj: Branch) -> User:
         return obj.session.owner
 
     @admin.display(description="parent", ordering="parent")
-    def parent_link(self, obj: InternalSession) -> str:
+    def parent_link(self, obj: Branch) -> str:
         # From parent_id alone: showing the parent object would cost a query per row.
         if obj.parent_id is None:
             return "-"
-        url = reverse("admin:sessions_app_internalsession_change", args=[obj.parent_id])
+        url = reverse("admin:sessions_app_branch_change", args=[obj.parent_id])
         return format_html('<a href="{}">branch {}</a>', url, obj.parent_id)
 
     @admin.display(description=f"last {RECENT_MESSAGES} messages")
-    def recent_messages(self, obj: InternalSession | None) -> str:
+    def recent_messages(self, obj: Branch | None) -> str:
         if obj is None or obj.pk is None:
             return "-"
         start = max(0, obj.message_count - RECENT_MESSAGES)
@@ -193,7 +193,7 @@ class InternalSessionAdmin(ConversationAdmin):
         return False
 
     def has_delete_permission(
-        self, request: HttpRequest, obj: InternalSession | None = None
+        self, request: HttpRequest, obj: Branch | None = None
     ) -> bool:
         # Deleting a branch would take its child branches along and could leave the session
         # without a current branch; the services never do that. Delete the session instead.

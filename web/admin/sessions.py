@@ -21,9 +21,9 @@ from django.utils.html import format_html
 from core.errors import InvalidInput
 from core.model_choice import check_model_settings
 from sessions_app.models import (
-    ExternalSession,
+    Session,
     FileVersion,
-    InternalSession,
+    Branch,
     WorkspaceBlob,
 )
 from sessions_app.services import session_delete, session_update
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 
 class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
-    model = InternalSession
+    model = Branch
     fk_name = "session"
     verbose_name = "branch"
     verbose_name_plural = "branches"
@@ -61,16 +61,16 @@ class BranchInline(ReadOnlyInlineMixin, admin.TabularInline):
         "created_at",
     )
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[InternalSession]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Branch]:
         return super().get_queryset(request).select_related("parent")
 
     @admin.display(description="branch")
-    def branch_link(self, obj: InternalSession) -> str:
+    def branch_link(self, obj: Branch) -> str:
         return admin_link(obj, f"branch {obj.pk}") if obj.pk else "-"
 
 
 class _SessionCounts(TypedDict):
-    """What `ExternalSessionAdmin.get_queryset` annotates on each session."""
+    """What `SessionAdmin.get_queryset` annotates on each session."""
 
     branch_count: int
     file_versions: int
@@ -79,7 +79,7 @@ class _SessionCounts(TypedDict):
 
 class SessionForm(forms.ModelForm):
     class Meta:
-        model = ExternalSession
+        model = Session
         fields = ("owner", "session_name", "metadata", "archived_at")
         field_classes: ClassVar[dict[str, type[forms.Field]]] = {"metadata": JSONFormField}
 
@@ -95,8 +95,8 @@ class SessionForm(forms.ModelForm):
         return metadata
 
 
-@admin.register(ExternalSession)
-class ExternalSessionAdmin(ConversationAdmin):
+@admin.register(Session)
+class SessionAdmin(ConversationAdmin):
     form = SessionForm
     list_display = (
         "id",
@@ -144,20 +144,20 @@ class ExternalSessionAdmin(ConversationAdmin):
     )
     inlines = (BranchInline,)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ExternalSession]:
-        sessions: QuerySet[ExternalSession] = super().get_queryset(request)
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
+        sessions: QuerySet[Session] = super().get_queryset(request)
         return sessions.annotate(
-            branch_count=count_subquery(InternalSession.objects.all(), "session"),
+            branch_count=count_subquery(Branch.objects.all(), "session"),
             file_versions=count_subquery(FileVersion.objects.all(), "branch__session"),
             file_bytes=sum_subquery(WorkspaceBlob.objects.all(), "session", "size"),
         )
 
     @admin.display(description="branches", ordering="branch_count")
-    def branch_count(self, obj: WithAnnotations[ExternalSession, _SessionCounts]) -> str:
-        return changelist_link(InternalSession, f"session__id__exact={obj.pk}", obj.branch_count)
+    def branch_count(self, obj: WithAnnotations[Session, _SessionCounts]) -> str:
+        return changelist_link(Branch, f"session__id__exact={obj.pk}", obj.branch_count)
 
     @admin.display(description="workspace", ordering="file_bytes")
-    def workspace_storage(self, obj: WithAnnotations[ExternalSession, _SessionCounts]) -> str:
+    def workspace_storage(self, obj: WithAnnotations[Session, _SessionCounts]) -> str:
         """The bytes of the workspace's distinct contents and its file versions, beside the
         per-session quota (workspace.quota)."""
         quota = session_quota()
@@ -170,7 +170,7 @@ class ExternalSessionAdmin(ConversationAdmin):
         return f"{size}, {versions} versions"
 
     @admin.display(description="conversation")
-    def conversation_tree(self, obj: ExternalSession) -> str:
+    def conversation_tree(self, obj: Session) -> str:
         """The session as its branch tree, where a checkpoint can be restored for the user
         (web.admin.governance)."""
         if obj.pk is None:
@@ -185,13 +185,13 @@ class ExternalSessionAdmin(ConversationAdmin):
         return False
 
     def get_readonly_fields(
-        self, request: HttpRequest, obj: ExternalSession | None = None
+        self, request: HttpRequest, obj: Session | None = None
     ) -> list[str] | tuple[str, ...]:
         # A session stays with its owner: its turns, keys and history are theirs.
         return [*self.readonly_fields, "owner"] if obj is not None else self.readonly_fields
 
     def save_model(
-        self, request: HttpRequest, obj: ExternalSession, form: SessionForm, change: bool
+        self, request: HttpRequest, obj: Session, form: SessionForm, change: bool
     ) -> None:
         # Through the service, so open tabs and integrations hear of it (session.changed).
         session_update(
@@ -201,17 +201,17 @@ class ExternalSessionAdmin(ConversationAdmin):
             archived=obj.archived_at is not None,
         )
 
-    def delete_model(self, request: HttpRequest, obj: ExternalSession) -> None:
+    def delete_model(self, request: HttpRequest, obj: Session) -> None:
         session_delete(session=obj)
 
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ExternalSession]) -> None:
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
         for session in queryset:
             session_delete(session=session)
 
     def get_deleted_objects(
         self,
-        objs: Sequence[ExternalSession] | QuerySet[ExternalSession],
+        objs: Sequence[Session] | QuerySet[Session],
         request: HttpRequest,
     ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         pks = [obj.pk for obj in objs]
-        return deletion_summary(request, objs, ExternalSession.objects.filter(pk__in=pks))
+        return deletion_summary(request, objs, Session.objects.filter(pk__in=pks))

@@ -15,7 +15,7 @@ from core.api import paginate
 from core.api_schema import paginated
 from sessions_app.errors import BranchNotFound
 from sessions_app.labels import session_branch_labels
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import (
     get_branch_for_user,
     get_session_for_user,
@@ -66,7 +66,7 @@ class BranchActivate(APIView):
         branch_activate(branch=branch)
         try:  # read again for its counts; deleted since (a racing delete): 404, never a 500
             branch.refresh_from_db()
-        except InternalSession.DoesNotExist:
+        except Branch.DoesNotExist:
             raise BranchNotFound() from None
         return Response(BranchOut(branch).data)
 

@@ -25,7 +25,7 @@ from core.api import paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Session, Branch
 from sessions_app.selectors import current_branch, get_branch_for_user, get_session_for_user
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_delete, file_write
@@ -87,7 +87,7 @@ PATH = OpenApiParameter(
 )
 
 
-def _branch(request: Request, session: ExternalSession) -> InternalSession:
+def _branch(request: Request, session: Session) -> Branch:
     """?branch=<id>, one of this session's branches (another session's is a 404, as a
     missing one); without it, the current branch."""
     raw = request.query_params.get("branch")
@@ -99,7 +99,7 @@ def _branch(request: Request, session: ExternalSession) -> InternalSession:
     return branch
 
 
-def _point(request: Request, session: ExternalSession) -> tuple[InternalSession, int | None]:
+def _point(request: Request, session: Session) -> tuple[Branch, int | None]:
     """Where a read looks: the branch (and the version mark) named by ?branch= or
     ?checkpoint= (not both), else the current branch as it stands."""
     raw = request.query_params.get("checkpoint")

@@ -26,7 +26,7 @@ from core.api_schema import paginated
 from core.errors import InvalidInput
 from sessions_app.errors import ImportTooLarge
 from sessions_app.keys import clean_session_key
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Session, Branch
 from sessions_app.search import search_clean
 from sessions_app.selectors import (
     SESSION_ORDERS,
@@ -67,7 +67,7 @@ def _session_out(user: AnyUser, pk: int) -> dict[str, Any]:
     return SessionOut(session).data
 
 
-def branch_param(request: Request, session: ExternalSession) -> InternalSession:
+def branch_param(request: Request, session: Session) -> Branch:
     """?branch=<id> names one of the session's branches; without it, the current one."""
     raw = request.query_params.get("branch")
     if raw in (None, ""):

@@ -36,7 +36,7 @@ from sessions_app.selectors import (
 )
 from sessions_app.services import branch_activate, branch_rename
 from sessions_app.turns import turn_cancel
-from web import context as pages
+from web import chat_state as pages
 from web import places
 from web.pages.live import composer, files_context, refresh
 from web.pages.session_list import sidebar

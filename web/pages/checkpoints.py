@@ -16,10 +16,10 @@ from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoin
 from core.errors import InvalidInput
 from core.http import domain_errors
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.services import branch_activate
-from web import context as pages
+from web import chat_state as pages
 from web.pages.live import refresh
 from web.pages.tabs import answers_with_new_state
 
@@ -95,7 +95,7 @@ def delete(request: HttpRequest, cp_id: int) -> HttpResponse:
     return refresh(request, session, _gone(request, session, [gone]))
 
 
-def _gone(request: HttpRequest, session: ExternalSession, checkpoints: list[int]) -> str:
+def _gone(request: HttpRequest, session: Session, checkpoints: list[int]) -> str:
     """The markers of checkpoints this tab's own change deleted go wherever they are loaded
     (markers.js reads them from #live-refresh, which fetches nothing here)."""
     if not checkpoints:
@@ -121,7 +121,7 @@ def show_on_branch(request: HttpRequest, cp_id: int) -> HttpResponse:
 FILES_SHOWN = 8
 
 
-def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[str, object]:
+def _restore_outcome(checkpoint: Checkpoint, session: Session) -> dict[str, object]:
     """The restore dialog's account of what the restore would do (checkpoints.selectors.
     restore_outcome): the files of each kind, and the external effects per mode (once when both
     modes leave the same)."""

@@ -27,7 +27,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, Message
+from sessions_app.models import Session, Message
 from sessions_app.selectors import get_session_for_user, session_branches_with_forks
 
 SIDE_SHOWN = 200  # messages of each side shown on the page
@@ -57,7 +57,7 @@ def _checkpoint_label(cp: Checkpoint, labels: dict[int, str]) -> str:
 
 
 def picker(
-    session: ExternalSession,
+    session: Session,
     *,
     source: str = "",
     target: str = "",
@@ -150,7 +150,7 @@ def _point_title(point: Point, labels: dict[int, str]) -> str:
     return f"Checkpoint “{point.checkpoint.checkpoint_name}” on {branch}"
 
 
-def compare_context(session: ExternalSession, diff: SessionDiff) -> dict[str, Any]:
+def compare_context(session: Session, diff: SessionDiff) -> dict[str, Any]:
     labels = branch_labels(session_branches_with_forks(session))
     files: list[FileShown] = []
     for status, group in (

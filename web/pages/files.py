@@ -29,7 +29,7 @@ from pygments.util import ClassNotFound
 
 from core.errors import HTTP_STATUS, DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Session, Branch
 from sessions_app.selectors import current_branch, get_session_for_user
 from workspace.errors import FileTooLarge, TooManyFiles
 from workspace.nfc import nfc
@@ -105,7 +105,7 @@ def highlighted_file(path: str, content: str) -> tuple[SafeString, str]:
 
 
 def _tree_context(
-    session: ExternalSession, files: list[WorkspaceFile] | None = None
+    session: Session, files: list[WorkspaceFile] | None = None
 ) -> dict[str, Any]:
     if files is None:
         files = workspace_files(current_branch(session))
@@ -119,7 +119,7 @@ def _tree_context(
 
 
 def files_state(
-    session: ExternalSession, branch: InternalSession, *, open_path: str = "", sha: str = ""
+    session: Session, branch: Branch, *, open_path: str = "", sha: str = ""
 ) -> dict[str, Any]:
     """The Files panel's tree of `branch` (the current one), and whether the file open in the
     reader's view (`open_path`, at version `sha`) was since deleted or changed."""
@@ -127,7 +127,7 @@ def files_state(
     return {**_tree_context(session, files), **_stale(open_path, sha, files)}
 
 
-def _tree_update(request: HttpRequest, session: ExternalSession, branch: InternalSession) -> str:
+def _tree_update(request: HttpRequest, session: Session, branch: Branch) -> str:
     """After this tab's own change: the tree as it now is, out of band, checked against the
     file open in the tab's view (X-Rollback-View)."""
     view = PageView.of(request)

@@ -15,28 +15,28 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
-from sessions_app.models import ExternalSession, InternalSession
-from web import context as pages
+from sessions_app.models import Session, Branch
+from web import chat_state as pages
 from web.pages.files import files_state, upload_limits
 from web.pages.tabs import PageView
 
 
 def files_context(
-    session: ExternalSession, branch: InternalSession, view: PageView | None = None
+    session: Session, branch: Branch, view: PageView | None = None
 ) -> dict[str, Any]:
     """The Files panel (under `files`: its tree is named like the branch tree of the side panel)."""
     path, sha = (view.open_path, view.open_sha) if view is not None else ("", "")
     return {"files": {**files_state(session, branch, open_path=path, sha=sha), **upload_limits()}}
 
 
-def refresh_context(request: HttpRequest, session: ExternalSession) -> dict[str, Any]:
+def refresh_context(request: HttpRequest, session: Session) -> dict[str, Any]:
     view = PageView.of(request)
     state = pages.page_state(session, chosen=view.checkpoints, shown=view.shown)
     list_view = f"{view.checkpoints.kind}|{view.checkpoints.scope}|{view.shown}"
     return {**state, **files_context(session, state["branch"], view), "list_view": list_view}
 
 
-def refresh(request: HttpRequest, session: ExternalSession, extra: str = "") -> HttpResponse:
+def refresh(request: HttpRequest, session: Session, extra: str = "") -> HttpResponse:
     """Everything that depends on the current branch, as out-of-band swaps (after `extra`, the
     answer for the request's own target)."""
     html = render_to_string(
@@ -45,7 +45,7 @@ def refresh(request: HttpRequest, session: ExternalSession, extra: str = "") -> 
     return HttpResponse(extra + html)
 
 
-def composer(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+def composer(request: HttpRequest, session: Session) -> HttpResponse:
     """The composer, emptied, with its buttons as the turn just sent leaves them: one query (the
     user's message and the reply come with the socket's `turn.started`, as in every other tab)."""
     return HttpResponse(

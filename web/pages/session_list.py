@@ -27,7 +27,7 @@ from checkpoints.transfer_markdown import export_filename, export_format, markdo
 from core.api import non_negative, window
 from core.errors import DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.search import hit_snippets, search_clean
 from sessions_app.selectors import (
     get_session_for_user,
@@ -36,7 +36,7 @@ from sessions_app.selectors import (
     sessions_sidebar,
 )
 from sessions_app.services import session_create, session_delete, session_update
-from web import context as pages
+from web import chat_state as pages
 
 SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
 SIDEBAR_SHOWN_MAX = 1000  # sessions a live update of the list keeps loaded, at most
@@ -52,14 +52,14 @@ def _user(request: HttpRequest) -> User:
     return user
 
 
-def _group_label(session: ExternalSession, bounds: list[tuple[str, date]]) -> str:
+def _group_label(session: Session, bounds: list[tuple[str, date]]) -> str:
     if session.pinned_at is not None:
         return PINNED
     day = timezone.localdate(session.updated_at)
     return next((name for name, start in bounds if day >= start), "Older")
 
 
-def _date_groups(sessions: list[ExternalSession], after: str = "") -> list[dict[str, Any]]:
+def _date_groups(sessions: list[Session], after: str = "") -> list[dict[str, Any]]:
     """Sessions (pinned first, then most recently active first) under "Pinned", "Today",
     "Yesterday", "Previous 7 days" and "Older", by their last activity in the site's time zone;
     empty groups left out. `after`: the group the page before ended with, whose heading a page
@@ -109,7 +109,7 @@ def _list_size(request: HttpRequest) -> int:
 
 def sidebar(
     request: HttpRequest,
-    current: ExternalSession | None = None,
+    current: Session | None = None,
     query: str = "",
     archived: bool = False,
     current_id: int | None = None,
@@ -127,7 +127,7 @@ def sidebar(
     except InvalidInput as exc:
         cleaned, search_error = "", exc.message
     sessions = sessions_sidebar(request.user, query=cleaned, archived=archived)
-    shown: list[ExternalSession] = []
+    shown: list[Session] = []
     more = False
     if not search_error:
         shown, more = window(sessions, offset=offset, size=size)
@@ -160,7 +160,7 @@ def sidebar(
     }
 
 
-def _list_changed(request: HttpRequest, session: ExternalSession) -> HttpResponse:
+def _list_changed(request: HttpRequest, session: Session) -> HttpResponse:
     """The sidebar's list again after a change to `session` (rename, archive), in the state the
     request names; the page's header too when `session` is the one shown."""
     query, archived, current = _list_state(request)

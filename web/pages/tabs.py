@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, QueryDict
 
 from core.errors import InvalidInput
 from core.origin import acting_tab
-from web import context as pages
+from web import chat_state as pages
 
 P = ParamSpec("P")
 R = TypeVar("R", bound=HttpRequest)

@@ -15,7 +15,7 @@ session is gone or no longer theirs), the codes that refuse such a handshake. Th
 page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
 of the login that changed the password get, as that login goes on under a new key.
 
-A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.stream, which
+A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.reply_stream, which
 stores each piece before it is published). Both sockets send a socket that connects mid-turn the
 reply so far first (`turn.snapshot`), then the pieces it has not sent; what the channel layer
 drops (a piece, a turn's start or end) the socket reads back itself (web/ws/relay.py). Each
@@ -60,11 +60,11 @@ from core.events import (
     user_group,
 )
 from core.origin import clean_tab
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import get_session_for_user, watch_access
-from sessions_app.stream import Snapshot, stream_snapshot
+from sessions_app.reply_stream import Snapshot, stream_snapshot
 from sessions_app.watch import running_turn
-from web.context import card_of
+from web.chat_state import card_of
 
 from .relay import TurnRelay
 
@@ -79,7 +79,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
-    session: ExternalSession | None = None
+    session: Session | None = None
     user_id: int | None = None
     api_key_id: int | None = None  # when opened with an API key
     login_key: str | None = None  # else the browser login's session key
@@ -356,7 +356,7 @@ REFRESHED = {
 }
 
 
-def render_event(session: ExternalSession, event: Event, *, own: bool = False) -> str:
+def render_event(session: Session, event: Event, *, own: bool = False) -> str:
     """The page's fragments for one event, rendered from the page's own partials, in at most
     two queries (none but the one a stopped turn's composer needs). `own`: the event of a change
     the page's tab made, whose answer brought the page's new state: nothing is fetched."""
@@ -383,7 +383,7 @@ def render_event(session: ExternalSession, event: Event, *, own: bool = False) -
     return ""
 
 
-def _refreshed(session: ExternalSession, event: Event, own: bool = False) -> str:
+def _refreshed(session: Session, event: Event, own: bool = False) -> str:
     """The page fetches its refresh. After an approval's card too: a refresh the page asked for
     before the card came (at the turn's start) and answered after it would otherwise morph the
     card away (or back): a newer refresh replaces that fetch, whose older answer is then dropped

@@ -3,7 +3,7 @@ start and end once, and what the channel layer lost read back by the socket itse
 
 The channel layer is best-effort (it drops what comes past its capacity: core.channel_layers), so
 no socket depends on it for a reply's pieces or a turn's end. A piece heard after a gap comes with
-the missing ones, read from the stream's store (sessions_app.stream) at once. While the socket
+the missing ones, read from the stream's store (sessions_app.reply_stream) at once. While the socket
 watches a running turn (from its snapshot, its start or any event of it), each
 ROLLBACK_WS_CATCH_UP_SECONDS in which it heard nothing of the turn it reads the turn back: one
 query by primary key (sessions_app.watch) and one read of the store, sending the pieces it has
@@ -27,8 +27,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from core.events import Event, EventMessage, MessageDelta, TurnStarted
-from sessions_app.models import ExternalSession
-from sessions_app.stream import stream_read
+from sessions_app.models import Session
+from sessions_app.reply_stream import stream_read
 from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
 
 log = logging.getLogger("web.ws.consumers")
@@ -47,7 +47,7 @@ class TurnRelay:
     """The consumers' relaying of turns (a mixin of SessionConsumer): they say how a piece and an
     event are framed (`send_pieces`, `send_event`) and whether the socket's access holds."""
 
-    session: ExternalSession | None = None
+    session: Session | None = None
     closing = False
 
     # Whether a `turn.started` this socket already sent (or whose turn it already showed from
