@@ -164,8 +164,11 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
     fetched = client.get(refresh).content.decode()
     assert 'id="messages"' in fetched
     assert 'id="branch-tree"' in fetched
-    # The panel's list is fetched again by the page with its own filter, never replaced.
-    assert 'id="checkpoint-reload"' in fetched
+    # The panel's list comes with the refresh, made for the page's own filter (its data-view),
+    # which the refresh never replaces; nothing is left to fetch.
+    assert 'id="checkpoint-reload"' not in fetched
+    assert 'id="checkpoint-list"' in fetched
+    assert 'data-view="all|all|0"' in fetched
     assert 'id="checkpoint-filter"' not in fetched
     # Only the composer's buttons are swapped, never its textarea: a draft survives.
     assert 'id="composer-actions"' in fetched

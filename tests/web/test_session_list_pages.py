@@ -18,7 +18,7 @@ from rollback_site.asgi import application
 from sessions_app.models import Session
 from sessions_app.services import message_append, session_create, session_delete, session_update
 from tests.sockets import socket_headers
-from web.pages.chat import SIDEBAR_PAGE
+from web.pages.session_list import SIDEBAR_PAGE
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
