@@ -15,7 +15,7 @@ ADAPTERS = [
     *sorted((ROOT / "web" / "pages").rglob("*.py")),
     *sorted((ROOT / "web" / "api").rglob("*.py")),
     *sorted((ROOT / "web" / "ws").rglob("*.py")),
-    ROOT / "web" / "context.py",
+    ROOT / "web" / "chat_state.py",
     ROOT / "web" / "places.py",
     ROOT / "web" / "rendering.py",
     ROOT / "web" / "telegram_webhook.py",
