@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
     from accounts.models import User
+    from sessions_app.models import AnyUser
 
 
 def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkpoint:
@@ -37,6 +38,21 @@ def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkp
         )
     except Checkpoint.DoesNotExist:
         raise CheckpointNotFound() from None
+
+
+def checkpoint_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:
+    """Where the user's checkpoint `pk` of `session` sits: its branch's id and its message
+    count; None when it is missing, another session's or another user's. One query."""
+    key = parse_pk(pk)
+    if key is None:
+        return None
+    found = (
+        Checkpoint.objects.for_user(user)
+        .filter(pk=key, branch__session=session)
+        .values_list("branch_id", "message_count")
+        .first()
+    )
+    return (found[0], found[1]) if found is not None else None
 
 
 def session_checkpoints(session: Session, *, branch: Branch | None = None) -> QuerySet[Checkpoint]:

@@ -27,6 +27,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from core import wake
+from core.origin import current_tab
 from core.validation import JSONObject
 
 log = logging.getLogger(__name__)
@@ -186,6 +187,7 @@ Event: TypeAlias = (
 class EventMessage(TypedDict):
     type: Literal["rollback.event"]
     event: Event
+    origin: NotRequired[str]  # the browser tab whose request made the change (core.origin)
 
 
 class CloseMessage(TypedDict):
@@ -211,6 +213,7 @@ class PageMessage(TypedDict):
 
     type: Literal["rollback.page"]
     session: int
+    origin: NotRequired[str]  # the tab that made the change, whose answer showed it already
 
 
 LayerMessage: TypeAlias = EventMessage | CloseMessage | SessionsMessage | PageMessage
@@ -286,9 +289,10 @@ def listen_all(listener: Callable[[Event], None]) -> Callable[[], None]:
     return stop
 
 
-def _send(event: Event) -> None:
+def _send(event: Event, origin: str | None = None) -> None:
     """Send one event to everyone watching its session. Never fails the caller: the database
-    has the truth, and a lost event must not lose the change."""
+    has the truth, and a lost event must not lose the change. `origin`: the tab whose request
+    made the change (core.origin), for its own socket."""
     session_id = event["session"]
     with _listeners_lock:
         listening = [*_listeners.get(session_id, ()), *_all_listeners]
@@ -300,7 +304,10 @@ def _send(event: Event) -> None:
     turn = event.get("turn")
     if isinstance(turn, int):
         wake.ring(event["type"], turn)  # the waits on the turn (core.wake)
-    _publish(group_name(session_id), {"type": "rollback.event", "event": event}, event["type"])
+    message: EventMessage = {"type": "rollback.event", "event": event}
+    if origin is not None:
+        message["origin"] = origin
+    _publish(group_name(session_id), message, event["type"])
 
 
 def _publish(group: str, message: LayerMessage, what: str) -> None:
@@ -344,7 +351,8 @@ def _publisher_send(send: Coroutine[Any, Any, None]) -> None:
 
 
 def _after_commit(event: Event) -> None:
-    transaction.on_commit(lambda: _send(event))
+    origin = current_tab()  # the tab acting now, not whoever runs the commit's callbacks
+    transaction.on_commit(lambda: _send(event, origin))
 
 
 # --- turns -------------------------------------------------------------------------------------
@@ -521,6 +529,9 @@ def page_refresh(*, session: int) -> None:
     """Every chat page of the session fetches its refresh, once the change has committed (a
     control message for the pages' own sockets only: `/ws/v1/` relays nothing of it)."""
     message: PageMessage = {"type": "rollback.page", "session": session}
+    origin = current_tab()
+    if origin is not None:
+        message["origin"] = origin
     transaction.on_commit(lambda: _publish(group_name(session), message, "a page refresh"))
 
 

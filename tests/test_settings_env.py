@@ -218,8 +218,13 @@ def test_values_that_are_each_good_but_cannot_work_together_are_refused(environ)
     environ.setenv("HEALTH_HEARTBEAT_SECONDS", "30")
     with pytest.raises(ImproperlyConfigured, match=r"^HEALTH_WORKER_MAX_AGE \(30 s\) must be"):
         Env.load()
-    environ.setenv("DJANGO_DEBUG", "0")
     environ.delenv("HEALTH_HEARTBEAT_SECONDS")
+    environ.setenv("AGENT_TURN_STALE_SECONDS", "2")
+    with pytest.raises(ImproperlyConfigured, match=r"^AGENT_TURN_STALE_SECONDS \(2 s\) must be"):
+        Env.load()
+    environ.setenv("TURN_HEARTBEAT_SECONDS", "0.5")
+    Env.load()
+    environ.setenv("DJANGO_DEBUG", "0")
     with pytest.raises(ImproperlyConfigured, match=r"^DJANGO_SECRET_KEY is not set: production"):
         Env.load()
 

@@ -200,6 +200,12 @@ class Env(Schema):
                 f" HEALTH_HEARTBEAT_SECONDS ({self.HEALTH_HEARTBEAT_SECONDS:g} s), or every worker"
                 " looks down."
             )
+        if self.AGENT_TURN_STALE_SECONDS <= self.TURN_HEARTBEAT_SECONDS:
+            raise ValueError(
+                f"AGENT_TURN_STALE_SECONDS ({self.AGENT_TURN_STALE_SECONDS:g} s) must be longer"
+                f" than TURN_HEARTBEAT_SECONDS ({self.TURN_HEARTBEAT_SECONDS:g} s), or every"
+                " running turn looks as if its worker died between two beats."
+            )
         return self
 
     @model_validator(mode="after")

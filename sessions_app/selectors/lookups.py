@@ -171,3 +171,68 @@ def current_branch(session: Session) -> Branch:
 
 def session_branches(session: Session) -> QuerySet[Branch]:
     return Branch.objects.filter(session=session).order_by("created_at", "id")
+
+
+def session_branches_with_forks(session: Session) -> list[Branch]:
+    """The session's branches, oldest first, with the checkpoints they were restored from: one
+    query, for the labels, the tree and the versions of messages."""
+    return list(session_branches(session).select_related("forked_from"))
+
+
+def latest_session_for_user(user: AnyUser) -> Session | None:
+    """The user's most recently active session that is not archived (the chat's home)."""
+    return sessions_listed(user, order="activity").first()
+
+
+def session_with_summary_for_user(user: AnyUser, pk: int) -> Session | None:
+    """The user's session `pk` with its `branch_count` and `current_branch_id`, or None."""
+    return with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
+
+
+def active_turn(session: Session) -> Turn | None:
+    """The session's turn that is queued, running or awaiting an approval, if any."""
+    return Turn.objects.filter(session=session).active().order_by("-created_at").first()
+
+
+def last_turn(session: Session) -> Turn | None:
+    """The session's latest turn, with the checkpoint it rolled back to."""
+    return (
+        Turn.objects.filter(session=session)
+        .select_related("rolled_back_to")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def turn_reloaded(turn: Turn) -> Turn | None:
+    """The turn as it now stands, with its user message and reply (None once deleted)."""
+    return Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk).first()
+
+
+def message_for_user(
+    user: AnyUser, session: Session, pk: object, *, role: str | None = None
+) -> Message | None:
+    """The user's message `pk` of any branch of `session` (of that `role` when given), with its
+    branch; None when it is missing, another session's or another user's."""
+    key = parse_pk(pk)
+    if key is None:
+        return None
+    messages = Message.objects.for_user(user).filter(pk=key, branch__session=session)
+    if role is not None:
+        messages = messages.filter(role=role)
+    return messages.select_related("branch__session").first()
+
+
+def message_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:
+    """Where the user's message `pk` of `session` sits: its branch's id and its position; None
+    when it is missing, another session's or another user's. One query, no message loaded."""
+    key = parse_pk(pk)
+    if key is None:
+        return None
+    found = (
+        Message.objects.for_user(user)
+        .filter(pk=key, branch__session=session)
+        .values_list("branch_id", "position")
+        .first()
+    )
+    return (found[0], found[1]) if found is not None else None

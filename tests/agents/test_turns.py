@@ -4,7 +4,6 @@ events, automatic checkpoints, rollbacks, retries and failures."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -30,6 +29,7 @@ from tests.fakes.chat_server import (
     ToolCall,
     ToolCalls,
 )
+from tests.waits import until
 
 # Real commits, as in a worker: events sent after a commit arrive in the order they happen.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -560,15 +560,6 @@ def test_a_redelivered_task_of_a_finished_turn_stores_nothing_twice(fake_llm, se
 # --- stopping a turn -------------------------------------------------------------------------
 
 
-def _wait_until(check, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_marked_stopped(
     fake_llm, session
 ):
@@ -597,7 +588,7 @@ def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_ma
     assert turn.status == "cancelled"
     assert turn.finish_reason == "cancelled"
     # The stream was closed: the server saw its client go away before the reply's end.
-    assert _wait_until(lambda: fake_llm.abandoned == 1)
+    until(lambda: fake_llm.abandoned == 1, "the model's stream abandoned")
     # Within about a second of the cancel (the worker looks every 0.5 s, a chunk comes every
     # 0.2 s): a few more deltas at most, far from the 37 that were left.
     assert len(deltas_after_cancel) <= 6

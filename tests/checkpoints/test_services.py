@@ -417,9 +417,13 @@ def _cost(action) -> int:
     return len(ctx.captured_queries)
 
 
+# The conversations compared (docs/architecture.md quotes them).
+FEW_MESSAGES, MANY_MESSAGES = 10, 10_000
+
+
 def test_creating_a_checkpoint_costs_the_same_at_10_and_10000_messages(alice):
     costs = []
-    for size in (10, 10_000):
+    for size in (FEW_MESSAGES, MANY_MESSAGES):
         b, _ = _conversation(alice, size)
         costs.append(_cost(lambda b=b: checkpoint_create(branch=b, name="now")))
         assert Message.objects.filter(branch=b).count() == size
@@ -428,7 +432,7 @@ def test_creating_a_checkpoint_costs_the_same_at_10_and_10000_messages(alice):
 
 def test_restoring_as_a_branch_costs_the_same_at_10_and_10000_messages(alice):
     costs = []
-    for size in (10, 10_000):
+    for size in (FEW_MESSAGES, MANY_MESSAGES):
         b, cp = _conversation(alice, size)
         messages = Message.objects.count()
         costs.append(_cost(lambda cp=cp: checkpoint_restore(checkpoint=cp)))
@@ -439,7 +443,7 @@ def test_restoring_as_a_branch_costs_the_same_at_10_and_10000_messages(alice):
 
 def test_rewinding_costs_the_same_at_10_and_10000_messages(alice):
     costs = []
-    for size in (10, 10_000):
+    for size in (FEW_MESSAGES, MANY_MESSAGES):
         b, cp = _conversation(alice, size)
         costs.append(_cost(lambda cp=cp: checkpoint_restore(checkpoint=cp, mode="rewind")))
         b.refresh_from_db()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection
 
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
@@ -88,19 +88,25 @@ def test_rewind_counts_what_it_deleted(governor, session, branch, marked):
     assert list(Checkpoint.objects.filter(branch=branch)) == [marked]
 
 
+@pytest.mark.django_db(transaction=True)  # no transaction of the test's around the call
 def test_the_record_and_the_restore_are_one_transaction(governor, session, branch, marked):
+    """The record cannot be written (the database refuses its INSERT, after the restore's own
+    writes): the restore is undone with it, with no transaction of the caller's around it."""
     branches = Branch.objects.count()
-    seen = []
+    inserted: list[str] = []
 
-    def restore_then_fail() -> None:
-        with transaction.atomic():
-            restore_on_behalf(actor=governor, checkpoint=marked, mode="branch", reason="Undo")
-            seen.append(AuditRecord.objects.count())
-            raise RuntimeError  # whatever fails after it: neither stays
+    def refuse_the_record(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith("INSERT"):
+            inserted.append(sql)
+            if AuditRecord._meta.db_table in sql:
+                raise DatabaseError("the record cannot be written")
+        return execute(sql, params, many, context)
 
-    with pytest.raises(RuntimeError):
-        restore_then_fail()
-    assert seen == [1]
+    with connection.execute_wrapper(refuse_the_record), pytest.raises(DatabaseError):
+        restore_on_behalf(actor=governor, checkpoint=marked, mode="branch", reason="Undo")
+    # The restore wrote its branch before the record failed...
+    assert any(Branch._meta.db_table in sql for sql in inserted)
+    # ...and none of it stays.
     assert AuditRecord.objects.count() == 0
     assert Branch.objects.count() == branches
     assert current(session).pk == branch.pk

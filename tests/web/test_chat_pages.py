@@ -437,9 +437,12 @@ def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
     body = response.content.decode()
     assert response.status_code == 200
     assert "Saved “after-intro”." in body
-    # The list is fetched again with the page's filter; the tree and the count are updated.
-    assert 'id="checkpoint-reload"' in body
+    # The answer is the page's refresh: the list (with the page's filter), the tree, the count
+    # and the new checkpoint's marker come with it, nothing is left to fetch.
+    assert 'id="checkpoint-reload"' not in body
     assert 'id="checkpoint-total"' in body
+    assert body.count("after-intro") >= 2  # in the list, and as the conversation's marker
+    assert 'data-testid="checkpoint-marker"' in body
     cp = Checkpoint.objects.get()
     assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
 
@@ -648,3 +651,24 @@ def test_a_users_message_is_shown_as_typed(as_alice, session, branch):
     # Escaped, every character and line kept: no heading, no emphasis, no HTML.
     assert body.group(1) == typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     assert "<h1>comment" not in page
+
+
+def test_a_refresh_reads_each_part_once(as_alice, session, branch):
+    """The refresh (every region of the page) reads the current branch, and the branches its
+    labels, tree and versions are made from, once each."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    say(branch, "a", "b")
+    checkpoint_create(branch=branch, name="cp")
+    with CaptureQueriesContext(connection) as seen:
+        response = as_alice.get(reverse("chat:refresh", args=[session.pk]), **HX)
+    assert response.status_code == 200
+    branches = [
+        q["sql"]
+        for q in seen.captured_queries
+        if re.match(r'SELECT .* FROM "sessions_app_internalsession"', q["sql"])
+    ]
+    current = [sql for sql in branches if '"is_current"' in sql.split(" WHERE ", 1)[-1]]
+    assert len(current) == 1, current
+    assert len(branches) == 2, branches  # the current one, and all of them (labels, tree)

@@ -17,7 +17,7 @@ from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_activate, branch_fork, session_create
 from tests.conftest import grow, say
-from web.chat_state import CHECKPOINT_GONE
+from web.places import CHECKPOINT_GONE
 from web.ws.consumers import render_event
 
 pytestmark = pytest.mark.django_db

@@ -71,20 +71,24 @@ def _restore_cost(branch: Branch, mode: str) -> list[str]:
     return _statements(lambda: checkpoint_restore(checkpoint=checkpoint, mode=mode))
 
 
+# The workspaces compared (docs/architecture.md quotes them).
+FEW_FILES, MANY_FILES = 1, 500
+
+
 def test_a_checkpoint_costs_the_same_with_1_and_500_files(alice):
-    small, large = _workspace_of(alice, 1), _workspace_of(alice, 500)
+    small, large = _workspace_of(alice, FEW_FILES), _workspace_of(alice, MANY_FILES)
     assert len(_checkpoint_cost(small)) == len(_checkpoint_cost(large))
 
 
 @pytest.mark.parametrize("mode", ["branch", "rewind"])
 def test_a_restore_costs_the_same_with_1_and_500_files(alice, mode):
-    small, large = _workspace_of(alice, 1), _workspace_of(alice, 500)
+    small, large = _workspace_of(alice, FEW_FILES), _workspace_of(alice, MANY_FILES)
 
     one, many = _restore_cost(small, mode), _restore_cost(large, mode)
 
     assert len(one) == len(many), (one, many)
     restored = Branch.objects.get(session_id=large.session_id, is_current=True)
-    assert len(workspace_files(restored)) == 500
+    assert len(workspace_files(restored)) == MANY_FILES
 
 
 def test_a_listing_is_one_statement_whatever_the_lineage(alice):

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import get_checkpoint_for_user
-from core.api import Pagination
+from core.api import paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound
@@ -123,10 +123,7 @@ class SessionFiles(APIView):
     def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         branch, mark = _point(request, session)
-        paginator = Pagination()
-        files = workspace_files(branch, mark=mark)
-        page = paginator.paginate_queryset(files, request, view=self)
-        return paginator.get_paginated_response(FileOut(page or [], many=True).data)
+        return paginate(self, workspace_files(branch, mark=mark), FileOut)
 
 
 class SessionFile(APIView):
