@@ -14,7 +14,7 @@ from django.db import connection
 
 from checkpoints.services import checkpoint_create
 from core.logs import ContextFilter
-from sessions_app.models import InternalSession, Message
+from sessions_app.models import Branch, Message
 from sessions_app.services import message_append, session_create
 
 
@@ -221,16 +221,16 @@ def session(alice):
 
 @pytest.fixture
 def branch(session):
-    return InternalSession.objects.get(session=session, is_current=True)
+    return Branch.objects.get(session=session, is_current=True)
 
 
-def say(branch: InternalSession, *texts: str) -> None:
+def say(branch: Branch, *texts: str) -> None:
     """Append alternating user/assistant messages."""
     for i, text in enumerate(texts):
         message_append(branch=branch, role="user" if i % 2 == 0 else "assistant", content=text)
 
 
-def grow(branch: InternalSession, n: int, size: int = 0) -> None:
+def grow(branch: Branch, n: int, size: int = 0) -> None:
     """Add n messages to a branch in bulk (for size tests), keeping its count right; with
     `size`, each is about that many characters long."""
     filler = "lorem ipsum dolor sit amet " * (size // 27)
@@ -248,7 +248,7 @@ def grow(branch: InternalSession, n: int, size: int = 0) -> None:
         ],
         batch_size=2000,
     )
-    InternalSession.objects.filter(pk=branch.pk).update(message_count=start + n)
+    Branch.objects.filter(pk=branch.pk).update(message_count=start + n)
     branch.refresh_from_db()
 
 

@@ -36,7 +36,7 @@ from mcp.types import (
 
 from core import bridge
 
-from ..models import McpServer
+from .models import McpServer
 from .scrub import Scrubber, secrets_of
 
 T = TypeVar("T")

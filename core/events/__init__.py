@@ -43,6 +43,7 @@ from core.events.payloads import (
     TurnFailed,
     TurnFinished,
 )
+from core.origin import current_tab
 from core.validation import JSONObject
 
 # The payloads and the bus's names that callers read through `core.events` (`events.Event`,
@@ -60,7 +61,8 @@ __all__ = [
 
 
 def _after_commit(event: Event) -> None:
-    transaction.on_commit(lambda: send(event))
+    origin = current_tab()  # the tab acting now, not whoever runs the commit's callbacks
+    transaction.on_commit(lambda: send(event, origin))
 
 
 # --- turns -------------------------------------------------------------------------------------
@@ -237,6 +239,9 @@ def page_refresh(*, session: int) -> None:
     """Every chat page of the session fetches its refresh, once the change has committed (a
     control message for the pages' own sockets only: `/ws/v1/` relays nothing of it)."""
     message: PageMessage = {"type": "rollback.page", "session": session}
+    origin = current_tab()
+    if origin is not None:
+        message["origin"] = origin
     transaction.on_commit(lambda: publish(group_name(session), message, "a page refresh"))
 
 

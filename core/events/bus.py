@@ -25,7 +25,7 @@ from channels.layers import get_channel_layer
 from django.core.signals import setting_changed
 
 from core import bridge, wake
-from core.events.payloads import Event, LayerMessage
+from core.events.payloads import Event, EventMessage, LayerMessage
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,9 @@ def listen_all(listener: Callable[[Event], None]) -> Callable[[], None]:
 # --- sending ------------------------------------------------------------------------------------
 
 
-def send(event: Event) -> None:
-    """Send one event to everyone watching its session. Never fails the caller."""
+def send(event: Event, origin: str | None = None) -> None:
+    """Send one event to everyone watching its session. Never fails the caller. `origin`: the
+    tab whose request made the change (core.origin), for its own socket."""
     session_id = event["session"]
     with _listeners_lock:
         listening = [*_listeners.get(session_id, ()), *_all_listeners]
@@ -112,7 +113,10 @@ def send(event: Event) -> None:
     turn = event.get("turn")
     if isinstance(turn, int):
         wake.ring(event["type"], turn)  # the waits on the turn (core.wake)
-    publish(group_name(session_id), {"type": "rollback.event", "event": event}, event["type"])
+    message: EventMessage = {"type": "rollback.event", "event": event}
+    if origin is not None:
+        message["origin"] = origin
+    publish(group_name(session_id), message, event["type"])
 
 
 Publisher = Callable[[str, LayerMessage], None]

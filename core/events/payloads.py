@@ -162,6 +162,7 @@ Event: TypeAlias = (
 class EventMessage(TypedDict):
     type: Literal["rollback.event"]
     event: Event
+    origin: NotRequired[str]  # the browser tab whose request made the change (core.origin)
 
 
 # Why a socket's access ended: `signed_out` (logged out, key revoked, user deactivated, password
@@ -195,6 +196,7 @@ class PageMessage(TypedDict):
 
     type: Literal["rollback.page"]
     session: int
+    origin: NotRequired[str]  # the tab that made the change, whose answer showed it already
 
 
 LayerMessage: TypeAlias = EventMessage | CloseMessage | SessionsMessage | PageMessage

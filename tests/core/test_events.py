@@ -23,7 +23,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core.events import group_name
 from ops.tasks import archive_idle_sessions_task, prune_auto_checkpoints_task
-from sessions_app.models import Session, Branch, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import current_branch
 from tests.conftest import say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -218,9 +218,7 @@ def test_the_retention_job_and_the_cleanup_tool_announce_what_they_deleted(sessi
 
 
 def test_the_archiving_job_announces_the_session_archived(session):
-    Session.objects.filter(pk=session.pk).update(
-        updated_at=timezone.now() - timedelta(days=40)
-    )
+    Session.objects.filter(pk=session.pk).update(updated_at=timezone.now() - timedelta(days=40))
     events = heard(session.pk, lambda: archive_idle_sessions_task.apply(kwargs={"days": 30}))
     assert events == [
         {

@@ -69,8 +69,9 @@ class TurnRelay:
     async def access_holds(self, *, full: bool = False) -> bool:
         raise NotImplementedError
 
-    async def send_event(self, event: Event) -> None:
-        """One event, as this socket's frames say it."""
+    async def send_event(self, event: Event, origin: str | None = None) -> None:
+        """One event, as this socket's frames say it (`origin`: the tab whose request made the
+        change, core.origin)."""
 
     async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
         """Numbered pieces of a turn attempt's reply, in order, as this socket's frames say them."""
@@ -79,22 +80,22 @@ class TurnRelay:
         if not await self.access_holds():
             return
         async with self.output:
-            await self.relay(message["event"])
+            await self.relay(message["event"], message.get("origin"))
 
-    async def relay(self, event: Event) -> None:
+    async def relay(self, event: Event, origin: str | None = None) -> None:
         """Send one event heard on the channel layer (or rebuilt from the database): a turn's
         start and end once, a piece once and in order (preceded by those missing), nothing of
         a turn after its end but what does not change its reply."""
         turn = cast("dict[str, object]", event).get("turn")
         if event["type"] == "turn.started":
-            await self.relay_start(event)
+            await self.relay_start(event, origin)
             return
         if (
             event["type"] == "turn.finished"
             or event["type"] == "turn.failed"
             or event["type"] == "turn.cancelled"
         ):
-            await self.relay_end(event)
+            await self.relay_end(event, origin)
             return
         if isinstance(turn, int) and event["type"] in OF_A_RUNNING_TURN:
             if turn in self.ended:
@@ -113,9 +114,9 @@ class TurnRelay:
                 if pieces:
                     await self.send_pieces(turn, event.get("attempt") or 1, pieces)
                 return
-        await self.send_event(event)
+        await self.send_event(event, origin)
 
-    async def relay_start(self, event: TurnStarted) -> None:
+    async def relay_start(self, event: TurnStarted, origin: str | None = None) -> None:
         turn, attempt = event["turn"], event["attempt"]
         if turn in self.ended:
             return
@@ -126,16 +127,16 @@ class TurnRelay:
         if sent is None or sent[0] < attempt:  # a new attempt numbers its pieces from 1
             self.sent[turn] = (attempt, 0)
         self.watch(turn)
-        await self.send_event(event)
+        await self.send_event(event, origin)
 
-    async def relay_end(self, event: Event) -> None:
+    async def relay_end(self, event: Event, origin: str | None = None) -> None:
         turn = cast("dict[str, object]", event).get("turn")
         if not isinstance(turn, int) or turn in self.ended:
             return
         await self.fill(turn)  # the last pieces, if their events were lost, before the end
         self.ended.add(turn)
         self.watched.pop(turn, None)
-        await self.send_event(event)
+        await self.send_event(event, origin)
 
     async def missed_start(self, turn: int) -> None:
         """A turn this socket heard of but whose start it never sent: its start, as the database

@@ -8,26 +8,33 @@ import json
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.context import context_usage
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import checkpoints_page, session_checkpoints, window_checkpoints
+from checkpoints.selectors import (
+    checkpoints_page,
+    session_checkpoints,
+    window_checkpoints,
+)
 from core.errors import InvalidInput
 from governance.selectors import admin_notices
 from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
+from sessions_app.reply_stream import stream_snapshot
 from sessions_app.selectors import (
+    active_turn,
     branch_history,
-    branch_lineage,
     current_branch,
-    parse_pk,
-    session_branches,
+    last_turn,
+    session_branches_with_forks,
 )
-from sessions_app.stream import stream_snapshot
 from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
+
+if TYPE_CHECKING:
+    pass
 
 PAGE = 100
 CHECKPOINT_PAGE = 20  # checkpoints listed at first, and added by each "Show older"
@@ -38,22 +45,27 @@ CHECKPOINT_SCOPES = ("all", "branch")
 
 @dataclass
 class BranchNode:
-    branch: InternalSession
+    branch: Branch
     label: str
     children: list[BranchNode] = field(default_factory=list)
 
 
-def _branches(session: ExternalSession) -> list[InternalSession]:
-    """The session's branches with the checkpoints they were restored from: one query, for the
-    labels, the tree and the versions of messages."""
-    return list(session_branches(session).select_related("forked_from"))
+@dataclass(frozen=True)
+class Branches:
+    """What every part of the page reads about the session's branches, read once: the current
+    branch, all of them (with the checkpoints they were restored from) and their labels."""
+
+    current: Branch
+    all: list[Branch]
+    labels: dict[int, str]
+
+    @classmethod
+    def of(cls, session: Session) -> Branches:
+        branches = session_branches_with_forks(session)
+        return cls(current_branch(session), branches, branch_labels(branches))
 
 
-def active_turn(session: ExternalSession) -> Turn | None:
-    return Turn.objects.filter(session=session).active().order_by("-created_at").first()
-
-
-def composer_state(session: ExternalSession) -> dict[str, Any]:
+def composer_state(session: Session) -> dict[str, Any]:
     """What the composer's buttons need (Send waits and Stop shows while a turn runs): one query,
     without the conversation."""
     active = active_turn(session)
@@ -61,27 +73,27 @@ def composer_state(session: ExternalSession) -> dict[str, Any]:
 
 
 def conversation(
-    session: ExternalSession, *, before: int | None = None, after: int | None = None
+    session: Session,
+    *,
+    before: int | None = None,
+    after: int | None = None,
+    known: Branches | None = None,
 ) -> dict[str, Any]:
     """The current branch's last messages (or the page before position `before`, from position
     `after` when given), the running turn with its reply so far, the checkpoints' markers among
-    those messages, and the last turn's failure when it can be retried."""
-    branch = current_branch(session)
+    those messages, and the last turn's failure when it can be retried. `known`: the branches
+    when the caller has read them already."""
+    known = known or Branches.of(session)
+    branch = known.current
     end = branch.message_count if before is None else max(0, min(before, branch.message_count))
     start = max(0, end - PAGE) if after is None else max(0, min(after, end))
     shown = branch_history(branch, start=start, end=end)
-    branches = _branches(session)
-    labels = branch_labels(branches)
+    branches, labels = known.all, known.labels
     active = active_turn(session)
     last = None
     notice = None
     if before is None and active is None:
-        last = (
-            Turn.objects.filter(session=session)
-            .select_related("rolled_back_to")
-            .order_by("-created_at", "-id")
-            .first()
-        )
+        last = last_turn(session)
         notice = rollback_notice(last, branch, labels)
         if last is not None and not (
             last.status == Turn.Status.FAILED and last.branch_id == branch.pk
@@ -132,7 +144,7 @@ def conversation(
 
 
 def checkpoint_markers(
-    branch: InternalSession, history: list[Message], *, start: int, end: int
+    branch: Branch, history: list[Message], *, start: int, end: int
 ) -> tuple[list[Checkpoint], dict[int, list[Checkpoint]]]:
     """Where the checkpoints of the shown messages (positions `start` to `end - 1`) sit: those
     before the first message (a checkpoint of 0 messages), and those after each message, by
@@ -202,7 +214,7 @@ def joined_replies(shown: list[Message]) -> list[Message]:
 
 
 def rollback_notice(
-    turn: Turn | None, branch: InternalSession, labels: dict[int, str]
+    turn: Turn | None, branch: Branch, labels: dict[int, str]
 ) -> dict[str, Any] | None:
     """When the last turn ended with the agent rolling back and the page still shows the branch
     that rollback made: the checkpoint, the branch and what the rollback could not undo (the
@@ -221,9 +233,8 @@ def rollback_notice(
     }
 
 
-def branch_tree(session: ExternalSession) -> list[BranchNode]:
-    branches = _branches(session)
-    labels = branch_labels(branches)
+def branch_tree(known: Branches) -> list[BranchNode]:
+    branches, labels = known.all, known.labels
     nodes = {}
     for b in branches:
         nodes[b.pk] = BranchNode(branch=b, label=labels[b.pk])
@@ -261,18 +272,20 @@ class CheckpointFilter:
 
 
 def checkpoint_page(
-    session: ExternalSession,
+    session: Session,
     *,
     chosen: CheckpointFilter | None = None,
     before: int | None = None,
     count: int = CHECKPOINT_PAGE,
     shown: int = 0,
+    current: Branch | None = None,
 ) -> dict[str, Any]:
     """One page of the panel's checkpoints, newest first: the first `count` that match the
     filter, or those older than checkpoint `before`. `shown` is how many the list held before
-    this page (so a live update can list as many again)."""
+    this page (so a live update can list as many again). `current`: the current branch, when
+    the caller has read it already."""
     chosen = chosen or CheckpointFilter()
-    current = current_branch(session)
+    current = current or current_branch(session)
     count = max(1, min(count, CHECKPOINTS_MAX_SHOWN))
     page, older = checkpoints_page(
         session, current=current, kind=chosen.kind, scope=chosen.scope, before=before, count=count
@@ -288,110 +301,33 @@ def checkpoint_page(
     }
 
 
-def panel(session: ExternalSession) -> dict[str, Any]:
-    """The side panel as a page load shows it: the branch tree and the newest checkpoints."""
-    return {**checkpoint_page(session), "tree": branch_tree(session)}
+def panel(
+    session: Session,
+    *,
+    known: Branches | None = None,
+    chosen: CheckpointFilter | None = None,
+    shown: int = 0,
+) -> dict[str, Any]:
+    """The side panel: the branch tree and the newest checkpoints that match the filter (as
+    many as `shown`, a page at least: what the reader had loaded)."""
+    known = known or Branches.of(session)
+    count = max(shown, CHECKPOINT_PAGE)
+    page = checkpoint_page(session, chosen=chosen, count=count, current=known.current)
+    return {**page, "tree": branch_tree(known)}
 
 
-def panel_live(session: ExternalSession) -> dict[str, Any]:
-    """What a live update of the side panel carries (checkpoints/_panel_oob.html): the tree
-    and the count; the page fetches its list again itself, with its own filter."""
+def page_state(
+    session: Session, *, chosen: CheckpointFilter | None = None, shown: int = 0
+) -> dict[str, Any]:
+    """Everything of the chat page that depends on the current branch (the conversation, its
+    header and composer, the side panel), each part computed once: what a page load shows
+    and what a refresh brings (sessions_app/_refresh.html)."""
+    known = Branches.of(session)
     return {
-        "session": session,
-        "current": current_branch(session),
-        "tree": branch_tree(session),
-        "total": session_checkpoints(session).count(),
+        **conversation(session, known=known),
+        **panel(session, known=known, chosen=chosen, shown=shown),
     }
 
 
 def checkpoint_for_panel(checkpoint: Checkpoint) -> dict[str, Any]:
     return {"cp": checkpoint, "session": checkpoint.branch.session}
-
-
-# --- A message in its place (a search hit opened) ---------------------------------------------
-
-AROUND = PAGE // 2  # messages shown after the one looked for (and PAGE - AROUND before it)
-MESSAGE_GONE = "That message is not in this conversation any more: here is its latest part."
-MESSAGE_ELSEWHERE = "That message is on another branch of this conversation, not on the one shown."
-
-
-def conversation_around(session: ExternalSession, message: object) -> dict[str, Any]:
-    """The conversation with message `message` (an id from a query string) in its place: the
-    current branch's history around it (with "Load earlier" and "Load later"), its id as
-    `target`. A message that is not in the branch's history gives the latest page with a
-    `target_notice`: another branch's (its id as `elsewhere`, for a button that switches there),
-    or a deleted or another user's one (not told apart). Costs the
-    same wherever the message sits: one lookup by id, the lineage, one range of positions."""
-    branch = current_branch(session)
-    pk = parse_pk(message)
-    found = (
-        Message.objects.filter(pk=pk, branch__session=session)
-        .values_list("branch_id", "position")
-        .first()
-        if pk is not None
-        else None
-    )
-    if found is None:
-        return {**conversation(session), "target_notice": MESSAGE_GONE}
-    branch_id, position = found
-    if position >= dict(branch_lineage(branch)).get(branch_id, 0):
-        return {**conversation(session), "target_notice": MESSAGE_ELSEWHERE, "elsewhere": pk}
-    return _window_at(session, branch, position, {"target": pk})
-
-
-def _window_at(
-    session: ExternalSession, branch: InternalSession, position: int, target: dict[str, Any]
-) -> dict[str, Any]:
-    """The conversation shown around `position` of the current branch's history: the latest
-    page when it shows that position, else the history up to AROUND after it with "Load
-    later"; `target` says what the page looks for there."""
-    if position >= branch.message_count - AROUND:  # the latest page shows it
-        return {**conversation(session), **target}
-    end = position + AROUND
-    return {**conversation(session, before=end), **target, "later": end}
-
-
-def conversation_after(session: ExternalSession, after: int) -> dict[str, Any]:
-    """The page of the current branch's history from position `after` ("Load later"), with the
-    position of the next page as `later` while one is left."""
-    branch = current_branch(session)
-    after = max(0, min(after, branch.message_count))
-    end = min(branch.message_count, after + PAGE)
-    context = conversation(session, before=end, after=after)
-    context["later"] = end if end < branch.message_count else None
-    return context
-
-
-# --- A checkpoint in its place (the panel's "Show in conversation") -------------------------------
-
-CHECKPOINT_GONE = "That checkpoint is not in this conversation any more: here is its latest part."
-
-
-def conversation_at_checkpoint(session: ExternalSession, checkpoint: object) -> dict[str, Any]:
-    """The conversation with checkpoint `checkpoint` (an id from a query string) in its place:
-    when its marker is in the current branch's history, the history around it (as
-    `conversation_around` does for a message), its id as `target_checkpoint`. One on another
-    branch gives the latest page with a notice naming its branch (its id as
-    `checkpoint_elsewhere`, for a button that switches there); a deleted or another user's one
-    the latest page with a notice (not told apart). The same queries wherever it sits."""
-    branch = current_branch(session)
-    pk = parse_pk(checkpoint)
-    found = (
-        Checkpoint.objects.filter(pk=pk, branch__session=session)
-        .values_list("branch_id", "message_count")
-        .first()
-        if pk is not None
-        else None
-    )
-    if found is None:
-        return {**conversation(session), "target_notice": CHECKPOINT_GONE}
-    branch_id, count = found
-    upper = dict(branch_lineage(branch)).get(branch_id)
-    if upper is None or count > upper:
-        label = branch_labels(_branches(session)).get(branch_id, "another branch")
-        return {
-            **conversation(session),
-            "target_notice": f"That checkpoint is on the branch “{label}”, not on the one shown.",
-            "checkpoint_elsewhere": pk,
-        }
-    return _window_at(session, branch, count, {"target_checkpoint": pk})

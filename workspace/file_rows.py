@@ -1,9 +1,7 @@
 """Deleting a workspace's rows: file versions, and the contents no version uses any more.
 
-The rows are defined here in sessions_app (models.FileVersion, models.WorkspaceBlob) and these
-deletions live here too, below the `workspace` package, because the turns (turns.py: a failed,
-stopped or retaken turn loses its writes with its messages) must use them and may not import
-`workspace`. workspace.services and checkpoints (a rewind) use the same functions.
+workspace.services, coalescing and checkpoints (a rewind, checkpoints.captures: a failed, stopped
+or retaken turn loses its writes with its messages) use the same functions.
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ def _versions_delete(versions: QuerySet[FileVersion]) -> dict[tuple[int, int], s
 def turn_versions_delete(turn_id: int) -> list[str]:
     """Delete what a turn's agent wrote to the workspace (its versions, and the contents only
     they used), and say so with `workspace.changed` per branch after commit. Call it through
-    captures.turn_writes_drop, which first drops what captured them. Returns the paths
+    checkpoints.captures.turn_writes_drop, which first drops what captured them. Returns the paths
     touched."""
     touched = _versions_delete(FileVersion.objects.filter(turn_id=turn_id))
     for (session, branch), paths in sorted(touched.items()):

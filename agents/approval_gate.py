@@ -60,7 +60,7 @@ from sessions_app.turns import HELD
 if TYPE_CHECKING:
     from .turn.common import TurnRun
 
-log = logging.getLogger("agents.approval")
+log = logging.getLogger("agents.approval_gate")
 
 REFUSED = (
     "The user refused this call of {tool}: it did not run. Do not call it again unless the user "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agno.tools.function import Function
 from django.conf import settings
 
-from ..models import McpServer
+from .models import McpServer
 from .services import mcp_servers_ensure
 
 if TYPE_CHECKING:

@@ -4,9 +4,10 @@ A checkpoint shows its branch's versions up to its `files_mark`; a forked branch
 parent's up to its `fork_file_mark` (none recorded: all of them), and its descendants read
 through it. So whatever deletes a branch's versions from some id on changes what every
 checkpoint and fork whose mark reaches that id shows. Two deleters: a rewind
-(checkpoints.rewinds, which also cuts messages) and a turn that loses its writes (turns: it
-failed, was stopped or runs again). Neither lets a kept checkpoint or branch change: what
-captured a deleted version goes with it.
+(checkpoints.rewinds, which also cuts messages) and a turn that loses its writes
+(sessions_app.turns: it failed, was stopped or runs again; it calls `turn_writes_drop` through
+sessions_app.hooks, which checkpoints.apps registers, since sessions_app may not import it).
+Neither lets a kept checkpoint or branch change: what captured a deleted version goes with it.
 
 Version ids only grow, so "captured a deleted version" is one comparison against the smallest
 deleted id, and each read is one index lookup or range: the cost does not grow with the history.
@@ -20,9 +21,11 @@ from django.db import connection
 from django.db.models import Min
 
 from core import events
+from sessions_app.models import Branch, Message
+from workspace.file_rows import turn_versions_delete, versions_delete
+from workspace.models import FileVersion
 
-from .file_rows import turn_versions_delete, versions_delete
-from .models import Checkpoint, FileVersion, InternalSession, Message
+from .models import Checkpoint
 
 # Past any version id: a bound no mark reaches (a BIGINT on both databases).
 NO_VERSION = 2**62
@@ -35,7 +38,7 @@ def branches_forked_after(
     (None: no message), or any of its file versions from `first_version` on, with all their
     descendants: the branches a deletion of those would leave without their history."""
     q = connection.ops.quote_name
-    table = q(InternalSession._meta.db_table)
+    table = q(Branch._meta.db_table)
     params: list[int] = [branch_id]
     captured: list[str] = []
     if position is not None:
@@ -69,7 +72,7 @@ def branches_drop(branch_ids: Iterable[int]) -> None:
     Message.objects.filter(branch_id__in=ids).delete()
     versions_delete(FileVersion.objects.filter(branch_id__in=ids))
     Checkpoint.objects.filter(branch_id__in=ids).delete()
-    InternalSession.objects.filter(pk__in=ids).delete()
+    Branch.objects.filter(pk__in=ids).delete()
 
 
 def turn_writes_drop(turn_id: int) -> list[str]:
@@ -98,15 +101,15 @@ def _captured_drop(session_id: int, branch_id: int, first_version: int) -> None:
     gone += Checkpoint.objects.filter(branch_id__in=doomed).values_list("id", flat=True)
     if not gone and not doomed:
         return
-    was_current = InternalSession.objects.filter(pk__in=doomed, is_current=True).exists()
+    was_current = Branch.objects.filter(pk__in=doomed, is_current=True).exists()
     branches_drop(doomed)
     own.delete()
-    InternalSession.objects.filter(pk=branch_id).update(
+    Branch.objects.filter(pk=branch_id).update(
         checkpoint_count=Checkpoint.objects.filter(branch_id=branch_id).count()
     )
     if was_current:
         # The session's current branch went with the writes it was restored from: its parent
         # line, the turn's own branch, is current again.
-        InternalSession.objects.filter(pk=branch_id).update(is_current=True)
+        Branch.objects.filter(pk=branch_id).update(is_current=True)
         events.branch_changed(session=session_id, branch=branch_id, deleted_checkpoints=gone)
     events.checkpoints_deleted(session=session_id, checkpoints=gone)
