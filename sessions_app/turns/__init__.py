@@ -15,7 +15,7 @@ with the checkpoints and branches that captured them) in the same transaction wh
 stopped, or is claimed again to run from its start. Those changes take the session's lock first,
 like every writer of a session's rows, so an agent's write in flight is either dropped or refused.
 
-The modules: `start.py` (start, continue, retry, claim), `store.py` (the agent's messages),
+The modules: `start.py` (start, continue, retry, claim), `agent_messages.py` (the agent's messages),
 `ends.py` (finish, fail, cancel, keep a stopped reply), `recovery.py` (heartbeat, recovery from a
 dead worker), `texts.py` (the limits on a turn's texts), `attempts.py` (the attempt a worker
 holds, and ending a turn with its writes dropped).
@@ -23,11 +23,11 @@ holds, and ending a turn with its writes dropped).
 
 from __future__ import annotations
 
+from .agent_messages import BranchMoved, NewMessage, TurnTakenOver, turn_store_messages
 from .attempts import HELD
 from .ends import turn_cancel, turn_fail, turn_finish, turn_keep_stopped
 from .recovery import NOT_PICKED_UP, WORKER_DIED, Recovery, turn_heartbeat, turn_recover_stale
 from .start import continued_reply, turn_claim, turn_continue, turn_retry, turn_start
-from .store import BranchMoved, NewMessage, TurnTakenOver, turn_store_messages
 from .texts import (
     CUT_NOTE,
     CUT_OFF_REASONS,

@@ -335,8 +335,8 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|governance|integrations"
-    "|agents|memories|ops|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|sessions_app|checkpoints|governance"
+    "|integrations|agents|memories|ops)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
