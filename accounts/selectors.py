@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
+from django.db.models import F, QuerySet
 from django.utils.crypto import constant_time_compare
+
+from .models import ApiKey
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
+
+    from .models import User
+
+
+def api_keys_for_user(user: User | AnonymousUser) -> QuerySet[ApiKey]:
+    """The user's API keys, newest first (revoked ones too)."""
+    return ApiKey.objects.for_user(user).order_by("-created_at", "-id")
+
+
+def api_keys_profile(user: User | AnonymousUser) -> QuerySet[ApiKey]:
+    """The user's API keys as the profile lists them: those in use first, newest first."""
+    return ApiKey.objects.for_user(user).order_by(
+        F("revoked_at").desc(nulls_first=True), "-created_at", "-id"
+    )
+
+
+def api_key_for_user(user: User | AnonymousUser, pk: int) -> ApiKey | None:
+    """The user's API key `pk`, or None (missing or another user's)."""
+    return ApiKey.objects.for_user(user).filter(pk=pk).first()
 
 
 def login_is_current(*, session_key: str, user_id: int) -> bool:

@@ -17,6 +17,6 @@ class AgentsConfig(AppConfig):
         # clear message when AGENT_TOOLS names something it cannot load, never at a turn.
         check_agent_tools()
         # AGENT_MCP_SERVERS is checked here (no database yet); its rows are written on first use.
-        from .mcp import configured_servers
+        from .mcp.config import configured_servers
 
         configured_servers()

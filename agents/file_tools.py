@@ -24,7 +24,7 @@ from workspace.services import file_delete, file_write
 from workspace.validation import clean_path
 
 if TYPE_CHECKING:
-    from sessions_app.models import InternalSession, Turn
+    from sessions_app.models import Branch, Turn
 
 # What read_file shows the model of one file: a file may hold 256 KB (WORKSPACE_MAX_FILE_BYTES),
 # more than a model's window should spend on one read.
@@ -50,7 +50,7 @@ def _plural(n: int, word: str) -> str:
 class FileTools:
     """The workspace and plan tools of an agent that works on one branch."""
 
-    internal_session: InternalSession
+    internal_session: Branch
     # The turn running this agent (set by agents.turn.pipeline while it runs): the file tools
     # write in its name. None outside a turn (seed 003's agent used directly): then they write
     # as the agent, in no turn's name.

@@ -11,7 +11,7 @@ import re
 
 from core.errors import InvalidInput
 from core.model_choice import chosen_instructions, clean_instructions
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 
 PREAMBLE = (
     "The owner of this conversation wrote the preferences below. Follow them where they do not "
@@ -53,11 +53,7 @@ def owner_instructions_of(*, user_text: object, session_text: object) -> str | N
 def owner_instructions(session_id: int) -> str | None:
     """The owner's instructions for the session as they are now (read afresh: a change made
     since the agent was built applies to the next turn)."""
-    row = (
-        ExternalSession.objects.filter(pk=session_id)
-        .values_list("metadata", "owner__metadata")
-        .first()
-    )
+    row = Session.objects.filter(pk=session_id).values_list("metadata", "owner__metadata").first()
     if row is None:
         return None
     return owner_instructions_for(session_metadata=row[0], user_metadata=row[1])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from checkpoints.models import Checkpoint
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -50,22 +50,22 @@ class InternalSessionRepository:
     def __init__(self, user: User | None = None) -> None:
         self.user = user
 
-    def _all(self) -> QuerySet[InternalSession]:
-        qs = InternalSession.objects.all()
+    def _all(self) -> QuerySet[Branch]:
+        qs = Branch.objects.all()
         if self.user is not None:
             qs = qs.for_user(self.user)
         return qs.order_by("created_at", "id")
 
-    def get_by_id(self, internal_session_id: int) -> InternalSession | None:
+    def get_by_id(self, internal_session_id: int) -> Branch | None:
         try:
             return self._all().get(pk=int(internal_session_id))
-        except (InternalSession.DoesNotExist, ValueError, TypeError, OverflowError):
+        except (Branch.DoesNotExist, ValueError, TypeError, OverflowError):
             return None
 
-    def find_all(self) -> list[InternalSession]:
+    def find_all(self) -> list[Branch]:
         """Every branch, oldest first."""
         return list(self._all())
 
-    def find_by_external_session(self, external_session_id: int) -> list[InternalSession]:
+    def find_by_external_session(self, external_session_id: int) -> list[Branch]:
         """The branches of one session, oldest first."""
         return list(self._all().filter(session_id=external_session_id))

@@ -1,8 +1,9 @@
-"""RollbackAgent: an agno Agent with checkpoint tools, over our database.
+"""RollbackAgent: an agno Agent with the built-in tools (agents.builtin_tools), over our database.
 
 One agent works on one branch of one session. It holds no history of its own: every turn reads the
-branch's history from the database and stores what the run added (see agents.turn). Its
-checkpoint methods are also the tools the model sees, under the names of the public contract.
+branch's history from the database and stores what the run added (see agents.turn). Its tool
+methods (agents.checkpoint_tools, agents.memory_tools, agents.file_tools) are also the tools the
+model sees, under the names of the public contract.
 It owns its agno `Agent` (`agent.agent`) rather than being one: its `run` is seed 003's (a
 message in, a whole turn stored), not agno's.
 """
@@ -17,30 +18,21 @@ from agno.agent import Agent
 from agno.models.base import Model
 from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunOutput
-from django.conf import settings
 
 from checkpoints.models import Checkpoint
-from checkpoints.selectors import find_session_checkpoint, namesakes, session_checkpoints
-from checkpoints.services import (
-    checkpoint_cleanup_auto,
-    checkpoint_create,
-    checkpoint_delete,
-    checkpoint_restore,
-)
+from checkpoints.selectors import find_session_checkpoint
+from checkpoints.services import checkpoint_restore
 from core import events
-from core.errors import DomainError
-from memories.models import Memory
-from memories.selectors import memories_recalled, memory_by_key, prompt_line, prompt_memories
-from memories.services import memories_touch, memory_remember
-from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
 
-from .approval import ApprovalGate
-from .calculator import calculate
+from .approval_gate import ApprovalGate
+from .builtin_tools import INTRO, REGISTRY
+from .checkpoint_tools import CheckpointTools
 from .file_tools import FileTools
-from .mcp import McpToolset, mcp_toolset
+from .mcp.toolset import McpToolset, mcp_toolset
+from .memory_tools import MemoryTools
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
 from .tools import (
@@ -63,22 +55,8 @@ log = logging.getLogger(__name__)
 
 ROLLBACK_KEYS = ("rollback_requested", "rollback_checkpoint_id")
 
-INSTRUCTIONS = [
-    "You are Rollback's assistant. Answer clearly; use Markdown where it helps.",
-    "The user can save checkpoints of this conversation and roll back to them. When they ask "
-    "you to checkpoint, list, inspect, delete, clean up or roll back, use the checkpoint tools.",
-    "Use the calculate tool for arithmetic instead of working it out yourself.",
-    "You remember facts about the user across conversations: save a lasting fact with the "
-    "remember tool, look one up with the recall tool. Memories belong to the user, not to this "
-    "conversation: a rollback does not erase them.",
-    "This conversation has a workspace of text files: use list_dir, read_file, write_file and "
-    "delete_file when the user asks you to create, change or look at files. A checkpoint keeps "
-    "the files as they are, and a restore brings them back.",
-    "Keep a plan for longer tasks with create_todo, get_todo and mark_todo_done.",
-]
 
-
-def auto_checkpoint_enabled(session: ExternalSession) -> bool:
+def auto_checkpoint_enabled(session: Session) -> bool:
     """The session's own setting, else its owner's preference, else on."""
     value = session.settings.get("auto_checkpoint")
     if isinstance(value, bool):
@@ -87,16 +65,16 @@ def auto_checkpoint_enabled(session: ExternalSession) -> bool:
     return value if isinstance(value, bool) else True
 
 
-def load_session(external_session_id: int | str, *, user: User | None) -> ExternalSession:
+def load_session(external_session_id: int | str, *, user: User | None) -> Session:
     """One of `user`'s sessions; ValueError when there is none, as in seed 003. There is no
     default: server-side code that may open anyone's session (seed 003's API used without a
     user, as in a Django shell) says so with `user=None`."""
-    sessions = ExternalSession.objects.select_related("owner")
+    sessions = Session.objects.select_related("owner")
     if user is not None:
         sessions = sessions.filter(owner=user)
     try:
         return sessions.get(pk=int(external_session_id))
-    except (ExternalSession.DoesNotExist, ValueError, TypeError, OverflowError):
+    except (Session.DoesNotExist, ValueError, TypeError, OverflowError):
         raise ValueError(f"Session {external_session_id} not found.") from None
 
 
@@ -115,13 +93,10 @@ def _repository(argument: str, given: object, ours: type, user: User | None) -> 
     return given
 
 
-def _when(cp: Checkpoint) -> str:
-    return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
-
-
-class RollbackAgent(FileTools):
+class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
     """An agent bound to one session and one of its branches, running an agno Agent. Its
-    workspace and plan tools come from agents.file_tools."""
+    built-in tools are declared in agents.builtin_tools; the methods among them come from
+    agents.checkpoint_tools, agents.memory_tools and agents.file_tools."""
 
     # The tools that work on checkpoints themselves: using them takes no automatic checkpoint.
     # Every other tool does, the memory tools included, as the public contract says.
@@ -160,7 +135,7 @@ class RollbackAgent(FileTools):
           this one owns (`self.agent`).
         """
         session = load_session(external_session_id, user=user)
-        self.external_session: ExternalSession = session
+        self.external_session: Session = session
         self.auto_checkpoint = auto_checkpoint
         self.carry_out_rollbacks = carry_out_rollbacks
         self.internal_session_repo = _repository(
@@ -169,7 +144,7 @@ class RollbackAgent(FileTools):
         self.checkpoint_repo = _repository(
             "checkpoint_repo", checkpoint_repo, CheckpointRepository, user
         )
-        self.internal_session: InternalSession = self._pick_branch(
+        self.internal_session: Branch = self._pick_branch(
             session, internal_session_id, skip_session_creation, activate_branch
         )
         self.last_turn: Turn | None = None
@@ -181,30 +156,14 @@ class RollbackAgent(FileTools):
         self.on_event: Callable[[events.Event], None] | None = None
         self.created_checkpoints: list[Checkpoint] = []
         custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
-        builtins = [
-            calculate,
-            self.create_checkpoint,
-            self.list_checkpoints_tool,
-            self.rollback_to_checkpoint_tool,
-            self.delete_checkpoint_tool,
-            self.get_checkpoint_info_tool,
-            self.cleanup_auto_checkpoints_tool,
-            self.remember,
-            self.recall,
-            self.list_dir,
-            self.read_file,
-            self.write_file,
-            self.delete_file,
-            self.create_todo,
-            self.get_todo,
-            self.mark_todo_done,
-        ]
+        # The built-in tools, in the registry's order (agents.builtin_tools).
+        builtins = REGISTRY.implementations(self)
         kept = without_replaced(builtins, custom)
         replaced = names_of(builtins) - names_of(kept)
         for name in sorted(replaced & names_of(tools or [])):
             log.info("The custom tool %r replaces the built-in tool for this agent", name)
         # A checkpoint tool replaced by a custom one is a tool like any other: it checkpoints.
-        self.checkpoint_tools = CHECKPOINT_TOOLS - replaced
+        self.checkpoint_tools = REGISTRY.names(checkpoint=True) - replaced
         # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
         # message, and the tools whose calls wait for the owner's approval (agents.tools).
         self.tool_effects, self.tool_approvals = effects_of(kept, custom)
@@ -212,10 +171,12 @@ class RollbackAgent(FileTools):
         self.mcp = McpToolset()
         self.notices: list[str] = []
         # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
-        # (agents.approval). It wraps the hooks given through `kwargs`, so a refused call runs none.
+        # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call
+        # runs none.
         self.approvals = ApprovalGate(self.tool_approvals)
         kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
-        kwargs.setdefault("instructions", INSTRUCTIONS)
+        # The instructions: a line for each group of built-in tools (agents.builtin_tools).
+        kwargs.setdefault("instructions", REGISTRY.instructions(INTRO))
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
         kwargs.setdefault("tool_call_limit", max_tool_calls())
@@ -281,12 +242,12 @@ class RollbackAgent(FileTools):
 
     @staticmethod
     def _pick_branch(
-        session: ExternalSession, branch_id: int | None, skip_session_creation: bool, activate: bool
-    ) -> InternalSession:
+        session: Session, branch_id: int | None, skip_session_creation: bool, activate: bool
+    ) -> Branch:
         if branch_id is not None:
             try:
-                branch = InternalSession.objects.get(pk=branch_id, session=session)
-            except (InternalSession.DoesNotExist, ValueError, TypeError):
+                branch = Branch.objects.get(pk=branch_id, session=session)
+            except (Branch.DoesNotExist, ValueError, TypeError):
                 raise ValueError(f"Branch {branch_id} not found in this session.") from None
             if activate and not branch.is_current:
                 branch_activate(branch=branch)
@@ -306,7 +267,7 @@ class RollbackAgent(FileTools):
         (`.content` is the reply); the Turn is `self.last_turn`."""
         return run_message(self, message)
 
-    def refresh_branch(self) -> InternalSession:
+    def refresh_branch(self) -> Branch:
         self.internal_session.refresh_from_db()
         return self.internal_session
 
@@ -393,207 +354,3 @@ class RollbackAgent(FileTools):
             internal_session_repo=internal_session_repo,
             **kwargs,
         )
-
-    # --- checkpoint tools (the names the model sees) -----------------------------------------
-
-    def create_checkpoint(self, name: str | None = None) -> str:
-        """Save a checkpoint of the conversation as it stands, so the user can come back to it.
-
-        Args:
-            name: a short name for the checkpoint, e.g. "after-variables".
-        """
-        try:
-            branch = self.refresh_branch()
-            checkpoint = checkpoint_create(
-                branch=branch,
-                name=name,
-                at=self.turn_position,
-                metadata={"trigger": "tool" if self.turn_position is not None else "manual"},
-            )
-        except DomainError as exc:
-            return f"✗ Could not create the checkpoint: {exc.message}"
-        self.created_checkpoints.append(checkpoint)
-        saved = checkpoint.checkpoint_name
-        answer = f"✓ Checkpoint '{saved}' created successfully (ID: {checkpoint.pk})"
-        if name is not None and name.strip() and saved != name.strip():
-            answer += f". The name '{name.strip()}' was taken in this conversation."
-        return answer
-
-    def list_checkpoints_tool(self) -> str:
-        """List the checkpoints of this conversation, newest first."""
-        checkpoints = list(session_checkpoints(self.external_session)[:50])
-        if not checkpoints:
-            return "No checkpoints yet."
-        lines = ["Available checkpoints:"]
-        for cp in checkpoints:
-            kind = "auto" if cp.is_auto else "manual"
-            lines.append(
-                f"• ID: {cp.pk} | {cp.checkpoint_name} | Type: {kind} | Created: {_when(cp)}"
-            )
-        return "\n".join(lines)
-
-    def rollback_to_checkpoint_tool(self, checkpoint_id_or_name: int | str) -> str:
-        """Roll the conversation back to a checkpoint, by its id or its name. The rollback
-        happens after this reply ends; the old line of conversation is kept.
-
-        Args:
-            checkpoint_id_or_name: the checkpoint's id (a number) or its name.
-        """
-        try:
-            checkpoint = find_session_checkpoint(
-                self.external_session, checkpoint_id_or_name, branch=self.refresh_branch()
-            )
-        except DomainError as exc:
-            return f"✗ {exc.message} Use list_checkpoints_tool to see the checkpoints."
-        if self.session_state is None:
-            self.session_state = {}
-        self.session_state["rollback_requested"] = True
-        self.session_state["rollback_checkpoint_id"] = checkpoint.pk
-        answer = (
-            f"✓ Rollback to checkpoint '{checkpoint.checkpoint_name}' (ID: {checkpoint.pk}, "
-            f"{branch_label(checkpoint.branch)}, created {_when(checkpoint)} UTC) requested."
-        )
-        if self.carry_out_rollbacks:
-            answer += " It will happen as soon as this reply ends."
-        others = namesakes(checkpoint)
-        if others and not str(checkpoint_id_or_name).strip().isdigit():
-            answer += (
-                f" {others} other checkpoint{' shares' if others == 1 else 's share'} this name; "
-                "this is "
-                "the newest one in the current line of conversation (or, if none is, in the "
-                "session). To pick another, roll back by its ID (see list_checkpoints_tool)."
-            )
-        return answer
-
-    def delete_checkpoint_tool(self, checkpoint_id: int) -> str:
-        """Delete one checkpoint of this conversation (its messages are kept).
-
-        Args:
-            checkpoint_id: the id of the checkpoint to delete.
-        """
-        try:
-            checkpoint = find_session_checkpoint(self.external_session, int(checkpoint_id))
-            checkpoint_delete(checkpoint=checkpoint)
-        except DomainError as exc:
-            return f"✗ {exc.message}"
-        return f"✓ Checkpoint {checkpoint.pk} deleted successfully."
-
-    def get_checkpoint_info_tool(self, checkpoint_id: int) -> str:
-        """Show the details of one checkpoint.
-
-        Args:
-            checkpoint_id: the id of the checkpoint.
-        """
-        try:
-            cp = find_session_checkpoint(self.external_session, int(checkpoint_id))
-        except DomainError as exc:
-            return f"✗ {exc.message}"
-        lines = [
-            "Checkpoint Details:",
-            f"• ID: {cp.pk}",
-            f"• Name: {cp.checkpoint_name}",
-            f"• Type: {'Automatic' if cp.is_auto else 'Manual'}",
-            f"• Created: {_when(cp)}",
-            f"• Conversation Length: {cp.message_count} messages",
-            f"• Branch: {branch_label(cp.branch)}",
-        ]
-        if cp.description:
-            lines.append(f"• Description: {cp.description}")
-        if cp.metadata.get("tool_name"):
-            lines.append(f"• After tool: {cp.metadata['tool_name']}")
-        return "\n".join(lines)
-
-    def cleanup_auto_checkpoints_tool(self, keep_latest: int = 5) -> str:
-        """Delete old automatic checkpoints, keeping the newest ones of each branch.
-
-        Args:
-            keep_latest: how many automatic checkpoints to keep per branch (default 5).
-        """
-        try:
-            removed = checkpoint_cleanup_auto(
-                keep_latest=int(keep_latest), session=self.external_session
-            )
-        except (DomainError, ValueError, TypeError) as exc:
-            return f"✗ {getattr(exc, 'message', exc)}"
-        return f"✓ Cleaned up {removed} old automatic checkpoints. Kept the latest {keep_latest}."
-
-    # --- memory tools (the names the model sees) ---------------------------------------------
-
-    @property
-    def memory_owner(self) -> User:
-        """Whose memories the tools and the prompt use: the session's owner, always."""
-        return self.external_session.owner
-
-    def memory_note(self, message: str, *, budget: int) -> str | None:
-        """The L0 lines of the owner's memories most relevant to `message`, within `budget`
-        characters, as the instructions carry them (None when there is nothing to carry)."""
-        memories = prompt_memories(self.memory_owner, message, budget=budget)
-        if not memories:
-            return None
-        lines = "\n".join(prompt_line(m) for m in memories)
-        return (
-            "<user_memories>\n"
-            "What you remember about this user (one line each; use the recall tool with a key "
-            "for the details):\n"
-            f"{lines}\n"
-            "</user_memories>"
-        )
-
-    def remember(self, key: str, category: str, l0: str, l1: str = "", l2: str = "") -> str:
-        """Remember a lasting fact about the user, across all their conversations. Saving under
-        a key that exists replaces that memory.
-
-        Args:
-            key: a short identifier, e.g. "editor" or "project.deadline" (letters, digits, _ . -).
-            category: one of System, Environment, Skill, Project, Comm, Security.
-            l0: the fact in one line (at most 200 characters).
-            l1: an overview in two or three sentences (optional).
-            l2: the full details, Markdown allowed (optional).
-        """
-        try:
-            memory, made = memory_remember(
-                user=self.memory_owner,
-                key=key,
-                category=category,
-                l0_abstract=l0,
-                l1_overview=l1,
-                l2_details=l2,
-            )
-        except DomainError as exc:
-            return f"✗ Could not remember it: {exc.message}"
-        verb = "Remembered" if made else "Updated the memory"
-        return f"✓ {verb} '{memory.key}' ({memory.category}): {memory.l0_abstract}"
-
-    def recall(self, query: str = "", key: str | None = None) -> str:
-        """Look up what you remember about the user. With a query: a numbered list of the best
-        matching memories, one line each, as "[key] (Category) line". With a key: that one
-        memory in full (its line, overview and details).
-
-        Args:
-            query: words to search the memories for (any of them may match).
-            key: the key of one memory, to read it in full.
-        """
-        if key is not None and str(key).strip():
-            memory = memory_by_key(self.memory_owner, str(key))
-            if memory is None:
-                return f"✗ No memory with the key '{str(key).strip()[:100]}'."
-            memories_touch(memories=[memory])
-            return _memory_in_full(memory)
-        found = memories_recalled(
-            self.memory_owner, str(query or ""), limit=settings.MEMORY_RECALL_LIMIT
-        )
-        if not found:
-            return "No matching memories."
-        memories_touch(memories=found)
-        lines = [f"{i}. {prompt_line(m)[2:]}" for i, m in enumerate(found, 1)]
-        lines.append("Call recall with key=... to read one in full.")
-        return "\n".join(lines)
-
-
-def _memory_in_full(memory: Memory) -> str:
-    parts = [f"[{memory.key}] ({memory.category}) {memory.l0_abstract}"]
-    if memory.l1_overview:
-        parts.append(f"Overview: {memory.l1_overview}")
-    if memory.l2_details:
-        parts.append(f"Details:\n{memory.l2_details}")
-    return "\n".join(parts)

@@ -18,7 +18,7 @@ from core.errors import InvalidInput, NotFound
 from core.validation import JSONObject, storable_text
 from sessions_app.errors import IdempotencyKeyReused, TurnInProgress
 from sessions_app.keys import parse_session_key
-from sessions_app.models import ExternalSession, Message, Turn
+from sessions_app.models import Message, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_fork, session_for_key
 from sessions_app.turns import (
@@ -45,7 +45,7 @@ def _run_after_commit(turn_id: int) -> None:
     transaction.on_commit(run)
 
 
-def turns_recover(*, session: ExternalSession | None = None) -> Recovery:
+def turns_recover(*, session: Session | None = None) -> Recovery:
     """Hand turns whose worker died to a worker again, send queued turns no worker claimed
     (their task was lost) again, and fail those out of attempts or never picked up (the turn
     services announce both: `turn.failed`, and `turn.started` with the new attempt when a worker
@@ -127,7 +127,7 @@ def start_in_process_recovery() -> None:
 
 def turn_submit(
     *,
-    session: ExternalSession,
+    session: Session,
     message: Any,
     idempotency_key: str = "",
     request_fingerprint: str = "",
@@ -213,7 +213,7 @@ def turn_resubmit(*, turn: Turn) -> Turn:
     return again
 
 
-def _history_message(session: ExternalSession, message_id: int | str, role: str) -> Message:
+def _history_message(session: Session, message_id: int | str, role: str) -> Message:
     """A message of the session's current history (the current branch or its ancestors)."""
     try:
         message = Message.objects.select_related("branch").get(
@@ -228,7 +228,7 @@ def _history_message(session: ExternalSession, message_id: int | str, role: str)
     return message
 
 
-def _fork_and_ask(session: ExternalSession, position: int, text: str, why: JSONObject) -> Turn:
+def _fork_and_ask(session: Session, position: int, text: str, why: JSONObject) -> Turn:
     turns_recover(session=session)
     with transaction.atomic():
         if Turn.objects.filter(session=session).active().exists():
@@ -239,14 +239,14 @@ def _fork_and_ask(session: ExternalSession, position: int, text: str, why: JSONO
     return turn
 
 
-def turn_edit(*, session: ExternalSession, message_id: int | str, text: Any) -> Turn:
+def turn_edit(*, session: Session, message_id: int | str, text: Any) -> Turn:
     """Send an edited version of a past user message: a new branch from just before it."""
     clean = clean_user_message(text)
     message = _history_message(session, message_id, Message.Role.USER)
     return _fork_and_ask(session, message.position, clean, {"edited_message": message.pk})
 
 
-def turn_regenerate(*, session: ExternalSession, message_id: int | str) -> Turn:
+def turn_regenerate(*, session: Session, message_id: int | str) -> Turn:
     """Answer again the user message before an assistant reply: a new branch from just before
     that user message, asked the same text."""
     reply = _history_message(session, message_id, Message.Role.ASSISTANT)
@@ -258,7 +258,7 @@ def turn_regenerate(*, session: ExternalSession, message_id: int | str) -> Turn:
     return _fork_and_ask(session, asked.position, asked.content, {"regenerated": reply.pk})
 
 
-def reply_continue(*, session: ExternalSession, message_id: int | str) -> Turn:
+def reply_continue(*, session: Session, message_id: int | str) -> Turn:
     """Extend the cut-off reply `message_id` (the current branch's last message) in place: a
     turn that asks the model to go on where it stopped, and appends what it says to that reply
     (sessions_app.turns.turn_continue). No user message is stored."""

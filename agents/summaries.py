@@ -15,7 +15,7 @@ import logging
 
 from django.db import transaction
 
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import current_branch
 
 from .context import needs_summary_ahead, summarise_ahead, summary_queued
@@ -39,7 +39,7 @@ def summaries_schedule(*, branch_id: int) -> None:
     transaction.on_commit(enqueue)
 
 
-def session_summaries_schedule(*, session: ExternalSession) -> None:
+def session_summaries_schedule(*, session: Session) -> None:
     """After an import: summarise the session's current branch ahead of its first turn."""
     summaries_schedule(branch_id=current_branch(session).pk)
 
@@ -50,7 +50,7 @@ def summaries_after_turn(*, turn: Turn) -> None:
     if turn.status != Turn.Status.DONE or turn.branch_id is None:
         return
     try:
-        branch = InternalSession.objects.select_related("session").filter(pk=turn.branch_id)
+        branch = Branch.objects.select_related("session").filter(pk=turn.branch_id)
         found = branch.first()
         if found is not None and needs_summary_ahead(found):
             summaries_schedule(branch_id=found.pk)
@@ -62,7 +62,7 @@ def branch_summarise(*, branch_id: int) -> int:
     """Summarise the branch ahead of need (the task's work); how many summaries were made. A
     failure is logged and leaves the branch as it was."""
     try:
-        branch = InternalSession.objects.select_related("session").filter(pk=branch_id).first()
+        branch = Branch.objects.select_related("session").filter(pk=branch_id).first()
         if branch is None:
             return 0
         made = summarise_ahead(session=branch.session, branch=branch)

@@ -15,7 +15,7 @@ import logging
 import re
 
 from core.validation import NAME_MAX_LENGTH
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import Session, Turn
 from sessions_app.services import DEFAULT_SESSION_NAME, session_title_set
 
 from .demo_model import TITLE_MARKER
@@ -59,11 +59,7 @@ def wants_title(turn: Turn) -> bool:
     chances, so a session whose first reply failed is titled by the next one that succeeds."""
     if turn.status != Turn.Status.DONE:
         return False
-    name = (
-        ExternalSession.objects.filter(pk=turn.session_id)
-        .values_list("session_name", flat=True)
-        .first()
-    )
+    name = Session.objects.filter(pk=turn.session_id).values_list("session_name", flat=True).first()
     if name != DEFAULT_SESSION_NAME:  # named already: no more queries
         return False
     answered_before = Turn.objects.filter(
@@ -79,7 +75,7 @@ def session_autotitle(turn: Turn) -> str | None:
     try:
         if not wants_title(turn):
             return None
-        session = ExternalSession.objects.get(pk=turn.session_id)
+        session = Session.objects.get(pk=turn.session_id)
         prompt = f"user: {_excerpt(turn.message)}\nassistant: {_excerpt(turn.reply)}"
         model = build_model(session.settings, max_tokens=TITLE_MAX_TOKENS)
         answered, content = ask_once(model, TITLE_INSTRUCTIONS, prompt)

@@ -1,5 +1,5 @@
-"""The agent's tools: the built-in names, the custom tools of AGENT_TOOLS, and how a custom tool
-replaces a built-in one.
+"""The agent's tools: the built-in names (declared in agents.builtin_tools), the custom tools of
+AGENT_TOOLS, and how a custom tool replaces a built-in one.
 
 A custom tool (seed 003's `RollbackAgent(tools=[...])`, or a callable named in AGENT_TOOLS by its
 dotted path) is offered beside the built-in tools. One with a built-in's name replaces that
@@ -28,43 +28,21 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from .builtin_tools import REGISTRY
+from .registry import EFFECTS
+
 log = logging.getLogger(__name__)
 
-CHECKPOINT_TOOLS = frozenset(
-    {
-        "create_checkpoint",
-        "list_checkpoints_tool",
-        "rollback_to_checkpoint_tool",
-        "delete_checkpoint_tool",
-        "get_checkpoint_info_tool",
-        "cleanup_auto_checkpoints_tool",
-    }
-)
-# The memory tools change no conversation state: memories belong to the user, not the branch, so
-# a checkpoint after them would mark nothing a restore could undo.
-MEMORY_TOOLS = frozenset({"remember", "recall"})
-FILE_TOOLS = frozenset({"list_dir", "read_file", "write_file", "delete_file"})
-TODO_TOOLS = frozenset({"create_todo", "get_todo", "mark_todo_done"})
-BUILTIN_TOOLS = CHECKPOINT_TOOLS | MEMORY_TOOLS | FILE_TOOLS | TODO_TOOLS | {"calculate"}
-
-# What a tool call does beyond the conversation (api-contract.md), recorded on its tool message:
-# `none` it only reads (or changes only the conversation's own checkpoints), `workspace` it
-# changes what a restore brings back (the files, the plan in the session state), `external`
-# nothing here can undo it. A memory outlives every restore: `remember` is external.
-EFFECTS = ("none", "workspace", "external")
-BUILTIN_EFFECTS: dict[str, str] = {
-    **dict.fromkeys(CHECKPOINT_TOOLS, "none"),
-    "calculate": "none",
-    "recall": "none",
-    "remember": "external",
-    "list_dir": "none",
-    "read_file": "none",
-    "write_file": "workspace",
-    "delete_file": "workspace",
-    "get_todo": "none",
-    "create_todo": "workspace",
-    "mark_todo_done": "workspace",
-}
+# The built-in tools' names and effects, as agents.builtin_tools declares them (when this module
+# was imported: what reads them at run time asks REGISTRY itself, so a tool registered later
+# counts too). The checkpoint tools take no automatic checkpoint; the memory tools change no
+# conversation state (memories belong to the user), so they are not checkpoint tools.
+CHECKPOINT_TOOLS = REGISTRY.names(checkpoint=True)
+MEMORY_TOOLS = REGISTRY.names(group="memory")
+FILE_TOOLS = REGISTRY.names(group="files")
+TODO_TOOLS = REGISTRY.names(group="plan")
+BUILTIN_TOOLS = REGISTRY.names()
+BUILTIN_EFFECTS: dict[str, str] = dict(REGISTRY.effects())
 # A custom tool that declares nothing acts on the outside world: the safe assumption.
 DEFAULT_EFFECT = "external"
 
@@ -112,13 +90,16 @@ def declared_approval(tool: Any) -> bool:
 
 def effects_of(builtins: Iterable[Any], custom: Iterable[Any]) -> tuple[dict[str, str], set[str]]:
     """The effect of each tool name an agent offers, and the names that wait for approval: the
-    built-ins as BUILTIN_EFFECTS says, the custom ones as they declare (a custom tool that
-    replaces a built-in is a custom tool: its own declaration counts)."""
+    built-ins as their declarations say (agents.builtin_tools), the custom ones as they declare
+    (a custom tool that replaces a built-in is a custom tool: its own declaration counts)."""
     effects: dict[str, str] = {}
     approvals: set[str] = set()
     for tool in builtins:
         for name in tool_names(tool):
-            effects[name] = BUILTIN_EFFECTS.get(name, DEFAULT_EFFECT)
+            declared = REGISTRY.get(name)
+            effects[name] = declared.effect if declared is not None else DEFAULT_EFFECT
+            if declared is not None and declared.approval:
+                approvals.add(name)
     for tool in custom:
         functions = tool.functions if isinstance(tool, Toolkit) else {}
         for name in tool_names(tool):
@@ -200,7 +181,7 @@ def check_agent_tools() -> None:
     tools = configured_tools()
     paths = list(getattr(settings, "AGENT_TOOLS", None) or [])
     for path, tool in zip(paths, tools, strict=True):
-        for name in sorted(set(tool_names(tool)) & BUILTIN_TOOLS):
+        for name in sorted(set(tool_names(tool)) & REGISTRY.names()):
             log.info("AGENT_TOOLS: %s replaces the built-in tool %r for every agent", path, name)
 
 

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.common import DASH, TIMES
+from bench.common import DASH
+from bench.figures import NAMES, fmt_bytes, fmt_ms, stats
+from bench.targets import API_SYSTEMS, api_store, section_data, targets, why_missed
 
-NAMES = {
-    "rollback-sqlite": "Rollback (SQLite)",
-    "rollback-postgres": "Rollback (PostgreSQL)",
-    "langgraph": "LangGraph SqliteSaver",
-    "agno": "agno SqliteDb",
-    "seed": "seed design (JSON copy)",
-}
 TITLES = {
     "checkpoint": "Checkpoint creation, 10 files",
     "restore": "Restore as a branch, 10 files",
@@ -41,29 +35,6 @@ PEER_OPS = {
         "read": "one JSON column",
     },
 }
-
-
-def stats(samples: list[dict[str, float]], key: str = "ms") -> tuple[float, float, float, int]:
-    values = [s[key] for s in samples if key in s]
-    return statistics.median(values), min(values), max(values), len(values)
-
-
-def fmt_ms(value: float) -> str:
-    if value >= 1000:
-        return f"{value / 1000:.2f} s"
-    if value >= 100:
-        return f"{value:.0f} ms"
-    if value >= 10:
-        return f"{value:.1f} ms"
-    return f"{value:.2f} ms"
-
-
-def fmt_bytes(value: float) -> str:
-    value = float(value)
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"
 
 
 def cell(samples: list[dict[str, float]] | None, with_bytes: bool = False) -> str:
@@ -93,229 +64,6 @@ def store_table(store: dict[str, Any], bench: str, sizes: list[int], with_bytes:
         row = [cell(systems[name].get(str(size)), with_bytes) for size in sizes]
         lines.append(f"| {label} | " + " | ".join(row) + " |")
     return "\n".join(lines)
-
-
-def med(store: dict[str, Any], bench: str, name: str, size: int, key: str = "ms") -> float | None:
-    samples = store.get(bench, {}).get(name, {}).get(str(size))
-    if not samples:
-        return None
-    return stats(samples, key)[0]
-
-
-Target = tuple[str, str, bool | None, str]
-
-
-def _constant_cost(store: dict[str, Any], small: int, big: int) -> list[Target]:
-    """Checkpoint and restore at the largest size within 1.3 times their cost at the smallest."""
-    rows: list[Target] = []
-    for engine in ("sqlite", "postgres"):
-        name = f"rollback-{engine}"
-        for bench in ("checkpoint", "restore"):
-            a, b = med(store, bench, name, small), med(store, bench, name, big)
-            ba, bb = med(store, bench, name, small, "bytes"), med(store, bench, name, big, "bytes")
-            if a is None or b is None:
-                continue
-            ratio = b / a
-            rows.append(
-                (
-                    f"{bench} at {big:,} within 1.3{TIMES} its cost at {small:,}, constant bytes "
-                    f"({NAMES[name]})",
-                    f"{ratio:.2f}{TIMES}; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
-                    ratio <= 1.3 and abs((bb or 0) - (ba or 0)) <= 0.05 * max(ba or 1, 1),
-                    "",
-                )
-            )
-    return rows
-
-
-def _files_cost(store: dict[str, Any], big: int) -> list[Target]:
-    """Checkpoint and restore with a 500-file workspace within 1.3 times their cost with a
-    10-file one, with the same bytes: nothing is copied (the same statements: tests/workspace)."""
-    rows: list[Target] = []
-    for engine in ("sqlite", "postgres"):
-        name = f"rollback-{engine}"
-        for bench in ("checkpoint", "restore"):
-            a, b = med(store, bench, name, big), med(store, f"{bench}_500", name, big)
-            ba = med(store, bench, name, big, "bytes")
-            bb = med(store, f"{bench}_500", name, big, "bytes")
-            if a is None or b is None:
-                continue
-            ratio = b / a
-            rows.append(
-                (
-                    f"{bench} with 500 files within 1.3{TIMES} its cost with 10, constant bytes, "
-                    f"at {big:,} messages ({NAMES[name]})",
-                    f"{ratio:.2f}{TIMES}; {fmt_bytes(ba or 0)} and {fmt_bytes(bb or 0)}",
-                    ratio <= 1.3 and abs((bb or 0) - (ba or 0)) <= 0.05 * max(ba or 1, 1),
-                    "",
-                )
-            )
-    return rows
-
-
-def targets(results: dict[str, Any]) -> list[Target]:
-    store = results.get("store", {})
-    sizes = results["sizes"]
-    small, big = sizes[0], sizes[-1]
-    rows = _constant_cost(store, small, big) + _files_cost(store, big)
-    fork = med(store, "restore", "agno", big)
-    ours = med(store, "restore", "rollback-sqlite", big)
-    if fork and ours:
-        rows.append(
-            (
-                f"restore ≥ 1,000{TIMES} faster than agno's fork_session at {big:,}",
-                f"{fork / ours:,.0f}{TIMES}",
-                fork / ours >= 1000,
-                "",
-            )
-        )
-    for engine in ("sqlite", "postgres"):
-        name = f"rollback-{engine}"
-        for bench, label in (("window", ""), ("deep_window", ", branch depth 50")):
-            value = med(store, bench, name, big)
-            if value is not None:
-                rows.append(
-                    (
-                        f"history a turn needs < 20 ms at {big:,}{label} ({NAMES[name]})",
-                        fmt_ms(value),
-                        value < 20,
-                        "",
-                    )
-                )
-    agno = med(store, "read", "agno", big)
-    for engine in ("sqlite", "postgres"):
-        name = f"rollback-{engine}"
-        value = med(store, "read", name, big)
-        if agno and value is not None:
-            rows.append(
-                (
-                    f"whole history no slower than agno's read at {big:,}, selector in process "
-                    f"({NAMES[name]})",
-                    f"{fmt_ms(value)} against {fmt_ms(agno)}",
-                    value <= agno,
-                    "",
-                )
-            )
-    rows += api_targets(results, agno)
-    for row in results.get("served", {}).get("targets", []):
-        rows.append(tuple(row))
-    for row in results.get("turns", {}).get("targets", []):
-        rows.append(tuple(row))
-    for row in results.get("stack", {}).get("targets", []):
-        rows.append(tuple(row))
-    return rows
-
-
-API_SYSTEMS = {"served": "served in process, SQLite", "stack": "the stack, PostgreSQL"}
-
-
-def api_store(results: dict[str, Any], part: str) -> dict[str, Any]:
-    section = results.get(part) or {}
-    return dict(section.get("data", {}).get("store", {}))
-
-
-def api_targets(
-    results: dict[str, Any], agno: float | None
-) -> list[tuple[str, str, bool | None, str]]:
-    """The history, checkpoints and restores through the served API."""
-    rows: list[tuple[str, str, bool | None, str]] = []
-    big = results["sizes"][-1]
-    for part, label in API_SYSTEMS.items():
-        store = api_store(results, part)
-        if not store:
-            continue
-        read = store["read"].get(str(big))
-        if read and agno:
-            value = stats(read)[0]
-            rows.append(
-                (
-                    f"whole {big:,}-message history through the API no slower than agno's read "
-                    f"({label})",
-                    f"{fmt_ms(value)} against {fmt_ms(agno)}",
-                    value <= agno,
-                    "",
-                )
-            )
-        for bench in ("checkpoint", "restore"):
-            values = {n: stats(v)[0] for n, v in store[bench].items()}
-            worst = max(values.values())
-            rows.append(
-                (
-                    f"{bench} through the API < 5 ms at any length ({label})",
-                    "; ".join(f"{fmt_ms(v)} at {int(n):,}" for n, v in values.items()),
-                    worst < 5,
-                    "",
-                )
-            )
-    return rows
-
-
-# Why a target is missed: the figures of this run that account for it (see why_missed).
-WHY = {
-    "checkpoint at": "the work is the same at every length (the same statements, and the bytes "
-    "are equal); at a few ms, the difference is the noise of a shared 2-core machine",
-    "restore at": "the work is the same at every length (the same statements, and the bytes "
-    "are equal); at a few ms, the difference is the noise of a shared 2-core machine",
-    "restore ≥": "agno's fork copies every run; the ratio moves with the noise of our few ms",
-    "history a turn": "the depth-50 lineage is walked by the recursive CTE and the summary "
-    "looked up over 50 (branch, bound) pairs",
-    "whole history no slower than agno's read at": "agno reads one row per exchange and builds "
-    "light dataclasses; the selector reads a row per message (see the table: read against the "
-    "ORM's read)",
-}
-
-
-def _served(results: dict[str, Any], part: str, key: str) -> Any:
-    return (results.get(part) or {}).get("data", {}).get(key)
-
-
-def _floor(results: dict[str, Any], part: str) -> str:
-    store = _served(results, part, "store") or {}
-    gets = [x for samples in store.get("get", {}).values() for x in samples]
-    if not gets:
-        return ""
-    return f"a plain `GET /sessions/{{id}}/` through the same API takes {fmt_ms(stats(gets)[0])}"
-
-
-def why_missed(what: str, results: dict[str, Any]) -> str:
-    """The reason for a missed target, from this run's own figures where it has them."""
-    part = "stack" if ("Celery" in what or "PostgreSQL" in what or "stack" in what) else "served"
-    queries = _served(results, "served", "queries") or {}
-    if "through the API" in what:
-        floor = _floor(results, part)
-        return f"{floor}: most of it is the request itself, not the work" if floor else ""
-    if "added to" in what and queries:
-        floor = _floor(results, part)
-        return (
-            f"a turn runs {queries['turn']:.0f} statements (measured in the served process)"
-            + (f"; {floor}" if floor else "")
-            + (
-                "; with Celery: the broker hop and PostgreSQL round trips"
-                if part == "stack"
-                else ""
-            )
-        )
-    if "per socket per event" in what and queries:
-        return (
-            f"each event costs every socket of the session {queries['per_socket_event']:.1f} "
-            "statements (its fragment rendered again per socket)"
-        )
-    if "concurrent streams" in what:
-        top = max(
-            (_served(results, "stack", "concurrency") or {"0": {}}).items(),
-            key=lambda kv: int(kv[0]),
-        )[1]
-        if top:
-            return (
-                f"2 cores carry two daphne processes, two workers, PostgreSQL, Redis, the fake "
-                f"model and the clients; the first token came after {top['first_p50']:.0f} ms "
-                f"(p50, max {top['first_max']:.0f} ms) and the run took {top['wall_s']:.1f} s for "
-                "replies the model streams in 1 s: the machine was saturated"
-            )
-    for key, reason in WHY.items():
-        if what.startswith(key) or key in what:
-            return reason
-    return ""
 
 
 def _load(results: dict[str, Any]) -> str:
@@ -398,7 +146,7 @@ def _storage_table(results: dict[str, Any]) -> list[str]:
         ("served", "Rollback (SQLite), through the API"),
         ("stack", "Rollback (PostgreSQL), through the API"),
     ):
-        value = _served(results, part, "storage")
+        value = section_data(results, part, "storage")
         if value:
             rows.append((label, value))
     for name, value in (results.get("storage") or {}).items():

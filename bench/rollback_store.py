@@ -60,7 +60,7 @@ class Store:
 
     @staticmethod
     def _grow(branch: Any, n: int) -> None:
-        from sessions_app.models import InternalSession, Message
+        from sessions_app.models import Branch, Message
 
         branch.refresh_from_db()
         start = branch.message_count
@@ -73,14 +73,14 @@ class Store:
             ],
             batch_size=2000,
         )
-        InternalSession.objects.filter(pk=branch.pk).update(message_count=start + n)
+        Branch.objects.filter(pk=branch.pk).update(message_count=start + n)
         branch.refresh_from_db()
 
     @staticmethod
     def _files(branch: Any, n: int) -> None:
         """A workspace of n files on the branch, the rows n writes leave (in bulk: the
         preparation is not what is measured)."""
-        from sessions_app.models import FileVersion, WorkspaceBlob
+        from workspace.models import FileVersion, WorkspaceBlob
         from workspace.validation import sha256_of
 
         branch.refresh_from_db()
@@ -227,10 +227,10 @@ class Store:
         from django.db import connection
 
         from sessions_app.models import Message
-        from sessions_app.selectors import _lineage_cte
+        from sessions_app.selectors.lineage import lineage_cte
 
         table = connection.ops.quote_name(Message._meta.db_table)
-        sql = _lineage_cte() + (  # noqa: S608
+        sql = lineage_cte() + (  # noqa: S608
             f"SELECT m.* FROM {table} m JOIN lineage l ON m.branch_id = l.id "  # noqa: S608
             "WHERE m.position < l.upper AND m.position >= %s ORDER BY m.position"
         )

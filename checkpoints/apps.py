@@ -6,3 +6,15 @@ from django.apps import AppConfig
 class CheckpointsConfig(AppConfig):
     name = "checkpoints"
     verbose_name = "Checkpoints"
+
+    def ready(self) -> None:
+        # The layers below call up through hooks they declare (sessions_app.hooks,
+        # workspace.hooks): a turn that loses its writes, and coalescing's question.
+        from sessions_app.hooks import register_turn_writes_drop
+        from workspace.hooks import register_checkpoint_holds
+
+        from .captures import turn_writes_drop
+        from .selectors import checkpoint_holds
+
+        register_turn_writes_drop(turn_writes_drop)
+        register_checkpoint_holds(checkpoint_holds)

@@ -22,11 +22,13 @@ from typing import Any, Literal, TypedDict
 
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import Checkpoint, ExternalSession, InternalSession, Message, WorkspaceBlob
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history, common_length, parse_pk
+from workspace.models import WorkspaceBlob
 from workspace.selectors import WorkspaceFile, files_change, workspace_files
 
 from .errors import CheckpointNotFound
+from .models import Checkpoint
 
 REF_KINDS = ("branch", "checkpoint")
 REF_HELP = "Give two points to compare as branch:<id> or checkpoint:<id>."
@@ -47,7 +49,7 @@ class Point:
 
     ref: str  # as given back: "branch:12", "checkpoint:7"
     kind: Literal["branch", "checkpoint"]
-    branch: InternalSession
+    branch: Branch
     end: int  # the point's length: the messages of `branch`'s history below it
     session_state: dict[str, Any]
     checkpoint: Checkpoint | None = None
@@ -134,12 +136,12 @@ def _state(value: object) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def resolve_point(session: ExternalSession, ref: tuple[str, int]) -> Point:
+def resolve_point(session: Session, ref: tuple[str, int]) -> Point:
     """The point a parsed ref names in `session` (the caller's own, from get_session_for_user):
     a branch or checkpoint of another session, or of another user, is not found (404)."""
     kind, key = ref
     if kind == "branch":
-        branch = InternalSession.objects.filter(session=session, pk=key).first()
+        branch = Branch.objects.filter(session=session, pk=key).first()
         if branch is None:
             raise BranchNotFound(f"There is no branch {key} in this session.")
         return Point(
@@ -292,7 +294,7 @@ def points_diff(source: Point, target: Point, *, limit: int) -> SessionDiff:
 
 
 def session_diff(
-    session: ExternalSession, from_ref: object, to_ref: object, *, limit: int = 1_000
+    session: Session, from_ref: object, to_ref: object, *, limit: int = 1_000
 ) -> SessionDiff:
     """Two points of `session` (the caller's own) compared: refs that do not parse are
     InvalidRef (400), a point of another session or user is not found (404)."""

@@ -2,7 +2,7 @@
 
 A rewind cuts a branch back to a point: `position` messages, and the workspace as of a file mark
 (a checkpoint's `files_mark`; for a rewind by position, the files as they stood when the message
-at `position` was sent, as an edit's fork sees them: `sessions_app.selectors.fork_mark`). It
+at `position` was sent, as an edit's fork sees them: `workspace.selectors.fork_mark`). It
 deletes the branch's messages from `position` on and its file versions past the mark, and with
 them everything that captured any of those: the branch's checkpoints past `position` or whose
 `files_mark` reaches the first deleted version, and the branches forked from it past `position`
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
-from sessions_app.captures import branches_forked_after
-from sessions_app.models import FileVersion, InternalSession
+from sessions_app.models import Branch
+from workspace.models import FileVersion
 
+from .captures import branches_forked_after
 from .models import Checkpoint
 
 
@@ -60,9 +61,7 @@ class RewindCut:
         return own | Checkpoint.objects.filter(branch_id__in=self.branches)
 
 
-def rewind_cut(
-    branch: InternalSession, position: int, *, files_mark: int | None = None
-) -> RewindCut:
+def rewind_cut(branch: Branch, position: int, *, files_mark: int | None = None) -> RewindCut:
     """What a rewind of `branch` to `position` messages, and its workspace to `files_mark` (a
     checkpoint's; None: as the files stood when the message at `position` was sent), deletes.
     Two queries: the first version past the mark, and the forks that captured anything."""

@@ -11,9 +11,9 @@ from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
-from sessions_app.models import Effect, ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Effect, Message, Session
 from sessions_app.selectors import branch_lineage, common_length, history_effects, parse_pk
-from workspace.selectors import FilesChange, checkpoint_files, files_change, workspace_files
+from workspace.selectors import FilesChange, WorkspaceFile, files_change, workspace_files
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
     from accounts.models import User
+    from sessions_app.models import AnyUser
 
 
 def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkpoint:
@@ -39,9 +40,22 @@ def get_checkpoint_for_user(user: User | AnonymousUser, pk: int | str) -> Checkp
         raise CheckpointNotFound() from None
 
 
-def session_checkpoints(
-    session: ExternalSession, *, branch: InternalSession | None = None
-) -> QuerySet[Checkpoint]:
+def checkpoint_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:
+    """Where the user's checkpoint `pk` of `session` sits: its branch's id and its message
+    count; None when it is missing, another session's or another user's. One query."""
+    key = parse_pk(pk)
+    if key is None:
+        return None
+    found = (
+        Checkpoint.objects.for_user(user)
+        .filter(pk=key, branch__session=session)
+        .values_list("branch_id", "message_count")
+        .first()
+    )
+    return (found[0], found[1]) if found is not None else None
+
+
+def session_checkpoints(session: Session, *, branch: Branch | None = None) -> QuerySet[Checkpoint]:
     """Checkpoints of every branch of the session (or of one branch), newest first."""
     qs = Checkpoint.objects.filter(branch__session=session)
     if branch is not None:
@@ -49,7 +63,7 @@ def session_checkpoints(
     return qs.order_by("-created_at", "-id")
 
 
-def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
+def lineage_checkpoints(branch: Branch) -> QuerySet[Checkpoint]:
     """The checkpoints that mark a point of this branch's history: its own, and those of its
     ancestors at or before the point where the history left them. Newest first."""
     reach = Q()
@@ -58,7 +72,7 @@ def lineage_checkpoints(branch: InternalSession) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.filter(reach).order_by("-created_at", "-id")
 
 
-def window_checkpoints(branch: InternalSession, *, start: int, end: int) -> list[Checkpoint]:
+def window_checkpoints(branch: Branch, *, start: int, end: int) -> list[Checkpoint]:
     """The checkpoints of the branch's history (`lineage_checkpoints`) that sit among the
     messages at positions `start` to `end - 1`, for the conversation's markers: a checkpoint of
     n messages sits after the message at position n - 1, so those of a count above `start` up
@@ -76,9 +90,9 @@ def window_checkpoints(branch: InternalSession, *, start: int, end: int) -> list
 
 
 def checkpoints_page(
-    session: ExternalSession,
+    session: Session,
     *,
-    current: InternalSession,
+    current: Branch,
     kind: str = "all",
     scope: str = "all",
     before: int | None = None,
@@ -107,7 +121,7 @@ def checkpoints_page(
 
 
 def find_session_checkpoint(
-    session: ExternalSession, id_or_name: object, *, branch: InternalSession | None = None
+    session: Session, id_or_name: object, *, branch: Branch | None = None
 ) -> Checkpoint:
     """A checkpoint of this session by id, or by name (exact match first, then ignoring case).
     Several checkpoints may share a name (automatic ones do): the newest of them in `branch`'s
@@ -175,7 +189,7 @@ def unused_checkpoint_name(session_id: int, name: str, *, limit: int = NAME_MAX_
 
 
 def irreversible_effects(
-    checkpoint: Checkpoint, *, mode: str, current: InternalSession | None
+    checkpoint: Checkpoint, *, mode: str, current: Branch | None
 ) -> list[Message]:
     """The ledger of a restore: the tool messages of effect `external` that restoring
     `checkpoint` leaves behind, oldest first. As a branch: those of the current branch's history
@@ -210,7 +224,18 @@ class RestoreOutcome:
     as_rewind: list[Message]
 
 
-def restore_outcome(checkpoint: Checkpoint, *, current: InternalSession) -> RestoreOutcome:
+def checkpoint_files(checkpoint: Checkpoint) -> list[WorkspaceFile]:
+    """The workspace as the checkpoint captured it."""
+    return workspace_files(checkpoint.branch, mark=checkpoint.files_mark)
+
+
+def checkpoint_holds(branch_id: int, version_id: int) -> bool:
+    """Whether a checkpoint of `branch_id` shows the file version `version_id`: its mark
+    reaches it (workspace.coalescing asks, through workspace.hooks)."""
+    return Checkpoint.objects.filter(branch_id=branch_id, files_mark__gte=version_id).exists()
+
+
+def restore_outcome(checkpoint: Checkpoint, *, current: Branch) -> RestoreOutcome:
     return RestoreOutcome(
         files=files_change(workspace_files(current), checkpoint_files(checkpoint)),
         as_branch=irreversible_effects(checkpoint, mode="branch", current=current),
@@ -260,4 +285,4 @@ def auto_checkpoints_beyond(
     beyond = Checkpoint.objects.filter(pk__in=ranked.filter(rank__gt=keep_latest).values("pk"))
     if older_than is not None:
         beyond = beyond.filter(created_at__lt=older_than)
-    return beyond.exclude(Exists(InternalSession.objects.filter(forked_from=OuterRef("pk"))))
+    return beyond.exclude(Exists(Branch.objects.filter(forked_from=OuterRef("pk"))))

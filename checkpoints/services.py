@@ -22,17 +22,17 @@ from django.utils import timezone
 from core import events
 from core.errors import InvalidInput
 from core.validation import JSONObject, clean_description, clean_metadata, clean_name
-from sessions_app.captures import branches_drop
 from sessions_app.errors import (
     BranchNotFound,
     RewindOutOfRange,
     SessionNotFound,
 )
-from sessions_app.models import ExternalSession, InternalSession, Message
-from sessions_app.selectors import file_mark
+from sessions_app.models import Branch, Message, Session
 from sessions_app.services import branch_fork, branch_make_current, lock_session
+from workspace.selectors import file_mark
 from workspace.services import versions_delete
 
+from .captures import branches_drop
 from .errors import CheckpointNotFound
 from .models import Checkpoint
 from .rewinds import rewind_cut
@@ -57,7 +57,7 @@ class DeletedCheckpoint:
 
 @dataclass
 class RestoreResult:
-    branch: InternalSession
+    branch: Branch
     mode: str
     deleted_checkpoints: list[DeletedCheckpoint] = field(default_factory=list)
     # The external effects the restore left behind (selectors.irreversible_effects).
@@ -96,7 +96,7 @@ def default_checkpoint_name() -> str:
 @transaction.atomic
 def checkpoint_create(
     *,
-    branch: InternalSession,
+    branch: Branch,
     name: str | None = None,
     description: str | None = "",
     is_auto: bool = False,
@@ -115,11 +115,11 @@ def checkpoint_create(
         clean = unused_checkpoint_name(branch.session_id, clean)
     try:
         locked = (
-            InternalSession.objects.select_for_update()
+            Branch.objects.select_for_update()
             .only("id", "session_id", "fork_position", "message_count", "session_state")
             .get(pk=branch.pk)
         )
-    except InternalSession.DoesNotExist:
+    except Branch.DoesNotExist:
         raise BranchNotFound() from None
     position = locked.message_count if at is None else at
     if not locked.fork_position <= position <= locked.message_count:
@@ -134,7 +134,7 @@ def checkpoint_create(
         files_mark=file_mark(),
         metadata=meta,
     )
-    InternalSession.objects.filter(pk=locked.pk).update(checkpoint_count=F("checkpoint_count") + 1)
+    Branch.objects.filter(pk=locked.pk).update(checkpoint_count=F("checkpoint_count") + 1)
     events.checkpoint_created(
         session=locked.session_id,
         checkpoint=checkpoint.pk,
@@ -154,7 +154,7 @@ def _recount(branch_ids: Iterable[int]) -> None:
         .annotate(n=Count("id"))
         .values("n")
     )
-    InternalSession.objects.filter(pk__in=list(branch_ids)).update(
+    Branch.objects.filter(pk__in=list(branch_ids)).update(
         checkpoint_count=Coalesce(Subquery(counts), Value(0))
     )
 
@@ -191,7 +191,7 @@ def _snapshot(qs: QuerySet[Checkpoint]) -> list[DeletedCheckpoint]:
 
 
 def _rewind_locked(
-    branch: InternalSession,
+    branch: Branch,
     position: int,
     session_state: JSONObject | None,
     files_mark: int | None = None,
@@ -215,16 +215,14 @@ def _rewind_locked(
     updates: dict[str, Any] = {"message_count": position}
     if session_state is not None:
         updates["session_state"] = session_state
-    InternalSession.objects.filter(pk=branch.pk).update(**updates)
+    Branch.objects.filter(pk=branch.pk).update(**updates)
     _recount([branch.pk])
     branch_make_current(branch.session_id, branch.pk)
     branch.refresh_from_db()
     return deleted
 
 
-def _announce(
-    branch: InternalSession, checkpoint_id: int | None, deleted: list[DeletedCheckpoint]
-) -> None:
+def _announce(branch: Branch, checkpoint_id: int | None, deleted: list[DeletedCheckpoint]) -> None:
     """The events of a restore or a rewind: the branch now current, and what it deleted."""
     gone = [d.id for d in deleted]
     events.branch_changed(
@@ -237,7 +235,7 @@ def _announce(
 
 
 @transaction.atomic
-def branch_rewind(*, branch: InternalSession, position: int) -> list[DeletedCheckpoint]:
+def branch_rewind(*, branch: Branch, position: int) -> list[DeletedCheckpoint]:
     """Cut a branch back to its first `position` messages (which must be its own to cut)."""
     if isinstance(position, bool) or not isinstance(position, int):
         raise InvalidInput("The rewind position must be a whole number.")
@@ -245,8 +243,8 @@ def branch_rewind(*, branch: InternalSession, position: int) -> list[DeletedChec
         raise RewindOutOfRange("Cannot rewind below the start of the conversation.")
     lock_session(branch.session_id)
     try:
-        locked = InternalSession.objects.select_for_update().get(pk=branch.pk)
-    except InternalSession.DoesNotExist:
+        locked = Branch.objects.select_for_update().get(pk=branch.pk)
+    except Branch.DoesNotExist:
         raise BranchNotFound() from None
     deleted = _rewind_locked(locked, position, None)
     branch.refresh_from_db()
@@ -259,7 +257,7 @@ def checkpoint_restore(
     *,
     checkpoint: Checkpoint,
     mode: str = "branch",
-    session: ExternalSession | None = None,
+    session: Session | None = None,
 ) -> RestoreResult:
     """Restore a checkpoint.
 
@@ -290,7 +288,7 @@ def checkpoint_restore(
     except Checkpoint.DoesNotExist:
         raise CheckpointNotFound("That checkpoint no longer exists.") from None
     source = current.branch
-    was_current = InternalSession.objects.filter(session_id=session_id, is_current=True).first()
+    was_current = Branch.objects.filter(session_id=session_id, is_current=True).first()
     ledger = irreversible_effects(current, mode=mode, current=was_current)
     if mode == "rewind":
         deleted = _rewind_locked(
@@ -298,7 +296,7 @@ def checkpoint_restore(
         )
         if ledger:
             meta = {**(source.metadata or {}), "left_behind": left_behind(ledger)}
-            InternalSession.objects.filter(pk=source.pk).update(metadata=meta)
+            Branch.objects.filter(pk=source.pk).update(metadata=meta)
             source.metadata = meta
         _announce(source, current.pk, deleted)
         return RestoreResult(
@@ -310,7 +308,7 @@ def checkpoint_restore(
     new = branch_fork(
         branch=source,
         position=current.message_count,
-        forked_from=current,
+        forked_from_id=current.pk,
         session_state=current.session_state,
         file_mark=current.files_mark,
         metadata=why,
@@ -322,8 +320,8 @@ def checkpoint_cleanup_auto(
     *,
     keep_latest: int,
     older_than: datetime | None = None,
-    branch: InternalSession | None = None,
-    session: ExternalSession | None = None,
+    branch: Branch | None = None,
+    session: Session | None = None,
     on_session: Callable[[int, list[int]], None] | None = None,
 ) -> int:
     """Delete the automatic checkpoints retention may delete (`auto_checkpoints_beyond`: past

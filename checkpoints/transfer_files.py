@@ -29,17 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import InvalidInput, TooLarge
 from core.validation import clean_past_time
 from sessions_app.errors import ImportRejected, ImportTooLarge
-from sessions_app.models import (
-    WORKSPACE_PATH_MAX,
-    Checkpoint,
-    ExternalSession,
-    FileVersion,
-    InternalSession,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Session
+from workspace.models import WORKSPACE_PATH_MAX, FileVersion, WorkspaceBlob
 from workspace.nfc import nfc_renames
 from workspace.quota import QuotaExceeded, quota_check
 from workspace.validation import clean_content, clean_path, max_files, sha256_of
+
+from .models import Checkpoint
 
 
 class FileVersionDoc(BaseModel):
@@ -76,7 +72,7 @@ class FilesExport:
         return None if mark is None else bisect_right(self.ids, mark)
 
 
-def files_export(session: ExternalSession) -> FilesExport:
+def files_export(session: Session) -> FilesExport:
     """The session's file versions in the order written and the contents they use, once each."""
     rows = list(
         FileVersion.objects.filter(branch__session=session)
@@ -290,9 +286,9 @@ def _aware(value: datetime | None) -> datetime | None:
 
 def files_import(
     *,
-    session: ExternalSession,
+    session: Session,
     files: FilesDoc | None,
-    branches: list[tuple[InternalSession, int | None]],
+    branches: list[tuple[Branch, int | None]],
     checkpoints: list[tuple[Checkpoint, int]],
     branch_ids: dict[int, int],
 ) -> None:
@@ -350,7 +346,7 @@ def files_import(
     for b, n in branches:
         if n is not None:
             b.fork_file_mark = mark(n)
-    InternalSession.objects.bulk_update(forked, ["fork_file_mark"], batch_size=100)
+    Branch.objects.bulk_update(forked, ["fork_file_mark"], batch_size=100)
     for c, n in checkpoints:
         c.files_mark = mark(n)
     Checkpoint.objects.bulk_update([c for c, n in checkpoints if n], ["files_mark"], batch_size=100)

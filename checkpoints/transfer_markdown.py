@@ -21,7 +21,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import lineage_checkpoints
 from core.errors import InvalidInput
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession, Message
+from sessions_app.models import Message, Session
 from sessions_app.selectors import branch_history, current_branch
 
 SUMMARY_CHARS = 200  # of a tool's arguments and result, in its one line
@@ -85,7 +85,7 @@ def _message_block(message: Message) -> str:
     return f"{heading}\n\n{when}\n\n{_verbatim(message.content)}"
 
 
-def session_markdown(*, session: ExternalSession) -> str:
+def session_markdown(*, session: Session) -> str:
     """The session's current branch, oldest message first, as one Markdown document."""
     branch = current_branch(session)
     marks: defaultdict[int, list[Checkpoint]] = defaultdict(list)
@@ -115,13 +115,13 @@ def export_format(raw: str | None) -> str:
     return kind
 
 
-def export_filename(session: ExternalSession, extension: str) -> str:
+def export_filename(session: Session, extension: str) -> str:
     """The download's file name: the session's name, letters and digits only, and its id."""
     slug = "".join(c if c.isalnum() else "-" for c in session.session_name)[:60] or "session"
     return f"rollback-{slug}-{session.pk}.{extension}"
 
 
-def markdown_response(session: ExternalSession) -> HttpResponse:
+def markdown_response(session: Session) -> HttpResponse:
     """The Markdown document as a download (the page's and the API's answer alike)."""
     response = HttpResponse(
         session_markdown(session=session), content_type="text/markdown; charset=utf-8"

@@ -1,11 +1,15 @@
 """What every endpoint of the REST API shares: errors as {"detail": ...}, strict input,
-limit/offset pagination."""
+limit/offset pagination. The pagination is the pages' too: one rule for what an offset or a
+count may be (`non_negative`), one paginator for every API list (`Pagination`, through
+`paginate` and `paginate_range`), and one window for the pages' lists that load more as they
+scroll (`window`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
@@ -26,6 +30,15 @@ from core.errors import HTTP_STATUS, DomainError, InvalidInput, renderable
 # hold (a larger one would overflow the query).
 OFFSET_MAX = 2**53
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Sliceable(Protocol[T_co]):
+    """A list, or a queryset: what a window is cut from."""
+
+    def __getitem__(self, index: slice, /) -> Iterable[T_co]: ...
+
 
 class Pagination(LimitOffsetPagination):
     """`?limit=` (default 50; above 1000 is 1000) and `?offset=` (default 0). Each, when given,
@@ -37,11 +50,11 @@ class Pagination(LimitOffsetPagination):
     max_limit = 1000
 
     def get_limit(self, request: Request) -> int:
-        limit = _non_negative(request, self.limit_query_param)
+        limit = non_negative(request.query_params, self.limit_query_param)
         return self.default_limit if limit is None else min(limit, self.max_limit)
 
     def get_offset(self, request: Request) -> int:
-        offset = _non_negative(request, self.offset_query_param)
+        offset = non_negative(request.query_params, self.offset_query_param)
         if offset is not None and offset > OFFSET_MAX:
             raise InvalidInput(f"offset must be at most {OFFSET_MAX}.")
         return offset or 0
@@ -57,9 +70,10 @@ class Pagination(LimitOffsetPagination):
         return super().get_previous_link()
 
 
-def _non_negative(request: Request, name: str) -> int | None:
-    """A query parameter that is a non-negative integer (None when absent or empty)."""
-    raw = request.query_params.get(name)
+def non_negative(params: Mapping[str, Any], name: str) -> int | None:
+    """A parameter (of a query string or a form) that is a non-negative integer written in
+    digits (None when absent or empty); anything else is InvalidInput (a 400)."""
+    raw = params.get(name)
     if raw in (None, ""):
         return None
     if not (raw.isascii() and raw.isdigit()):
@@ -70,15 +84,38 @@ def _non_negative(request: Request, name: str) -> int | None:
 
 def paginate(
     view: APIView,
-    queryset: QuerySet[Any],
+    queryset: QuerySet[Any] | Sequence[Any],
     serializer: type[BaseSerializer[Any]],
     context: dict[str, Any] | None = None,
 ) -> Response:
-    """A list answer through DRF's paginator: the contract's count, next, previous, results."""
+    """A list answer through DRF's paginator: the contract's count, next, previous, results
+    (of a queryset, or of a list already read)."""
     paginator = Pagination()
     page = paginator.paginate_queryset(queryset, view.request, view=view)
-    data = serializer(page, many=True, context=context or {}).data
+    data = serializer(page or [], many=True, context=context or {}).data
     return paginator.get_paginated_response(data)
+
+
+def paginate_range(
+    view: APIView, *, count: int, rows: Callable[[int, int], Sequence[Any]]
+) -> Response:
+    """A list answer of a list whose length is known and whose rows are read by range
+    (`rows(start, end)`, already in their answer's shape): a history, whose positions are
+    dense, needs no COUNT(*) and no serializer per value."""
+    paginator = Pagination()
+    request = view.request
+    paginator.limit = limit = paginator.get_limit(request)
+    paginator.offset = offset = paginator.get_offset(request)
+    paginator.count = count
+    paginator.request = request
+    return paginator.get_paginated_response(list(rows(offset, offset + limit)))
+
+
+def window(items: Sliceable[T], *, offset: int, size: int) -> tuple[list[T], bool]:
+    """The `size` items from `offset` of a list that loads more as it scrolls (the pages'), and
+    whether more follow: one row more is read, never a COUNT(*)."""
+    rows = list(items[offset : offset + size + 1])
+    return rows[:size], len(rows) > size
 
 
 def body_fingerprint(data: object) -> str:

@@ -14,7 +14,9 @@ in the cache (`drops_total`, shown by /healthz).
   it names and says it again as a WARNING of this module; a process-local channel's buffer that
   overflows (its oldest message dropped) is counted too.
 - `InMemoryChannelLayer` is channels': `send` refusing a message (its `group_send` ignores that)
-  is counted.
+  is counted. Its queues belong to the event loop of the sockets that read them (the server's),
+  so a `group_send` made on any other loop (the publisher's, `core.bridge`) is handed to that
+  loop, in the order sent, and the layer's state is only ever touched there.
 """
 
 from __future__ import annotations
@@ -126,4 +128,18 @@ class RedisChannelLayer(_CountingSend, BaseRedisChannelLayer):  # type: ignore[m
 
 
 class InMemoryChannelLayer(_CountingSend, BaseInMemoryChannelLayer):  # type: ignore[misc]  # untyped
-    pass
+    # The loop of the last socket that joined a group: the web server's (in tests, the test's).
+    home: asyncio.AbstractEventLoop | None = None
+
+    async def group_add(self, group: str, channel: str) -> None:
+        self.home = asyncio.get_running_loop()
+        await super().group_add(group, channel)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        """On the sockets' loop: handed to it from any other (not waited for, so a caller that
+        holds that loop cannot wait for itself; the loop runs what it is handed in order)."""
+        home = self.home
+        if home is None or home.is_closed() or home is asyncio.get_running_loop():
+            await super().group_send(group, message)
+            return
+        asyncio.run_coroutine_threadsafe(super().group_send(group, message), home)

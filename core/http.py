@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import reswap, retarget
 
 from core.errors import HTTP_STATUS, DomainError
 
@@ -35,10 +36,7 @@ def notice(
     request: HttpRequest, text: str, *, status: int = 200, kind: str = "error"
 ) -> HttpResponse:
     html = render_to_string("core/_notice.html", {"text": text, "kind": kind}, request)
-    response = HttpResponse(html, status=status)
-    response["HX-Retarget"] = "#notices"
-    response["HX-Reswap"] = "innerHTML"
-    return response
+    return reswap(retarget(HttpResponse(html, status=status), "#notices"), "innerHTML")
 
 
 def domain_errors(

@@ -1,5 +1,5 @@
 """A doorbell per turn, for the code that waits on a turn: `"wait": true` (web.api) waits for its
-end, a turn paused for an approval (agents.approval) waits for the owner's answer.
+end, a turn paused for an approval (agents.approval_gate) waits for the owner's answer.
 
 `ring` is called by core.events for every event it sends; the events that end a wait (`RINGS`)
 ring the doorbell of their turn. `wait_until` waits for one of them, on every topology:

@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from sessions_app.models import Checkpoint, ExternalSession
+from checkpoints.models import Checkpoint
+from sessions_app.models import Session
 
 # The permission that lets a staff user see users' conversations in the admin and restore them
 # on their behalf (superusers have it as they have every permission).
@@ -32,9 +33,7 @@ class AuditRecord(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="governance_records"
     )
-    session = models.ForeignKey(
-        ExternalSession, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    session = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
     session_ref = models.PositiveBigIntegerField(help_text="The session's id, kept.")
     checkpoint = models.ForeignKey(
         Checkpoint, null=True, on_delete=models.SET_NULL, related_name="+"

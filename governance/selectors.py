@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
     from accounts.models import User
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
 NOTICES_SHOWN = 5
 
@@ -23,7 +23,7 @@ def may_govern(user: User | AnonymousUser) -> bool:
     return bool(user.is_active and user.is_staff and user.has_perm(GOVERN_PERMISSION))
 
 
-def admin_notices(session: ExternalSession) -> list[AuditRecord]:
+def admin_notices(session: Session) -> list[AuditRecord]:
     """What administrators did to the session that its owner has not dismissed, newest first
     (at most NOTICES_SHOWN): one query."""
     return list(
@@ -33,5 +33,5 @@ def admin_notices(session: ExternalSession) -> list[AuditRecord]:
     )
 
 
-def records_for_session(session: ExternalSession) -> QuerySet[AuditRecord]:
+def records_for_session(session: Session) -> QuerySet[AuditRecord]:
     return AuditRecord.objects.filter(session_ref=session.pk).order_by("-created_at", "-id")

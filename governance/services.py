@@ -32,7 +32,7 @@ from .selectors import may_govern
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
 
 class NoticeNotFound(NotFound):
@@ -61,7 +61,7 @@ def restore_on_behalf(
     checkpoint: Checkpoint,
     mode: str,
     reason: object,
-    session: ExternalSession | None = None,
+    session: Session | None = None,
 ) -> AuditRecord:
     """Restore `checkpoint` (mode "branch" or "rewind") for the session's owner, as `actor`
     with `reason`, and record it. With `session`, a checkpoint of another session is not found.
@@ -111,7 +111,7 @@ def restore_on_behalf(
 
 
 @transaction.atomic
-def admin_notice_dismiss(*, user: User | AnonymousUser, session: ExternalSession, pk: int) -> None:
+def admin_notice_dismiss(*, user: User | AnonymousUser, session: Session, pk: int) -> None:
     """The owner dismissed an administrator's notice: it goes from every open page of the
     session (the pages' own sockets are told; no event of the contract)."""
     if not user.is_authenticated or session.owner_id != user.pk:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.contrib.sessions.models import Session
+from django.contrib.sessions.models import Session as LoginSession
 from django.db import transaction
 from django.db.models import Model, Q
 
@@ -23,17 +23,10 @@ from core import events
 from governance.models import AuditRecord as GovernanceRecord
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
-from sessions_app.models import (
-    ExternalSession,
-    FileVersion,
-    InternalSession,
-    Message,
-    Summary,
-    Turn,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Message, Session, Summary, Turn
 from sessions_app.search import search_index_forget_deleted
 from sessions_app.services import session_delete
+from workspace.models import FileVersion, WorkspaceBlob
 
 from .audit import Outcome, Progress, Who, run_audited
 from .models import AuditRecord
@@ -45,7 +38,7 @@ if TYPE_CHECKING:
 def _login_sessions(user: User) -> Iterator[str]:
     """The keys of the browser logins (Django sessions) of `user`."""
     wanted = str(user.pk)
-    for session in Session.objects.iterator(chunk_size=2000):
+    for session in LoginSession.objects.iterator(chunk_size=2000):
         if session.get_decoded().get("_auth_user_id") == wanted:
             yield session.session_key
 
@@ -55,10 +48,10 @@ def _admin_log_about(user: User) -> Q:
     object's name)."""
     owned: list[tuple[type[Model], Iterable[int]]] = [
         (type(user), [user.pk]),
-        (ExternalSession, ExternalSession.objects.filter(owner=user).values_list("pk", flat=True)),
+        (Session, Session.objects.filter(owner=user).values_list("pk", flat=True)),
         (
-            InternalSession,
-            InternalSession.objects.filter(session__owner=user).values_list("pk", flat=True),
+            Branch,
+            Branch.objects.filter(session__owner=user).values_list("pk", flat=True),
         ),
         (
             Checkpoint,
@@ -77,8 +70,8 @@ def _admin_log_about(user: User) -> Q:
 def user_holdings(user: User) -> dict[str, int]:
     """How many rows of each kind are the user's: what an erasure deletes."""
     return {
-        "sessions": ExternalSession.objects.filter(owner=user).count(),
-        "branches": InternalSession.objects.filter(session__owner=user).count(),
+        "sessions": Session.objects.filter(owner=user).count(),
+        "branches": Branch.objects.filter(session__owner=user).count(),
         "messages": Message.objects.filter(branch__session__owner=user).count(),
         "summaries": Summary.objects.filter(last_message__branch__session__owner=user).count(),
         "checkpoints": Checkpoint.objects.filter(branch__session__owner=user).count(),
@@ -120,7 +113,7 @@ def _lock_user_and_sessions(user: User) -> list[int]:
     deleted meanwhile is simply not among them. Call inside the deleting transaction."""
     lock_user(user.pk)
     return list(
-        ExternalSession.objects.select_for_update()
+        Session.objects.select_for_update()
         .filter(owner=user)
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -134,7 +127,7 @@ def user_delete(*, user: User) -> None:
     erasure's lock order: a plain cascade would delete their sessions' rows before locking the
     sessions, and deadlock with a writer. Their open sockets close."""
     for session_id in _lock_user_and_sessions(user):
-        session_delete(session=ExternalSession(pk=session_id))
+        session_delete(session=Session(pk=session_id))
     type(user).objects.filter(pk=user.pk).delete()
     events.sockets_close_user(user=user.pk)
 
@@ -145,9 +138,9 @@ def _erase(user: User, progress: Progress) -> None:
     logins = list(_login_sessions(user))
     LogEntry.objects.filter(_admin_log_about(user)).delete()
     for session_id in sessions:
-        session_delete(session=ExternalSession(pk=session_id))
+        session_delete(session=Session(pk=session_id))
         progress()
-    Session.objects.filter(session_key__in=logins).delete()
+    LoginSession.objects.filter(session_key__in=logins).delete()
     # Records of runs this user started by hand keep the run, not the name.
     AuditRecord.objects.filter(actor=user).update(actor=None, actor_name="")
     # So do the restores an administrator made on users' behalf (governance); the records about

@@ -36,7 +36,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from checkpoints.models import Checkpoint
-from sessions_app.models import ExternalSession, FileVersion, Message, Turn, WorkspaceBlob
+from sessions_app.models import Message, Session, Turn
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.quota import Quota, user_quota
 
 from .models import AuditRecord
@@ -173,7 +174,7 @@ class Usage:
 def site_totals() -> Totals:
     return Totals(
         users=User.objects.count(),
-        sessions=ExternalSession.objects.count(),
+        sessions=Session.objects.count(),
         messages=Message.objects.count(),
         checkpoints=Checkpoint.objects.count(),
         database_bytes=database_size(),
@@ -194,10 +195,10 @@ def users_by_storage(*, page: int = 1) -> tuple[list[UserUsage], bool]:
             ),
             file_versions=_count_per_user(FileVersion, owner),
             storage=F("message_bytes") + F("checkpoint_bytes") + F("file_bytes"),
-            session_count=_count_per_user(ExternalSession, "owner"),
+            session_count=_count_per_user(Session, "owner"),
             message_count=_count_per_user(Message, owner),
             last_activity=_per_user(
-                ExternalSession.objects.all(), "owner", Max("updated_at"), DateTimeField()
+                Session.objects.all(), "owner", Max("updated_at"), DateTimeField()
             ),
         )
         .order_by("-storage", "pk")

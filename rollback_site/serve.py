@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
 
     start_in_process_recovery()
     # AGENT_MCP_SERVERS into the admin's rows now, not at the first turn (agents.mcp).
-    from agents.mcp import mcp_servers_ensure
+    from agents.mcp.services import mcp_servers_ensure
 
     mcp_servers_ensure()
     args = sys.argv[1:] if argv is None else argv

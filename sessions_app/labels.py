@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .models import ExternalSession, InternalSession
+from .models import Branch, Session
 
 
-def _origin(branch: InternalSession, root_number: int) -> str:
+def _origin(branch: Branch, root_number: int) -> str:
     if branch.parent_id is None:
         return "main" if root_number == 1 else f"new start {root_number}"
     metadata = branch.metadata if isinstance(branch.metadata, dict) else {}
@@ -31,7 +31,7 @@ def _origin(branch: InternalSession, root_number: int) -> str:
     return f"from message {branch.fork_position}"
 
 
-def default_labels(branches: Iterable[InternalSession]) -> dict[int, str]:
+def default_labels(branches: Iterable[Branch]) -> dict[int, str]:
     """The default label of each of a session's branches (all of them: a label depends on its
     siblings). Load them with `select_related("forked_from")` to spare a query per fork."""
     ordered = sorted(branches, key=lambda b: (b.created_at, b.pk))
@@ -50,21 +50,21 @@ def default_labels(branches: Iterable[InternalSession]) -> dict[int, str]:
     return labels
 
 
-def branch_labels(branches: Iterable[InternalSession]) -> dict[int, str]:
+def branch_labels(branches: Iterable[Branch]) -> dict[int, str]:
     """Each branch's name, or its default label when it has none."""
     branches = list(branches)
     defaults = default_labels(branches)
     return {b.pk: b.name or defaults[b.pk] for b in branches}
 
 
-def session_branch_labels(session: ExternalSession | int) -> dict[int, str]:
+def session_branch_labels(session: Session | int) -> dict[int, str]:
     """The labels of every branch of a session: one query."""
     session_id = session if isinstance(session, int) else session.pk
-    branches = InternalSession.objects.filter(session_id=session_id).select_related("forked_from")
+    branches = Branch.objects.filter(session_id=session_id).select_related("forked_from")
     return branch_labels(branches)
 
 
-def branch_label(branch: InternalSession) -> str:
+def branch_label(branch: Branch) -> str:
     """What to call one branch: one query (its session's branches)."""
     if branch.name:
         return branch.name

@@ -38,7 +38,7 @@ from django.db.models.expressions import RawSQL
 from core.errors import InvalidInput
 from core.validation import SEARCH_MAX_LENGTH, clean_search
 
-from .models import ExternalSession, InternalSession, Message
+from .models import Branch, Message, Session
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def messages_matching(query: str) -> QuerySet[Message]:
     return Message.objects.filter(condition)
 
 
-def search_sessions(sessions: QuerySet[ExternalSession], query: str) -> QuerySet[ExternalSession]:
+def search_sessions(sessions: QuerySet[Session], query: str) -> QuerySet[Session]:
     """Those of `sessions` whose name or session key holds every word of `query` (each word in
     one or the other), or one of whose messages matches it, each with `hit_message_id` (its
     newest matching message, or None when only the name matched); all of them for an empty
@@ -192,7 +192,7 @@ def snippet(text: str, query: str, *, width: int = SNIPPET_CHARS) -> list[Snippe
     return parts
 
 
-def hit_snippets(sessions: list[ExternalSession], query: str) -> dict[int, list[SnippetPart]]:
+def hit_snippets(sessions: list[Session], query: str) -> dict[int, list[SnippetPart]]:
     """The snippet of each session's matching message (search_sessions' `hit_message_id`), by
     session id: one query for the messages of the sessions shown."""
     ids = [getattr(s, "hit_message_id", None) for s in sessions]
@@ -208,9 +208,7 @@ def hit_snippets(sessions: list[ExternalSession], query: str) -> dict[int, list[
     }
 
 
-def search_history(
-    branch: InternalSession, lineage: list[tuple[int, int]], query: str
-) -> list[Message]:
+def search_history(branch: Branch, lineage: list[tuple[int, int]], query: str) -> list[Message]:
     """The messages of a branch's history (`lineage`: selectors.branch_lineage) that match
     `query`, newest first, at most CONVERSATION_HITS."""
     if not search_terms(query) or not lineage:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .models import InternalSession, Message
+from .models import Branch, Message
 
 
 @dataclass(frozen=True)
@@ -32,17 +32,17 @@ class Versions:
 
 
 class _Tree:
-    def __init__(self, branches: Iterable[InternalSession]) -> None:
+    def __init__(self, branches: Iterable[Branch]) -> None:
         self.by_id = {b.pk: b for b in branches}
         self.order = sorted(self.by_id.values(), key=lambda b: (b.created_at, b.pk))
 
-    def root_at(self, branch: InternalSession, position: int) -> int:
+    def root_at(self, branch: Branch, position: int) -> int:
         """The highest branch with the same history below `position`."""
         while branch.parent_id in self.by_id and branch.fork_position >= position:
             branch = self.by_id[branch.parent_id]
         return branch.pk
 
-    def owner_at(self, branch: InternalSession, position: int) -> int | None:
+    def owner_at(self, branch: Branch, position: int) -> int | None:
         """The branch holding the message at `position` of `branch`'s history, if it has one."""
         if position >= branch.message_count:
             return None
@@ -51,12 +51,12 @@ class _Tree:
         return branch.pk
 
     @staticmethod
-    def owns(branch: InternalSession, position: int) -> bool:
+    def owns(branch: Branch, position: int) -> bool:
         return branch.fork_position <= position < branch.message_count
 
 
 def message_versions(
-    branches: Iterable[InternalSession], history: Sequence[Message], *, current: int
+    branches: Iterable[Branch], history: Sequence[Message], *, current: int
 ) -> dict[int, Versions]:
     """For the messages of `history` (a slice of the current branch's history, oldest first) that
     have other versions: the message that shows the switcher (by id) and its versions. The

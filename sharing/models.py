@@ -16,7 +16,7 @@ from django.db import models
 from django.utils import timezone
 
 from core.validation import time_in_range
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Branch, Session
 
 if TYPE_CHECKING:
     from sessions_app.models import AnyUser
@@ -34,14 +34,10 @@ class ShareLink(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="share_links"
     )
-    session = models.ForeignKey(
-        ExternalSession, on_delete=models.CASCADE, related_name="share_links"
-    )
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="share_links")
     # A branch deleted (a rewind that discards the part it was forked from, the session's
     # deletion) takes its links with it.
-    branch = models.ForeignKey(
-        InternalSession, on_delete=models.CASCADE, related_name="share_links"
-    )
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="share_links")
     # The checkpoint it was shared up to, if any; its point stays in message_count when the
     # checkpoint is deleted.
     checkpoint = models.ForeignKey(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from django.db.models import F, Q, QuerySet
 
 from sessions_app.labels import branch_labels
-from sessions_app.models import InternalSession, Message
+from sessions_app.models import Branch, Message
 from sessions_app.selectors import branch_lineage, parse_pk
 
 from .errors import ShareNotFound
@@ -74,8 +74,8 @@ def share_labels(shares: Iterable[ShareLink]) -> dict[int, str]:
     sessions = {share.session_id for share in shares}
     if not sessions:
         return {}
-    by_session: dict[int, list[InternalSession]] = defaultdict(list)
-    rows = InternalSession.objects.filter(session_id__in=sessions).select_related("forked_from")
+    by_session: dict[int, list[Branch]] = defaultdict(list)
+    rows = Branch.objects.filter(session_id__in=sessions).select_related("forked_from")
     for branch in rows:
         by_session[branch.session_id].append(branch)
     labels: dict[int, str] = {}

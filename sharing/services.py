@@ -13,7 +13,7 @@ from accounts.services import lock_user
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import lineage_checkpoints
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import InternalSession, Message
+from sessions_app.models import Branch, Message
 from sessions_app.services import lock_session
 
 from .errors import CheckpointNotInBranch, ShareLimitReached
@@ -33,7 +33,7 @@ def share_limit_check(*, owner: User) -> None:
 
 @transaction.atomic
 def share_create(
-    *, owner: User, branch: InternalSession, checkpoint: Checkpoint | None = None
+    *, owner: User, branch: Branch, checkpoint: Checkpoint | None = None
 ) -> tuple[ShareLink, str]:
     """A link to `branch`'s history as it stands now, or up to `checkpoint` (one of the points
     of that history: its own checkpoints, or its ancestors' before the fork), and the token of
@@ -44,10 +44,8 @@ def share_create(
     share_limit_check(owner=owner)
     lock_session(branch.session_id)
     try:
-        branch = InternalSession.objects.select_related("session").get(
-            pk=branch.pk, session__owner=owner
-        )
-    except InternalSession.DoesNotExist:
+        branch = Branch.objects.select_related("session").get(pk=branch.pk, session__owner=owner)
+    except Branch.DoesNotExist:
         raise BranchNotFound() from None
     count = branch.message_count
     if checkpoint is not None:

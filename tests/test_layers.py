@@ -1,8 +1,9 @@
 """The packages depend one way (pyproject.toml's import-linter layers, docs/architecture.md).
 
 import-linter sees imports; a model can also depend on another package through a relation named by
-a string label ("checkpoints.Checkpoint"), which no import shows. These hold that every relation of
-every model points at a class defined in its own package or in one below it.
+a string label ("checkpoints.Checkpoint"), which no import shows. Each table has one home, the
+package whose label it has; a relation by name may point up only where it is listed here, so a new
+one is a decision, not an accident.
 """
 
 from __future__ import annotations
@@ -41,20 +42,47 @@ def upward_relations() -> list[str]:
     return found
 
 
+# The relations by name that point up a layer: a branch's fork point and a turn's checkpoints are
+# checkpoints' rows, which sessions_app's code never imports (sessions_app.hooks).
+UPWARD = [
+    "sessions_app.models.branch.Branch.forked_from",
+    "sessions_app.models.turn.Turn.checkpoint",
+    "sessions_app.models.turn.Turn.rolled_back_to",
+]
+
+
 def test_the_layers_are_those_of_the_import_contract() -> None:
     assert LAYERS[-3:] == ["memories", "accounts", "core"]
-    assert LAYERS.index("checkpoints") < LAYERS.index("sessions_app")
+    assert LAYERS.index("checkpoints") < LAYERS.index("workspace") < LAYERS.index("sessions_app")
 
 
-def test_no_model_refers_to_a_model_of_a_higher_layer() -> None:
-    assert upward_relations() == []
+def test_only_the_listed_relations_point_to_a_higher_layer() -> None:
+    assert sorted(upward_relations()) == UPWARD
 
 
-def test_the_checkpoint_model_sits_with_the_branches_that_refer_to_it() -> None:
+def test_every_model_is_defined_in_the_package_whose_label_it_has() -> None:
+    misplaced = [
+        f"{model.__module__}.{model.__name__} ({model._meta.app_label})"
+        for model in apps.get_models()
+        if layer_of(model) is not None and model.__module__.split(".")[0] != model._meta.app_label
+    ]
+    assert misplaced == []
+
+
+def test_the_moved_models_keep_their_labels_and_tables() -> None:
     from checkpoints.models import Checkpoint
-    from sessions_app.models import Checkpoint as Defined
+    from workspace.models import FileVersion, WorkspaceBlob
 
-    assert Checkpoint is Defined
-    # Its label, table and migrations are where deployments have them.
-    assert Checkpoint._meta.label == "checkpoints.Checkpoint"
+    assert Checkpoint.__module__ == "checkpoints.models"
     assert Checkpoint._meta.db_table == "checkpoints_checkpoint"
+    assert FileVersion._meta.db_table == "workspace_fileversion"
+    assert WorkspaceBlob._meta.db_table == "workspace_workspaceblob"
+
+
+def test_the_renamed_models_keep_their_tables_and_seed_names() -> None:
+    from sessions_app.models import Branch, ExternalSession, InternalSession, Session  # seed name
+
+    assert ExternalSession is Session  # seed name
+    assert InternalSession is Branch  # seed name
+    assert Session._meta.db_table == "sessions_app_externalsession"
+    assert Branch._meta.db_table == "sessions_app_internalsession"

@@ -152,6 +152,19 @@ def test_a_log_level_that_is_no_level_is_refused(tmp_path):
     assert "ImproperlyConfigured: LOG_LEVEL='loud' is not valid" in result.stderr
 
 
+def test_a_bad_value_stops_the_start_naming_each_variable(tmp_path):
+    """Every variable is checked against its schema (rollback_site/settings/env.py) before anything
+    starts: an unknown boolean is no longer read as false, a word is no number."""
+    env = environment(tmp_path, DJANGO_DEBUG="maybe", ROLLBACK_WS_CATCH_UP_SECONDS="abc")
+    result = manage(env, "check")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DJANGO_DEBUG='maybe' is not valid: it must be 1, true" in (
+        result.stderr
+    )
+    assert "ROLLBACK_WS_CATCH_UP_SECONDS='abc' is not valid: it must be a number" in result.stderr
+    assert not (tmp_path / "secret_key").exists()
+
+
 def test_the_channel_layer_is_sized_for_a_web_process_inbox_and_counts_its_drops(tmp_path):
     # channels_redis checks its capacity against ONE inbox per web process, shared by all its
     # sockets: 100 streams (a piece every 20 ms each) queue some 5,000 messages a second.

@@ -1,20 +1,40 @@
-"""`"wait": true` on a served web process that also holds a socket of another session, as the
-deployment tests (tests/deploy/test_wait.py) and the embedded mode's (tests/web/api/
-test_wait_served.py) drive it.
+"""Waiting in tests.
 
-The measure is from the turn's end as the database recorded it (`finished_at`, written by
-whichever process ran the turn, on the same machine's clock) to the answer's arrival.
+`until`: a condition wait. No test waits a fixed time for something to happen; it waits until
+it has happened (a sleep stays only where elapsed time is what the test is about).
+
+`lags_of_waits_beside_a_socket`: `"wait": true` on a served web process that also holds a
+socket of another session, as the deployment tests (tests/deploy/test_wait.py) and the embedded
+mode's (tests/web/api/test_wait_served.py) drive it. The measure is from the turn's end as the
+database recorded it (`finished_at`, written by whichever process ran the turn, on the same
+machine's clock) to the answer's arrival.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 import httpx
 
 from tests.fakes.chat_server import Reply
+
+T = TypeVar("T")
+
+
+def until(check: Callable[[], T], what: str, timeout: float = 30.0, every: float = 0.01) -> T:
+    """Call `check` until it returns something true, and return that; fail naming `what` after
+    `timeout` seconds. The timeout only bounds a test that fails: one that passes goes on as soon
+    as the condition holds, so a slow machine makes no test fail."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}")
+        time.sleep(every)
+    return found
 
 
 def lags_of_waits_beside_a_socket(base_url: str, key: str, llm, count: int = 3) -> list[float]:

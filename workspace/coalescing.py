@@ -11,23 +11,27 @@ turn that fails and loses its writes never takes a person's write with it. With 
 deleting the previous version changes what no branch and no checkpoint shows, and the rewind's
 cut (checkpoints.rewinds) keeps or deletes the new version exactly as it would have the previous
 one. Each check is one index lookup; the writer holds the session's lock, so no checkpoint or
-fork comes in between.
+fork comes in between. The checkpoints' table is above this package: `version_needed` asks it
+through workspace.hooks, which checkpoints.apps registers.
 """
 
 from __future__ import annotations
 
 from django.db.models import Q
 
-from sessions_app.file_rows import blobs_collect
-from sessions_app.models import Checkpoint, FileVersion, InternalSession
+from sessions_app.models import Branch
+
+from .file_rows import blobs_collect
+from .hooks import checkpoint_holds
+from .models import FileVersion
 
 
 def version_needed(version_id: int, *, branch_id: int, position: int) -> bool:
     """Whether a checkpoint, a fork or a later position of `branch_id` tells the version
     `version_id` (written at `position`) from a version of its path written after it."""
-    if Checkpoint.objects.filter(branch_id=branch_id, files_mark__gte=version_id).exists():
+    if checkpoint_holds(branch_id=branch_id, version_id=version_id):
         return True
-    forks = InternalSession.objects.filter(parent_id=branch_id)
+    forks = Branch.objects.filter(parent_id=branch_id)
     if forks.filter(Q(fork_file_mark__isnull=True) | Q(fork_file_mark__gte=version_id)).exists():
         return True
     return FileVersion.objects.filter(

@@ -27,7 +27,8 @@ from django.conf import settings
 from django.db.models import Count, Sum
 
 from core.errors import TooLarge
-from sessions_app.models import FileVersion, WorkspaceBlob
+
+from .models import FileVersion, WorkspaceBlob
 
 
 class QuotaExceeded(TooLarge):

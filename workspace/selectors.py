@@ -1,7 +1,7 @@
 """Reads of a workspace: a branch's files as they stand, or as of a checkpoint, in one query.
 
 A branch's workspace is the newest version of each path along its lineage: its own versions,
-then its parent's up to the mark the branch was forked at (`InternalSession.fork_file_mark`),
+then its parent's up to the mark the branch was forked at (`Branch.fork_file_mark`),
 and so on up, each bound capped by the one below it. A checkpoint's workspace is the same read
 bounded by its `files_mark`. Version ids only grow (SQLite's AUTOINCREMENT, PostgreSQL's
 identity), so a mark taken once keeps meaning the same set of versions.
@@ -14,17 +14,36 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import Max
 
-from sessions_app.models import Checkpoint, FileVersion, InternalSession, WorkspaceBlob
-from sessions_app.selectors import file_mark, fork_mark
+from sessions_app.models import Branch
 
 from .errors import FileNotFoundInWorkspace
+from .models import FileVersion, WorkspaceBlob
 from .validation import clean_path
-
-__all__ = ["file_mark", "fork_mark"]  # the marks are read where the forks are made
 
 # Past any version id: "everything so far" (a BIGINT on both databases).
 UNBOUNDED = 2**62
+
+
+def file_mark() -> int:
+    """The workspace mark of "every file version written so far": the newest version's id (0:
+    none yet), one index lookup. A checkpoint keeps it (`Checkpoint.files_mark`); see
+    this module's docstring for how a mark bounds a workspace."""
+    return int(FileVersion.objects.aggregate(m=Max("id"))["m"] or 0)
+
+
+def fork_mark(branch: Branch, position: int) -> int:
+    """The mark a branch forked from `branch` at message `position` without a checkpoint (an
+    edit, a regeneration) sees: every version written on `branch` at a position at most
+    `position` (before the message at `position` was answered), none written later."""
+    later = (
+        FileVersion.objects.filter(branch=branch, position__gt=position)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return file_mark() if later is None else later - 1
 
 
 @dataclass(frozen=True)
@@ -41,7 +60,7 @@ class WorkspaceFile:
 
 def _sql(with_prefix: bool) -> str:
     q = connection.ops.quote_name
-    branches = q(InternalSession._meta.db_table)
+    branches = q(Branch._meta.db_table)
     versions = q(FileVersion._meta.db_table)
     blobs = q(WorkspaceBlob._meta.db_table)
     prefix = "AND (v.path = %s OR v.path LIKE %s ESCAPE '!')" if with_prefix else ""
@@ -74,7 +93,7 @@ def _like_prefix(path: str) -> str:
 
 
 def workspace_files(
-    branch: InternalSession, *, mark: int | None = None, path: str | None = None
+    branch: Branch, *, mark: int | None = None, path: str | None = None
 ) -> list[WorkspaceFile]:
     """The branch's files (as of `mark`, else as they stand), sorted by path; with `path`, only
     that file or the files under that folder. One query, whatever the lineage's depth."""
@@ -95,13 +114,8 @@ def workspace_files(
     return out
 
 
-def checkpoint_files(checkpoint: Checkpoint) -> list[WorkspaceFile]:
-    """The workspace as the checkpoint captured it."""
-    return workspace_files(checkpoint.branch, mark=checkpoint.files_mark)
-
-
 def workspace_file(
-    branch: InternalSession, path: Any, *, mark: int | None = None
+    branch: Branch, path: Any, *, mark: int | None = None
 ) -> tuple[WorkspaceFile, str]:
     """One file and its content (FileNotFoundInWorkspace when the branch has none there)."""
     clean = clean_path(path)

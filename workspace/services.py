@@ -10,7 +10,7 @@ across their sessions), then the session's lock, then the branch's row
 ordered with checkpoints, forks and rewinds, and the quotas it checks (workspace.quota) cannot be
 passed by two writes at once. A write by a turn's agent names the turn: it is refused once the
 turn is no longer that worker's (cancelled, failed, taken over), and dropped with the turn's tool
-messages when the turn does not end `done` (sessions_app.captures.turn_writes_drop, called
+messages when the turn does not end `done` (checkpoints.captures.turn_writes_drop, called
 where sessions_app.turns ends it).
 """
 
@@ -26,12 +26,13 @@ from core import events
 from core.errors import Conflict
 from core.validation import JSONObject, clean_metadata
 from sessions_app.errors import BranchNotFound, SessionNotFound
-from sessions_app.file_rows import blobs_collect, versions_delete
-from sessions_app.models import ExternalSession, FileVersion, InternalSession, Turn, WorkspaceBlob
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import lock_session
 
 from .coalescing import previous_version_coalesce, replaced_version
 from .errors import FileNotFoundInWorkspace, TooManyFiles
+from .file_rows import blobs_collect, versions_delete
+from .models import FileVersion, WorkspaceBlob
 from .quota import quota_check
 from .selectors import WorkspaceFile, workspace_files
 from .validation import clean_content, clean_path, max_files, sha256_of
@@ -61,9 +62,9 @@ class Written:
     created: bool  # a new path (else a new version of one that existed)
 
 
-def _locked_branch(branch: InternalSession, turn: Turn | None) -> InternalSession:
+def _locked_branch(branch: Branch, turn: Turn | None) -> Branch:
     lock_session(branch.session_id)
-    locked = InternalSession.objects.select_for_update().filter(pk=branch.pk).first()
+    locked = Branch.objects.select_for_update().filter(pk=branch.pk).first()
     if locked is None:
         raise BranchNotFound()
     if (
@@ -79,7 +80,7 @@ def _locked_branch(branch: InternalSession, turn: Turn | None) -> InternalSessio
 def _lock_owner(session_id: int) -> int:
     """Lock the session's owner's row (before the session's lock, as every writer does) and
     return their id."""
-    owner = ExternalSession.objects.filter(pk=session_id).values_list("owner_id", flat=True)
+    owner = Session.objects.filter(pk=session_id).values_list("owner_id", flat=True)
     owner_id = owner.first()
     if owner_id is None:
         raise SessionNotFound()
@@ -88,7 +89,7 @@ def _lock_owner(session_id: int) -> int:
 
 
 def _within_quota(
-    locked: InternalSession, owner_id: int, sha: str, size: int, *, adds_version: bool
+    locked: Branch, owner_id: int, sha: str, size: int, *, adds_version: bool
 ) -> WorkspaceBlob | None:
     """The session's blob of that content if it holds one already; QuotaExceeded when one more
     version (unless the write replaces one: coalescing) and, for a new content, its bytes
@@ -121,7 +122,7 @@ def _check_shape(files: list[WorkspaceFile], path: str) -> bool:
 @transaction.atomic
 def file_write(
     *,
-    branch: InternalSession,
+    branch: Branch,
     path: Any,
     content: Any,
     turn: Turn | None = None,
@@ -174,9 +175,7 @@ def file_write(
 
 
 @transaction.atomic
-def files_write_all(
-    *, branch: InternalSession, files: list[tuple[str, str]], by: str = "user"
-) -> int:
+def files_write_all(*, branch: Branch, files: list[tuple[str, str]], by: str = "user") -> int:
     """Write several files all or none (an upload): a refusal of any one (past
     WORKSPACE_MAX_FILES, a folder clash) rolls the earlier writes back, and their events are
     never sent. Returns how many were written."""
@@ -188,7 +187,7 @@ def files_write_all(
 @transaction.atomic
 def file_delete(
     *,
-    branch: InternalSession,
+    branch: Branch,
     path: Any,
     turn: Turn | None = None,
     by: str = "user",

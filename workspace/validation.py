@@ -11,9 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app.models import WORKSPACE_PATH_MAX
-
 from .errors import BadPath, BinaryContent, FileTooLarge
+from .models import WORKSPACE_PATH_MAX
 from .nfc import nfc
 
 SEGMENT_MAX = 120

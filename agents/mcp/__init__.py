@@ -4,22 +4,9 @@ agno 3.1's own MCP support (agno.tools.mcp) keeps one async session open per too
 its tools as coroutines; our turns run agno synchronously in a worker's thread, one agent per
 turn, and need each tool's effect and approval from its annotations: so the SDK is used directly
 (agents.mcp.client), and each tool becomes an agno Function with the server's own JSON schema
-(agents.mcp.tools). AGENT_MCP_SERVERS fills the admin's rows (agents.mcp.config, .services).
+(agents.mcp.toolset). AGENT_MCP_SERVERS fills the admin's rows (agents.mcp.models: McpServer;
+agents.mcp.config, .services).
 The SDK is imported only when a turn has an enabled server to talk to: it takes a second or
-more to import, and most processes never need it.
+more to import, and most processes never need it. This package imports none of its modules:
+agents.models imports its model at start.
 """
-
-from __future__ import annotations
-
-from .config import configured_servers
-from .services import mcp_server_save, mcp_servers_ensure, mcp_servers_sync
-from .tools import McpToolset, mcp_toolset
-
-__all__ = [
-    "McpToolset",
-    "configured_servers",
-    "mcp_server_save",
-    "mcp_servers_ensure",
-    "mcp_servers_sync",
-    "mcp_toolset",
-]

@@ -2,16 +2,14 @@
 
 Each listing and each call opens its own connection, with the server's headers on its own
 httpx client, and is bounded by AGENT_MCP_TIMEOUT. The agent's tools run synchronously in the
-worker's thread (agno runs sync tools there), so every call here is driven by `run_sync`: a
-fresh event loop in this thread, or in a thread of its own when this thread already runs one
-(never the web server's loop). What fails is classified into a short reason that names neither
-the URL nor a header: both may carry secrets.
+worker's thread (agno runs sync tools there), so every call here goes through the one bridge
+(`core.bridge`), on the process's bridge loop (never the web server's). What fails is classified
+into a short reason that names neither the URL nor a header: both may carry secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
@@ -36,7 +34,9 @@ from mcp.types import (
     Tool,
 )
 
-from ..models import McpServer
+from core import bridge
+
+from .models import McpServer
 from .scrub import Scrubber, secrets_of
 
 T = TypeVar("T")
@@ -118,16 +118,6 @@ async def bounded(coro: Coroutine[Any, Any, T], seconds: float) -> T:
         raise McpFailure(reason_of(exc, seconds)) from None
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to its end from synchronous code, on a loop of its own."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 def list_tools(endpoints: list[Endpoint]) -> list[list[Tool] | McpFailure]:
     """Every server's tools, listed at once: each its tools or the reason it gave none."""
     seconds = timeout()
@@ -141,13 +131,17 @@ def list_tools(endpoints: list[Endpoint]) -> list[list[Tool] | McpFailure]:
     async def every() -> list[list[Tool] | McpFailure]:
         return list(await asyncio.gather(*(one(e) for e in endpoints)))
 
-    return run_sync(every())
+    return bridge.call(every)
 
 
 def call_tool(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> CallToolResult:
     """One call; McpFailure when the server could not be reached, timed out or refused it."""
     seconds = timeout()
-    result = run_sync(bounded(_call(endpoint, tool, arguments, seconds), seconds))
+
+    async def one() -> Any:
+        return await bounded(_call(endpoint, tool, arguments, seconds), seconds)
+
+    result = bridge.call(one)
     if not isinstance(result, CallToolResult):
         raise McpFailure(f"it answered with {type(result).__name__}, not a tool result")
     return result

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.validators import URLValidator
 
-from ..models import MCP_NAME_PATTERN
+from .models import MCP_NAME_PATTERN
 
 KEYS = frozenset({"name", "url", "headers", "approval", "enabled"})
 # A header's name as HTTP allows it (a token); its value must be one line.

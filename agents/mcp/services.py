@@ -9,8 +9,8 @@ import threading
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from ..models import McpServer
 from .config import McpServerEntry, configured_servers
+from .models import McpServer
 
 log = logging.getLogger(__name__)
 

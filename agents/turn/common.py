@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream
+from sessions_app.reply_stream import ReplyStream
 from sessions_app.turns import turn_fail, turn_keep_stopped
 
 from ..model import redact
@@ -51,7 +51,7 @@ class TurnRun:
     started: float = field(default_factory=time.monotonic)
     fit: Fit | None = None
     # How many of this attempt's tool calls have waited for approval: each is named by its
-    # place (agents.approval), so calls whose ids repeat are never taken for one another.
+    # place (agents.approval_gate), so calls whose ids repeat are never taken for one another.
     approval_calls: int = 0
 
 

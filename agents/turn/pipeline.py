@@ -15,7 +15,7 @@ from agno.run.agent import RunOutput
 
 from core import events, logs
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream
+from sessions_app.reply_stream import ReplyStream
 
 from ..context import overflowed
 from ..model import is_context_overflow, model_label

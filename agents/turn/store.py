@@ -15,7 +15,7 @@ from django.db import transaction
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core.errors import DomainError, InvalidInput
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import branch_set_state
 from sessions_app.turns import (
     CUT_NOTE,
@@ -130,8 +130,8 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None
                 turn=turn,
                 reply=answer.reply,
                 tools_used=answer.tools_used,
-                checkpoint=auto,
-                rolled_back_to=rolled_back_to,
+                checkpoint_id=auto.pk if auto is not None else None,
+                rolled_back_to_id=rolled_back_to.pk if rolled_back_to is not None else None,
                 metadata=dict(meta),
             ):
                 raise TurnTakenOver("This turn ended elsewhere before its answer was stored.")
@@ -142,7 +142,7 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None
         fail_turn(turn, str(exc), meta)
 
 
-def _save_state(run: TurnRun, branch: InternalSession, meta: TurnMeta) -> None:
+def _save_state(run: TurnRun, branch: Branch, meta: TurnMeta) -> None:
     try:
         branch_set_state(branch=branch, session_state=run.agent.persistent_state())
     except InvalidInput as exc:
@@ -152,9 +152,7 @@ def _save_state(run: TurnRun, branch: InternalSession, meta: TurnMeta) -> None:
         meta["state_not_saved"] = exc.message
 
 
-def _auto_checkpoint(
-    run: TurnRun, branch: InternalSession, tools_used: list[str]
-) -> Checkpoint | None:
+def _auto_checkpoint(run: TurnRun, branch: Branch, tools_used: list[str]) -> Checkpoint | None:
     """After a tool other than the checkpoint tools ran (when the session wants it)."""
     others = [name for name in tools_used if name not in run.agent.checkpoint_tools]
     if not others or not run.agent.auto_checkpoint:

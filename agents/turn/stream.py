@@ -1,11 +1,11 @@
 """Step 3, stream: run the agent and relay what the model says as it says it.
 
 Every model event reaches the browser through `relay` (text into the turn's reply stream, which
-numbers, coalesces, stores and publishes it as `message.delta`: sessions_app.stream; tool calls
-as `tool.started` / `tool.finished`, after the text before them has gone out); the store step's late
-additions (the cut-off note, tools agno refused to run) go out through the same helpers here.
-The run stops early, closing the model's stream, when the turn was cancelled or taken from
-this worker.
+numbers, coalesces, stores and publishes it as `message.delta`: sessions_app.reply_stream; tool
+calls as `tool.started` / `tool.finished`, after the text before them has gone out); the store
+step's late additions (the cut-off note, tools agno refused to run) go out through the same
+helpers here. The run stops early, closing the model's stream, when the turn was cancelled or
+taken from this worker.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from django.db import connection
 
 from core import events
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream
+from sessions_app.reply_stream import ReplyStream
 
 from .common import TurnRun
 from .surface import RunItem
@@ -75,7 +75,7 @@ def stream(run: TurnRun, messages: list[AgnoMessage]) -> Streamed:
 def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
     release_pooled_connection()  # the model may take seconds: the stream needs no database
     gate = run.agent.approvals
-    gate.begin(run)  # a call that needs approval pauses this turn (agents.approval)
+    gate.begin(run)  # a call that needs approval pauses this turn (agents.approval_gate)
     items = run.agent.stream(messages)
     try:
         for item in items:

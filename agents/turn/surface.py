@@ -14,10 +14,10 @@ from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunOutput, RunOutputEvent
 
 if TYPE_CHECKING:
-    from agents.mcp.tools import McpToolset
+    from agents.mcp.toolset import McpToolset
     from checkpoints.models import Checkpoint
     from core.events import Event
-    from sessions_app.models import ExternalSession, InternalSession, Turn
+    from sessions_app.models import Branch, Session, Turn
 
 # One item of a streamed run: an event (RunContent, ToolCallStarted, ToolCallCompleted,
 # RunError, ...) and, last, the run's RunOutput (`yield_run_output=True`).
@@ -45,7 +45,7 @@ class AgnoAgent(Protocol):
 
 
 class Gate(Protocol):
-    """Where the agent's calls that need approval wait (agents.approval.ApprovalGate): told the
+    """Where the agent's calls that need approval wait (agents.approval_gate.ApprovalGate): told the
     run they belong to, and each call's id as the stream sees it start."""
 
     # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).
@@ -63,8 +63,8 @@ class TurnAgent(Protocol):
     session and branch, its settings, the run's stream, the state its tools wrote and the
     rollback the model asked for."""
 
-    external_session: ExternalSession
-    internal_session: InternalSession
+    external_session: Session
+    internal_session: Branch
     auto_checkpoint: bool
     carry_out_rollbacks: bool
     checkpoint_tools: frozenset[str]
@@ -95,7 +95,7 @@ class TurnAgent(Protocol):
 
     def stream(self, messages: list[AgnoMessage]) -> Iterator[RunItem]: ...
 
-    def refresh_branch(self) -> InternalSession: ...
+    def refresh_branch(self) -> Branch: ...
 
     def persistent_state(self) -> dict[str, Any]: ...
 

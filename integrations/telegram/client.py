@@ -1,9 +1,9 @@
 """Telegram's Bot API, through python-telegram-bot: the one module that talks to Telegram.
 
 Every function is synchronous and safe from any thread (a request, a Celery task, the relay's
-sender thread). Inside, python-telegram-bot's async `Bot` runs on one event loop thread per
-process (a Celery prefork child gets its own: the loop is checked against the pid), one `Bot`
-per token and API URL, read from the settings at call time. The base URL is
+sender thread). Inside, python-telegram-bot's async `Bot` runs on the process's one bridge loop
+(`core.bridge`; a Celery prefork child gets its own, and makes its own bots), one `Bot` per token
+and API URL, read from the settings at call time. The base URL is
 `f"{settings.TELEGRAM_API_URL}/bot"`, so tests point it at a stand-in server.
 
 Failures: a 429 (`RetryAfter`) is waited out and retried (at most 3 tries, at most 60 s of
@@ -15,14 +15,12 @@ log lines of httpx (which python-telegram-bot uses) are redacted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 from typing import TypeVar
 
@@ -32,6 +30,7 @@ from telegram import constants
 from telegram import error as tg_error
 from telegram.request import HTTPXRequest
 
+from core import bridge
 from integrations.telegram.format import EMPTY_REPLY, Piece, render, split_plain
 
 __all__ = [
@@ -95,22 +94,20 @@ def _scrub(text: str) -> str:
     return text.replace(token, "<token>") if token else text
 
 
-# --- one loop per process ----------------------------------------------------------------------
+# --- one bot per token, on the bridge's loop ----------------------------------------------------
 
-_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
 _bots: dict[tuple[str, str], telegram.Bot] = {}
 _lock = threading.Lock()
 
 
-def _process_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _lock:
-        if _loop is None or _loop[0] != os.getpid() or _loop[1].is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="telegram-client", daemon=True).start()
-            _loop = (os.getpid(), loop)
-            _bots.clear()  # a forked child's bots belong to the parent's loop
-        return _loop[1]
+def _forget_bots_after_fork() -> None:
+    """A forked child's bots would use the parent's connections, on a loop it does not run."""
+    global _lock
+    _bots.clear()
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_bots_after_fork)
 
 
 def _bot() -> telegram.Bot:
@@ -133,18 +130,10 @@ def _bot() -> telegram.Bot:
 
 
 def _run(call: Callable[[telegram.Bot], Awaitable[T]]) -> T:
-    """One attempt of `call(bot)` on the process's loop, from any thread but that loop's."""
-    loop = _process_loop()
-    bot = _bot()
-
-    async def attempt() -> T:
-        return await call(bot)
-
-    future = asyncio.run_coroutine_threadsafe(attempt(), loop)
+    """One attempt of `call(bot)` on the bridge's loop, from any thread but that loop's."""
     try:
-        return future.result(timeout=CALL_TIMEOUT)
-    except FutureTimeout:
-        future.cancel()
+        return bridge.call(call, _bot(), timeout=CALL_TIMEOUT)
+    except TimeoutError:
         raise tg_error.TimedOut("no answer from Telegram in time") from None
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accounts.models import User
+from agents.agent_service import AgentService, branch_lines, counted
 from agents.context import left_behind_lines
 from agents.rollback_agent import RollbackAgent
-from agents.service import AgentService, branch_lines, counted
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from sessions_app.approvals import turn_approve
 from sessions_app.errors import NothingAwaitsApproval
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 
 from .conversations import awaiting_turn, chat_session, chat_session_new
 
@@ -29,7 +29,7 @@ HELP = """Commands:
 Anything else is a message to the agent."""
 
 
-def _agent(service: AgentService, session: ExternalSession) -> RollbackAgent:
+def _agent(service: AgentService, session: Session) -> RollbackAgent:
     agent = service.resume_agent(session.pk)
     if agent is None:  # deleted between the two reads
         raise CheckpointNotFound("This conversation was just deleted; send /new.")

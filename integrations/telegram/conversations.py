@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from sessions_app.keys import parse_session_key
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import Session, Turn
 from sessions_app.services import session_create, session_for_key, session_quota_check
 
 KEY_PREFIX = "agent:telegram:per-peer:"
@@ -29,7 +29,7 @@ def chat_of_key(key: str) -> int | None:
         return None
 
 
-def chat_session(*, user: User, chat_id: int) -> ExternalSession:
+def chat_session(*, user: User, chat_id: int) -> Session:
     """The chat's current conversation, made on first use."""
     return session_for_key(owner=user, session_key=session_key(chat_id))
 
@@ -48,7 +48,7 @@ def awaiting_turn(*, user: User, chat_id: int) -> Turn | None:
     )
 
 
-def chat_session_new(*, user: User, chat_id: int) -> ExternalSession:
+def chat_session_new(*, user: User, chat_id: int) -> Session:
     """Start a new conversation for the chat: the key leaves the session that holds it (which
     stays, with its branches and checkpoints, in the web app) for a new, empty session. Under
     the lock on the owner's row that every session creation takes (`session_quota_check`), so
@@ -59,5 +59,5 @@ def chat_session_new(*, user: User, chat_id: int) -> ExternalSession:
     name = f"{parse_session_key(key).default_name} · {timezone.localtime():%Y-%m-%d %H:%M}"
     with transaction.atomic():
         session_quota_check(owner=user)
-        ExternalSession.objects.filter(owner=user, session_key=key).update(session_key="")
+        Session.objects.filter(owner=user, session_key=key).update(session_key="")
         return session_create(owner=user, name=name, session_key=key)

@@ -63,6 +63,48 @@
     };
   }
 
+  // --- This tab and what it shows ------------------------------------------------------------
+
+  // Every request of the chat page names its tab (the page's rendering: its socket knows it too)
+  // and what its panels show, so an answer that brings the page's new state (the refresh) keeps
+  // the reader's checkpoint filter, the checkpoints loaded and the open file, and the tab's own
+  // change makes its socket fetch nothing more (web/pages/tabs.py).
+  function pageTab() {
+    var holder = document.querySelector("[data-rollback-tab]");
+    return holder ? holder.getAttribute("data-rollback-tab") : "";
+  }
+  function valueOf(id) {
+    var node = document.getElementById(id);
+    return node && node.value ? node.value : "";
+  }
+  function checkpointView() {
+    var form = document.getElementById("checkpoint-filter");
+    var kind = form && form.elements.kind ? form.elements.kind.value : "all";
+    var scope = form && form.elements.scope ? form.elements.scope.value : "all";
+    return { kind: kind, scope: scope, shown: valueOf("checkpoint-shown") || "0" };
+  }
+  // What swaps.js compares an answer's checkpoint list with (its data-view).
+  window.rollbackListView = function () {
+    var view = checkpointView();
+    return view.kind + "|" + view.scope + "|" + view.shown;
+  };
+  document.addEventListener("htmx:configRequest", function (event) {
+    var tab = pageTab();
+    if (!tab) return;
+    var view = checkpointView();
+    var params = new URLSearchParams();
+    params.set("kind", view.kind);
+    params.set("scope", view.scope);
+    params.set("shown", view.shown);
+    var open = valueOf("file-open-path");
+    if (open) {
+      params.set("open", open);
+      params.set("open_sha", valueOf("file-open-sha"));
+    }
+    event.detail.headers["X-Rollback-Tab"] = tab;
+    event.detail.headers["X-Rollback-View"] = params.toString();
+  });
+
   // --- Scrolling -------------------------------------------------------------------------------
 
   function box() { return document.getElementById("messages"); }

@@ -1,4 +1,4 @@
-// Checkpoint markers in the conversation (checkpoints/_marker.html, placed by web/context.py).
+// Checkpoint markers in the conversation (checkpoints/_marker.html, placed by web/chat_state.py).
 //
 // 1. "Show in conversation" (a checkpoint of the panel): a marker already loaded is scrolled to,
 //    highlighted for a moment and focused, the panel's drawer closed on a narrow screen. A marker

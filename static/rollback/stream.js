@@ -62,9 +62,14 @@
     TD: ALIGN,
     CODE: /^language-[A-Za-z0-9_+#.\-]{1,32}$/,
   };
+  // The other attributes nh3 keeps, by tag (DOMPurify's ALLOWED_ATTR is for every tag).
+  var ATTRS = { A: ["href", "title"] };
   var purify = window.DOMPurify();
   purify.addHook("uponSanitizeAttribute", function (node, data) {
-    if (data.attrName !== "class") return;
+    if (data.attrName !== "class") {
+      if ((ATTRS[node.nodeName] || []).indexOf(data.attrName) < 0) data.keepAttr = false;
+      return;
+    }
     var allowed = CLASSES[node.nodeName];
     if (!allowed || !allowed.test(data.attrValue)) data.keepAttr = false;
   });

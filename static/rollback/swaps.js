@@ -9,30 +9,14 @@
 //    holder, its answer swapped in as usual.
 // 2. A streamed piece (or a running tool's line) that arrives once its bubble is already final
 //    has nothing to go to: it is dropped before htmx tries.
-// 3. The reader's own request for a region (the checkpoint list's filter) makes a live fetch of
-//    that region still out stale: asked before, with the old filter, its answer could land after
-//    the reader's and undo it. It is dropped like a replaced one's (not aborted: an abort is an
-//    error on the console).
+// 3. A refresh's checkpoint list (and its count of rows) was made for the view the page had
+//    when it asked (data-view: the filter and how many rows were loaded). When the reader has
+//    chosen another filter or loaded older checkpoints since, it is not swapped in: it would
+//    undo what they just did (their own answer brings the list they asked for).
 (function () {
   "use strict";
 
   var waiting = new Set(); // elements whose request is out
-  var stale = new Set(); // live fetches out whose region the reader has asked for since
-  function targetOf(elt) {
-    var selector = elt.getAttribute && elt.getAttribute("hx-target");
-    if (!selector || selector.charAt(0) !== "#") return null;
-    return document.getElementById(selector.slice(1));
-  }
-  document.addEventListener("htmx:beforeRequest", function (event) {
-    var elt = event.detail && event.detail.elt;
-    var target = event.detail && event.detail.target;
-    if (!elt || !target || (elt.hasAttribute && elt.hasAttribute("data-live-fetch"))) return;
-    waiting.forEach(function (other) {
-      if (other !== elt && other.hasAttribute("data-live-fetch") && targetOf(other) === target) {
-        stale.add(other);
-      }
-    });
-  });
   var answering = null; // the element whose answer is being swapped in now
   document.addEventListener("htmx:beforeRequest", function (event) {
     if (event.detail && event.detail.elt) waiting.add(event.detail.elt);
@@ -42,7 +26,7 @@
     // A live fetch replaced by a newer one: its answer is older than the newer one's, so it is
     // not swapped in at all (it would undo, say, "Show older" clicked meanwhile).
     if (elt && elt.hasAttribute && elt.hasAttribute("data-live-fetch") &&
-        (elt.hasAttribute("data-kept-waiting") || stale.has(elt))) {
+        elt.hasAttribute("data-kept-waiting")) {
       event.detail.shouldSwap = false;
       return;
     }
@@ -53,7 +37,6 @@
     var elt = event.detail && event.detail.elt;
     if (!elt) return;
     waiting.delete(elt);
-    stale.delete(elt);
     if (elt.hasAttribute && elt.hasAttribute("data-kept-waiting")) elt.remove();
   });
 
@@ -94,6 +77,18 @@
         holder().appendChild(elt);
       }
     });
+  });
+
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || (target.id !== "checkpoint-list" && target.id !== "checkpoint-shown")) return;
+    var fragment = event.detail.fragment;
+    var fresh = fragment && fragment.querySelector ? fragment.querySelector("#" + target.id) : null;
+    fresh = fresh || (fragment && fragment.firstElementChild);
+    var made = fresh && fresh.getAttribute ? fresh.getAttribute("data-view") : null;
+    if (made && window.rollbackListView && made !== window.rollbackListView()) {
+      event.detail.shouldSwap = false;
+    }
   });
 
   var PIECE = /^\s*<div id="(turn-\d+-(?:body|tools))" hx-swap-oob="beforeend">[\s\S]*<\/div>\s*$/;

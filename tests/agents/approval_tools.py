@@ -35,7 +35,7 @@ def slow_send_email(to: str, subject: str) -> str:
 
 
 def pause(turn, tool_call_id: str, args: dict, *, tool_name: str = "send_email", call: int = 1):
-    """Pause a claimed turn on a call, as its worker's gate does (agents.approval): True when
+    """Pause a claimed turn on a call, as its worker's gate does (agents.approval_gate): True when
     it paused."""
     from sessions_app.approvals import pending_call, turn_await_approval
 

@@ -12,7 +12,7 @@ from agents.service import AgentService
 from agents.tools import FILE_TOOLS, TODO_TOOLS
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_set_state, session_create
 from tests.conftest import say
@@ -115,7 +115,7 @@ def test_handle_agent_response_reports_the_request_and_rollback_to_checkpoint_ca
     assert service.handle_agent_response(agent, None) is True
     assert service.handle_agent_response(agent, None) is True  # it only looks
     assert current_branch(session).pk == branch.pk
-    assert InternalSession.objects.filter(session=session).count() == 1
+    assert Branch.objects.filter(session=session).count() == 1
     new_agent = service.rollback_to_checkpoint(
         session.pk, agent.session_state.get("rollback_checkpoint_id")
     )
@@ -166,7 +166,7 @@ def test_service_rollback_to_an_unknown_or_foreign_checkpoint_is_none(alice, ses
     service = AgentService(user=alice)
     assert service.rollback_to_checkpoint(session.pk, 999_999) is None
     assert service.rollback_to_checkpoint(session.pk, foreign.pk) is None
-    assert InternalSession.objects.filter(session=session).count() == 1
+    assert Branch.objects.filter(session=session).count() == 1
     with pytest.raises(ValueError, match="not found"):
         service.rollback_to_checkpoint(999_999, foreign.pk)
 
@@ -376,7 +376,7 @@ def test_seed_rollback_flow_line_by_line(alice, session):
     agent.create_checkpoint("after-variables")
     agent.run("Now explain functions")
     checkpoint = Checkpoint.objects.get(checkpoint_name="after-variables")
-    branches_before = set(InternalSession.objects.values_list("pk", flat=True))
+    branches_before = set(Branch.objects.values_list("pk", flat=True))
 
     response = agent.run(f"Rollback to checkpoint {checkpoint.pk}")
     if service.handle_agent_response(agent, response):
@@ -388,7 +388,7 @@ def test_seed_rollback_flow_line_by_line(alice, session):
     assert agent.last_turn.tools_used == ["rollback_to_checkpoint_tool"]
     assert checkpoint_id == checkpoint.pk
     assert new_agent is not None
-    made = set(InternalSession.objects.values_list("pk", flat=True)) - branches_before
+    made = set(Branch.objects.values_list("pk", flat=True)) - branches_before
     assert made == {new_agent.internal_session.pk}  # one restore, not two
     assert new_agent.internal_session.forked_from_id == checkpoint.pk
     assert current_branch(session).pk == new_agent.internal_session.pk

@@ -3,7 +3,6 @@ cancelled, the wait times out, or its worker dies and another takes the turn ove
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -26,6 +25,7 @@ from sessions_app.turns import (
 from tests.agents import approval_tools
 from tests.agents.test_claims import _celery_worker, _embedded
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.waits import until
 
 # Real commits, as in a worker: the owner answers from another transaction.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -282,15 +282,6 @@ def test_tools_that_need_no_approval_run_without_a_pause(fake_llm, email_tool, s
 # --- the deployed shape: a Celery worker on Redis, or the embedded pool ----------------------
 
 
-def _until(check, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.postgres
 @pytest.mark.redis
 @pytest.mark.parametrize("runner", [_celery_worker, _embedded], ids=["celery", "embedded"])
@@ -303,15 +294,15 @@ def test_a_worker_pauses_and_an_answer_from_elsewhere_wakes_it(
     turn = turn_start(session=session, message="mail bob")
     with runner() as send:
         send(turn.pk)
-        assert _until(lambda: Turn.objects.get(pk=turn.pk).status == "awaiting_approval")
+        until(lambda: Turn.objects.get(pk=turn.pk).status == "awaiting_approval", "the wait")
         assert email_tool == []
         waiting = Turn.objects.get(pk=turn.pk)
         if answer == "approve":
             turn_approve(turn=waiting, tool_call_id="call_mail", approved=True)
         else:
             turn_cancel(turn=waiting)
-        assert _until(lambda: not Turn.objects.get(pk=turn.pk).is_active)
-        assert _until(lambda: Turn.objects.get(pk=turn.pk).status != "running")
+        until(lambda: not Turn.objects.get(pk=turn.pk).is_active, "the turn's end")
+        until(lambda: Turn.objects.get(pk=turn.pk).status != "running", "the turn's end")
     turn.refresh_from_db()
     if answer == "approve":
         assert turn.status == "done"

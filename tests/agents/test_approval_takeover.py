@@ -26,8 +26,17 @@ session = session_create(owner=owner, name="paused")
 turn = turn_start(session=session, message="mail bob")
 turn = turn_claim(turn_id=turn.pk, worker="a-process-that-died:1")
 pause(turn, "call_first", {"to": "bob@example.com", "subject": "hello"})
-Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+# Alive until the test's socket listens (STALE below): the takeover's events must reach it.
+Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() + timedelta(hours=1))
 print(session.pk, turn.pk)
+"""
+
+# The process that paused the turn dies: its heartbeat stops.
+STALE = """
+from datetime import timedelta
+from django.utils import timezone
+from sessions_app.models import Turn
+Turn.objects.filter(pk=%d).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
 """
 
 EMAIL = {"to": "bob@example.com", "subject": "hello"}
@@ -38,7 +47,6 @@ def served(llm, tmp_path):
     env = app_env(
         tmp_path / "var",
         llm.base_url,
-        AGENT_TURN_STALE_SECONDS="2",
         TURN_RECOVERY_SECONDS="1",
         AGENT_TOOLS="tests.agents.approval_tools.send_email",
         AGENT_APPROVAL_SECONDS="60",
@@ -65,6 +73,7 @@ def test_a_turn_paused_by_a_dead_process_is_taken_over_asked_again_and_approved(
     events: list[dict] = []
     url = base.replace("http://", "ws://") + f"/ws/v1/sessions/{session_id}/"
     with connect(url, additional_headers=auth, open_timeout=20) as ws:
+        services.manage(env, "shell", "-c", STALE % turn_id)
         deadline = time.monotonic() + 40
         while not any(e["type"] == "turn.finished" for e in events):
             assert time.monotonic() < deadline, events

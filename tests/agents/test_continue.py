@@ -20,7 +20,7 @@ from sessions_app.turns import CUT_NOTE
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Error, Reply
 from tests.web.api.conftest import bearer_client
-from web.context import conversation
+from web.chat_state import conversation
 
 pytestmark = pytest.mark.django_db
 

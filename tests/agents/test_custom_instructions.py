@@ -9,7 +9,7 @@ from accounts.services import preferences_update
 from agents.context import SUMMARY_MARKER
 from agents.instructions import owner_instructions
 from core.model_choice import INSTRUCTIONS_MAX_CHARS
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import current_branch
 from sessions_app.services import session_settings_update
 from tests.conftest import ask, grow
@@ -119,7 +119,7 @@ def test_instructions_too_long_for_a_tiny_window_fail_the_turn_with_a_reason_not
 
 
 def test_stored_instructions_no_longer_valid_are_left_out(session):
-    ExternalSession.objects.filter(pk=session.pk).update(
+    Session.objects.filter(pk=session.pk).update(
         metadata={"settings": {"instructions": ["not", "text"]}}
     )
     assert owner_instructions(session.pk) is None

@@ -12,7 +12,7 @@ from agents.demo_model import DEMO_MODEL_ID, DemoModel
 from agents.model import build_model
 from agents.rollback_agent import RollbackAgent, auto_checkpoint_enabled
 from checkpoints.models import Checkpoint
-from sessions_app.models import InternalSession, Turn
+from sessions_app.models import Branch, Turn
 from sessions_app.selectors import branch_history, current_branch
 from tests.conftest import contents, say
 
@@ -223,8 +223,8 @@ def _no_word_delay(settings):
     settings.DEMO_MODEL_WORD_DELAY = 0
 
 
-def fresh(branch: InternalSession) -> InternalSession:
-    return InternalSession.objects.get(pk=branch.pk)
+def fresh(branch: Branch) -> Branch:
+    return Branch.objects.get(pk=branch.pk)
 
 
 def run(alice, session, text: str):
@@ -405,7 +405,7 @@ def test_roll_back_to_an_unknown_checkpoint_says_so_and_changes_nothing(alice, s
     assert len(tool) == 1
     assert "There is no checkpoint named 'nosuch'" in tool[0].tool_result
     assert "There is no checkpoint named 'nosuch'" in turn.reply
-    assert InternalSession.objects.filter(session=session).count() == 1
+    assert Branch.objects.filter(session=session).count() == 1
     assert current_branch(session).pk == branch.pk
     assert agent.internal_session.pk == branch.pk
 

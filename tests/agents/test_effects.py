@@ -9,11 +9,12 @@ import pytest
 from agents.model import build_model
 from agents.rollback_agent import RollbackAgent
 from agents.tools import tool_effect
-from sessions_app.models import FileVersion, Message
+from sessions_app.models import Message
 from sessions_app.selectors import branch_history, current_branch
 from tests.agents import custom_tools
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from workspace.models import FileVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,9 @@ import pytest
 from agents.demo_model import DemoModel
 from agents.file_tools import READ_FILE_CHARS, TODO_MAX, TODO_TITLE_CHARS
 from agents.rollback_agent import RollbackAgent
-from sessions_app.models import FileVersion, InternalSession
+from sessions_app.models import Branch
 from sessions_app.turns import turn_cancel, turn_start
+from workspace.models import FileVersion
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_write
 
@@ -23,7 +24,7 @@ def agent(session, branch):
     )
 
 
-def paths(branch: InternalSession) -> list[str]:
+def paths(branch: Branch) -> list[str]:
     return [f.path for f in workspace_files(branch)]
 
 
@@ -135,7 +136,7 @@ def test_the_tools_of_a_turn_that_was_stopped_write_nothing(agent, session, bran
 
 
 def test_the_tools_read_only_their_own_branch(agent, session, branch):
-    other = InternalSession.objects.create(session=session, name="other")
+    other = Branch.objects.create(session=session, name="other")
     file_write(branch=other, path="theirs.md", content="not yours")
     assert agent.read_file("theirs.md").startswith("✗ No file")
     assert agent.list_dir() == "The workspace is empty."

@@ -8,7 +8,7 @@ import pytest
 
 from agents.context import LEDGER_NOTE_ARGS_CHARS, LEDGER_NOTE_EFFECTS, left_behind_note
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -85,7 +85,7 @@ def test_the_note_is_bounded_keeping_the_newest_effects(session):
         }
         for i in range(30)
     ]
-    branch = InternalSession(session=session, metadata={"left_behind": entries})
+    branch = Branch(session=session, metadata={"left_behind": entries})
     note = left_behind_note(branch)
     assert note is not None
     lines = [line for line in note.splitlines() if line.startswith("- ")]
@@ -97,6 +97,6 @@ def test_the_note_is_bounded_keeping_the_newest_effects(session):
 
 
 def test_no_note_without_a_ledger_or_with_a_malformed_one(session):
-    assert left_behind_note(InternalSession(session=session, metadata={})) is None
-    assert left_behind_note(InternalSession(session=session, metadata={"left_behind": "x"})) is None
-    assert left_behind_note(InternalSession(session=session, metadata={"left_behind": [1]})) is None
+    assert left_behind_note(Branch(session=session, metadata={})) is None
+    assert left_behind_note(Branch(session=session, metadata={"left_behind": "x"})) is None
+    assert left_behind_note(Branch(session=session, metadata={"left_behind": [1]})) is None

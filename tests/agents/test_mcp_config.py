@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.mcp import configured_servers, mcp_servers_ensure
-from agents.mcp.services import forget_sync
+from agents.mcp.config import configured_servers
+from agents.mcp.services import forget_sync, mcp_servers_ensure
 from agents.models import McpServer
 
 SECRET = "Bearer config-secret-99"  # noqa: S105 - a test's secret

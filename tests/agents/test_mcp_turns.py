@@ -12,7 +12,7 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from agents.context import tokens
-from agents.mcp.tools import McpToolError
+from agents.mcp.toolset import McpToolError
 from agents.model import build_model
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent

@@ -33,6 +33,7 @@ def served(llm, tmp_path):
         tmp_path / "var",
         llm.base_url,
         AGENT_TURN_STALE_SECONDS="2",
+        TURN_HEARTBEAT_SECONDS="0.5",
         TURN_RECOVERY_SECONDS="1",
     )
     services = Services(tmp_path)

@@ -13,7 +13,7 @@ from agents.context import is_summarising
 from agents.demo_model import SUMMARY_MARKER
 from agents.summaries import branch_summarise
 from checkpoints.transfer import session_export
-from sessions_app.models import ExternalSession, Summary
+from sessions_app.models import Session, Summary
 from sessions_app.selectors import current_branch
 from sessions_app.services import session_create
 from tests.conftest import ask, grow
@@ -45,7 +45,7 @@ def window(fake_llm, settings):
     return fake_llm
 
 
-def imported(alice, messages: int) -> tuple[ExternalSession, dict]:
+def imported(alice, messages: int) -> tuple[Session, dict]:
     """A session of `messages` messages, exported and imported through the API (the import's
     summarising runs when its transaction commits: inline here, as `inline_turns` asks)."""
     source = session_create(owner=alice, name="long")
@@ -54,7 +54,7 @@ def imported(alice, messages: int) -> tuple[ExternalSession, dict]:
     api = bearer_client(alice)
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 201, response.content
-    return ExternalSession.objects.get(pk=response.json()["id"]), response.json()
+    return Session.objects.get(pk=response.json()["id"]), response.json()
 
 
 def test_the_first_turn_on_a_10000_message_import_makes_at_most_three_requests_before_its_reply(
@@ -67,7 +67,7 @@ def test_the_first_turn_on_a_10000_message_import_makes_at_most_three_requests_b
     def watch(body: dict) -> Reply:
         # While the import's summariser works, the branch's context says so.
         if is_summary(body) and not seen:
-            branch = current_branch(ExternalSession.objects.order_by("-pk").first())
+            branch = current_branch(Session.objects.order_by("-pk").first())
             seen.append(api.get(f"/api/v1/branches/{branch.pk}/context/").json())
             connection.close()  # this server thread's own connection
         return answer(body)

@@ -8,7 +8,7 @@ import pytest
 from agents.demo_model import TITLE_MARKER
 from agents.titles import TITLE_INSTRUCTIONS, TITLE_MAX_TOKENS, TITLE_TURNS, clean_title
 from agents.worker import run_turn
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import session_create, session_title_set, session_update
 from sessions_app.turns import turn_start
 from tests.conftest import ask
@@ -31,7 +31,7 @@ def scripted(fake_llm):
 
 
 def name_of(session) -> str:
-    return ExternalSession.objects.get(pk=session.pk).session_name
+    return Session.objects.get(pk=session.pk).session_name
 
 
 def is_title_request(body: dict) -> bool:
@@ -102,7 +102,7 @@ def test_an_empty_or_junk_title_leaves_the_name(untitled, scripted):
 
 
 def test_a_name_given_before_the_title_is_stored_wins(untitled):
-    stale = ExternalSession.objects.get(pk=untitled.pk)  # read before the user renamed it
+    stale = Session.objects.get(pk=untitled.pk)  # read before the user renamed it
     session_update(session=untitled, name="My own name")
     assert session_title_set(session=stale, title="Model title") is None
     assert name_of(untitled) == "My own name"

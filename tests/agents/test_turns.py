@@ -4,11 +4,10 @@ events, automatic checkpoints, rollbacks, retries and failures."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from agents.service import AgentService
+from agents.agent_service import AgentService
 from agents.services import turn_regenerate, turn_submit
 from agents.worker import run_turn
 from checkpoints.models import Checkpoint
@@ -16,7 +15,7 @@ from checkpoints.services import checkpoint_create
 from core.errors import InvalidInput
 from core.events import listen
 from sessions_app.errors import MessageTooLong, TurnInProgress
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create, session_update
 from sessions_app.turns import CUT_NOTE, turn_cancel, turn_start
@@ -30,6 +29,7 @@ from tests.fakes.chat_server import (
     ToolCall,
     ToolCalls,
 )
+from tests.waits import until
 
 # Real commits, as in a worker: events sent after a commit arrive in the order they happen.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,7 +105,7 @@ def test_a_stored_session_whose_model_is_no_longer_allowed_fails_its_turn_withou
     fake_llm, session, chosen, error
 ):
     # Stored before the allow-list existed (or before the operator narrowed it).
-    ExternalSession.objects.filter(pk=session.pk).update(metadata={"settings": chosen})
+    Session.objects.filter(pk=session.pk).update(metadata={"settings": chosen})
     session.refresh_from_db()
     events: list[dict] = []
     turn = ask(session, "hi", events)
@@ -331,12 +331,12 @@ def test_rollback_to_an_unknown_name_is_a_tool_error_and_the_turn_goes_on(fake_l
         ToolCalls([ToolCall("rollback_to_checkpoint_tool", {"checkpoint_id_or_name": "nope"})]),
         lambda body: Reply(f"Tool said: {body['messages'][-1]['content']}"),
     )
-    branches = InternalSession.objects.count()
+    branches = Branch.objects.count()
     turn = ask(session, "roll back to nope")
     assert turn.status == "done"
     assert turn.rolled_back_to is None
     assert "no checkpoint named 'nope'" in fake_llm.messages(-1)[-1]["content"]
-    assert InternalSession.objects.count() == branches
+    assert Branch.objects.count() == branches
 
 
 def test_rollback_to_another_sessions_checkpoint_is_refused(fake_llm, alice, session):
@@ -350,7 +350,7 @@ def test_rollback_to_another_sessions_checkpoint_is_refused(fake_llm, alice, ses
     assert turn.status == "done"
     assert turn.rolled_back_to is None
     assert f"no checkpoint {foreign.pk} in this session" in fake_llm.messages(-1)[-1]["content"]
-    assert InternalSession.objects.filter(session=session).count() == 1
+    assert Branch.objects.filter(session=session).count() == 1
 
 
 @pytest.mark.parametrize(
@@ -560,15 +560,6 @@ def test_a_redelivered_task_of_a_finished_turn_stores_nothing_twice(fake_llm, se
 # --- stopping a turn -------------------------------------------------------------------------
 
 
-def _wait_until(check, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_marked_stopped(
     fake_llm, session
 ):
@@ -597,7 +588,7 @@ def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_ma
     assert turn.status == "cancelled"
     assert turn.finish_reason == "cancelled"
     # The stream was closed: the server saw its client go away before the reply's end.
-    assert _wait_until(lambda: fake_llm.abandoned == 1)
+    until(lambda: fake_llm.abandoned == 1, "the model's stream abandoned")
     # Within about a second of the cancel (the worker looks every 0.5 s, a chunk comes every
     # 0.2 s): a few more deltas at most, far from the 37 that were left.
     assert len(deltas_after_cancel) <= 6

@@ -8,12 +8,14 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.models import Checkpoint
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import checkpoint_restore
-from sessions_app.models import FileVersion, Message
+from sessions_app.models import Message
 from sessions_app.selectors import branch_history, current_branch
 from tests.conftest import ask
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
-from workspace.selectors import checkpoint_files, workspace_file, workspace_files
+from workspace.models import FileVersion
+from workspace.selectors import workspace_file, workspace_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,16 +14,17 @@ from checkpoints.compare import InvalidRef, parse_ref, session_diff
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.services import branch_fork, branch_set_state, session_create
 from tests.conftest import contents, grow, say
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.services import file_delete, file_write
 from workspace.validation import sha256_of
 
 pytestmark = pytest.mark.django_db
 
 
-def _b(branch: InternalSession) -> str:
+def _b(branch: Branch) -> str:
     return f"branch:{branch.pk}"
 
 
@@ -31,7 +32,7 @@ def _c(checkpoint) -> str:
     return f"checkpoint:{checkpoint.pk}"
 
 
-def _fresh(branch: InternalSession) -> InternalSession:
+def _fresh(branch: Branch) -> Branch:
     branch.refresh_from_db()
     return branch
 
@@ -80,10 +81,10 @@ def test_refs_parse_to_their_kind_and_id():
 def test_a_branch_or_checkpoint_of_another_session_is_not_found(alice, bob, session, branch):
     say(branch, "a", "b")
     other = session_create(owner=alice, name="other")
-    other_branch = InternalSession.objects.get(session=other, is_current=True)
+    other_branch = Branch.objects.get(session=other, is_current=True)
     other_cp = checkpoint_create(branch=other_branch, name="there")
     bobs = session_create(owner=bob, name="bob's")
-    bobs_branch = InternalSession.objects.get(session=bobs, is_current=True)
+    bobs_branch = Branch.objects.get(session=bobs, is_current=True)
     bobs_cp = checkpoint_create(branch=bobs_branch, name="bob's")
     for ref in (_b(other_branch), _b(bobs_branch)):
         with pytest.raises(BranchNotFound):
@@ -112,7 +113,7 @@ def test_a_restored_branch_and_the_branch_it_came_from_part_at_the_checkpoint(se
     assert [m.position for m in diff.to_messages] == [4, 5, 6]
 
 
-def _three_generations(branch: InternalSession) -> list[InternalSession]:
+def _three_generations(branch: Branch) -> list[Branch]:
     """root (10 messages); b1 forked from root at 8 (+2); b2 from b1 at 6 (+3); b3 from b2 at 7
     (+1): the lineage b3 -> b2 -> b1 -> root with a fork at each depth."""
     grow(branch, 10)
@@ -274,7 +275,7 @@ def test_a_huge_diff_is_cut_with_a_note(session, branch):
     assert "cut after" in rows.note
 
 
-def _bulk_files(branch: InternalSession, n: int, *, size: int = 6, prefix: str = "src/f") -> None:
+def _bulk_files(branch: Branch, n: int, *, size: int = 6, prefix: str = "src/f") -> None:
     """n files in the branch's workspace, as n writes would leave them (in bulk, for speed)."""
     branch.refresh_from_db()
     texts = [f"file {i}\n".ljust(size, "x") for i in range(n)]
@@ -321,7 +322,7 @@ def _diverged(owner, *, messages: int, files: int) -> tuple:
     """A session whose main branch and a restored branch each have `messages` messages after
     their checkpoint, and whose workspaces differ by `files` files."""
     s = session_create(owner=owner, name=f"{messages} messages, {files} files")
-    main = InternalSession.objects.get(session=s, is_current=True)
+    main = Branch.objects.get(session=s, is_current=True)
     say(main, "start", "started")
     file_write(branch=main, path="shared.txt", content="before\n")
     cp = checkpoint_create(branch=main, name="fork")
@@ -333,9 +334,14 @@ def _diverged(owner, *, messages: int, files: int) -> tuple:
     return s, _fresh(main), _fresh(new), cp
 
 
+# The sizes compared (docs/architecture.md quotes them).
+FEW_MESSAGES, MANY_MESSAGES = 10, 10_000
+FEW_FILES, MANY_FILES = 1, 500
+
+
 def test_a_diff_costs_the_same_queries_at_10_and_10_000_messages(alice):
     costs = []
-    for n in (10, 10_000):
+    for n in (FEW_MESSAGES, MANY_MESSAGES):
         s, main, new, _ = _diverged(alice, messages=n, files=1)
         diff = None
 
@@ -352,7 +358,7 @@ def test_a_diff_costs_the_same_queries_at_10_and_10_000_messages(alice):
 
 def test_a_diff_costs_the_same_queries_with_1_and_500_files(alice):
     costs = []
-    for files in (1, 500):
+    for files in (FEW_FILES, MANY_FILES):
         s, main, _, cp = _diverged(alice, messages=4, files=files)
         costs.append(_queries(lambda s=s, main=main, cp=cp: session_diff(s, _c(cp), _b(main))))
     assert costs[0] == costs[1]
@@ -362,8 +368,8 @@ def test_a_diff_costs_the_same_queries_with_1_and_500_files(alice):
 def test_on_postgresql_a_diff_costs_the_same_at_10_and_10_000_messages_and_500_files(alice):
     assert connection.vendor == "postgresql"
     small, big = (
-        _diverged(alice, messages=10, files=1),
-        _diverged(alice, messages=10_000, files=500),
+        _diverged(alice, messages=FEW_MESSAGES, files=FEW_FILES),
+        _diverged(alice, messages=MANY_MESSAGES, files=MANY_FILES),
     )
     costs = [
         _queries(lambda s=s, main=main, new=new: session_diff(s, _b(main), _b(new)))

@@ -34,11 +34,12 @@ from checkpoints.services import (
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.models import InternalSession, Turn, WorkspaceBlob
+from sessions_app.models import Branch, Turn
 from sessions_app.selectors import branch_history
 from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_claim, turn_start
 from workspace.errors import FileNotFoundInWorkspace
+from workspace.models import WorkspaceBlob
 from workspace.selectors import workspace_files
 from workspace.services import file_delete, file_write, files_write_all
 
@@ -60,7 +61,7 @@ class Version:
 
 
 @dataclass
-class Branch:
+class ExpectedBranch:
     parent: int | None
     fork_position: int
     fork_mark: int  # the writes of the parent's lineage it sees: seq <= fork_mark
@@ -79,7 +80,7 @@ class Snapshot:
     files: tuple[tuple[str, str], ...]
 
 
-def shown(branch: InternalSession, *, end: int | None = None, mark: int | None = None):
+def shown(branch: Branch, *, end: int | None = None, mark: int | None = None):
     """What the database shows for a branch (as of `end` messages and file `mark`)."""
     history = [m.content for m in branch_history(branch, end=end)]
     found = workspace_files(branch, mark=mark)
@@ -94,7 +95,7 @@ class RewindMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.branches: dict[int, Branch] = {}
+        self.branches: dict[int, ExpectedBranch] = {}
         self.checkpoints: dict[int, Snapshot] = {}
         self.seq = 0
         self.said = 0
@@ -102,8 +103,8 @@ class RewindMachine(RuleBasedStateMachine):
     @initialize(agent_turn=st.booleans())
     def start(self, agent_turn: bool) -> None:
         self.session = session_create(owner=self.owner, name="property")
-        main = InternalSession.objects.get(session=self.session)
-        self.branches[main.pk] = Branch(None, 0, 0, [], {}, {})
+        main = Branch.objects.get(session=self.session)
+        self.branches[main.pk] = ExpectedBranch(None, 0, 0, [], {}, {})
         self.turn: Turn | None = None
         if agent_turn:  # a running turn whose agent writes (its message starts the history)
             self.turn = turn_claim(turn_id=turn_start(session=self.session, message="work").pk)
@@ -111,14 +112,12 @@ class RewindMachine(RuleBasedStateMachine):
 
     # --- choosing ------------------------------------------------------------------------
 
-    def _branch(self, index: int) -> tuple[InternalSession, Branch]:
+    def _branch(self, index: int) -> tuple[Branch, ExpectedBranch]:
         """Index 0: the current branch (where a person goes on working); else one by index."""
         if index == 0:
-            branch = InternalSession.objects.get(session=self.session, is_current=True)
+            branch = Branch.objects.get(session=self.session, is_current=True)
         else:
-            branch = InternalSession.objects.get(
-                pk=sorted(self.branches)[index % len(self.branches)]
-            )
+            branch = Branch.objects.get(pk=sorted(self.branches)[index % len(self.branches)])
         return branch, self.branches[branch.pk]
 
     def _checkpoint(
@@ -132,7 +131,7 @@ class RewindMachine(RuleBasedStateMachine):
         pk = order[index % len(order)]
         return Checkpoint.objects.select_related("branch").get(pk=pk), self.checkpoints[pk]
 
-    def _wrote(self, model: Branch, files: dict[str, str]) -> None:
+    def _wrote(self, model: ExpectedBranch, files: dict[str, str]) -> None:
         self.seq += 1
         model.files = files
         model.versions.append(Version(self.seq, len(model.messages), dict(files)))
@@ -219,7 +218,7 @@ class RewindMachine(RuleBasedStateMachine):
         checkpoint, snap = chosen
         new = checkpoint_restore(checkpoint=checkpoint).branch
         files = dict(snap.files)
-        self.branches[new.pk] = Branch(
+        self.branches[new.pk] = ExpectedBranch(
             snap.branch, snap.count, snap.mark, list(snap.messages), files, dict(files)
         )
         if forget:
@@ -293,7 +292,7 @@ class RewindMachine(RuleBasedStateMachine):
     def everything_kept_shows_what_it_showed(self) -> None:
         if not self.branches:
             return  # before `start`
-        in_db = InternalSession.objects.filter(session=self.session)
+        in_db = Branch.objects.filter(session=self.session)
         assert sorted(in_db.values_list("pk", flat=True)) == sorted(self.branches)
         for branch in in_db:
             model = self.branches[branch.pk]

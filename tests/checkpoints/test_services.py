@@ -22,7 +22,7 @@ from checkpoints.services import (
 )
 from core.errors import InvalidInput, TooLarge
 from sessions_app.errors import BranchNotFound, RewindOutOfRange
-from sessions_app.models import InternalSession, Message
+from sessions_app.models import Branch, Message
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import (
     branch_activate,
@@ -75,7 +75,7 @@ def test_checkpoint_metadata_is_checked_and_held_to_the_limit(branch, settings):
 
 
 def test_checkpoint_of_a_deleted_branch_is_refused(branch):
-    InternalSession.objects.filter(pk=branch.pk).delete()
+    Branch.objects.filter(pk=branch.pk).delete()
     with pytest.raises(BranchNotFound):
         checkpoint_create(branch=branch, name="x")
 
@@ -153,7 +153,7 @@ def test_restore_on_a_branch_made_by_a_restore(session, branch):
     say(b3, "w")
     assert contents(branch_history(b3)) == ["a", "b", "x", "y", "w"]
     assert b3.parent_id == b2.pk
-    assert InternalSession.objects.filter(session=session).count() == 3
+    assert Branch.objects.filter(session=session).count() == 3
 
 
 def test_restore_through_a_session_refuses_another_sessions_checkpoint(alice, branch):
@@ -161,7 +161,7 @@ def test_restore_through_a_session_refuses_another_sessions_checkpoint(alice, br
     other = session_create(owner=alice, name="other")
     with pytest.raises(CheckpointNotFound):
         checkpoint_restore(checkpoint=cp, session=other)
-    assert InternalSession.objects.count() == 2  # the two sessions' first branches only
+    assert Branch.objects.count() == 2  # the two sessions' first branches only
 
 
 def test_restoring_a_deleted_checkpoint_says_so(branch):
@@ -169,14 +169,14 @@ def test_restoring_a_deleted_checkpoint_says_so(branch):
     checkpoint_delete(checkpoint=cp)
     with pytest.raises(CheckpointNotFound, match="no longer exists"):
         checkpoint_restore(checkpoint=cp)
-    assert InternalSession.objects.count() == 1
+    assert Branch.objects.count() == 1
 
 
 def test_unknown_restore_mode_is_refused(branch):
     cp = checkpoint_create(branch=branch, name="cp")
     with pytest.raises(InvalidInput, match="restore mode"):
         checkpoint_restore(checkpoint=cp, mode="sideways")
-    assert InternalSession.objects.count() == 1
+    assert Branch.objects.count() == 1
 
 
 # --- rewind --------------------------------------------------------------------------------
@@ -217,9 +217,9 @@ def test_rewind_deletes_branches_forked_from_the_discarded_part(session, branch)
     result = checkpoint_restore(checkpoint=target, mode="rewind")
     deleted = {d.id for d in result.deleted_checkpoints}
     assert deleted == {late.pk, doomed_cp.pk}
-    remaining = set(InternalSession.objects.filter(session=session).values_list("pk", flat=True))
+    remaining = set(Branch.objects.filter(session=session).values_list("pk", flat=True))
     assert remaining == {branch.pk, kept.pk}
-    assert not InternalSession.objects.filter(pk__in=[doomed.pk, grandchild.pk]).exists()
+    assert not Branch.objects.filter(pk__in=[doomed.pk, grandchild.pk]).exists()
     kept.refresh_from_db()
     assert contents(branch_history(kept)) == ["a", "b", "k"]
     assert current_branch(session).pk == branch.pk
@@ -295,14 +295,14 @@ def test_a_rewind_deletes_a_checkpoint_at_its_position_that_holds_files_it_delet
 ):
     first, second, from_second = edited_between
     assert files_of(from_second) == {"plan.md": "v2"}
-    branches = set(InternalSession.objects.filter(session=session).values_list("pk", flat=True))
+    branches = set(Branch.objects.filter(session=session).values_list("pk", flat=True))
 
     result = checkpoint_restore(checkpoint=first, mode="rewind")
 
     assert [d.id for d in result.deleted_checkpoints] == [second.pk]
     assert not Checkpoint.objects.filter(pk=second.pk).exists()
     assert Checkpoint.objects.filter(branch__session=session).count() == 2  # early, first
-    remaining = set(InternalSession.objects.filter(session=session).values_list("pk", flat=True))
+    remaining = set(Branch.objects.filter(session=session).values_list("pk", flat=True))
     assert remaining == branches - {from_second.pk}
     assert files_of(branch) == {"old.txt": "old", "plan.md": "v1"}
     assert contents(branch_history(branch)) == ["write the plan", "done"]
@@ -314,7 +314,7 @@ def views(session) -> dict[str, tuple[list[str], dict[str, str]]]:
     for cp in Checkpoint.objects.filter(branch__session=session).select_related("branch"):
         history = branch_history(cp.branch, end=cp.message_count)
         shown[f"checkpoint {cp.checkpoint_name}"] = (contents(history), checkpoint_files_of(cp))
-    for b in InternalSession.objects.filter(session=session):
+    for b in Branch.objects.filter(session=session):
         shown[f"branch {b.pk}"] = (contents(branch_history(b)), files_of(b))
     return shown
 
@@ -356,12 +356,12 @@ def test_the_rewind_preview_counts_what_the_rewind_deletes(branch, edited_betwee
     file_write(branch=branch, path="later.txt", content="later")
 
     preview = rewind_preview(first)
-    before = Message.objects.count(), InternalSession.objects.count()
+    before = Message.objects.count(), Branch.objects.count()
     deleted = checkpoint_restore(checkpoint=first, mode="rewind").deleted_checkpoints
 
     assert preview == {"messages": 2, "checkpoints": 1, "branches": 1, "files": 3}
     assert len(deleted) == preview["checkpoints"]
-    gone = before[0] - Message.objects.count(), before[1] - InternalSession.objects.count()
+    gone = before[0] - Message.objects.count(), before[1] - Branch.objects.count()
     assert gone == (preview["messages"], preview["branches"])
 
 
@@ -379,7 +379,7 @@ def test_a_rewind_by_position_deletes_a_checkpoint_that_holds_later_files(branch
     deleted = branch_rewind(branch=branch, position=2)
 
     assert [d.id for d in deleted] == [during.pk]
-    assert not InternalSession.objects.filter(pk=child.pk).exists()
+    assert not Branch.objects.filter(pk=child.pk).exists()
     assert files_of(branch) == {}
 
 
@@ -417,9 +417,13 @@ def _cost(action) -> int:
     return len(ctx.captured_queries)
 
 
+# The conversations compared (docs/architecture.md quotes them).
+FEW_MESSAGES, MANY_MESSAGES = 10, 10_000
+
+
 def test_creating_a_checkpoint_costs_the_same_at_10_and_10000_messages(alice):
     costs = []
-    for size in (10, 10_000):
+    for size in (FEW_MESSAGES, MANY_MESSAGES):
         b, _ = _conversation(alice, size)
         costs.append(_cost(lambda b=b: checkpoint_create(branch=b, name="now")))
         assert Message.objects.filter(branch=b).count() == size
@@ -428,7 +432,7 @@ def test_creating_a_checkpoint_costs_the_same_at_10_and_10000_messages(alice):
 
 def test_restoring_as_a_branch_costs_the_same_at_10_and_10000_messages(alice):
     costs = []
-    for size in (10, 10_000):
+    for size in (FEW_MESSAGES, MANY_MESSAGES):
         b, cp = _conversation(alice, size)
         messages = Message.objects.count()
         costs.append(_cost(lambda cp=cp: checkpoint_restore(checkpoint=cp)))
@@ -439,7 +443,7 @@ def test_restoring_as_a_branch_costs_the_same_at_10_and_10000_messages(alice):
 
 def test_rewinding_costs_the_same_at_10_and_10000_messages(alice):
     costs = []
-    for size in (10, 10_000):
+    for size in (FEW_MESSAGES, MANY_MESSAGES):
         b, cp = _conversation(alice, size)
         costs.append(_cost(lambda cp=cp: checkpoint_restore(checkpoint=cp, mode="rewind")))
         b.refresh_from_db()

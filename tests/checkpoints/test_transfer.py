@@ -10,7 +10,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
 from sessions_app.errors import ImportRejected, ImportTooLarge
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import message_append
 from tests.conftest import contents, say
@@ -51,9 +51,9 @@ def rich_session(session, branch):
     return session
 
 
-def _shape(session: ExternalSession) -> dict:
+def _shape(session: Session) -> dict:
     """Everything a copy must preserve, independent of database ids."""
-    branches = list(InternalSession.objects.filter(session=session).order_by("created_at", "id"))
+    branches = list(Branch.objects.filter(session=session).order_by("created_at", "id"))
     index = {b.pk: i for i, b in enumerate(branches)}
     cps = {c.pk: c.checkpoint_name for c in Checkpoint.objects.filter(branch__session=session)}
     return {
@@ -120,7 +120,7 @@ def test_an_imported_branch_name_over_200_characters_is_refused(rich_session, bo
     doc["branches"][0]["name"] = "n" * 201
     with pytest.raises(ImportRejected):
         session_import(owner=bob, raw=json.dumps(doc))
-    assert not ExternalSession.objects.filter(owner=bob).exists()
+    assert not Session.objects.filter(owner=bob).exists()
 
 
 def test_export_is_versioned_and_names_each_branch_once(rich_session):
@@ -133,11 +133,11 @@ def test_export_is_versioned_and_names_each_branch_once(rich_session):
 
 
 def _rejects(owner, raw, match, error=ImportRejected):
-    sessions = ExternalSession.objects.count()
+    sessions = Session.objects.count()
     messages = Message.objects.count()
     with pytest.raises(error, match=match):
         session_import(owner=owner, raw=raw)
-    assert ExternalSession.objects.count() == sessions
+    assert Session.objects.count() == sessions
     assert Message.objects.count() == messages
 
 
@@ -262,7 +262,7 @@ def test_import_with_nul_characters_in_json_is_refused_or_stored_cleanly(rich_se
     try:
         copy_ = session_import(owner=bob, raw=json.dumps(doc))
     except ImportRejected:
-        assert not ExternalSession.objects.filter(owner=bob).exists()
+        assert not Session.objects.filter(owner=bob).exists()
     else:
         assert contents(branch_history(current_branch(copy_)))[0] == "xy"
 

@@ -10,19 +10,15 @@ import json
 import pytest
 
 from checkpoints.models import Checkpoint
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
 from sessions_app.errors import ImportRejected, ImportTooLarge
-from sessions_app.models import (
-    ExternalSession,
-    FileVersion,
-    InternalSession,
-    Message,
-    WorkspaceBlob,
-)
+from sessions_app.models import Branch, Message, Session
 from sessions_app.services import message_append
 from tests.conftest import say
-from workspace.selectors import checkpoint_files, workspace_files
+from workspace.models import FileVersion, WorkspaceBlob
+from workspace.selectors import workspace_files
 from workspace.services import file_delete, file_write
 from workspace.validation import sha256_of
 
@@ -50,9 +46,9 @@ def filed_session(session, branch):
     return session
 
 
-def _files(session: ExternalSession) -> dict:
+def _files(session: Session) -> dict:
     """Every workspace of the session, by branch order and checkpoint name: what a copy keeps."""
-    branches = InternalSession.objects.filter(session=session).order_by("created_at", "id")
+    branches = Branch.objects.filter(session=session).order_by("created_at", "id")
     checkpoints = Checkpoint.objects.filter(branch__session=session).order_by("id")
     return {
         "branches": [[(f.path, f.sha256) for f in workspace_files(b)] for b in branches],
@@ -63,7 +59,7 @@ def _files(session: ExternalSession) -> dict:
     }
 
 
-def _import(doc: dict, owner) -> ExternalSession:
+def _import(doc: dict, owner) -> Session:
     return session_import(owner=owner, raw=json.dumps(doc))
 
 
@@ -100,7 +96,7 @@ def test_the_export_lists_versions_in_order_and_each_content_once(filed_session)
 
 def test_an_imported_checkpoint_restores_its_files_and_later_writes_stay_out(filed_session, bob):
     copied = _import(session_export(session=filed_session), bob)
-    root = InternalSession.objects.get(session=copied, parent=None)
+    root = Branch.objects.get(session=copied, parent=None)
     file_write(branch=root, path="new.txt", content="written after the import")
     first = Checkpoint.objects.get(branch__session=copied, checkpoint_name="first")
 
@@ -226,7 +222,7 @@ def test_an_import_with_bad_files_is_refused_and_nothing_written(filed_session, 
         _import(doc, bob)
 
     assert "import" in refused.value.message.lower() or "export" in refused.value.message.lower()
-    assert not ExternalSession.objects.filter(owner=bob).exists()
+    assert not Session.objects.filter(owner=bob).exists()
     assert (FileVersion.objects.count(), WorkspaceBlob.objects.count()) == (versions, blobs)
 
 
@@ -237,7 +233,7 @@ def test_an_import_with_a_file_over_the_size_limit_is_too_large(filed_session, b
 
     with pytest.raises(ImportTooLarge):
         _import(doc, bob)
-    assert not ExternalSession.objects.filter(owner=bob).exists()
+    assert not Session.objects.filter(owner=bob).exists()
 
 
 def test_an_import_whose_workspace_has_too_many_files_is_too_large(filed_session, bob, settings):
@@ -248,7 +244,7 @@ def test_an_import_whose_workspace_has_too_many_files_is_too_large(filed_session
     _add_version(doc, "one-more.txt", "four")
     with pytest.raises(ImportTooLarge, match="WORKSPACE_MAX_FILES"):
         _import(doc, bob)
-    assert ExternalSession.objects.filter(owner=bob).count() == 1
+    assert Session.objects.filter(owner=bob).count() == 1
 
 
 def test_a_tool_messages_effect_survives_export_and_import(session, branch, bob):
@@ -304,7 +300,7 @@ def test_an_import_counts_files_along_a_deep_lineage(session, branch, bob, setti
 
     copied = _import(doc, bob)
 
-    deepest = InternalSession.objects.filter(session=copied).order_by("-id").first()
+    deepest = Branch.objects.filter(session=copied).order_by("-id").first()
     assert len(workspace_files(deepest)) == 1501
     settings.WORKSPACE_MAX_FILES = 1500
     with pytest.raises(ImportTooLarge):

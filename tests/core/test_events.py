@@ -23,7 +23,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core.events import group_name
 from ops.tasks import archive_idle_sessions_task, prune_auto_checkpoints_task
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import current_branch
 from tests.conftest import say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -218,9 +218,7 @@ def test_the_retention_job_and_the_cleanup_tool_announce_what_they_deleted(sessi
 
 
 def test_the_archiving_job_announces_the_session_archived(session):
-    ExternalSession.objects.filter(pk=session.pk).update(
-        updated_at=timezone.now() - timedelta(days=40)
-    )
+    Session.objects.filter(pk=session.pk).update(updated_at=timezone.now() - timedelta(days=40))
     events = heard(session.pk, lambda: archive_idle_sessions_task.apply(kwargs={"days": 30}))
     assert events == [
         {
@@ -276,7 +274,7 @@ def test_switching_branch_is_announced_once_on_the_page_and_through_the_api(
     events = heard(session.pk, lambda: page.post(url, **HX))
     assert kinds(events) == ["branch.changed"]
     assert events[0]["branch"] == talked.pk
-    other = InternalSession.objects.exclude(pk=talked.pk).get()
+    other = Branch.objects.exclude(pk=talked.pk).get()
     events = heard(session.pk, lambda: api.post(f"/api/v1/branches/{other.pk}/activate/"))
     assert kinds(events) == ["branch.changed"]
     assert events[0]["branch"] == other.pk
@@ -349,7 +347,7 @@ def test_renaming_is_announced_once_on_the_page_through_the_api_and_in_the_admin
         f"/api/v1/sessions/{session.pk}/", {"name": "From the API"}, format="json"
     )
     admin_rename = lambda: admin_client.post(  # noqa: E731
-        reverse("admin:sessions_app_externalsession_change", args=[session.pk]),
+        reverse("admin:sessions_app_session_change", args=[session.pk]),
         {
             "session_name": "From the admin",
             "metadata": "{}",
@@ -462,20 +460,22 @@ def test_refused_actions_send_nothing(api, bob, session, talked, mark):
 
 @pytest.mark.redis
 def test_sync_code_publishes_through_one_loop_in_order(settings):
-    # A worker's turn publishes each streamed token from sync code: through one persistent
-    # loop of the process (a new loop, and Redis connection, per message cost ~4 ms each).
-    from core import events
+    # A worker's turn publishes each streamed token from sync code: through the one bridge loop
+    # of the process (a new loop, and Redis connection, per message cost ~4 ms each).
+    import threading
+
+    from core import bridge, events
 
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(events.group_name(9005), channel)
     for i in range(30):
         events.message_delta(session=9005, turn=1, delta=f"t{i} ", seq=i + 1)
-    loop = events._publisher_loop()
-    assert events._publisher_loop() is loop
-    assert loop.is_running()
+    bridges = [t for t in threading.enumerate() if t.name == bridge.THREAD_NAME]
+    assert len(bridges) == 1
 
     async def collect() -> list[int]:
         return [(await layer.receive(channel))["event"]["seq"] for _ in range(30)]
 
     assert async_to_sync(collect)() == list(range(1, 31))
+    assert [t for t in threading.enumerate() if t.name == bridge.THREAD_NAME] == bridges

@@ -15,9 +15,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -62,6 +64,18 @@ class Database:
                 (self.name, application_name),
             ).fetchone()
         return int(row[0]) if row else 0
+
+
+@contextmanager
+def running(tmp_path_factory, name: str, env: dict[str, str]) -> Iterator[Stack]:
+    """A module's stack: a Stack of `env` (its logs in a temporary directory named after
+    `name`), the database migrated; every process started on it is stopped at the end."""
+    stack = Stack(tmp_path_factory.mktemp(f"{name}-logs"), env)
+    try:
+        stack.prepare(env)
+        yield stack
+    finally:
+        stack.stop_all()
 
 
 class Stack(Services):
@@ -193,10 +207,18 @@ class Client:
         self.http.close()
 
 
-async def listen(client: Client, session_id: int, events: list[dict], until, deadline: float):
+async def listen(
+    client: Client,
+    session_id: int,
+    events: list[dict],
+    until,
+    deadline: float,
+    opened: threading.Event | None = None,
+):
     """Collect the session's events into `events` until `until(events)` holds or the deadline
     passes. Returns how the socket ended: "done", "timeout", or the close code and reason when
-    the server closed it."""
+    the server closed it. `opened` is set once the socket is open: the server accepts it once it
+    has joined the session's groups, so an event published from then on reaches it."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
@@ -206,6 +228,8 @@ async def listen(client: Client, session_id: int, events: list[dict], until, dea
         open_timeout=20,
         ping_interval=20,
     ) as ws:
+        if opened is not None:
+            opened.set()
         while not until(events):
             left = deadline - time.monotonic()
             if left <= 0:

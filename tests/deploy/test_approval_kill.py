@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
-from .conftest import Client, Stack, deploy_env
+from .conftest import Client, Stack, deploy_env, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -45,16 +45,12 @@ def stack(model_server, database, fresh_redis, tmp_path_factory, tool_log) -> It
         AGENT_TURN_ATTEMPTS="2",
         API_TURN_WAIT_SECONDS="60",
     )
-    stack = Stack(tmp_path_factory.mktemp("approval-kill-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "approval-kill", env) as stack:
         stack.web("web1")
         stack.worker("worker1")
         stack.worker("worker2")
         stack.beat()
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def until(check, what: str, seconds: float = 60):

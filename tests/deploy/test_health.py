@@ -19,7 +19,7 @@ import pytest
 from tests.fakes.chat_server import Reply
 from tests.procs import free_port
 
-from .conftest import Client, Stack, deploy_env
+from .conftest import Client, Stack, deploy_env, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -49,15 +49,11 @@ def env(model_server, database, fresh_redis, tmp_path_factory) -> dict[str, str]
 
 @pytest.fixture(scope="module")
 def stack(env, tmp_path_factory) -> Iterator[Stack]:
-    stack = Stack(tmp_path_factory.mktemp("health-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "health", env) as stack:
         stack.urls["web"] = stack.listening("web", env)
         stack.worker("worker1")
         stack.beat()
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def healthz(url: str) -> tuple[httpx.Response, float]:
@@ -130,7 +126,7 @@ def test_a_solo_worker_running_a_long_turn_stays_alive(stack, llm):
         watch_until = time.monotonic() + WORKER_MAX_AGE * 2
         while time.monotonic() < watch_until:
             answers.append(healthz(url)[0])
-            time.sleep(0.5)
+            time.sleep(0.5)  # sampled all along the turn: the elapsed time is the point
         assert client.get(f"/turns/{turn['id']}/")["status"] == "running"  # it ran all along
         assert [failing(r) for r in answers] == [set()] * len(answers), answers[-1].text
         deadline = time.monotonic() + 30

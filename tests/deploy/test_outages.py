@@ -21,7 +21,7 @@ import pytest
 
 from tests.procs import free_port
 
-from .conftest import Stack, deploy_env
+from .conftest import Stack, deploy_env, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -39,13 +39,9 @@ def env(model_server, database, fresh_redis, tmp_path_factory) -> dict[str, str]
 
 @pytest.fixture(scope="module")
 def stack(env, tmp_path_factory) -> Iterator[Stack]:
-    stack = Stack(tmp_path_factory.mktemp("outage-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "outage", env) as stack:
         stack.urls["web"] = stack.listening("web", env)
         yield stack
-    finally:
-        stack.stop_all()
 
 
 @pytest.fixture(scope="module")

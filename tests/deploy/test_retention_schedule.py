@@ -5,12 +5,13 @@ record naming its schedule, and an integration's socket hears what changed."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from .conftest import Client, Stack, deploy_env, listen
+from .conftest import Client, Stack, deploy_env, listen, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -18,13 +19,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 @pytest.fixture(scope="module")
 def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Stack]:
     env = deploy_env(tmp_path_factory.mktemp("retention-var"), model_server.base_url, database.url)
-    stack = Stack(tmp_path_factory.mktemp("retention-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "retention", env) as stack:
         stack.web("web")
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
@@ -48,6 +45,7 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
         ".update(crontab=None, interval=every)",
     )
     events: list[dict] = []
+    opened = threading.Event()
 
     async def watch() -> str:
         return await listen(
@@ -56,11 +54,13 @@ def test_beat_runs_the_archiving_rule_from_its_edited_schedule(stack, database):
             events,
             lambda got: any(e["type"] == "session.changed" for e in got),
             time.monotonic() + 60,
+            opened,
         )
 
     async def run() -> str:
         listening = asyncio.create_task(watch())
-        await asyncio.sleep(1)  # the socket is open before anything runs
+        # The socket is open before anything runs.
+        assert await asyncio.to_thread(opened.wait, 30)
         stack.worker("worker")
         stack.beat()
         return await listening

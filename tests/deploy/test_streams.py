@@ -8,6 +8,7 @@ still lose nothing: they read what they missed back from the stream's store and 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,7 +17,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import Client, Stack, deploy_env, finished, listen, of_turn
+from .conftest import Client, Stack, deploy_env, listen, of_turn, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -37,17 +38,13 @@ def stack(request, model_server, database, fresh_redis, tmp_path_factory) -> Ite
     env = deploy_env(
         tmp_path_factory.mktemp("streams-var"), model_server.base_url, database.url, **extra
     )
-    stack = Stack(tmp_path_factory.mktemp("streams-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "streams", env) as stack:
         stack.web("web1")
         stack.web("web2")
         stack.worker("worker1", pool="threads", concurrency=20)
         stack.worker("worker2", pool="threads", concurrency=20)
         stack.beat()
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def dropped(stack: Stack) -> int:
@@ -69,19 +66,22 @@ def test_100_sockets_each_get_every_piece_of_their_reply_in_order_and_its_end(st
         logs: list[list[dict]] = [[] for _ in sessions]
         turns: dict[int, int] = {}
         deadline = time.monotonic() + 240
+        opened = [threading.Event() for _ in sessions]
 
         def post_all() -> None:
-            time.sleep(2)  # the sockets are open
+            assert all(each.wait(60) for each in opened)  # the sockets are open
             for i, sid in enumerate(sessions):  # each to the other web process than its socket's
                 body = {"message": f"stream {i}"}
                 turns[sid] = clients[(i + 1) % 2].post(f"/sessions/{sid}/turns/", body, 202)["id"]
 
-        def until(sid: int):
-            return lambda events: sid in turns and finished(turns[sid])(events)
+        def ended(events: list[dict]) -> bool:
+            """The session's one turn ended. (Not `finished(turns[sid])`: on a busy machine the
+            turn can end before its POST's answer, and so its id, reaches this process.)"""
+            return any(e["type"] in ("turn.finished", "turn.failed") for e in events)
 
         async def main() -> list[str]:
             listeners = [
-                listen(clients[i % 2], sid, log, until(sid), deadline)
+                listen(clients[i % 2], sid, log, ended, deadline, opened[i])
                 for i, (sid, log) in enumerate(zip(sessions, logs, strict=True))
             ]
             *endings, _ = await asyncio.gather(*listeners, asyncio.to_thread(post_all))

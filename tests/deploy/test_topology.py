@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +19,7 @@ import pytest
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import Client, Stack, deploy_env, listen, of_turn
+from .conftest import Client, Stack, deploy_env, listen, of_turn, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -39,17 +40,13 @@ def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Sta
         TURN_RECOVERY_SECONDS="2",
         AGENT_TURN_ATTEMPTS="2",
     )
-    stack = Stack(tmp_path_factory.mktemp("topology-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "topology", env) as stack:
         stack.web("web1")
         stack.web("web2")
         stack.worker("worker1")
         stack.worker("worker2")
         stack.beat()
         yield stack
-    finally:
-        stack.stop_all()
 
 
 @pytest.fixture(scope="module")
@@ -130,9 +127,10 @@ def test_a_turn_posted_to_one_web_process_streams_to_the_other_and_survives_its_
     llm.queue(Reply(CUT, delay=0.3), Reply(FINAL, delay=0.05))
     events: list[dict] = []
     marks: dict[str, float] = {}
+    opened = threading.Event()
 
     def act() -> int:
-        time.sleep(1)  # the socket on web1 is open
+        assert opened.wait(30)  # the socket on web1 is open
         turn = poster.post(f"/sessions/{session['id']}/turns/", {"message": "tell me"}, 202)
         pid = running_pid(database, turn["id"], attempt=1)
         marks["killed"] = kill_when_streaming(events, turn["id"], pid)
@@ -140,7 +138,7 @@ def test_a_turn_posted_to_one_web_process_streams_to_the_other_and_survives_its_
         return turn["id"]
 
     ended, turn_id = asyncio.run(
-        _run(listen(listener, session["id"], events, finished_any, deadline()), act)
+        _run(listen(listener, session["id"], events, finished_any, deadline(), opened), act)
     )
     marks["finished"] = time.monotonic()
     assert ended == "done", (ended, events)
@@ -170,9 +168,10 @@ def test_a_killed_pool_child_is_replaced_and_its_turn_taken_over(stack, clients,
     session = poster.post("/sessions/", {"name": "child"})
     llm.queue(Reply(CUT, delay=0.3), Reply(FINAL, delay=0.05))
     events: list[dict] = []
+    opened = threading.Event()
 
     def act() -> int:
-        time.sleep(1)
+        assert opened.wait(30)  # the socket is open
         turn = poster.post(f"/sessions/{session['id']}/turns/", {"message": "tell me"}, 202)
         child = running_pid(database, turn["id"], attempt=1)
         assert child != stack.procs["prefork"].pid  # the pool child, not the worker itself
@@ -180,7 +179,7 @@ def test_a_killed_pool_child_is_replaced_and_its_turn_taken_over(stack, clients,
         return turn["id"]
 
     ended, turn_id = asyncio.run(
-        _run(listen(listener, session["id"], events, finished_any, deadline()), act)
+        _run(listen(listener, session["id"], events, finished_any, deadline(), opened), act)
     )
     assert ended == "done", (ended, events)
     assert [e["type"] for e in of_turn(events, turn_id)].count("turn.finished") == 1
@@ -195,9 +194,10 @@ def test_a_turn_whose_attempts_are_used_up_fails_with_its_event(stack, clients, 
     session = poster.post("/sessions/", {"name": "unlucky"})
     llm.queue(Reply(CUT, delay=0.3), Reply(CUT, delay=0.3))
     events: list[dict] = []
+    opened = threading.Event()
 
     def act() -> int:
-        time.sleep(1)
+        assert opened.wait(30)  # the socket is open
         turn = poster.post(f"/sessions/{session['id']}/turns/", {"message": "tell me"}, 202)
         for attempt, nxt in ((1, "doomed2"), (2, "survivor")):
             pid = running_pid(database, turn["id"], attempt=attempt, timeout=TAKEOVER_LIMIT + 10)
@@ -207,7 +207,7 @@ def test_a_turn_whose_attempts_are_used_up_fails_with_its_event(stack, clients, 
         return turn["id"]
 
     ended, turn_id = asyncio.run(
-        _run(listen(listener, session["id"], events, finished_any, deadline(120)), act)
+        _run(listen(listener, session["id"], events, finished_any, deadline(120), opened), act)
     )
     assert ended == "done", (ended, events)
     failed = [e for e in of_turn(events, turn_id) if e["type"] == "turn.failed"]

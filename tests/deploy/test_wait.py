@@ -17,7 +17,7 @@ import pytest
 
 from tests.waits import lags_of_waits_beside_a_socket
 
-from .conftest import Stack, deploy_env
+from .conftest import Stack, deploy_env, running
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -34,14 +34,10 @@ def stack(model_server, database, fresh_redis, tmp_path_factory) -> Iterator[Sta
         API_TURN_WAIT_POLL_SECONDS=str(POLL),
         API_TURN_WAIT_SECONDS=str(3 * POLL),
     )
-    stack = Stack(tmp_path_factory.mktemp("wait-logs"), env)
-    try:
-        stack.prepare(env)
+    with running(tmp_path_factory, "wait", env) as stack:
         stack.web("web")
         stack.worker("worker")
         yield stack
-    finally:
-        stack.stop_all()
 
 
 def test_a_wait_on_a_process_holding_another_sessions_socket_is_woken_by_the_turns_end(stack, llm):

@@ -68,7 +68,7 @@ def test_no_serious_or_critical_violation_on_any_page(page, app, app_settings, l
     found["memories"] = violations(page)
     page.goto(f"{app.base_url}/admin/")
     found["admin"] = violations(page)
-    page.goto(f"{app.base_url}/admin/sessions_app/externalsession/")
+    page.goto(f"{app.base_url}/admin/sessions_app/session/")
     found["admin sessions"] = violations(page)
     page.goto(f"{app.base_url}/admin/dashboard/")
     found["admin dashboard"] = violations(page)

@@ -20,11 +20,11 @@ pytestmark = pytest.mark.e2e
 SEED = """
 from accounts.models import User
 from checkpoints.services import checkpoint_create
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import message_append, session_create
 user = User.objects.create_user({username!r}, password={password!r})
 session = session_create(owner=user, name="Trip planning")
-branch = InternalSession.objects.get(session=session)
+branch = Branch.objects.get(session=session)
 message_append(branch=branch, role="user", content="Plan a trip to Lisbon")
 message_append(branch=branch, role="assistant", content="Day 1: <b>Alfama</b>, day 2: Belém")
 cp = checkpoint_create(branch=branch, name="first plan")

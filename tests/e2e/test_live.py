@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import expect
 
-from checkpoints.transfer import EXPORT_FORMAT, EXPORT_VERSION
+from checkpoints.transfer_doc import EXPORT_FORMAT, EXPORT_VERSION
 from tests.fakes.chat_server import Reply
 
 from .conftest import (

@@ -64,7 +64,7 @@ def test_the_system_theme_applies_as_a_whole_and_an_explicit_choice_wins(
         page.goto(chat_url)
         shown = {region: dark(page, region) for region in regions}
         assert shown == dict.fromkeys(regions, expected), (chosen, scheme, shown)
-        page.goto(f"{app.base_url}/admin/sessions_app/externalsession/")
+        page.goto(f"{app.base_url}/admin/sessions_app/session/")
         # (Django's header is dark blue in both of its themes.)
         admin = {region: dark(page, region) for region in ("body", "#content", "#result_list")}
         assert admin == dict.fromkeys(admin, expected), (chosen, scheme, "admin", admin)
@@ -84,7 +84,7 @@ def test_no_page_scrolls_sideways_at_390_px(page, app, app_settings, llm):
         "/accounts/password/",
         "/memories/",
         "/admin/",
-        "/admin/sessions_app/externalsession/",
+        "/admin/sessions_app/session/",
         "/admin/accounts/user/",
         "/admin/accounts/user/add/",
         "/admin/dashboard/",

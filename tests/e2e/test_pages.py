@@ -45,11 +45,11 @@ def test_the_console_works_under_the_policy(page, app, app_settings, llm):
     chat(page, "a line\nand another")
     branch_id = page.get_by_test_id("current-branch").get_attribute("data-branch-id")
 
-    page.goto(f"{app.base_url}/admin/sessions_app/internalsession/{branch_id}/change/")
+    page.goto(f"{app.base_url}/admin/sessions_app/branch/{branch_id}/change/")
     cell = page.locator("td.message-content").first
     expect(cell).to_have_text(re.compile(r"a line\s+and another"))
     assert cell.evaluate("td => getComputedStyle(td).whiteSpace") == "pre-wrap"
-    page.goto(f"{app.base_url}/admin/sessions_app/externalsession/")
+    page.goto(f"{app.base_url}/admin/sessions_app/session/")
     expect(page.locator("#result_list")).to_be_visible()
 
 

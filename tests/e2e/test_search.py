@@ -28,18 +28,18 @@ pytestmark = pytest.mark.e2e
 HISTORY = 600
 FAR_BACK = 30  # the message looked for: 570 after it, 6 pages back
 SEED = (
-    "from sessions_app.models import InternalSession, Message; "
-    "b = InternalSession.objects.get(session_id={sid}); "
+    "from sessions_app.models import Branch, Message; "
+    "b = Branch.objects.get(session_id={sid}); "
     "Message.objects.bulk_create([Message(branch=b, position=i, "
     "role='user' if i % 2 == 0 else 'assistant', "
     "content='the zebrafish <b>restoration</b> plan' if i == {far} else f'message {{i}}') "
     "for i in range({n})]); "
-    "InternalSession.objects.filter(pk=b.pk).update(message_count={n})"
+    "Branch.objects.filter(pk=b.pk).update(message_count={n})"
 )
 FORK = (
-    "from sessions_app.models import InternalSession; "
+    "from sessions_app.models import Branch; "
     "from sessions_app.services import branch_fork; "
-    "branch_fork(branch=InternalSession.objects.get(session_id={sid}), position=10)"
+    "branch_fork(branch=Branch.objects.get(session_id={sid}), position=10)"
 )
 IN_VIEW = """() => {
     const target = document.querySelector("#messages .message-target");

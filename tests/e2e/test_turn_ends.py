@@ -6,7 +6,6 @@ is shown as typed while model text stays Markdown; Continue extends a cut-off re
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from playwright.sync_api import expect
@@ -186,7 +185,7 @@ def test_a_turn_that_ends_before_the_socket_joins_is_shown_final(contexts, app, 
 
     def held_until_the_turn_ended(route):
         """The page's last deferred script: htmx opens the socket only once it has run."""
-        time.sleep(4)  # the reply's last pieces come within about 1 s
+        expect(page.locator(FINISHED_ASSISTANT)).to_have_count(1, timeout=20_000)  # it ended
         route.continue_()
 
     other = page.context.new_page()

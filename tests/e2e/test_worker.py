@@ -158,7 +158,9 @@ def test_when_every_attempt_dies_the_page_shows_the_failure_and_takes_a_new_mess
     while len(llm.requests) < 3 and time.monotonic() < deadline:  # the second attempt started
         time.sleep(0.1)
     assert len(llm.requests) == 3
-    time.sleep(1)
+    # The second attempt's reply is streaming on the page when its worker is killed.
+    second = page.locator('[data-streaming=true] .body[data-attempt="2"]')
+    expect(second).not_to_have_text("", timeout=20_000)
     services.kill(f"worker{services.workers}")
     services.start_worker(env)
 

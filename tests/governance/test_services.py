@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection
 
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
@@ -17,7 +17,7 @@ from governance.models import AuditRecord
 from governance.selectors import admin_notices
 from governance.services import NoticeNotFound, admin_notice_dismiss, restore_on_behalf
 from sessions_app.errors import TurnInProgress
-from sessions_app.models import InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Turn
 from sessions_app.services import session_create
 from sessions_app.turns import turn_start
 from tests.conftest import say
@@ -27,8 +27,8 @@ from .conftest import staff_user
 pytestmark = pytest.mark.django_db
 
 
-def current(session) -> InternalSession:
-    return InternalSession.objects.get(session=session, is_current=True)
+def current(session) -> Branch:
+    return Branch.objects.get(session=session, is_current=True)
 
 
 @pytest.fixture
@@ -84,25 +84,31 @@ def test_rewind_counts_what_it_deleted(governor, session, branch, marked):
     assert record.deleted_branches == 1
     # "after the mistake" and "later" on the branch; none on the fork.
     assert record.deleted_checkpoints == 2
-    assert not InternalSession.objects.filter(pk=forked.pk).exists()
+    assert not Branch.objects.filter(pk=forked.pk).exists()
     assert list(Checkpoint.objects.filter(branch=branch)) == [marked]
 
 
+@pytest.mark.django_db(transaction=True)  # no transaction of the test's around the call
 def test_the_record_and_the_restore_are_one_transaction(governor, session, branch, marked):
-    branches = InternalSession.objects.count()
-    seen = []
+    """The record cannot be written (the database refuses its INSERT, after the restore's own
+    writes): the restore is undone with it, with no transaction of the caller's around it."""
+    branches = Branch.objects.count()
+    inserted: list[str] = []
 
-    def restore_then_fail() -> None:
-        with transaction.atomic():
-            restore_on_behalf(actor=governor, checkpoint=marked, mode="branch", reason="Undo")
-            seen.append(AuditRecord.objects.count())
-            raise RuntimeError  # whatever fails after it: neither stays
+    def refuse_the_record(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith("INSERT"):
+            inserted.append(sql)
+            if AuditRecord._meta.db_table in sql:
+                raise DatabaseError("the record cannot be written")
+        return execute(sql, params, many, context)
 
-    with pytest.raises(RuntimeError):
-        restore_then_fail()
-    assert seen == [1]
+    with connection.execute_wrapper(refuse_the_record), pytest.raises(DatabaseError):
+        restore_on_behalf(actor=governor, checkpoint=marked, mode="branch", reason="Undo")
+    # The restore wrote its branch before the record failed...
+    assert any(Branch._meta.db_table in sql for sql in inserted)
+    # ...and none of it stays.
     assert AuditRecord.objects.count() == 0
-    assert InternalSession.objects.count() == branches
+    assert Branch.objects.count() == branches
     assert current(session).pk == branch.pk
 
 

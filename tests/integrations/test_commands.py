@@ -10,7 +10,7 @@ from integrations.models import TelegramReply
 from integrations.telegram.commands import HELP, parse_command
 from integrations.telegram.conversations import session_key
 from integrations.telegram.links import link_code_consume, link_code_create
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.integrations.updates import CHAT, message, post, said
 
@@ -42,8 +42,8 @@ def delivered(telegram) -> None:
     )
 
 
-def the_session(alice) -> ExternalSession:
-    return ExternalSession.objects.get(owner=alice, session_key=session_key(CHAT))
+def the_session(alice) -> Session:
+    return Session.objects.get(owner=alice, session_key=session_key(CHAT))
 
 
 def test_commands_parse_with_the_bot_name_and_in_any_case():
@@ -68,7 +68,7 @@ def test_checkpoint_list_rollback_and_branches_work_on_the_chats_session(bot, fa
     bot("remember 42")
     before = the_session(alice)
     [rolled] = bot(f"/rollback {checkpoint.pk}")
-    branch = InternalSession.objects.get(session=before, is_current=True)
+    branch = Branch.objects.get(session=before, is_current=True)
     assert rolled == f"Rolled back to checkpoint 'first'. Now on branch {branch.pk} (2 messages)."
     assert branch.forked_from == checkpoint
 
@@ -121,7 +121,7 @@ def test_new_at_the_session_limit_is_refused_and_keeps_the_session(bot, settings
     settings.ROLLBACK_MAX_SESSIONS_PER_USER = 1
     [refused] = bot("/new")
     assert "the most one account may keep is 1" in refused
-    assert ExternalSession.objects.get(owner=alice).session_key == session_key(CHAT)
+    assert Session.objects.get(owner=alice).session_key == session_key(CHAT)
 
 
 def test_help_start_and_an_unknown_command(bot, alice):
@@ -138,7 +138,7 @@ def test_another_users_chat_commands_never_reach_alices_session(bot, fake_llm, a
     link_code_consume(code=link_code_create(user=bob).code, chat_id=CHAT, title="bob")
     assert bot("/list") == ["No checkpoints yet."]
     assert bot("/rollback mine")[0].endswith("Use /list to see the checkpoints.")
-    assert ExternalSession.objects.get(owner=bob).session_key == session_key(CHAT)
+    assert Session.objects.get(owner=bob).session_key == session_key(CHAT)
     assert the_session(alice).turns.count() == 1
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import close_old_connections, connection
 
 from integrations.telegram.conversations import chat_session, chat_session_new, session_key
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 
 CHAT = 313131
 ROUNDS = 5
@@ -48,9 +48,9 @@ def test_new_racing_first_uses_leaves_one_keyed_session_and_one_per_new(alice):
             t.join()
 
     assert failures == []
-    keyed = ExternalSession.objects.filter(owner=alice, session_key=session_key(CHAT))
+    keyed = Session.objects.filter(owner=alice, session_key=session_key(CHAT))
     assert keyed.count() == 1
     assert keyed.get().pk == made_by_new[-1]  # the last /new's session holds the key
     # Each /new made one session; first uses made at most one more (before any /new).
-    assert ROUNDS <= ExternalSession.objects.filter(owner=alice).count() <= ROUNDS + 1
+    assert ROUNDS <= Session.objects.filter(owner=alice).count() <= ROUNDS + 1
     assert len(set(made_by_new)) == ROUNDS

@@ -3,6 +3,8 @@ API, sent as `/start CODE`."""
 
 from __future__ import annotations
 
+import hashlib
+import string
 import threading
 from datetime import timedelta
 
@@ -41,10 +43,15 @@ def bridge_on(settings):
 def test_a_code_is_eight_unambiguous_characters_stored_only_as_its_hash(alice):
     made = link_code_create(user=alice)
     assert len(made.code) == 8
-    assert set(made.code) <= set(ALPHABET)
+    # Capital letters and digits, none that reads as another (0/O, 1/I/L).
+    assert set(made.code) <= set(ALPHABET) <= set(string.ascii_uppercase + string.digits)
+    assert not set(ALPHABET) & set("0O1IL")
     row = TelegramLinkCode.objects.get(user=alice)
-    assert row.code_hash == code_hash(made.code) != made.code
+    # Its SHA-256 (computed here, not by the code under test), and nothing else of it.
+    assert row.code_hash == hashlib.sha256(made.code.encode()).hexdigest()
     assert made.code not in row.code_hash
+    # A code typed in lower case, with spaces or a dash, is the same code.
+    assert code_hash(f" {made.code[:4].lower()}-{made.code[4:]} ") == row.code_hash
     left = made.expires_at - timezone.now()
     assert timedelta(minutes=9) < left <= timedelta(minutes=10)
 
@@ -177,12 +184,12 @@ def test_start_with_a_used_or_unknown_code_says_so(client, telegram, inline_turn
 def test_an_unlinked_chat_gets_one_message_on_how_to_link_and_nothing_else(
     client, telegram, inline_turns, alice
 ):
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
     for text in ("hello", "/list", "/start"):
         post(client, message(text))
     answers = said(telegram)
     assert len(answers) == 3
     assert all("not linked" in a and "/start CODE" in a for a in answers)
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
     assert telegram.sent("sendChatAction") == []

@@ -9,7 +9,7 @@ from integrations.models import TelegramReply
 from integrations.telegram.conversations import session_key
 from integrations.telegram.links import link_code_consume, link_code_create
 from integrations.telegram.updates import AWAITING_APPROVAL, STILL_WRITING, update_handle
-from sessions_app.models import ExternalSession, Turn
+from sessions_app.models import Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_for_key
 from sessions_app.turns import turn_start
@@ -29,7 +29,7 @@ def test_a_text_makes_the_keyed_session_and_a_turn_with_its_telegram_reply(
 ):
     fake_llm.queue(Reply("Hello from the agent."))
     assert post(client, message("hello agent", update_id=501)).status_code == 200
-    session = ExternalSession.objects.get(owner=alice)
+    session = Session.objects.get(owner=alice)
     assert session.session_key == "agent:telegram:per-peer:424242" == session_key(CHAT)
     turn = Turn.objects.get(session=session)
     assert turn.status == Turn.Status.DONE
@@ -91,5 +91,5 @@ def test_the_session_is_the_users_own_and_another_users_chat_has_its_own(
     fake_llm.queue(Reply("A."), Reply("B."))
     post(client, message("from alice"))
     post(client, message("from bob", chat_id=CHAT + 1))
-    assert ExternalSession.objects.get(owner=alice).session_key == session_key(CHAT)
-    assert ExternalSession.objects.get(owner=bob).session_key == session_key(CHAT + 1)
+    assert Session.objects.get(owner=alice).session_key == session_key(CHAT)
+    assert Session.objects.get(owner=bob).session_key == session_key(CHAT + 1)

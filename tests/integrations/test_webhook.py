@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from integrations.models import TelegramChat, TelegramUpdate
@@ -133,20 +135,27 @@ def test_a_message_without_text_gets_a_short_note(client, telegram, inline_turns
 def test_a_deactivated_users_chat_is_told_so_and_nothing_else(
     client, telegram, inline_turns, linked, alice
 ):
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
     alice.is_active = False
     alice.save()
     post(client, message("hello"))
     post(client, message("/list"))
     assert said(telegram) == [DEACTIVATED, DEACTIVATED]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
-def test_telegram_refusing_an_answer_is_logged_not_a_500(client, telegram, inline_turns):
+def test_telegram_refusing_an_answer_is_logged_not_a_500(client, telegram, inline_turns, caplog):
     telegram.fail("sendMessage", status=400, description="Bad Request: chat not found", times=5)
-    assert post(client, message("hello")).status_code == 200
+    with caplog.at_level(logging.WARNING, logger="integrations.telegram"):
+        assert post(client, message("hello")).status_code == 200
     assert TelegramUpdate.objects.get().handled_at is not None
+    logged = [r for r in caplog.records if r.name == "integrations.telegram.updates"]
+    assert [(r.levelname, r.getMessage()) for r in logged] == [
+        ("WARNING", f"telegram: could not answer chat {CHAT}")
+    ]
+    assert logged[0].exc_info is not None
+    assert str(logged[0].exc_info[1]) == "sendMessage: Chat not found"
 
 
 def test_old_updates_are_pruned(client, telegram):

@@ -70,11 +70,11 @@ FILLER = (
 )
 PREFILL = f"""
 from accounts.models import User
-from sessions_app.models import InternalSession, Message
+from sessions_app.models import Branch, Message
 from sessions_app.services import session_create
 owner = User.objects.create_user("alice")
 session = session_create(owner=owner, name="Archive")
-branch = InternalSession.objects.get(session=session, is_current=True)
+branch = Branch.objects.get(session=session, is_current=True)
 Message.objects.bulk_create(
     [
         Message(branch=branch, position=i, role="user" if i % 2 == 0 else "assistant",
@@ -83,7 +83,7 @@ Message.objects.bulk_create(
     ],
     batch_size=2000,
 )
-InternalSession.objects.filter(pk=branch.pk).update(message_count={PREFILL_MESSAGES})
+Branch.objects.filter(pk=branch.pk).update(message_count={PREFILL_MESSAGES})
 """
 
 

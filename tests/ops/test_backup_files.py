@@ -24,12 +24,12 @@ ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgr
 WRITE_FILES = """
 from accounts.models import User
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import session_create
 from workspace.services import file_delete, file_write
 owner = User.objects.create_user("alice")
 session = session_create(owner=owner, name="Files")
-branch = InternalSession.objects.get(session=session, is_current=True)
+branch = Branch.objects.get(session=session, is_current=True)
 file_write(branch=branch, path="a.txt", content="one")
 file_write(branch=branch, path="notes/b.md", content="# b")
 cp = checkpoint_create(branch=branch, name="cp")

@@ -20,7 +20,7 @@ from checkpoints.services import checkpoint_create, checkpoint_restore
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
-from sessions_app.models import ExternalSession, InternalSession, Message, Summary, Turn
+from sessions_app.models import Branch, Message, Session, Summary, Turn
 from sessions_app.selectors import sessions_listed
 from sessions_app.services import message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
@@ -42,7 +42,7 @@ def world_of(username: str, mark: str) -> dict:
         password="pw-Secret-123",  # noqa: S106 - a test user's password
     )
     session = session_create(owner=user, name=f"{mark} trip plan")
-    branch = InternalSession.objects.get(session=session, is_current=True)
+    branch = Branch.objects.get(session=session, is_current=True)
     message_append(branch=branch, role="user", content=f"my {mark} secret")
     message_append(branch=branch, role="assistant", content=f"kept {mark}")
     summary_store(branch=branch, end=2, content=f"{mark} summary", model="m")
@@ -116,8 +116,8 @@ def rows_pointing_at(user_id: int) -> dict[str, int]:
 
 def holdings_of(user) -> tuple[int, ...]:
     return (
-        ExternalSession.objects.filter(owner=user).count(),
-        InternalSession.objects.filter(session__owner=user).count(),
+        Session.objects.filter(owner=user).count(),
+        Branch.objects.filter(session__owner=user).count(),
         Message.objects.filter(branch__session__owner=user).count(),
         Summary.objects.filter(last_message__branch__session__owner=user).count(),
         Checkpoint.objects.filter(branch__session__owner=user).count(),
@@ -131,7 +131,7 @@ def test_the_admin_erases_a_user_leaving_nothing_of_theirs_in_any_table():
     bob = world_of("bob-stays", "bobmarkq")
     admin = admin_client()
     # The admin edits alice's session: its log entry repeats the session's name.
-    url = reverse("admin:sessions_app_externalsession_change", args=[alice["session"].pk])
+    url = reverse("admin:sessions_app_session_change", args=[alice["session"].pk])
     page = admin.get(url)
     assert page.status_code == 200
     admin.post(

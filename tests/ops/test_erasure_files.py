@@ -10,18 +10,19 @@ from django.core.management import call_command
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from ops.erasure import user_delete, user_holdings
-from sessions_app.models import ExternalSession, FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import Branch, Session
 from sessions_app.services import session_create, session_delete
 from sessions_app.turns import turn_claim, turn_start
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _filed(owner, name: str) -> ExternalSession:
+def _filed(owner, name: str) -> Session:
     """A session with files on two branches, one of them written by a turn still running."""
     session = session_create(owner=owner, name=name)
-    branch = InternalSession.objects.get(session=session, is_current=True)
+    branch = Branch.objects.get(session=session, is_current=True)
     file_write(branch=branch, path="a.txt", content=f"{name} one")
     file_write(branch=branch, path="dir/b.txt", content=f"{name} two")
     cp = checkpoint_create(branch=branch, name="cp")

@@ -20,7 +20,7 @@ from memories.services import memory_create
 from ops.audit import Who
 from ops.erasure import user_erase
 from ops.models import AuditRecord
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import branch_create, message_append, session_create, session_delete
 from sessions_app.turns import turn_fail, turn_start
 from tests.ops.test_erasure import holdings_of, rows_pointing_at
@@ -80,7 +80,7 @@ def test_removing_a_user_while_they_write_wins_and_their_writers_get_not_found(r
     for round_ in range(4):
         user = User.objects.create_user(f"busy{round_}", password="pw-Secret-123")  # noqa: S106 - a test user's password
         sessions = [session_create(owner=user, name=f"s{n}") for n in range(3)]
-        roots = [InternalSession.objects.get(session=s) for s in sessions]
+        roots = [Branch.objects.get(session=s) for s in sessions]
 
         writer = functools.partial(_write_something, user, sessions, roots)
 

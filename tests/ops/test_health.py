@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from django.test import Client
 
 from ops.health import BEAT_KEY, CACHE_ALIAS, WORKER_KEY, heartbeat_record
 from ops.heartbeat import Heart
+from tests.waits import until
 
 pytestmark = pytest.mark.django_db
 
@@ -179,21 +181,22 @@ def test_the_worker_heart_beats_until_stopped():
     """The bootstep's object, as the worker starts and stops it."""
     health_cache = caches[CACHE_ALIAS]
     heart = Heart("worker1@host", interval=0.05)
+    before = set(threading.enumerate())
     heart.start()
     try:
-        deadline = time.monotonic() + 5
-        while health_cache.get(WORKER_KEY) is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        first = health_cache.get(WORKER_KEY)
-        assert first is not None
+        first = until(lambda: health_cache.get(WORKER_KEY), "the first beat")
         assert first["hostname"] == "worker1@host"
-        time.sleep(0.3)
-        assert health_cache.get(WORKER_KEY)["at"] > first["at"]  # it goes on beating
+        # It goes on beating.
+        until(lambda: health_cache.get(WORKER_KEY)["at"] > first["at"], "a later beat")
+        (beating,) = [
+            t for t in threading.enumerate() if t not in before and t.name == "health-heartbeat"
+        ]
     finally:
         heart.stop()
+    # And stops with the worker: its thread has ended (stop() joined it), so no beat can follow.
+    assert not beating.is_alive()
     health_cache.delete(WORKER_KEY)
-    time.sleep(0.3)
-    assert health_cache.get(WORKER_KEY) is None  # and stops with the worker
+    assert health_cache.get(WORKER_KEY) is None
 
 
 @pytest.mark.parametrize(

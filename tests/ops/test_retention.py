@@ -23,7 +23,7 @@ from ops.audit import Who
 from ops.models import AuditRecord
 from ops.retention import archive_idle_sessions, prune_auto_checkpoints
 from ops.tasks import archive_idle_sessions_task, prune_auto_checkpoints_task
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import session_create, session_update
 from sessions_app.turns import turn_start
 from tests.conftest import say
@@ -40,7 +40,7 @@ def aged(*objs, days: float) -> None:
         if isinstance(obj, Checkpoint):
             Checkpoint.objects.filter(pk=obj.pk).update(created_at=when)
         else:
-            ExternalSession.objects.filter(pk=obj.pk).update(updated_at=when)
+            Session.objects.filter(pk=obj.pk).update(updated_at=when)
 
 
 def autos(branch, n: int, days: float, prefix: str = "auto") -> list[Checkpoint]:
@@ -164,7 +164,7 @@ def test_two_runs_at_once_delete_each_checkpoint_once(retention, alice):
     skipped; nothing is deleted or announced twice."""
     sessions = [session_create(owner=alice, name=f"s{i}") for i in range(4)]
     for s in sessions:
-        autos(InternalSession.objects.get(session=s), 4, days=20)
+        autos(Branch.objects.get(session=s), 4, days=20)
     barrier = threading.Barrier(2)
     records: list[AuditRecord] = []
 
@@ -193,7 +193,7 @@ def test_idle_sessions_are_archived_never_deleted_and_their_owner_brings_them_ba
     retention, alice, bob
 ):
     idle = session_create(owner=alice, name="old trip")
-    say(InternalSession.objects.get(session=idle), "where to?", "Lisbon")
+    say(Branch.objects.get(session=idle), "where to?", "Lisbon")
     recent = session_create(owner=alice, name="today")
     bobs = session_create(owner=bob, name="bob's old")
     busy = session_create(owner=bob, name="old but answering")
@@ -203,19 +203,17 @@ def test_idle_sessions_are_archived_never_deleted_and_their_owner_brings_them_ba
 
     record = archive_idle_sessions(who=OPERATOR)
 
-    archived = set(
-        ExternalSession.objects.filter(archived_at__isnull=False).values_list("pk", flat=True)
-    )
+    archived = set(Session.objects.filter(archived_at__isnull=False).values_list("pk", flat=True))
     assert archived == {idle.pk, bobs.pk}
     assert record.affected == 2
     assert {item["id"] for item in record.details["sessions"]["items"]} == {idle.pk, bobs.pk}
-    assert ExternalSession.objects.count() == 4  # nothing deleted
-    assert InternalSession.objects.get(session=idle).message_count == 2
+    assert Session.objects.count() == 4  # nothing deleted
+    assert Branch.objects.get(session=idle).message_count == 2
     # The owner brings it back (the page and the API go through session_update), and it is not
     # archived again the next night: bringing it back touched it.
-    session_update(session=ExternalSession.objects.get(pk=idle.pk), archived=False)
+    session_update(session=Session.objects.get(pk=idle.pk), archived=False)
     assert archive_idle_sessions(who=OPERATOR).affected == 0
-    assert ExternalSession.objects.get(pk=idle.pk).archived_at is None
+    assert Session.objects.get(pk=idle.pk).archived_at is None
 
 
 def test_archiving_dry_run_changes_nothing(retention, alice):
@@ -224,7 +222,7 @@ def test_archiving_dry_run_changes_nothing(retention, alice):
     record = archive_idle_sessions(who=OPERATOR, dry_run=True)
     assert record.affected == 1
     assert record.dry_run
-    assert ExternalSession.objects.get(pk=idle.pk).archived_at is None
+    assert Session.objects.get(pk=idle.pk).archived_at is None
 
 
 def test_a_session_touched_after_the_selection_is_not_archived(retention, alice):
@@ -234,7 +232,7 @@ def test_a_session_touched_after_the_selection_is_not_archived(retention, alice)
     idle = session_create(owner=alice, name="old")
     aged(idle, days=60)
     since = timezone.now() - timedelta(days=30)
-    say(InternalSession.objects.get(session=idle), "I'm back")  # a message touches the session
+    say(Branch.objects.get(session=idle), "I'm back")  # a message touches the session
     assert session_archive_if_idle(session_id=idle.pk, since=since) is False
     assert session_archive_if_idle(session_id=10**9, since=since) is False
 
@@ -323,7 +321,7 @@ def test_the_archive_command_and_its_dry_run(retention, alice):
     assert "would change 0" in run("archive_idle_sessions", "--dry-run")
     assert "would change 1" in run("archive_idle_sessions", "--dry-run", "--days", "7")
     assert "changed 1 " in run("archive_idle_sessions", "--days", "7")
-    assert ExternalSession.objects.get(pk=idle.pk).archived_at is not None
+    assert Session.objects.get(pk=idle.pk).archived_at is not None
 
 
 @pytest.mark.parametrize("value", ["-1", "many", "1.5"])

@@ -58,7 +58,7 @@ from integrations.models import TelegramChat, TelegramLinkCode
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
-from sessions_app.models import ExternalSession, FileVersion, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
@@ -66,6 +66,7 @@ from sharing.models import ShareLink
 from sharing.services import share_create
 from tests.security.conftest import bearer, browser, cookie_headers
 from web.ws.routing import websocket_urlpatterns
+from workspace.models import FileVersion
 from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
@@ -334,8 +335,8 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|checkpoints|governance|integrations"
-    "|agents|memories|ops|sessions_app)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
+    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|sessions_app|checkpoints|governance"
+    "|integrations|agents|memories|ops)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
@@ -358,8 +359,8 @@ ADMIN_OBJECTS = {
     "agents.McpServer": "mcp_server",
     "checkpoints.Checkpoint": "checkpoint",
     "memories.Memory": "memory",
-    "sessions_app.ExternalSession": "session",
-    "sessions_app.InternalSession": "branch",
+    "sessions_app.Session": "session",
+    "sessions_app.Branch": "branch",
     "sessions_app.Message": "user_message",
     "sessions_app.Turn": "turn",
     "sessions_app.Summary": "summary",
@@ -375,7 +376,7 @@ ADMIN_OBJECTS = {
 # Admin pages that are closed even to the superuser, by design: rows the services make (add),
 # rows that only go with their session (delete), the one settings row.
 ADMIN_CLOSED = {
-    "/admin/sessions_app/externalsession/add/",
+    "/admin/sessions_app/session/add/",
     "/admin/accounts/sitesettings/add/",
     "/admin/accounts/sitesettings/<path:object_id>/delete/",
     "/admin/accounts/apikey/add/",
@@ -383,8 +384,8 @@ ADMIN_CLOSED = {
     "/admin/integrations/telegramchat/add/",
     "/admin/checkpoints/checkpoint/add/",
     "/admin/memories/memory/add/",
-    "/admin/sessions_app/internalsession/add/",
-    "/admin/sessions_app/internalsession/<path:object_id>/delete/",
+    "/admin/sessions_app/branch/add/",
+    "/admin/sessions_app/branch/<path:object_id>/delete/",
     "/admin/sessions_app/message/add/",
     "/admin/sessions_app/message/<path:object_id>/delete/",
     "/admin/sessions_app/turn/add/",
@@ -499,7 +500,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     """Alice's objects, one of each kind, every text carrying SECRET; bob's own session; a
     staff member without permissions."""
     session = session_create(owner=alice, name=f"{SECRET} session", session_key=ALICES_KEY)
-    first = InternalSession.objects.get(session=session, is_current=True)
+    first = Branch.objects.get(session=session, is_current=True)
     question = message_append(branch=first, role="user", content=f"{SECRET} question")
     answer = message_append(branch=first, role="assistant", content=f"{SECRET} answer")
     checkpoint = checkpoint_create(branch=first, name=f"{SECRET} cp", description=SECRET)
@@ -507,7 +508,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     turn_fail(turn=turn, error=f"{SECRET} failure")
     summary = summary_store(branch=first, end=2, content=f"{SECRET} summary", model="m")
     # The current branch inherits both messages; `first` is no longer current (one to switch to).
-    branch_fork(branch=first, position=2, forked_from=checkpoint)
+    branch_fork(branch=first, position=2, forked_from_id=checkpoint.pk)
     key, _ = apikey_create(user=alice, name=f"{SECRET} key")
     memory = memory_create(
         user=alice,
@@ -546,7 +547,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         ).pk,
         "group": Group.objects.create(name=f"{SECRET} group").pk,
         "site_settings": SiteSettings.load().pk,
-        "session_type": ContentType.objects.get_for_model(ExternalSession).pk,
+        "session_type": ContentType.objects.get_for_model(Session).pk,
         "audit_record": AuditRecord.objects.create(
             rule=AuditRecord.Rule.ERASE_USER, trigger="admin", actor=alice, error=SECRET
         ).pk,
@@ -576,7 +577,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
 
 def state(alice_pk: int) -> dict[str, list[dict]]:
     """Every row of alice's, the privileges of every user, the groups and the site settings."""
-    sessions = ExternalSession.objects.filter(owner_id=alice_pk)
+    sessions = Session.objects.filter(owner_id=alice_pk)
 
     def rows(queryset) -> list[dict]:
         return [model_to_dict(obj) for obj in queryset.order_by("pk")]
@@ -593,7 +594,7 @@ def state(alice_pk: int) -> dict[str, list[dict]]:
         "site settings": rows(SiteSettings.objects.all()),
         "keys": rows(ApiKey.objects.filter(user_id=alice_pk)),
         "sessions": rows(sessions),
-        "branches": rows(InternalSession.objects.filter(session__in=sessions)),
+        "branches": rows(Branch.objects.filter(session__in=sessions)),
         "messages": rows(Message.objects.filter(branch__session__in=sessions)),
         "turns": rows(Turn.objects.filter(session__in=sessions)),
         "checkpoints": rows(Checkpoint.objects.filter(branch__session__in=sessions)),
@@ -813,7 +814,7 @@ def test_bobs_own_session_does_not_open_alices_objects(route, world, bob, alice)
     """A route that takes a session and another object: bob names his own session and alice's
     message, turn or branch, and is refused just the same."""
     rule = PAGE_RULES[route]
-    bobs = ExternalSession.objects.get(owner=bob)
+    bobs = Session.objects.get(owner=bob)
     url = fill(route, rule, {**world, "session": bobs.pk})
     before = state(alice.pk)
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
@@ -827,7 +828,7 @@ def test_bobs_own_session_does_not_open_alices_objects(route, world, bob, alice)
 @pytest.mark.parametrize("route", ["messages", "checkpoints"])
 def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, alice):
     """`?branch=` on bob's own session, naming alice's branch: not found, nothing shown."""
-    bobs = ExternalSession.objects.get(owner=bob)
+    bobs = Session.objects.get(owner=bob)
     url = f"/api/v1/sessions/{bobs.pk}/{route}/?branch={world['branch']}"
     for client in (bearer(bob), browser(bob)):
         response = client.get(url)

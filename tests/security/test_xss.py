@@ -30,7 +30,7 @@ from agents.worker import run_turn
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from checkpoints.transfer import session_export
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.services import branch_fork, message_append, session_create
 from sessions_app.turns import turn_fail, turn_start
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
@@ -103,16 +103,16 @@ def test_the_corpus_is_large_and_every_payload_is_caught_when_not_escaped():
 # --- The chat pages -----------------------------------------------------------------------------
 
 
-def _history_pages(client: Client, session: ExternalSession) -> list[bytes]:
+def _history_pages(client: Client, session: Session) -> list[bytes]:
     """The chat page and every earlier page of its history."""
     pages = [client.get(f"/chat/{session.pk}/").content]
-    branch = InternalSession.objects.get(session=session, is_current=True)
+    branch = Branch.objects.get(session=session, is_current=True)
     for before in range(branch.message_count - 100, 0, -100):
         pages.append(client.get(f"/chat/{session.pk}/messages/?before={before}").content)
     return pages
 
 
-def fill_conversation(branch: InternalSession) -> None:
+def fill_conversation(branch: Branch) -> None:
     """Each payload as a user message, a reply (and the reply's model name), a tool call's name,
     and a tool's name, arguments and result; each one-line payload as a checkpoint's name and
     description."""
@@ -142,11 +142,11 @@ def fill_conversation(branch: InternalSession) -> None:
 
 def test_names_descriptions_and_messages_are_inert_on_the_chat_pages(as_alice, alice):
     main = session_create(owner=alice, name="Payloads")
-    branch = InternalSession.objects.get(session=main, is_current=True)
+    branch = Branch.objects.get(session=main, is_current=True)
     fill_conversation(branch)
     # A branch forked from each checkpoint: the branch tree names the checkpoint.
     for cp in Checkpoint.objects.filter(branch=branch):
-        branch_fork(branch=branch, position=cp.message_count, forked_from=cp)
+        branch_fork(branch=branch, position=cp.message_count, forked_from_id=cp.pk)
     sessions = []
     for payload in NAMES:
         named = session_create(owner=alice, name=payload)
@@ -204,7 +204,7 @@ def test_renamed_and_deleted_sessions_are_inert_in_the_answer_and_the_notice(as_
 
 def test_text_sent_back_in_an_address_or_a_form_is_inert(as_alice, alice, client):
     session = session_create(owner=alice, name="s")
-    cp = checkpoint_create(branch=InternalSession.objects.get(session=session), name="cp")
+    cp = checkpoint_create(branch=Branch.objects.get(session=session), name="cp")
     for payload in NAMES:
         q = quote(payload)
         found = as_alice.get(f"/chat/sessions/?q={q}&current={q}")
@@ -229,13 +229,13 @@ def test_text_sent_back_in_an_address_or_a_form_is_inert(as_alice, alice, client
 def test_an_imported_document_is_inert_in_every_field(as_alice, alice):
     """An export file is anyone's text: names, messages, tool calls and message metadata."""
     source = session_create(owner=alice, name="source")
-    fill_conversation(InternalSession.objects.get(session=source))
+    fill_conversation(Branch.objects.get(session=source))
     document = session_export(session=source)
     document["session"]["name"] = NAMES[0]
     upload = SimpleUploadedFile("s.json", json.dumps(document).encode(), "application/json")
     response = as_alice.post("/chat/import/", {"document": upload})
     assert response.status_code == 302, response.content[:500]
-    imported = ExternalSession.objects.filter(owner=alice).order_by("-pk").first()
+    imported = Session.objects.filter(owner=alice).order_by("-pk").first()
     assert imported is not None
     assert imported.pk != source.pk
     pages = _history_pages(as_alice, imported)
@@ -272,7 +272,7 @@ def test_api_key_names_are_inert_on_the_profile(as_alice, alice):
 
 def test_the_admin_shows_every_payload_as_text(alice, admin_user):
     session = session_create(owner=alice, name="Payloads")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
     for payload in PAYLOADS:
         message_append(branch=branch, role="user", content=payload)
         message_append(branch=branch, role="tool", tool_name=payload[:200], tool_result=payload)
@@ -292,19 +292,19 @@ def test_the_admin_shows_every_payload_as_text(alice, admin_user):
         assert response.status_code == 200, (url, response.status_code)
         assert_inert(response.content, where, shows)
 
-    look("/admin/sessions_app/externalsession/", "the session list", NAMES)
+    look("/admin/sessions_app/session/", "the session list", NAMES)
     look("/admin/checkpoints/checkpoint/", "the checkpoint list", NAMES)
     look("/admin/accounts/apikey/", "the API key list", NAMES[:40])
     look("/admin/sessions_app/message/", "the message list")
-    look("/admin/sessions_app/internalsession/", "the branch list")
+    look("/admin/sessions_app/branch/", "the branch list")
     look("/admin/accounts/user/", "the user list")
     look(f"/admin/accounts/user/{alice.pk}/change/", "alice's page", NAMES[:3])
     # The branch page: its last 50 messages, and its checkpoints.
-    look(f"/admin/sessions_app/internalsession/{branch.pk}/change/", "the branch page", NAMES)
+    look(f"/admin/sessions_app/branch/{branch.pk}/change/", "the branch page", NAMES)
     for one in sessions:
         name = one.session_name
-        look(f"/admin/sessions_app/externalsession/{one.pk}/change/", f"session {name!r}", [name])
-        look(f"/admin/sessions_app/externalsession/{one.pk}/delete/", f"deleting {name!r}", [name])
+        look(f"/admin/sessions_app/session/{one.pk}/change/", f"session {name!r}", [name])
+        look(f"/admin/sessions_app/session/{one.pk}/delete/", f"deleting {name!r}", [name])
     for cp in checkpoints:
         name = cp.checkpoint_name
         look(f"/admin/checkpoints/checkpoint/{cp.pk}/change/", f"checkpoint {name!r}", [name])
@@ -312,7 +312,7 @@ def test_the_admin_shows_every_payload_as_text(alice, admin_user):
         look(f"/admin/sessions_app/message/{message.pk}/change/", f"message {message.pk}")
     for payload in NAMES:
         look(
-            f"/admin/sessions_app/externalsession/?q={quote(payload)}",
+            f"/admin/sessions_app/session/?q={quote(payload)}",
             f"searching the sessions for {payload!r}",
         )
     # The operator's dashboard: failed turns' errors (long ones open in <details>), the names of
@@ -324,11 +324,11 @@ def test_the_admin_shows_every_payload_as_text(alice, admin_user):
     look("/admin/dashboard/", "the operator's dashboard", [*NAMES[:25], *PAYLOADS[:20]])
     # A change made in the admin is remembered under the object's name: its history page.
     one = sessions[0]
-    url = f"/admin/sessions_app/externalsession/{one.pk}/change/"
-    data = form_data(admin.get(url).content.decode(), "externalsession_form")
+    url = f"/admin/sessions_app/session/{one.pk}/change/"
+    data = form_data(admin.get(url).content.decode(), "session_form")
     response = admin.post(url, {**data, "session_name": NAMES[3]})
     assert response.status_code == 302, response.content[:2000]
-    look(f"/admin/sessions_app/externalsession/{one.pk}/history/", "the history", [NAMES[3]])
+    look(f"/admin/sessions_app/session/{one.pk}/history/", "the history", [NAMES[3]])
     look("/admin/", "the recent actions", [NAMES[3]])
 
 
@@ -381,8 +381,15 @@ def test_model_replies_tool_output_and_errors_are_inert_live_and_stored(fake_llm
             while not events or events[-1]["type"] not in ("turn.finished", "turn.failed"):
                 frame = await stream.receive_from(timeout=10)
                 events.append(json.loads(frame))
-            # The chat socket sends one fragment for each event it shows.
-            shown = [e for e in events if e["type"] != "tool.finished"]
+            # The chat socket sends one fragment for each event it shows: not a tool's end, nor
+            # the automatic checkpoint made in the commit that ends the turn it watches (the
+            # turn's end has the page fetch its one refresh for both).
+            shown = [
+                e
+                for e in events
+                if e["type"] != "tool.finished"
+                and not (e["type"] == "checkpoint.created" and e["is_auto"])
+            ]
             fragments = [await chat.receive_from(timeout=10) for _ in shown]
             seen.append((payload, events, fragments))
         await chat.disconnect(timeout=10)

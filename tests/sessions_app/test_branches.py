@@ -7,7 +7,7 @@ import pytest
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from core.errors import InvalidInput
 from sessions_app.labels import branch_label, session_branch_labels
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import (
     branch_activate,
@@ -29,7 +29,7 @@ def talked(branch):
     return branch
 
 
-def _edit(branch: InternalSession, position: int, text: str) -> InternalSession:
+def _edit(branch: Branch, position: int, text: str) -> Branch:
     """What an edit of the user message at `position` does (agents.services.turn_edit)."""
     fork = branch_fork(branch=branch, position=position, metadata={"edited_message": 1})
     say(fork, text, f"reply to {text}")
@@ -111,7 +111,7 @@ def test_labels_stay_the_same_when_more_branches_come_and_a_name_wins(session, t
 def _versions_on(session):
     branch = current_branch(session)
     history = branch_history(branch)
-    branches = list(InternalSession.objects.filter(session=session))
+    branches = list(Branch.objects.filter(session=session))
     found = message_versions(branches, history, current=branch.pk)
     return {m.content: found[m.pk] for m in history if m.pk in found}
 

@@ -18,7 +18,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
 from core.errors import NotFound
 from sessions_app.errors import SessionLimitReached
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history
 from sessions_app.services import branch_activate, message_append, session_create
 
@@ -50,7 +50,7 @@ def _run_threads(work, n: int) -> list[BaseException]:
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_appends_get_distinct_dense_positions(alice):
     session = session_create(owner=alice, name="busy")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
 
     def work(i: int) -> None:
         for j in range(10):
@@ -67,7 +67,7 @@ def test_concurrent_appends_get_distinct_dense_positions(alice):
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_restores_and_activations_keep_exactly_one_current_branch(alice):
     session = session_create(owner=alice, name="busy")
-    root = InternalSession.objects.get(session=session)
+    root = Branch.objects.get(session=session)
     message_append(branch=root, role="user", content="hi")
     cp = checkpoint_create(branch=root, name="cp")
 
@@ -79,14 +79,14 @@ def test_concurrent_restores_and_activations_keep_exactly_one_current_branch(ali
                 branch_activate(branch=root)
 
     assert _run_threads(work, 6) == []
-    assert InternalSession.objects.filter(session=session, is_current=True).count() == 1
-    assert InternalSession.objects.filter(session=session).count() == 1 + 3 * 5
+    assert Branch.objects.filter(session=session, is_current=True).count() == 1
+    assert Branch.objects.filter(session=session).count() == 1 + 3 * 5
 
 
 def assert_branches_consistent(session) -> None:
     """Every checkpoint lies within its branch; every branch's own messages have dense positions
     from its fork point to its end; exactly one branch is current."""
-    branches = list(InternalSession.objects.filter(session=session))
+    branches = list(Branch.objects.filter(session=session))
     assert sum(b.is_current for b in branches) == 1
     for b in branches:
         own = list(
@@ -109,7 +109,7 @@ def assert_branches_consistent(session) -> None:
 def test_checkpoint_create_racing_a_rewind_never_leaves_a_checkpoint_past_the_end(alice):
     for round_ in range(25):
         session = session_create(owner=alice, name=f"race {round_}")
-        root = InternalSession.objects.get(session=session)
+        root = Branch.objects.get(session=session)
         for i in range(6):
             message_append(branch=root, role="user" if i % 2 == 0 else "assistant", content=str(i))
         early = checkpoint_create(branch=root, name="early", at=2)
@@ -136,15 +136,15 @@ def _pick(model, **filters):
 def _structural_change(session, op: str, i: int) -> None:
     """One change of the session's structure, on a branch or checkpoint picked at random."""
     if op == "append":
-        message_append(branch=_pick(InternalSession, session=session), role="user", content=f"{i}")
+        message_append(branch=_pick(Branch, session=session), role="user", content=f"{i}")
     elif op == "checkpoint":
-        checkpoint_create(branch=_pick(InternalSession, session=session), name=f"t{i}")
+        checkpoint_create(branch=_pick(Branch, session=session), name=f"t{i}")
     elif op in ("branch", "rewind"):
         cp = _pick(Checkpoint, branch__session=session)
         if cp is not None:
             checkpoint_restore(checkpoint=cp, mode=op)
     elif op == "activate":
-        branch_activate(branch=_pick(InternalSession, session=session))
+        branch_activate(branch=_pick(Branch, session=session))
     else:
         cp = _pick(Checkpoint, branch__session=session)
         if cp is not None:
@@ -155,7 +155,7 @@ def _structural_change(session, op: str, i: int) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_twenty_threads_of_mixed_structural_changes_keep_every_branch_whole(alice):
     session = session_create(owner=alice, name="storm")
-    root = InternalSession.objects.get(session=session)
+    root = Branch.objects.get(session=session)
     for i in range(4):
         message_append(branch=root, role="user", content=f"seed {i}")
     checkpoint_create(branch=root, name="seed")
@@ -172,7 +172,7 @@ def test_twenty_threads_of_mixed_structural_changes_keep_every_branch_whole(alic
 
     assert _run_threads(work, 20) == []
     assert_branches_consistent(session)
-    for branch in InternalSession.objects.filter(session=session):
+    for branch in Branch.objects.filter(session=session):
         assert len(branch_history(branch)) == branch.message_count
 
 
@@ -185,13 +185,13 @@ from django.db import connection
 call_command("migrate", verbosity=0)
 from accounts.models import User
 from sessions_app.errors import SessionLimitReached
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Session, Branch, Message
 from sessions_app.services import message_append, session_create
 from checkpoints.services import checkpoint_create
 
 users = [User.objects.create_user(f"user{i}") for i in range(6)]
 shared = session_create(owner=users[0], name="shared")
-branch = InternalSession.objects.get(session=shared)
+branch = Branch.objects.get(session=shared)
 errors = []
 barrier = threading.Barrier(len(users))
 
@@ -199,7 +199,7 @@ def work(i):
     try:
         barrier.wait()
         own = session_create(owner=users[i], name=f"own {i}")
-        own_branch = InternalSession.objects.get(session=own)
+        own_branch = Branch.objects.get(session=own)
         for j in range(15):
             message_append(branch=branch, role="user", content=f"{i}-{j}")
             message_append(branch=own_branch, role="user", content=f"{i}-{j}")
@@ -252,4 +252,4 @@ def test_simultaneous_creations_never_pass_the_sessions_per_user_limit(alice, se
     errors = _run_threads(lambda i: session_create(owner=alice, name=f"s{i}"), 8)
     assert len(errors) == 5, errors
     assert all(isinstance(e, SessionLimitReached) for e in errors), errors
-    assert ExternalSession.objects.filter(owner=alice).count() == 3
+    assert Session.objects.filter(owner=alice).count() == 3

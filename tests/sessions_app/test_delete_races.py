@@ -13,7 +13,7 @@ from django.test import Client
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from core.errors import Conflict, NotFound
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.services import (
     branch_create,
     branch_rename,
@@ -74,8 +74,8 @@ def race_a_delete(writer, deleter, *, writers: int = WRITERS) -> tuple[list, lis
 
 
 def assert_nothing_left(session_id: int) -> None:
-    assert not ExternalSession.objects.filter(pk=session_id).exists()
-    assert not InternalSession.objects.filter(session_id=session_id).exists()
+    assert not Session.objects.filter(pk=session_id).exists()
+    assert not Branch.objects.filter(session_id=session_id).exists()
     assert not Message.objects.filter(branch__session_id=session_id).exists()
     assert not Checkpoint.objects.filter(branch__session_id=session_id).exists()
     assert not Turn.objects.filter(session_id=session_id).exists()
@@ -90,7 +90,7 @@ def assert_clean_refusals(errors: list[BaseException]) -> None:
 def test_deleting_a_session_while_messages_checkpoints_branches_and_turns_are_written(alice):
     for round_ in range(ROUNDS):
         session = session_create(owner=alice, name=f"busy {round_}")
-        root = InternalSession.objects.get(session=session)
+        root = Branch.objects.get(session=session)
         message_append(branch=root, role="user", content="seed")
         seed = checkpoint_create(branch=root, name="seed")
 
@@ -124,7 +124,7 @@ def test_deleting_a_session_while_messages_checkpoints_branches_and_turns_are_wr
 def test_the_api_answers_404_never_500_to_writers_racing_a_delete(alice):
     for round_ in range(ROUNDS):
         session = session_create(owner=alice, name=f"api {round_}")
-        root = InternalSession.objects.get(session=session)
+        root = Branch.objects.get(session=session)
         message_append(branch=root, role="user", content="seed")
         clients = [Client(raise_request_exception=False) for _ in range(WRITERS + 1)]
         for client in clients:

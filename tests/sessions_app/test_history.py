@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession, Message
+from sessions_app.models import Branch, Message
 from sessions_app.selectors import branch_history
 from sessions_app.services import branch_fork, message_append
 from tests.conftest import contents, grow, say
@@ -69,6 +69,11 @@ def test_history_range_is_a_page_of_positions(branch):
     assert contents(branch_history(child, end=3)) == ["0", "1", "2"]
 
 
+# What a page of a branch's history costs, whatever its depth and length (docs/architecture.md
+# quotes it).
+HISTORY_QUERIES = 1
+
+
 @pytest.mark.parametrize("depth", [1, 5, 30])
 def test_history_is_one_query_whatever_the_depth(branch, depth):
     leaf = branch
@@ -78,7 +83,7 @@ def test_history_is_one_query_whatever_the_depth(branch, depth):
     leaf.refresh_from_db()
     with CaptureQueriesContext(connection) as ctx:
         history = branch_history(leaf)
-    assert len(ctx.captured_queries) == 1
+    assert len(ctx.captured_queries) == HISTORY_QUERIES
     assert len(history) == 2 * depth
     assert history[-1].content == f"a{depth - 1}"
 
@@ -90,23 +95,23 @@ def test_history_of_ten_thousand_messages_is_one_query(branch):
     child.refresh_from_db()
     with CaptureQueriesContext(connection) as ctx:
         history = branch_history(child, start=9_985)
-    assert len(ctx.captured_queries) == 1
+    assert len(ctx.captured_queries) == HISTORY_QUERIES
     assert contents(history) == [f"message {i}" for i in range(9_985, 9_990)] + ["new"]
-    assert InternalSession.objects.get(pk=child.pk).message_count == 9_991
+    assert Branch.objects.get(pk=child.pk).message_count == 9_991
 
 
-def _as_the_orm_reads_it(branch: InternalSession) -> list[Message]:
+def _as_the_orm_reads_it(branch: Branch) -> list[Message]:
     """The branch's history read the plain ORM way, branch by branch up the lineage: the
     reference the one-query reader must match exactly."""
     parts: list[Message] = []
     upper = branch.message_count
-    current: InternalSession | None = branch
+    current: Branch | None = branch
     while current is not None:
         parts[:0] = Message.objects.filter(branch=current, position__lt=upper).order_by("position")
         if current.parent_id is None:
             break
         upper = min(upper, current.fork_position)
-        current = InternalSession.objects.get(pk=current.parent_id)
+        current = Branch.objects.get(pk=current.parent_id)
     return parts
 
 

@@ -8,7 +8,7 @@ import pytest
 from agents.services import chat_submit
 from sessions_app.errors import InvalidSessionKey, SessionLimitReached, TurnInProgress
 from sessions_app.keys import SESSION_KEY_MAX_LENGTH, SessionKey, parse_session_key
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import session_create, session_for_key
 from tests.sessions_app.test_concurrency import _run_threads
 
@@ -66,9 +66,9 @@ def test_session_for_key_makes_the_session_once_then_finds_it(alice):
     made = session_for_key(owner=alice, session_key=KEY)
     assert made.session_key == KEY
     assert made.session_name == "shket · main · 12345"
-    assert InternalSession.objects.get(session=made).is_current
+    assert Branch.objects.get(session=made).is_current
     assert session_for_key(owner=alice, session_key=KEY).pk == made.pk
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -96,7 +96,7 @@ def test_session_create_refuses_a_key_the_owner_already_uses(alice, bob):
 def test_session_create_checks_the_key(alice):
     with pytest.raises(InvalidSessionKey):
         session_create(owner=alice, name="x", session_key="agent:a:main")
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 @pytest.mark.django_db
@@ -106,7 +106,7 @@ def test_a_new_key_over_the_sessions_limit_is_refused(alice, settings):
     with pytest.raises(SessionLimitReached):
         session_for_key(owner=alice, session_key=KEY + "0")
     assert session_for_key(owner=alice, session_key=KEY).session_key == KEY
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 @pytest.mark.postgres
@@ -119,12 +119,12 @@ def test_simultaneous_first_uses_of_a_key_make_one_session(alice, bob):
         found.append(session_for_key(owner=owner, session_key=KEY).pk)
 
     assert _run_threads(work, 8) == []
-    assert ExternalSession.objects.filter(owner=alice).count() == 1
-    assert ExternalSession.objects.filter(owner=bob).count() == 1
-    alices = ExternalSession.objects.get(owner=alice).pk
-    assert sorted(set(found)) == sorted({alices, ExternalSession.objects.get(owner=bob).pk})
+    assert Session.objects.filter(owner=alice).count() == 1
+    assert Session.objects.filter(owner=bob).count() == 1
+    alices = Session.objects.get(owner=alice).pk
+    assert sorted(set(found)) == sorted({alices, Session.objects.get(owner=bob).pk})
     assert found.count(alices) == 6
-    assert InternalSession.objects.filter(session_id=alices).count() == 1
+    assert Branch.objects.filter(session_id=alices).count() == 1
 
 
 @pytest.mark.postgres
@@ -138,5 +138,5 @@ def test_simultaneous_first_chats_make_one_session_and_one_turn(alice, settings)
     errors = _run_threads(work, 6)
     assert all(isinstance(e, TurnInProgress) for e in errors), errors
     assert len(errors) == 5
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
     assert Turn.objects.count() == 1

@@ -10,7 +10,7 @@ from django.db import connection
 
 from core.errors import InvalidInput
 from core.validation import clean_search
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.search import (
     SNIPPET_CHARS,
     SnippetPart,
@@ -88,7 +88,7 @@ def test_an_empty_search_lists_everything_and_one_without_a_word_nothing(alice, 
 def test_quotes_operators_and_long_queries_give_a_list(alice, chats, query):
     result = found(alice, query)
     assert result <= {"New session", "Pancake recipe"}
-    assert ExternalSession.objects.count() == 2  # and nothing was harmed
+    assert Session.objects.count() == 2  # and nothing was harmed
 
 
 def test_a_quoted_word_is_still_found(alice, chats):
@@ -122,7 +122,7 @@ def test_archived_sessions_are_searched_only_among_the_archived(alice, chats):
 
 def test_search_only_narrows_the_sessions_it_is_given(alice, chats):
     _greeting, recipe = chats
-    only_recipe = ExternalSession.objects.filter(pk=recipe.pk)
+    only_recipe = Session.objects.filter(pk=recipe.pk)
     assert list(search_sessions(only_recipe, "hello")) == []
 
 

@@ -10,7 +10,7 @@ from sessions_app.errors import (
     SessionLimitReached,
     SessionNotFound,
 )
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import (
     current_branch,
     get_branch_for_user,
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.django_db
 def test_new_session_has_one_current_empty_branch(alice):
     s = session_create(owner=alice, name="  Trip plan  ", metadata={"tags": ["travel"]})
     assert s.session_name == "Trip plan"
-    branches = list(InternalSession.objects.filter(session=s))
+    branches = list(Branch.objects.filter(session=s))
     assert len(branches) == 1
     assert branches[0].is_current
     assert branches[0].message_count == 0
@@ -48,8 +48,8 @@ def test_session_without_a_name_gets_a_default(alice):
 def test_session_name_over_200_characters_is_refused_and_nothing_written(alice):
     with pytest.raises(InvalidInput, match="limit is 200"):
         session_create(owner=alice, name="x" * 201)
-    assert not ExternalSession.objects.exists()
-    assert not InternalSession.objects.exists()
+    assert not Session.objects.exists()
+    assert not Branch.objects.exists()
 
 
 def test_session_metadata_must_be_an_object(alice):
@@ -72,7 +72,7 @@ def test_session_metadata_no_database_can_store_is_refused_on_create_and_update(
         session_create(owner=alice, name="s", metadata=metadata)
     with pytest.raises(InvalidInput, match=says):
         session_update(session=session, name="Renamed", metadata=metadata)
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
     session.refresh_from_db()
     assert session.session_name == "Python basics"
     assert session.metadata == {}
@@ -84,7 +84,7 @@ def test_session_metadata_over_the_limit_is_too_large(alice, session, settings):
         session_create(owner=alice, metadata={"blob": "x" * 97})
     with pytest.raises(TooLarge):
         session_update(session=session, metadata={"blob": "x" * 97})
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
     session.refresh_from_db()
     assert session.metadata == {}
 
@@ -96,7 +96,7 @@ def test_sessions_per_user_are_limited_archived_ones_included(alice, bob, settin
     session_create(owner=alice)
     with pytest.raises(SessionLimitReached, match="You have 2 sessions; the most one account"):
         session_create(owner=alice)
-    assert ExternalSession.objects.filter(owner=alice).count() == 2
+    assert Session.objects.filter(owner=alice).count() == 2
     session_create(owner=bob)
     session_delete(session=first)
     session_create(owner=alice)
@@ -125,7 +125,7 @@ def test_a_session_choosing_a_model_or_temperature_not_allowed_is_refused(alice,
     settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "house-model", ["cheap-model"]
     with pytest.raises(InvalidInput, match=r"not allowed|from 0 to 2"):
         session_create(owner=alice, name="s", metadata={"settings": chosen})
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
     session = session_create(owner=alice, name="s", metadata={"settings": {"model": "cheap-model"}})
     with pytest.raises(InvalidInput, match=r"not allowed|from 0 to 2"):
         session_update(session=session, metadata={"settings": chosen})
@@ -195,13 +195,13 @@ def test_activate_moves_the_current_flag(session, branch):
     assert current_branch(session).pk == other.pk
     branch_activate(branch=branch)
     assert current_branch(session).pk == branch.pk
-    assert InternalSession.objects.filter(session=session, is_current=True).count() == 1
+    assert Branch.objects.filter(session=session, is_current=True).count() == 1
 
 
 def test_the_database_refuses_a_second_current_branch(session, branch):
     with pytest.raises(IntegrityError), transaction.atomic():
-        InternalSession.objects.create(session=session, is_current=True)
-    assert InternalSession.objects.filter(session=session).count() == 1
+        Branch.objects.create(session=session, is_current=True)
+    assert Branch.objects.filter(session=session).count() == 1
 
 
 def test_the_database_refuses_a_duplicate_position(branch):
@@ -216,14 +216,14 @@ def test_fork_outside_the_history_is_refused(branch):
         branch_fork(branch=branch, position=3)
     with pytest.raises(RewindOutOfRange):
         branch_fork(branch=branch, position=-1)
-    assert InternalSession.objects.count() == 1
+    assert Branch.objects.count() == 1
 
 
 def test_delete_session_removes_everything(session, branch):
     say(branch, "a", "b")
     branch_fork(branch=branch, position=1)
     session_delete(session=session)
-    assert not InternalSession.objects.exists()
+    assert not Branch.objects.exists()
     assert not Message.objects.exists()
     with pytest.raises(SessionNotFound):
         session_delete(session=session)

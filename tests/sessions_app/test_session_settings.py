@@ -10,7 +10,7 @@ from accounts.services import preferences_update
 from core.errors import InvalidInput
 from core.events import listen
 from core.model_choice import INSTRUCTIONS_MAX_CHARS
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import session_settings_update, session_update
 
 
@@ -51,7 +51,7 @@ def test_a_change_keeps_the_other_settings_and_metadata_and_is_announced(session
 def test_bad_settings_are_refused_and_nothing_is_written(session, changes, message):
     with pytest.raises(InvalidInput, match=message):
         session_settings_update(session=session, **changes)
-    assert ExternalSession.objects.get(pk=session.pk).metadata == {}
+    assert Session.objects.get(pk=session.pk).metadata == {}
 
 
 @pytest.mark.django_db

@@ -9,9 +9,9 @@ import pytest
 from core import events
 from core.model_choice import DEMO_MODEL_ID
 from sessions_app.models import Turn
+from sessions_app.reply_stream import ReplyStream
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import message_append
-from sessions_app.stream import ReplyStream
 from sessions_app.turns import (
     CUT_NOTE,
     turn_cancel,
@@ -20,7 +20,7 @@ from sessions_app.turns import (
     turn_keep_stopped,
     turn_start,
 )
-from web.context import conversation
+from web.chat_state import conversation
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, session_delete
 from sharing.errors import CheckpointNotInBranch, ShareLimitReached, ShareNotFound
@@ -57,7 +57,7 @@ def test_a_checkpoint_of_an_ancestor_before_the_fork_may_be_shared(alice, branch
     early = checkpoint_create(branch=branch, name="early")
     say(branch, "q2", "a2")
     late = checkpoint_create(branch=branch, name="late")
-    fork = branch_fork(branch=branch, position=2, forked_from=early)
+    fork = branch_fork(branch=branch, position=2, forked_from_id=early.pk)
     message_append(branch=fork, role="user", content="other")
     share, _ = share_create(owner=alice, branch=fork, checkpoint=early)
     assert shown(share) == ["q1", "a1"]
@@ -94,7 +94,7 @@ def test_a_rewind_that_deletes_the_branch_takes_its_links(alice, branch):
     fork = branch_fork(branch=branch, position=3)
     share, token = share_create(owner=alice, branch=fork)
     checkpoint_restore(checkpoint=cp, mode="rewind")
-    assert not InternalSession.objects.filter(pk=fork.pk).exists()
+    assert not Branch.objects.filter(pk=fork.pk).exists()
     assert not ShareLink.objects.filter(pk=share.pk).exists()
     assert share_for_token(token) is None
 

@@ -7,7 +7,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
@@ -15,9 +14,10 @@ from django.urls import reverse
 from checkpoints.services import checkpoint_create
 from governance.models import AuditRecord
 from governance.services import restore_on_behalf
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import session_create
 from tests.conftest import say
+from tests.sockets import socket_headers
 
 XSS = '<img src=x onerror="alert(1)">'
 
@@ -130,22 +130,15 @@ def test_a_notice_is_only_shown_in_its_own_session(client, alice, governor, sess
     assert AuditRecord.objects.count() == 1
 
 
-def _cookie(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_restore_and_the_dismissal_reach_every_open_page_but_no_integration(alice, governor):
     from rollback_site.asgi import application
 
     session = session_create(owner=alice, name="watched")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
     say(branch, "q", "a")
     checkpoint = checkpoint_create(branch=branch, name="cp")
-    headers = _cookie(alice)
+    headers = socket_headers(alice)
     refresh = reverse("chat:refresh", args=[session.pk])
 
     async def run():

@@ -8,7 +8,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
 from django.test import Client
 
 from rollback_site.asgi import application
@@ -16,6 +15,7 @@ from sessions_app.approvals import args_digest
 from sessions_app.models import Turn
 from sessions_app.turns import turn_claim, turn_start
 from tests.agents import approval_tools
+from tests.sockets import socket_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,18 +139,8 @@ def test_a_call_that_may_have_run_says_so_on_its_card(alice, session):
     assert "This call may already have run: attempt 1 of this turn approved" in page
 
 
-def _socket_headers(user):
-    client = logged_in(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [
-        (b"cookie", cookie.encode()),
-        (b"host", b"localhost"),
-        (b"origin", b"http://localhost"),
-    ]
-
-
 def test_every_open_tab_gets_the_card_live_and_loses_it_when_one_tab_answers(alice, session):
-    headers = _socket_headers(alice)
+    headers = socket_headers(alice)
 
     async def receive_until(tab, marker: str) -> str:
         while True:

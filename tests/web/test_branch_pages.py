@@ -10,13 +10,13 @@ import pytest
 from django.urls import reverse
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_activate, branch_fork
 from sessions_app.turns import turn_start
 from tests.conftest import say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
-from web import context as pages
+from web import chat_state as pages
 from web.ws.consumers import render_event
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,7 @@ def test_the_tree_and_the_header_use_the_same_labels_without_database_ids(
     as_alice, session, talked
 ):
     mark = checkpoint_create(branch=talked, name="start")
-    branch_fork(branch=talked, position=2, forked_from=mark)
+    branch_fork(branch=talked, position=2, forked_from_id=mark.pk)
     edit = branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
     page = _page(as_alice, session)
     labels = re.findall(r'data-testid="branch-label">([^<]*)<', page)
@@ -158,14 +158,14 @@ def test_the_rewind_dialog_names_the_branch_it_cuts_and_what_goes(as_alice, sess
         "Cuts the branch “main” back to this checkpoint: permanently deletes 2 later messages, "
         "1 later checkpoint and 1 branch forked from them."
     )
-    InternalSession.objects.filter(pk=talked.pk).update(name="the long road")
+    Branch.objects.filter(pk=talked.pk).update(name="the long road")
     response = as_alice.get(reverse("chat:checkpoint_restore", args=[mark.pk]), **HX)
     assert "Cuts the branch “the long road” back" in html.unescape(response.content.decode())
 
 
 def test_checkpoint_details_name_the_branch_by_its_label(as_alice, session, talked):
     mark = checkpoint_create(branch=talked, name="start")
-    fork = branch_fork(branch=talked, position=4, forked_from=mark)
+    fork = branch_fork(branch=talked, position=4, forked_from_id=mark.pk)
     say(fork, "more")
     later = checkpoint_create(branch=fork, name="later")
     body = html.unescape(
@@ -178,7 +178,7 @@ def test_checkpoint_details_name_the_branch_by_its_label(as_alice, session, talk
 def test_the_agents_checkpoint_info_names_the_branch_by_its_label(session, talked):
     from agents.rollback_agent import RollbackAgent
 
-    InternalSession.objects.filter(pk=talked.pk).update(name="research")
+    Branch.objects.filter(pk=talked.pk).update(name="research")
     mark = checkpoint_create(branch=talked, name="start")
     agent = RollbackAgent(external_session_id=session.pk, model=None, skip_session_creation=True)
     info = agent.get_checkpoint_info_tool(mark.pk)

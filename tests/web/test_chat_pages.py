@@ -12,7 +12,7 @@ from django.urls import reverse
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_delete
 from checkpoints.transfer import session_export
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import message_append, session_create
 from tests.conftest import grow, say
@@ -78,9 +78,9 @@ def test_every_chat_route_is_a_404_for_another_user(as_bob, alices_things):
             response = getattr(as_bob, method)(url, **headers)
             assert response.status_code == 404, (method, url, response.status_code)
     session, _branch, *_ = alices_things
-    assert ExternalSession.objects.filter(pk=session.pk).exists()
+    assert Session.objects.filter(pk=session.pk).exists()
     assert Checkpoint.objects.count() == 1
-    assert InternalSession.objects.count() == 1
+    assert Branch.objects.count() == 1
 
 
 def test_every_chat_route_asks_an_anonymous_visitor_to_log_in(client, alices_things):
@@ -100,7 +100,7 @@ def test_home_opens_the_latest_session_or_offers_a_new_one(as_alice, alice):
 
 def test_new_session_is_created_and_opened(as_alice, alice):
     response = as_alice.post(reverse("chat:new"))
-    session = ExternalSession.objects.get(owner=alice)
+    session = Session.objects.get(owner=alice)
     assert response["Location"] == reverse("chat:session", args=[session.pk])
     page = as_alice.get(response["Location"])
     assert b'data-testid="message-input"' in page.content
@@ -277,14 +277,14 @@ def test_a_new_session_beyond_the_per_user_limit_is_refused_with_a_message(
     settings.ROLLBACK_MAX_SESSIONS_PER_USER = 1
     response = as_alice.post(reverse("chat:new"), {"name": "one more"}, follow=True)
     assert "the most one account may keep is 1" in response.content.decode()
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 def test_delete_session_redirects_home(as_alice, session):
     response = as_alice.post(reverse("chat:delete", args=[session.pk]), **HX)
     assert response.status_code == 204
     assert response["HX-Redirect"] == "/chat/"
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 def test_long_conversations_show_the_last_page_and_load_earlier(as_alice, session, branch):
@@ -367,7 +367,7 @@ def test_export_downloads_the_document_and_import_makes_a_copy(as_alice, alice, 
     assert document["format"] == "rollback.session"
     upload = SimpleUploadedFile("s.json", response.content, content_type="application/json")
     response = as_alice.post(reverse("chat:import"), {"document": upload})
-    copy = ExternalSession.objects.exclude(pk=session.pk).get(owner=alice)
+    copy = Session.objects.exclude(pk=session.pk).get(owner=alice)
     assert response["Location"] == reverse("chat:session", args=[copy.pk])
     assert [m.content for m in branch_history(current_branch(copy))] == ["a", "b"]
 
@@ -376,7 +376,7 @@ def test_importing_garbage_says_why_and_creates_nothing(as_alice, session):
     upload = SimpleUploadedFile("s.json", b"{not json", content_type="application/json")
     response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
     assert "Import failed" in response.content.decode()
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 def test_import_of_another_version_is_refused(as_alice, session):
@@ -385,7 +385,7 @@ def test_import_of_another_version_is_refused(as_alice, session):
     upload = SimpleUploadedFile("s.json", json.dumps(doc).encode())
     response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
     assert "Unsupported export version 7" in response.content.decode()
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 def test_import_of_a_time_python_cannot_hold_is_refused_and_pages_keep_working(
@@ -400,7 +400,7 @@ def test_import_of_a_time_python_cannot_hold_is_refused_and_pages_keep_working(
     assert "Import failed: Cannot import this document: The session&#x27;s created_at" in (
         response.content.decode()
     )
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
     assert Message.objects.count() == 2
     assert as_alice.get(reverse("chat:session", args=[session.pk])).status_code == 200
 
@@ -410,7 +410,7 @@ def test_import_beyond_the_per_user_limit_is_refused_with_a_message(as_alice, se
     upload = SimpleUploadedFile("s.json", json.dumps(session_export(session=session)).encode())
     response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
     assert "Import failed: You have 1 session;" in response.content.decode()
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 def test_import_of_a_session_choosing_a_model_not_allowed_is_refused(as_alice, session, settings):
@@ -421,7 +421,7 @@ def test_import_of_a_session_choosing_a_model_not_allowed_is_refused(as_alice, s
     response = as_alice.post(reverse("chat:import"), {"document": upload}, follow=True)
     assert "Import failed" in response.content.decode()
     assert "is not allowed here" in response.content.decode()
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 # --- the checkpoint panel ----------------------------------------------------------------
@@ -437,9 +437,12 @@ def test_save_a_checkpoint_from_the_panel(as_alice, session, branch):
     body = response.content.decode()
     assert response.status_code == 200
     assert "Saved “after-intro”." in body
-    # The list is fetched again with the page's filter; the tree and the count are updated.
-    assert 'id="checkpoint-reload"' in body
+    # The answer is the page's refresh: the list (with the page's filter), the tree, the count
+    # and the new checkpoint's marker come with it, nothing is left to fetch.
+    assert 'id="checkpoint-reload"' not in body
     assert 'id="checkpoint-total"' in body
+    assert body.count("after-intro") >= 2  # in the list, and as the conversation's marker
+    assert 'data-testid="checkpoint-marker"' in body
     cp = Checkpoint.objects.get()
     assert (cp.message_count, cp.description, cp.is_auto) == (2, "we said hi", False)
 
@@ -471,7 +474,7 @@ def test_restore_as_branch_and_rewind_from_the_panel(as_alice, session, branch):
     url = reverse("chat:checkpoint_restore", args=[cp.pk])
     response = as_alice.post(url, {"mode": "branch"}, **HX)
     assert response.status_code == 200
-    assert InternalSession.objects.filter(session=session).count() == 2
+    assert Branch.objects.filter(session=session).count() == 2
     assert ">c</p>" not in response.content.decode()
     as_alice.post(reverse("chat:activate", args=[session.pk, branch.pk]), **HX)
     response = as_alice.post(url, {"mode": "rewind"}, **HX)
@@ -487,7 +490,7 @@ def test_an_unknown_restore_mode_is_refused(as_alice, session, branch):
     )
     assert response.status_code == 400
     assert "restore mode" in response.content.decode()
-    assert InternalSession.objects.count() == 1
+    assert Branch.objects.count() == 1
 
 
 def test_restoring_a_checkpoint_deleted_in_another_tab_says_so(as_alice, session, branch):
@@ -648,3 +651,24 @@ def test_a_users_message_is_shown_as_typed(as_alice, session, branch):
     # Escaped, every character and line kept: no heading, no emphasis, no HTML.
     assert body.group(1) == typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     assert "<h1>comment" not in page
+
+
+def test_a_refresh_reads_each_part_once(as_alice, session, branch):
+    """The refresh (every region of the page) reads the current branch, and the branches its
+    labels, tree and versions are made from, once each."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    say(branch, "a", "b")
+    checkpoint_create(branch=branch, name="cp")
+    with CaptureQueriesContext(connection) as seen:
+        response = as_alice.get(reverse("chat:refresh", args=[session.pk]), **HX)
+    assert response.status_code == 200
+    branches = [
+        q["sql"]
+        for q in seen.captured_queries
+        if re.match(r'SELECT .* FROM "sessions_app_internalsession"', q["sql"])
+    ]
+    current = [sql for sql in branches if '"is_current"' in sql.split(" WHERE ", 1)[-1]]
+    assert len(current) == 1, current
+    assert len(branches) == 2, branches  # the current one, and all of them (labels, tree)

@@ -13,11 +13,11 @@ from django.urls import reverse
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_delete
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_activate, branch_fork, session_create
 from tests.conftest import grow, say
-from web.context import CHECKPOINT_GONE
+from web.places import CHECKPOINT_GONE
 from web.ws.consumers import render_event
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def as_alice(client, alice):
     return client
 
 
-def _page(client, session: ExternalSession, query: str = "") -> str:
+def _page(client, session: Session, query: str = "") -> str:
     response = client.get(reverse("chat:session", args=[session.pk]) + query)
     assert response.status_code == 200
     return response.content.decode()
@@ -53,7 +53,7 @@ def _sequence(html: str) -> list[str]:
     return found
 
 
-def _at(branch: InternalSession, count: int, name: str, **kwargs) -> Checkpoint:
+def _at(branch: Branch, count: int, name: str, **kwargs) -> Checkpoint:
     return checkpoint_create(branch=branch, name=name, at=count, **kwargs)
 
 
@@ -205,7 +205,7 @@ def test_a_deleted_checkpoint_is_named_to_the_page_by_its_live_update(session):
 # --- The same cost at any length ---------------------------------------------------------------
 
 
-def _chat_with(alice, messages: int, checkpoints: int) -> ExternalSession:
+def _chat_with(alice, messages: int, checkpoints: int) -> Session:
     chat = session_create(owner=alice, name=f"{messages} messages")
     branch = chat.branches.get()
     grow(branch, messages)

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import branch_set_state, message_append, session_create
 from tests.conftest import grow, say
 from web.pages.compare import PICKER_CHECKPOINTS, SIDE_SHOWN
@@ -158,7 +158,7 @@ def test_a_ref_that_does_not_parse_is_a_400_with_the_picker_still_there(
 
 def test_a_point_of_another_session_is_a_404(as_alice, alice, session, parted):
     other = session_create(owner=alice, name="other")
-    other_branch = InternalSession.objects.get(session=other, is_current=True)
+    other_branch = Branch.objects.get(session=other, is_current=True)
     response = as_alice.get(
         _url(session, f"branch:{parted['main'].pk}", f"branch:{other_branch.pk}")
     )
@@ -235,7 +235,7 @@ def test_the_page_costs_the_same_queries_at_10_and_10_000_messages(as_alice, ali
     costs = []
     for n in (10, 10_000):
         s = session_create(owner=alice, name=f"{n}")
-        main = InternalSession.objects.get(session=s, is_current=True)
+        main = Branch.objects.get(session=s, is_current=True)
         say(main, "start")
         cp = checkpoint_create(branch=main, name="start")
         grow(main, n)

@@ -9,25 +9,14 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
 from django.db import transaction
-from django.test import Client
 from django.urls import reverse
 
 from core import events
 from rollback_site.asgi import application
+from tests.sockets import socket_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _cookie_headers(_client, user, origin: str | None = "http://localhost"):
-    client = Client()  # one per user: logging another user in would end this one's session
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    headers = [(b"cookie", cookie.encode()), (b"host", b"localhost")]
-    if origin:
-        headers.append((b"origin", origin.encode()))
-    return headers
 
 
 async def _connect(path: str, headers):
@@ -38,8 +27,8 @@ async def _connect(path: str, headers):
 
 @pytest.mark.parametrize("path", ["/ws/chat/{pk}/", "/ws/v1/sessions/{pk}/"])
 def test_the_owner_connects_and_another_user_is_refused(client, alice, bob, session, path):
-    as_alice = _cookie_headers(client, alice)
-    as_bob = _cookie_headers(client, bob)
+    as_alice = socket_headers(alice)
+    as_bob = socket_headers(bob)
 
     async def run():
         mine, ok = await _connect(path.format(pk=session.pk), as_alice)
@@ -56,7 +45,7 @@ def test_the_owner_connects_and_another_user_is_refused(client, alice, bob, sess
 
 
 def test_a_socket_opened_from_another_site_is_refused(client, alice, session):
-    headers = _cookie_headers(client, alice, origin="https://evil.example")
+    headers = socket_headers(alice, origin="https://evil.example")
 
     async def run():
         _communicator, ok = await _connect(f"/ws/chat/{session.pk}/", headers)
@@ -66,7 +55,7 @@ def test_a_socket_opened_from_another_site_is_refused(client, alice, session):
 
 
 def test_the_event_stream_relays_the_contract_events_as_json(client, alice, session):
-    headers = _cookie_headers(client, alice)
+    headers = socket_headers(alice)
 
     async def run():
         path = f"/ws/v1/sessions/{session.pk}/"
@@ -86,7 +75,7 @@ def test_the_event_stream_relays_file_changes_and_approval_requests(client, alic
     from sessions_app.selectors import current_branch
     from workspace.services import file_write
 
-    headers = _cookie_headers(client, alice)
+    headers = socket_headers(alice)
 
     def write() -> int:
         branch = current_branch(session)
@@ -136,7 +125,7 @@ def test_the_event_stream_relays_file_changes_and_approval_requests(client, alic
 
 
 def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, alice, session):
-    headers = _cookie_headers(client, alice)
+    headers = socket_headers(alice)
     refresh = reverse("chat:refresh", args=[session.pk])
 
     async def run():
@@ -175,8 +164,11 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
     fetched = client.get(refresh).content.decode()
     assert 'id="messages"' in fetched
     assert 'id="branch-tree"' in fetched
-    # The panel's list is fetched again by the page with its own filter, never replaced.
-    assert 'id="checkpoint-reload"' in fetched
+    # The panel's list comes with the refresh, made for the page's own filter (its data-view),
+    # which the refresh never replaces; nothing is left to fetch.
+    assert 'id="checkpoint-reload"' not in fetched
+    assert 'id="checkpoint-list"' in fetched
+    assert 'data-view="all|all|0"' in fetched
     assert 'id="checkpoint-filter"' not in fetched
     # Only the composer's buttons are swapped, never its textarea: a draft survives.
     assert 'id="composer-actions"' in fetched
@@ -186,7 +178,7 @@ def test_the_chat_socket_sends_html_fragments_with_the_delta_escaped(client, ali
 def test_a_renamed_session_updates_the_pages_header_and_sidebar_entry_live(client, alice, session):
     from sessions_app.services import session_update
 
-    headers = _cookie_headers(client, alice)
+    headers = socket_headers(alice)
     refresh = reverse("chat:refresh", args=[session.pk])
 
     async def run():
@@ -220,7 +212,7 @@ def test_bob_hears_nothing_of_alices_session(client, alice, bob, session):
     from sessions_app.services import session_create
 
     bobs = session_create(owner=bob, name="bob's")
-    headers = _cookie_headers(client, bob)
+    headers = socket_headers(bob)
 
     async def run():
         communicator, ok = await _connect(f"/ws/v1/sessions/{bobs.pk}/", headers)

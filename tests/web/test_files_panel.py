@@ -10,10 +10,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import FileVersion, Message
+from sessions_app.models import Message
 from sessions_app.services import message_append
 from tests.conftest import say
 from web.ws.consumers import render_event
+from workspace.models import FileVersion
 from workspace.selectors import workspace_files
 from workspace.services import file_write
 
@@ -39,11 +40,12 @@ def _paths(branch) -> list[str]:
     return [f.path for f in workspace_files(branch)]
 
 
-def test_the_chat_page_holds_the_panel_which_loads_itself(as_alice, session):
+def test_the_chat_page_holds_the_panel_with_its_tree(as_alice, session, files):
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     panel = page[page.index('id="side-panel"') :]
     assert 'data-testid="files-panel"' in panel
-    assert reverse("chat:files_panel", args=[session.pk]) in panel
+    assert 'data-path="README.md"' in panel  # rendered with the page: nothing left to fetch
+    assert 'data-testid="files-upload"' in panel
 
 
 def test_the_panel_shows_a_tree_of_folders_first_with_sizes(as_alice, session, files):
@@ -134,7 +136,9 @@ def test_upload_writes_text_files_into_a_folder(as_alice, session, branch):
     html = response.content.decode()
     assert 'data-testid="upload-done"' in html
     assert "Uploaded 2 files" in html
-    assert 'id="files-reload"' in html  # the tree is fetched again
+    # The tree as it now is comes with the answer: nothing is fetched again.
+    assert 'id="files-reload"' not in html
+    assert 'data-path="docs/new/a.txt"' in html
     assert _paths(branch) == ["docs/new/a.txt", "docs/new/b.py"]
     assert FileVersion.objects.filter(metadata__by="user").count() == 2
 
@@ -193,7 +197,9 @@ def test_delete_removes_the_file_and_refreshes_the_tree(as_alice, session, files
     assert response.status_code == 200
     html = response.content.decode()
     assert 'data-testid="file-gone"' in html
-    assert 'id="files-reload"' in html
+    assert 'id="files-reload"' not in html
+    assert 'data-path="src/lib"' in html
+    assert 'data-path="src/app.py"' not in html
     assert "src/app.py" not in _paths(files)
     assert as_alice.post(url, **HX).status_code == 404
 
@@ -234,9 +240,12 @@ def test_a_workspace_change_on_the_socket_fetches_only_the_tree(session):
     assert "messages" not in html
 
 
-def test_a_branch_change_refreshes_the_tree_too(as_alice, session):
+def test_a_branch_change_refreshes_the_tree_too(as_alice, session, files):
     html = as_alice.get(reverse("chat:refresh", args=[session.pk]), **HX).content.decode()
-    assert 'id="files-reload"' in html
+    # The refresh carries the tree itself (one request): no second fetch.
+    assert 'id="files-reload"' not in html
+    assert 'id="files-tree"' in html
+    assert 'data-path="README.md"' in html
 
 
 def test_the_restore_dialog_says_which_files_come_back(as_alice, session, branch):

@@ -13,7 +13,7 @@ from sessions_app.models import Message
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create
 from tests.conftest import grow, say
-from web.context import MESSAGE_ELSEWHERE, MESSAGE_GONE
+from web.places import MESSAGE_ELSEWHERE, MESSAGE_GONE
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}

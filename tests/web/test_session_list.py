@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import message_append, session_create
 
 pytestmark = pytest.mark.django_db
@@ -28,10 +28,10 @@ def _names(body: str) -> list[str]:
     return re.findall(r'data-testid="session-link">([^<]*)</a>', body)
 
 
-def _aged(session: ExternalSession, days: int) -> None:
+def _aged(session: Session, days: int) -> None:
     """Last active at noon `days` days ago (local time), whatever the time now."""
     noon = datetime.combine(timezone.localdate() - timedelta(days=days), time(12))
-    ExternalSession.objects.filter(pk=session.pk).update(updated_at=timezone.make_aware(noon))
+    Session.objects.filter(pk=session.pk).update(updated_at=timezone.make_aware(noon))
 
 
 def test_the_sidebar_lists_sessions_by_last_activity_under_date_headings(as_alice, alice):
@@ -139,7 +139,7 @@ def test_deleting_another_session_keeps_the_page_and_only_removes_it(as_alice, a
     assert response.status_code == 200
     assert "HX-Redirect" not in response
     assert _names(response.content.decode()) == ["Python basics"]
-    assert list(ExternalSession.objects.values_list("pk", flat=True)) == [session.pk]
+    assert list(Session.objects.values_list("pk", flat=True)) == [session.pk]
 
 
 def test_deleting_the_shown_session_goes_home(as_alice, alice, session):
@@ -147,7 +147,7 @@ def test_deleting_the_shown_session_goes_home(as_alice, alice, session):
     response = as_alice.post(url, **HX)
     assert response.status_code == 204
     assert response["HX-Redirect"] == "/chat/"
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 def test_home_opens_the_most_recently_active_session_not_an_archived_one(as_alice, alice):

@@ -11,15 +11,14 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from rollback_site.asgi import application
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import message_append, session_create, session_delete, session_update
-from web.pages.chat import SIDEBAR_PAGE
+from tests.sockets import socket_headers
+from web.pages.session_list import SIDEBAR_PAGE
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -39,24 +38,22 @@ def _next_page(body: str) -> str | None:
     return found.group(1).replace("&amp;", "&") if found else None
 
 
-def _many(owner, count: int, *, days_ago: int = 0) -> list[ExternalSession]:
+def _many(owner, count: int, *, days_ago: int = 0) -> list[Session]:
     """`count` sessions, the first one the most recently active."""
     now = timezone.now() - timedelta(days=days_ago)
     rows = [
-        ExternalSession(
-            owner=owner, session_name=f"Chat {n:03}", updated_at=now - timedelta(seconds=n)
-        )
+        Session(owner=owner, session_name=f"Chat {n:03}", updated_at=now - timedelta(seconds=n))
         for n in range(count)
     ]
-    return ExternalSession.objects.bulk_create(rows)
+    return Session.objects.bulk_create(rows)
 
 
 @pytest.mark.django_db
 def test_the_sidebar_pages_through_every_session_keeping_its_date_groups(as_alice, alice):
     _many(alice, SIDEBAR_PAGE + 10)
     _many(alice, SIDEBAR_PAGE, days_ago=30)
-    old = ExternalSession.objects.filter(updated_at__lt=timezone.now() - timedelta(days=20))
-    ExternalSession.objects.filter(pk__in=old.values("pk")).update(session_name="Old")
+    old = Session.objects.filter(updated_at__lt=timezone.now() - timedelta(days=20))
+    Session.objects.filter(pk__in=old.values("pk")).update(session_name="Old")
     first = as_alice.get(reverse("chat:session_list"), **HX).content.decode()
     assert len(_names(first)) == SIDEBAR_PAGE
     assert first.count('data-testid="session-group"') == 1  # Today
@@ -156,13 +153,6 @@ def test_a_message_sent_in_an_archived_session_brings_it_back_and_says_so(
 # --- the socket: the user's other sessions --------------------------------------------------
 
 
-def _headers(user):
-    client = Client()
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_chat_page_lists_its_sessions_again_when_another_is_made_changed_or_deleted(
     alice, bob, session
@@ -170,7 +160,7 @@ def test_a_chat_page_lists_its_sessions_again_when_another_is_made_changed_or_de
     shown_elsewhere = session_create(owner=alice, name="Another tab")
     bobs = session_create(owner=bob, name="bob's")
     list_url = reverse("chat:session_list")
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run():
         socket = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers)

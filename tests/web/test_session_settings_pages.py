@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from core.model_choice import DEMO_MODEL_ID, INSTRUCTIONS_MAX_CHARS
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -42,7 +42,7 @@ def test_the_header_offers_the_allowed_models_with_the_sessions_choice_selected(
     response = as_alice.post(settings_url(session), {"model": "big-model"}, **HX)
     assert response.status_code == 200
     assert '<option value="big-model" selected>' in response.content.decode()
-    assert ExternalSession.objects.get(pk=session.pk).settings == {"model": "big-model"}
+    assert Session.objects.get(pk=session.pk).settings == {"model": "big-model"}
 
 
 def test_with_one_model_allowed_it_is_named_not_offered(as_alice, session, settings):
@@ -59,7 +59,7 @@ def test_an_unknown_model_is_refused_in_place_and_nothing_is_written(as_alice, s
     assert response.status_code == 400
     assert "&#x27;o1-pro&#x27; is not allowed here" in response.content.decode()
     assert 'data-testid="model-error"' in response.content.decode()
-    assert ExternalSession.objects.get(pk=session.pk).metadata == {}
+    assert Session.objects.get(pk=session.pk).metadata == {}
 
 
 def test_the_instructions_dialog_saves_them_and_the_header_marks_them_set(as_alice, session):
@@ -72,9 +72,7 @@ def test_the_instructions_dialog_saves_them_and_the_header_marks_them_set(as_ali
     body = response.content.decode()
     assert 'hx-swap-oob="true"' in body
     assert 'data-testid="instructions-set"' in body
-    assert ExternalSession.objects.get(pk=session.pk).settings == {
-        "instructions": "Use <b>metric</b>."
-    }
+    assert Session.objects.get(pk=session.pk).settings == {"instructions": "Use <b>metric</b>."}
     dialog = as_alice.get(settings_url(session), **HX).content.decode()
     assert "Use &lt;b&gt;metric&lt;/b&gt;." in dialog  # escaped, never raw HTML
 
@@ -86,7 +84,7 @@ def test_instructions_over_the_limit_come_back_in_the_dialog_with_the_reason(as_
     assert 'data-testid="instructions-error"' in body
     assert "the limit is 8,000" in body
     assert text in body  # what was typed is not lost
-    assert ExternalSession.objects.get(pk=session.pk).metadata == {}
+    assert Session.objects.get(pk=session.pk).metadata == {}
 
 
 def test_another_users_session_settings_are_404(as_bob, session):
@@ -94,7 +92,7 @@ def test_another_users_session_settings_are_404(as_bob, session):
     response = as_bob.post(settings_url(session), {"instructions": "pwned"}, **HX)
     assert response.status_code == 404
     assert as_bob.post(settings_url(session), {"model": "rollback-demo"}).status_code == 404
-    assert ExternalSession.objects.get(pk=session.pk).metadata == {}
+    assert Session.objects.get(pk=session.pk).metadata == {}
 
 
 def test_the_profile_saves_the_users_instructions_and_refuses_too_long_ones(as_alice, alice):

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, session_create
 from sharing.models import ShareLink
@@ -131,7 +131,7 @@ def test_nothing_after_the_shared_point_and_no_other_branch(client, alice, sessi
     cp = checkpoint_create(branch=branch, name="cp")
     say(branch, "after the checkpoint")
     branch_fork(branch=branch, position=1)
-    other = InternalSession.objects.filter(session=session).exclude(pk=branch.pk).get()
+    other = Branch.objects.filter(session=session).exclude(pk=branch.pk).get()
     say(other, "on another branch")
     _, whole = share_create(owner=alice, branch=branch)
     say(branch, "said after sharing")

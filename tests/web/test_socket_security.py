@@ -25,7 +25,7 @@ from accounts.models import ApiKey, User
 from accounts.services import apikey_create, apikey_revoke, user_deactivate
 from core import events
 from rollback_site.asgi import application
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import session_delete
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,7 +95,7 @@ async def in_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     return await database_sync_to_async(function)(*args, **kwargs)
 
 
-async def publish(session: ExternalSession, delta: str = "after") -> None:
+async def publish(session: Session, delta: str = "after") -> None:
     await in_thread(events.message_delta, session=session.pk, turn=1, delta=delta)
 
 
@@ -292,7 +292,7 @@ def test_logging_out_closes_the_sockets_of_that_login_only(alice, session, path)
 
 
 def test_logging_out_of_the_admin_closes_the_sockets_of_that_login(admin_user, session):
-    ExternalSession.objects.filter(pk=session.pk).update(owner=admin_user)
+    Session.objects.filter(pk=session.pk).update(owner=admin_user)
     as_admin = login(admin_user)
 
     async def run():
@@ -308,7 +308,7 @@ def test_logging_out_of_the_admin_closes_the_sockets_of_that_login(admin_user, s
 def test_deactivating_a_user_closes_every_socket_of_theirs(alice, bob, session):
     _, secret = apikey_create(user=alice, name="script")
     as_alice = login(alice)
-    bobs = ExternalSession.objects.create(owner=bob, session_name="bob's")
+    bobs = Session.objects.create(owner=bob, session_name="bob's")
     as_bob = login(bob)
 
     async def run():
@@ -462,15 +462,15 @@ def test_deleting_the_session_closes_its_sockets(alice, session, path):
     async_to_sync(run)()
 
 
-def _give_to_bob(session: ExternalSession, alice: User, bob: User) -> None:
-    ExternalSession.objects.filter(pk=session.pk).update(owner=bob)
+def _give_to_bob(session: Session, alice: User, bob: User) -> None:
+    Session.objects.filter(pk=session.pk).update(owner=bob)
 
 
-def _deactivate_in_the_database(session: ExternalSession, alice: User, bob: User) -> None:
+def _deactivate_in_the_database(session: Session, alice: User, bob: User) -> None:
     User.objects.filter(pk=alice.pk).update(is_active=False)
 
 
-def _revoke_in_the_database(session: ExternalSession, alice: User, bob: User) -> None:
+def _revoke_in_the_database(session: Session, alice: User, bob: User) -> None:
     ApiKey.objects.filter(user=alice).update(revoked_at=timezone.now())
 
 

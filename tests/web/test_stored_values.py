@@ -29,7 +29,7 @@ from core.validation import (
     clean_session_state,
     json_size,
 )
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_start
 from tests.web.api.conftest import bearer_client
@@ -74,15 +74,15 @@ def extreme(alice, settings):
     for when in (EARLIEST, LATEST):
         session = session_create(owner=alice, name="placeholder")
         turn = turn_start(session=session, message="hello")
-        branch = InternalSession.objects.get(session=session)
-        ExternalSession.objects.filter(pk=session.pk).update(
+        branch = Branch.objects.get(session=session)
+        Session.objects.filter(pk=session.pk).update(
             session_name=name(),
             metadata=metadata,
             created_at=when,
             updated_at=when,
             archived_at=when,
         )
-        InternalSession.objects.filter(pk=branch.pk).update(
+        Branch.objects.filter(pk=branch.pk).update(
             created_at=when, session_state=state, metadata=metadata
         )
         Message.objects.filter(branch=branch).update(
@@ -114,13 +114,13 @@ def extreme(alice, settings):
             metadata=metadata,
             created_at=when,
         )
-        InternalSession.objects.filter(pk=branch.pk).update(checkpoint_count=1)
-        sessions.append(ExternalSession.objects.get(pk=session.pk))
+        Branch.objects.filter(pk=branch.pk).update(checkpoint_count=1)
+        sessions.append(Session.objects.get(pk=session.pk))
     return sessions
 
 
-def _chat_pages(session: ExternalSession) -> list[str]:
-    branch = InternalSession.objects.get(session=session)
+def _chat_pages(session: Session) -> list[str]:
+    branch = Branch.objects.get(session=session)
     checkpoint = Checkpoint.objects.get(branch=branch)
     return [
         reverse("chat:home"),
@@ -134,8 +134,8 @@ def _chat_pages(session: ExternalSession) -> list[str]:
     ]
 
 
-def _api_pages(session: ExternalSession) -> list[str]:
-    branch = InternalSession.objects.get(session=session)
+def _api_pages(session: Session) -> list[str]:
+    branch = Branch.objects.get(session=session)
     checkpoint = Checkpoint.objects.get(branch=branch)
     turn = Turn.objects.get(session=session)
     return [
@@ -151,8 +151,8 @@ def _api_pages(session: ExternalSession) -> list[str]:
     ]
 
 
-def _admin_pages(session: ExternalSession) -> list[str]:
-    branch = InternalSession.objects.get(session=session)
+def _admin_pages(session: Session) -> list[str]:
+    branch = Branch.objects.get(session=session)
     objects = [
         session,
         branch,
@@ -164,13 +164,13 @@ def _admin_pages(session: ExternalSession) -> list[str]:
         reverse(f"admin:{o._meta.app_label}_{o._meta.model_name}_change", args=[o.pk])
         for o in objects
     ]
-    sessions = reverse("admin:sessions_app_externalsession_changelist")
+    sessions = reverse("admin:sessions_app_session_changelist")
     return [
         sessions,
         f"{sessions}?created_at__year={session.created_at.year}",
         f"{sessions}?created_at__year={session.created_at.year}&created_at__month=12",
         f"{sessions}?q=script",
-        reverse("admin:sessions_app_internalsession_changelist"),
+        reverse("admin:sessions_app_branch_changelist"),
         reverse("admin:sessions_app_message_changelist"),
         reverse("admin:checkpoints_checkpoint_changelist"),
         reverse("admin:checkpoints_checkpoint_changelist")
@@ -231,7 +231,7 @@ def _time_columns() -> list[tuple[type[models.Model], str]]:
     """Every time column of the models a user's actions write to."""
     return [
         (model, field.name)
-        for model in (ExternalSession, InternalSession, Message, Turn, Checkpoint)
+        for model in (Session, Branch, Message, Turn, Checkpoint)
         for field in model._meta.get_fields()
         if isinstance(field, models.DateTimeField)
     ]
@@ -241,11 +241,11 @@ def _time_columns() -> list[tuple[type[models.Model], str]]:
 def one_of_each(alice):
     session = session_create(owner=alice, name="s")
     turn = turn_start(session=session, message="hi")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
     checkpoint = Checkpoint.objects.create(branch=branch, checkpoint_name="c", message_count=0)
     return {
-        ExternalSession: session.pk,
-        InternalSession: branch.pk,
+        Session: session.pk,
+        Branch: branch.pk,
         Message: Message.objects.get(branch=branch).pk,
         Turn: turn.pk,
         Checkpoint: checkpoint.pk,

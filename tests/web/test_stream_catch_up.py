@@ -11,13 +11,13 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.test import Client
 
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream
-from sessions_app.turns import turn_claim, turn_finish, turn_start
+from sessions_app.reply_stream import ReplyStream
+from sessions_app.turns import turn_claim, turn_finish
 from tests.fakes.layers import LosingLayer
+from tests.sockets import claimed_turn, socket_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,19 +32,6 @@ def losing(settings):
     LosingLayer.lost = []
     yield LosingLayer
     LosingLayer.losing = {"*"}
-
-
-def _headers(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
-
-
-def _claimed(session) -> Turn:
-    turn = turn_claim(turn_id=turn_start(session=session, message="question").pk)
-    assert turn is not None
-    return turn
 
 
 def _stream(turn: Turn, words: list[str]) -> None:
@@ -73,8 +60,8 @@ def _pieces(frames: list[dict]) -> list[tuple[int, str]]:
 def test_an_integration_socket_gets_every_piece_and_the_end_when_every_event_is_lost(
     losing, alice, session
 ):
-    turn = _claimed(session)
-    headers = _headers(alice)
+    turn = claimed_turn(session)
+    headers = socket_headers(alice)
 
     async def run() -> list[dict]:
         ws = WebsocketCommunicator(application, f"/ws/v1/sessions/{session.pk}/", headers=headers)
@@ -114,12 +101,12 @@ def test_a_socket_gets_the_last_pieces_whose_events_were_lost_while_the_turn_run
     losing, alice, session
 ):
     losing.losing = set()
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[dict]:
         ws = WebsocketCommunicator(application, f"/ws/v1/sessions/{session.pk}/", headers=headers)
         assert (await ws.connect(timeout=5))[0]
-        turn = await database_sync_to_async(_claimed)(session)
+        turn = await database_sync_to_async(claimed_turn)(session)
         frames = [json.loads(await ws.receive_from(timeout=5))]  # turn.started
         await sync_to_async(_stream, thread_sensitive=False)(turn, WORDS[:3])
         losing.losing = {"message.delta"}  # the last pieces' events are lost; no piece follows
@@ -137,7 +124,7 @@ def test_a_socket_gets_the_last_pieces_whose_events_were_lost_while_the_turn_run
 def _stream_more(turn: Turn, words: list[str]) -> None:
     """More pieces of the same attempt (a ReplyStream starts its attempt's stream empty)."""
     from core import events
-    from sessions_app.stream import store, stream_key
+    from sessions_app.reply_stream import store, stream_key
 
     for word in words:
         seq = store().append(stream_key(turn_id=turn.pk, attempt=turn.attempts), word)
@@ -150,12 +137,12 @@ def test_a_chat_socket_finds_a_turn_it_never_heard_of_and_gets_its_pieces_and_en
     losing, settings, alice, session
 ):
     settings.ROLLBACK_WS_RECHECK_SECONDS = 1  # its next full check finds the turn running
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[str]:
         chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
         assert (await chat.connect(timeout=5))[0]
-        turn = await database_sync_to_async(_claimed)(session)
+        turn = await database_sync_to_async(claimed_turn)(session)
         await sync_to_async(_stream, thread_sensitive=False)(turn, WORDS)
         frames = []
         while f'data-seq="{len(WORDS)}"' not in "".join(frames):
@@ -185,9 +172,9 @@ def test_a_take_over_whose_start_was_lost_is_announced_before_its_first_piece(
     from sessions_app.turns import turn_recover_stale
 
     losing.losing = {"turn.started"}
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     _stream(turn, WORDS[:3])
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     def take_over() -> Turn:
         Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))

@@ -12,17 +12,16 @@ import time
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.db import connection
-from django.test import Client
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from core import events
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.stream import (
+from sessions_app.reply_stream import (
     FLUSH_SECONDS,
     ReplyStream,
     store,
@@ -30,23 +29,9 @@ from sessions_app.stream import (
     stream_read,
     stream_snapshot,
 )
-from sessions_app.turns import turn_claim, turn_start
-from web.ws.consumers import ChatConsumer, render_event
+from tests.sockets import claimed_turn, socket_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _headers(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
-
-
-def _claimed(session) -> Turn:
-    turn = turn_claim(turn_id=turn_start(session=session, message="question").pk)
-    assert turn is not None
-    return turn
 
 
 def _stream(turn: Turn) -> ReplyStream:
@@ -60,7 +45,7 @@ def _heard(session_id: int) -> tuple[list[events.Event], object]:
 
 
 def test_tokens_are_coalesced_into_few_pieces_each_stored_before_it_is_sent(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     tokens = [f"t{n} " for n in range(3000)]
     stored_when_sent: list[bool] = []
 
@@ -95,7 +80,7 @@ def test_tokens_are_coalesced_into_few_pieces_each_stored_before_it_is_sent(alic
 
 
 def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     second = threading.Event()
     heard: list[events.Event] = []
 
@@ -118,7 +103,7 @@ def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(a
 
 
 def test_a_new_attempt_starts_an_empty_stream(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     store().append(stream_key(turn_id=turn.pk, attempt=1), "left from before")
     with _stream(turn) as reply:
         reply.add("fresh")
@@ -128,14 +113,14 @@ def test_a_new_attempt_starts_an_empty_stream(alice, session):
 def test_the_integration_socket_gets_the_reply_so_far_then_fills_a_gap_from_the_store(
     alice, session
 ):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
     key = stream_key(turn_id=turn.pk, attempt=1)
     with _stream(turn) as reply:
         for word in ("one ", "two "):
             reply.add(word)
             reply.flush()
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[dict]:
         path = f"/ws/v1/sessions/{session.pk}/"
@@ -173,9 +158,9 @@ def test_the_integration_socket_gets_the_reply_so_far_then_fills_a_gap_from_the_
 
 
 def test_a_socket_ignores_the_pieces_of_an_attempt_taken_over(alice, session):
-    turn = _claimed(session)
+    turn = claimed_turn(session)
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[dict]:
         path = f"/ws/v1/sessions/{session.pk}/"
@@ -213,22 +198,59 @@ EVENTS = [
 ]
 
 
+# What the chat socket's path costs for one event (docs/architecture.md quotes it).
+SOCKET_QUERIES_PER_EVENT = 1
+
+
 @pytest.mark.parametrize("event", EVENTS, ids=[e["type"] for e in EVENTS])
-def test_a_chat_socket_spends_at_most_two_queries_on_each_event(alice, session, event):
-    """What the chat socket does for one event: check its access (when its last check is old),
-    then render the event's fragment."""
-    turn = _claimed(session)
+def test_a_chat_socket_spends_one_query_on_each_event(alice, session, event, settings):
+    """Its access check, and nothing else. Counted over the chat socket's whole path for one
+    event heard on the channel layer (rollback_event: the access check, here as when its last
+    check is old; the relay; the render), on the connection its database calls run on. A page
+    refresh sent after the event (its own access check alone) says when the socket is done."""
+    settings.ROLLBACK_WS_ACCESS_CACHE_SECONDS = 0  # every event checks the access
+    settings.ROLLBACK_WS_CATCH_UP_SECONDS = 3600  # no read-back of the turn meanwhile
+    settings.ROLLBACK_WS_RECHECK_SECONDS = 3600  # nor a periodic check of the access
+    turn = claimed_turn(session)
     event = {**event, "session": session.pk, "turn": turn.pk}
-    consumer = ChatConsumer()
-    consumer.session, consumer.user_id = session, alice.pk
-    consumer.login_key = None
-    consumer.api_key_id = 0  # opened with a key: the check is the one query of watch_access
-    with CaptureQueriesContext(connection) as queries:
-        consumer.access_ended(full=False)
-        html = render_event(session, event)
-    assert len(queries) <= 2, [q["sql"] for q in queries.captured_queries]
+    headers = socket_headers(alice)
+    # The consumer's database calls (database_sync_to_async) run on this thread, the one that
+    # runs the event loop through async_to_sync: on this connection.
+    db = connections[DEFAULT_DB_ALIAS]
+    layer = get_channel_layer()
+    group = events.group_name(session.pk)
+    done: events.PageMessage = {"type": "rollback.page", "session": session.pk}
+
+    async def spent(sock: WebsocketCommunicator, *messages: object) -> tuple[list[str], str]:
+        """The queries the socket ran for `messages` then `done`, and the frames it sent."""
+        before = len(db.queries_log)
+        for message in messages:
+            await layer.group_send(group, message)
+        frames = ""
+        while 'data-event="rollback.page"' not in (frame := await sock.receive_from(5)):
+            frames += frame
+        return [q["sql"] for q in list(db.queries_log)[before:]], frames
+
+    async def run() -> tuple[list[str], list[str], str]:
+        sock = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
+        assert (await sock.connect(timeout=5))[0]
+        await spent(sock, done)  # the socket has done connecting (it looked for a running turn)
+        alone, _ = await spent(sock, done)
+        both, frames = await spent(sock, {"type": "rollback.event", "event": event}, done)
+        await sock.disconnect()
+        return alone, both, frames
+
+    with CaptureQueriesContext(connection):  # has the connection log its queries
+        alone, both, frames = async_to_sync(run)()
+    assert len(alone) == 1, alone
+    assert len(both) - len(alone) == SOCKET_QUERIES_PER_EVENT, both
     if event["type"] in ("turn.started", "turn.finished", "branch.changed", "checkpoint.created"):
-        assert reverse("chat:refresh", args=[session.pk]) in html  # the page fetches the rest
+        assert reverse("chat:refresh", args=[session.pk]) in frames  # fetched by the page
+
+
+# What the send view's answer (the composer) costs once the turn is started (docs/architecture.md
+# quotes it).
+COMPOSER_QUERIES = 1
 
 
 def test_sending_a_message_renders_only_the_composer(client, alice, session):
@@ -245,7 +267,8 @@ def test_sending_a_message_renders_only_the_composer(client, alice, session):
     # The request's login, the session, the turn's start (its recovery checks, the message and
     # the turn: 19 here), then one query for the composer's state, where the whole conversation
     # was rendered before (27).
-    assert sql[-2] == "COMMIT" or sql[-2].startswith("RELEASE SAVEPOINT"), sql
+    committed = sql[-1 - COMPOSER_QUERIES]
+    assert committed == "COMMIT" or committed.startswith("RELEASE SAVEPOINT"), sql
     assert len(sql) <= 22, sql
 
 

@@ -11,17 +11,16 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.test import Client
 from django.urls import reverse
 
 from agents.worker import run_turn
 from core import events
 from rollback_site.asgi import application
 from sessions_app.models import Turn
-from sessions_app.stream import ReplyStream, Snapshot, stream_snapshot
+from sessions_app.reply_stream import ReplyStream, Snapshot, stream_snapshot
 from sessions_app.turns import turn_claim, turn_start
 from tests.fakes.chat_server import Reply
+from tests.sockets import socket_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,13 +29,6 @@ PIECE = re.compile(
     r'<span class="delta"( data-snapshot)? data-seq="(\d+)"(?: data-attempt="\d+")?( hidden)?>'
     r"([^<]*)</span></div>"
 )
-
-
-def _headers(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    return [(b"cookie", cookie.encode()), (b"host", b"localhost"), (b"origin", b"http://localhost")]
 
 
 def _running(session, text: str = "") -> Turn:
@@ -62,7 +54,7 @@ def test_the_chat_socket_sends_bytes_linear_in_a_2000_token_reply(fake_llm, alic
     # As a model streams (not all at once: the in-memory channel layer holds 100 messages).
     fake_llm.queue(Reply(reply, delay=0.002))
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[str]:
         chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
@@ -108,7 +100,7 @@ def test_a_page_rendered_mid_turn_shows_the_reply_so_far_as_markdown(client, ali
 def test_a_socket_connecting_mid_turn_first_gets_the_reply_so_far(alice, session):
     turn = _running(session, "one two three")
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> str:
         chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
@@ -127,7 +119,7 @@ def test_a_socket_connecting_mid_turn_first_gets_the_reply_so_far(alice, session
 def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_from_the_store_at_once(alice, session):
     turn = _running(session, "one two three")  # seq 3 in the store
 
-    headers = _headers(alice)
+    headers = socket_headers(alice)
 
     async def run() -> list[str]:
         chat = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
@@ -160,7 +152,7 @@ def test_the_chat_socket_skips_pieces_sent_and_fills_a_gap_from_the_store_at_onc
 
 def _store_more(turn: Turn, pieces: list[str]) -> None:
     """Pieces the worker stored (after piece 4), whose events the socket never heard."""
-    from sessions_app.stream import store, stream_key
+    from sessions_app.reply_stream import store, stream_key
 
     key = stream_key(turn_id=turn.pk, attempt=turn.attempts)
     store().append(key, "four ")

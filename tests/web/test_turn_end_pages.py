@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from sessions_app.models import Turn
+from sessions_app.reply_stream import ReplyStream
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import message_append, session_create
-from sessions_app.stream import ReplyStream
 from sessions_app.turns import turn_claim, turn_start
 from tests.conftest import say
 

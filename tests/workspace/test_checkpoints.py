@@ -8,11 +8,13 @@ from __future__ import annotations
 import pytest
 
 from agents.services import turn_edit
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import branch_rewind, checkpoint_create, checkpoint_restore
-from sessions_app.models import FileVersion, Message, WorkspaceBlob
+from sessions_app.models import Message
 from sessions_app.services import message_append
 from tests.conftest import say
-from workspace.selectors import checkpoint_files, files_change, workspace_file, workspace_files
+from workspace.models import FileVersion, WorkspaceBlob
+from workspace.selectors import files_change, workspace_file, workspace_files
 from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db

@@ -10,17 +10,19 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import (
     branch_rewind,
     checkpoint_create,
     checkpoint_delete,
     checkpoint_restore,
 )
-from sessions_app.models import FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.services import branch_fork, message_append, session_create
 from sessions_app.turns import turn_claim, turn_fail, turn_start
 from tests.conftest import say
-from workspace.selectors import checkpoint_files, workspace_file, workspace_files
+from workspace.models import FileVersion, WorkspaceBlob
+from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db
@@ -154,7 +156,7 @@ def test_a_turns_write_never_replaces_a_persons_but_a_persons_replaces_a_turns(s
 
 def test_coalescing_costs_the_same_whatever_the_history(alice):
     def cost(n: int) -> int:
-        branch = InternalSession.objects.get(session=session_create(owner=alice, name=str(n)))
+        branch = Branch.objects.get(session=session_create(owner=alice, name=str(n)))
         for i in range(n):
             file_write(branch=branch, path=f"f{i}.txt", content=str(i))
             if i % 10 == 0:

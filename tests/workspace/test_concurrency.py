@@ -14,14 +14,15 @@ from django.db import connection, transaction
 
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
+from checkpoints.selectors import checkpoint_files
 from checkpoints.services import branch_rewind, checkpoint_create, checkpoint_restore
 from sessions_app.errors import RewindOutOfRange
-from sessions_app.models import FileVersion, InternalSession, WorkspaceBlob
+from sessions_app.models import Branch
 from sessions_app.selectors import branch_history
 from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_claim, turn_fail, turn_start
 from workspace.errors import FileNotFoundInWorkspace
-from workspace.selectors import checkpoint_files
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.services import TurnNoLongerWrites, file_delete, file_write
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -50,7 +51,7 @@ def _run_threads(*works) -> list[BaseException]:
 
 def test_a_checkpoint_racing_writes_holds_exactly_the_writes_before_it(alice):
     session = session_create(owner=alice, name="busy")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
 
     def writer(name: str):
         def work() -> None:
@@ -84,7 +85,7 @@ def test_a_checkpoint_racing_writes_holds_exactly_the_writes_before_it(alice):
 
 def test_a_turn_failing_while_its_agent_writes_leaves_no_write(alice):
     session = session_create(owner=alice, name="busy")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
     turn = turn_claim(turn_id=turn_start(session=session, message="write a lot").pk)
     assert turn is not None
     refused = threading.Event()
@@ -128,14 +129,14 @@ class Race:
     """The racers on one branch, and what each checkpoint showed when it was made (read in the
     transaction that made it, under the session's lock)."""
 
-    def __init__(self, branch: InternalSession, base: Checkpoint) -> None:
+    def __init__(self, branch: Branch, base: Checkpoint) -> None:
         self.branch = branch
         self.base = base
         self.floor = base.message_count  # nothing rewinds below the first checkpoint
         self.made = {base.pk: _shows(base)}
 
     def _count(self) -> int:
-        return InternalSession.objects.get(pk=self.branch.pk).message_count
+        return Branch.objects.get(pk=self.branch.pk).message_count
 
     def writer(self, seed: int):
         def work() -> None:
@@ -184,7 +185,7 @@ def test_every_checkpoint_kept_through_racing_rewinds_shows_what_it_held(alice):
     by position) race on one session; afterwards every checkpoint still there shows exactly
     what it showed when it was made."""
     session = session_create(owner=alice, name="busy")
-    branch = InternalSession.objects.get(session=session)
+    branch = Branch.objects.get(session=session)
     message_append(branch=branch, role="user", content="start")
     file_write(branch=branch, path="base.txt", content="base")
     race = Race(branch, checkpoint_create(branch=branch, name="base"))

@@ -15,12 +15,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from checkpoints.transfer import session_export, session_import
-from sessions_app.models import FileVersion, WorkspaceBlob
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.web.api.conftest import bearer_client
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.nfc import nfc_renames
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_write

@@ -16,12 +16,13 @@ from django.urls import reverse
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
 from sessions_app.errors import ImportTooLarge
-from sessions_app.models import ExternalSession, FileVersion
+from sessions_app.models import Session
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.web.api.conftest import bearer_client
+from workspace.models import FileVersion
 from workspace.quota import QuotaExceeded, session_storage, user_storage
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_delete, file_write
@@ -242,7 +243,7 @@ def test_an_import_over_the_users_quota_is_refused_and_makes_no_session(
 
     assert "Cannot import this document" in refused.value.message
     assert "WORKSPACE_USER_MAX_VERSIONS" in refused.value.message
-    assert ExternalSession.objects.filter(owner=alice).count() == 1
+    assert Session.objects.filter(owner=alice).count() == 1
     no_quotas.WORKSPACE_USER_MAX_VERSIONS = 4
     copy = session_import(owner=alice, raw=document)
     assert _content(current_branch(copy), "a.txt") == "beta"
@@ -299,13 +300,13 @@ def test_the_sessions_the_dashboard_links_show_each_ones_workspace(
     empty = session_create(owner=alice, name="empty")
     client.force_login(admin_user)
     dashboard = client.get("/admin/dashboard/").content.decode()
-    sessions_url = f"/admin/sessions_app/externalsession/?owner={alice.pk}"
+    sessions_url = f"/admin/sessions_app/session/?owner={alice.pk}"
     assert sessions_url in dashboard
 
     html = client.get(sessions_url).content.decode()
 
     rows = {
-        pk: html[html.index(f"/admin/sessions_app/externalsession/{pk}/change/") :]
+        pk: html[html.index(f"/admin/sessions_app/session/{pk}/change/") :]
         for pk in (session.pk, empty.pk)
     }
     cells = {pk: row[row.index('class="field-workspace_storage"') :] for pk, row in rows.items()}

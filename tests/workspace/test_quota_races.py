@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.models import FileVersion, InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import session_create
 from tests.workspace.test_concurrency import _run_threads
+from workspace.models import FileVersion
 from workspace.quota import QuotaExceeded
 from workspace.services import file_write
 
@@ -19,8 +20,8 @@ WRITERS = 6
 WRITES = 4
 
 
-def _writers(branches: list[InternalSession], refused: list[int]):
-    def writer(i: int, branch: InternalSession):
+def _writers(branches: list[Branch], refused: list[int]):
+    def writer(i: int, branch: Branch):
         def work() -> None:
             for j in range(WRITES):
                 try:
@@ -33,8 +34,8 @@ def _writers(branches: list[InternalSession], refused: list[int]):
     return [writer(i, b) for i, b in enumerate(branches)]
 
 
-def _branch(alice, name: str) -> InternalSession:
-    return InternalSession.objects.get(session=session_create(owner=alice, name=name))
+def _branch(alice, name: str) -> Branch:
+    return Branch.objects.get(session=session_create(owner=alice, name=name))
 
 
 def test_writers_in_several_sessions_never_pass_the_users_quota(alice, settings):

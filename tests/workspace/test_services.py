@@ -4,9 +4,12 @@ with a clear error that writes nothing."""
 from __future__ import annotations
 
 import pytest
+from django.utils.html import escape
+from django_htmx.middleware import HtmxDetails
 
+from core.api import exception_handler
 from core.errors import Conflict
-from sessions_app.models import FileVersion, WorkspaceBlob
+from core.http import domain_errors
 from workspace.errors import (
     BadPath,
     BinaryContent,
@@ -14,6 +17,7 @@ from workspace.errors import (
     FileTooLarge,
     TooManyFiles,
 )
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.selectors import directory, workspace_file, workspace_files
 from workspace.services import file_delete, file_write
 
@@ -184,12 +188,36 @@ def test_a_file_past_the_file_count_is_refused_but_existing_files_can_change(bra
     assert paths(branch) == ["a.txt", "c.txt"]
 
 
-def test_the_errors_carry_the_codes_mapped_to_clear_statuses():
-    """400 for a bad path or binary content, 404 for a missing file, 413 past a limit: the
-    API and the pages map these codes (core.http)."""
-    assert BadPath("x").code == BinaryContent().code == "invalid"
-    assert FileTooLarge("x").code == TooManyFiles("x").code == "too_large"
-    assert FileNotFoundInWorkspace("a.txt").code == "not_found"
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (BadPath("x"), 400),
+        (BinaryContent(), 400),
+        (FileNotFoundInWorkspace("a.txt"), 404),
+        (FileTooLarge("x"), 413),
+        (TooManyFiles("x"), 413),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value),
+)
+def test_the_errors_are_answered_with_clear_statuses(rf, error, status):
+    """400 for a bad path or binary content, 404 for a missing file, 413 past a limit, with the
+    error's message: as the API answers them (core.api) and as the pages do (core.http)."""
+    api = exception_handler(error, {})
+    assert api is not None
+    assert (api.status_code, api.data) == (status, {"detail": error.message})
+
+    @domain_errors
+    def page(request):
+        raise error
+
+    request = rf.post("/", HTTP_HX_REQUEST="true")
+    request.htmx = HtmxDetails(request)
+    answer = page(request)
+    assert answer.status_code == status
+    assert escape(error.message) in answer.content.decode()
+
+
+def test_a_missing_files_message_names_it():
     assert "'a.txt'" in FileNotFoundInWorkspace("a.txt").message
 
 
@@ -200,7 +228,7 @@ def test_a_branch_restored_from_a_turns_writes_goes_with_them_when_the_turn_fail
     (the turn's branch is current again): nothing kept shows other files than it did."""
     from checkpoints.models import Checkpoint
     from checkpoints.services import checkpoint_create, checkpoint_restore
-    from sessions_app.models import InternalSession
+    from sessions_app.models import Branch
     from sessions_app.selectors import current_branch
     from sessions_app.turns import turn_claim, turn_fail, turn_start
 
@@ -215,7 +243,7 @@ def test_a_branch_restored_from_a_turns_writes_goes_with_them_when_the_turn_fail
     assert paths(forked) == ["kept.md", "notes.md"]
 
     assert turn_fail(turn=turn, error="the model failed")
-    assert not InternalSession.objects.filter(pk=forked.pk).exists()
+    assert not Branch.objects.filter(pk=forked.pk).exists()
     assert not Checkpoint.objects.filter(pk=held.pk).exists()
     assert current_branch(session).pk == branch.pk
     assert paths(branch) == ["kept.md"]

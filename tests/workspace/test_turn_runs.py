@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from core.events import listen
-from sessions_app.models import Turn, WorkspaceBlob
+from sessions_app.models import Turn
 from sessions_app.selectors import current_branch
 from tests.conftest import ask
 from tests.fakes.chat_server import Error, Reply
+from workspace.models import WorkspaceBlob
 from workspace.selectors import workspace_files
 from workspace.services import file_write
 

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from core.events import listen
-from sessions_app.models import FileVersion, Turn, WorkspaceBlob
+from sessions_app.models import Turn
 from sessions_app.turns import (
     NewMessage,
     turn_cancel,
@@ -24,6 +24,7 @@ from sessions_app.turns import (
     turn_start,
     turn_store_messages,
 )
+from workspace.models import FileVersion, WorkspaceBlob
 from workspace.selectors import workspace_files
 from workspace.services import TurnNoLongerWrites, file_write
 

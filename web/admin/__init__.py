@@ -4,24 +4,28 @@ from __future__ import annotations
 
 from . import (
     accounts,
+    branches,
     checkpoints,
     governance,
     integrations,
     login,
     mcp,
     memories,
+    messages,
     ops,
     sessions,
 )
 
 __all__ = [
     "accounts",
+    "branches",
     "checkpoints",
     "governance",
     "integrations",
     "login",
     "mcp",
     "memories",
+    "messages",
     "ops",
     "sessions",
 ]

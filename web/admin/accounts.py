@@ -23,7 +23,7 @@ from core.errors import InvalidInput
 from core.validation import clean_json_object
 from ops.audit import Who
 from ops.erasure import user_delete, user_erase, user_holdings
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from web.admin.support import changelist_link, count_subquery, deletion_summary
 
 if TYPE_CHECKING:
@@ -152,18 +152,18 @@ class UserAdmin(BaseUserAdmin):
         # would multiply the rows (sessions x branches x checkpoints) before counting.
         users: QuerySet[User] = super().get_queryset(request)
         return users.annotate(
-            session_count=count_subquery(ExternalSession.objects.all(), "owner"),
-            branch_count=count_subquery(InternalSession.objects.all(), "session__owner"),
+            session_count=count_subquery(Session.objects.all(), "owner"),
+            branch_count=count_subquery(Branch.objects.all(), "session__owner"),
             checkpoint_count=count_subquery(Checkpoint.objects.all(), "branch__session__owner"),
         )
 
     @admin.display(description="sessions", ordering="session_count")
     def session_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
-        return changelist_link(ExternalSession, f"owner={obj.pk}", obj.session_count)
+        return changelist_link(Session, f"owner={obj.pk}", obj.session_count)
 
     @admin.display(description="branches", ordering="branch_count")
     def branch_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
-        return changelist_link(InternalSession, f"owner={obj.pk}", obj.branch_count)
+        return changelist_link(Branch, f"owner={obj.pk}", obj.branch_count)
 
     @admin.display(description="checkpoints", ordering="checkpoint_count")
     def checkpoint_count(self, obj: WithAnnotations[User, _UserCounts]) -> str:
@@ -178,7 +178,7 @@ class UserAdmin(BaseUserAdmin):
         self, objs: Sequence[User] | QuerySet[User], request: HttpRequest
     ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         pks = [obj.pk for obj in objs]
-        return deletion_summary(request, objs, ExternalSession.objects.filter(owner__in=pks))
+        return deletion_summary(request, objs, Session.objects.filter(owner__in=pks))
 
 
 @admin.register(SiteSettings)

@@ -22,7 +22,7 @@ from web.admin.support import ConversationAdmin, OwnerFilter, admin_link
 
 if TYPE_CHECKING:
     from accounts.models import User
-    from sessions_app.models import ExternalSession
+    from sessions_app.models import Session
 
 
 class KindFilter(admin.SimpleListFilter):
@@ -113,7 +113,7 @@ class CheckpointAdmin(ConversationAdmin):
         return super().get_queryset(request).select_related("branch__session__owner")
 
     @admin.display(description="session", ordering="branch__session")
-    def session(self, obj: Checkpoint) -> ExternalSession:
+    def session(self, obj: Checkpoint) -> Session:
         return obj.branch.session
 
     @admin.display(description="owner", ordering="branch__session__owner")

@@ -38,7 +38,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     # their workspaces' file versions and contents).
     "usage": (
         "accounts.view_user",
-        "sessions_app.view_externalsession",
+        "sessions_app.view_session",
         "sessions_app.view_message",
         "checkpoints.view_checkpoint",
         "workspace.view_fileversion",
@@ -48,7 +48,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     # for those who may see users' conversations (governance) only.
     "failed_turns": (
         "sessions_app.view_turn",
-        "sessions_app.view_externalsession",
+        "sessions_app.view_session",
         "accounts.view_user",
         GOVERN_PERMISSION,
     ),

@@ -27,7 +27,7 @@ from governance.models import REASON_MAX_CHARS, AuditRecord
 from governance.selectors import may_govern, records_for_session
 from governance.services import clean_reason, restore_on_behalf
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history, parse_pk, session_branches
 from web.admin.support import ConversationAdmin, ReadOnlyAdmin
 
@@ -101,13 +101,13 @@ class AuditRecordAdmin(ConversationAdmin, ReadOnlyAdmin):
 
 @dataclass
 class TreeNode:
-    branch: InternalSession
+    branch: Branch
     label: str
     checkpoints: list[Checkpoint] = field(default_factory=list)
     children: list[TreeNode] = field(default_factory=list)
 
 
-def conversation_tree(session: ExternalSession) -> tuple[list[TreeNode], dict[int, TreeNode]]:
+def conversation_tree(session: Session) -> tuple[list[TreeNode], dict[int, TreeNode]]:
     """The session's branches as a tree (roots first, oldest first), each with its checkpoints
     (newest first, at most CHECKPOINTS_SHOWN over the session): two queries."""
     branches = list(session_branches(session).select_related("forked_from"))
@@ -148,8 +148,8 @@ class RestoreForm(forms.Form):
             raise forms.ValidationError(exc.message) from None
 
 
-def _session(pk: int) -> ExternalSession:
-    found = ExternalSession.objects.select_related("owner").filter(pk=pk).first()
+def _session(pk: int) -> Session:
+    found = Session.objects.select_related("owner").filter(pk=pk).first()
     if found is None:
         raise Http404("No such session.")
     return found
@@ -165,7 +165,7 @@ def _chosen_branch(nodes: dict[int, TreeNode], value: Any) -> TreeNode:
     return current
 
 
-def _chosen_checkpoint(session: ExternalSession, value: Any) -> Checkpoint | None:
+def _chosen_checkpoint(session: Session, value: Any) -> Checkpoint | None:
     key = parse_pk(value) if value is not None else None
     if key is None:
         return None
@@ -234,9 +234,9 @@ def tree_view(request: HttpRequest, pk: int, *, site: AdminSite) -> HttpResponse
         "reason_max": REASON_MAX_CHARS,
         "records": records_for_session(session)[:10],
         "session_admin_url": reverse(
-            "admin:sessions_app_externalsession_change", args=[session.pk], current_app=site.name
+            "admin:sessions_app_session_change", args=[session.pk], current_app=site.name
         ),
-        "opts": ExternalSession._meta,
+        "opts": Session._meta,
     }
     request.current_app = site.name
     return TemplateResponse(request, "admin/governance/tree.html", context, status=status)

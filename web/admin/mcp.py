@@ -18,8 +18,8 @@ from django.contrib import admin
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 
-from agents.mcp import mcp_server_save
 from agents.mcp.config import check_headers
+from agents.mcp.services import mcp_server_save
 from agents.models import McpServer
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

@@ -31,7 +31,7 @@ from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import JSON_MAX_DEPTH, clean_metadata, clean_name, clean_session_state
 from governance.selectors import may_govern
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 
 
 def admin_link(obj: Model, text: str | None = None) -> str:
@@ -158,18 +158,18 @@ class SessionOwnerFilter(OwnerFilter):
 def deletion_summary(
     request: HttpRequest,
     objs: Sequence[Model] | QuerySet[Model],
-    sessions: QuerySet[ExternalSession],
+    sessions: QuerySet[Session],
 ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
     """What deleting `objs` takes with it, counted in a few queries instead of loading every
     message (Django's default lists each related row, and refuses because messages and branches
     are read-only here). `sessions`: a queryset of the sessions deleted with `objs` (or `objs`)."""
     objs = list(objs)
     counts: list[tuple[type[Model], int]] = []
-    if objs and not isinstance(objs[0], ExternalSession):
+    if objs and not isinstance(objs[0], Session):
         counts.append((type(objs[0]), len(objs)))
     counts += [
-        (ExternalSession, sessions.count()),
-        (InternalSession, InternalSession.objects.filter(session__in=sessions).count()),
+        (Session, sessions.count()),
+        (Branch, Branch.objects.filter(session__in=sessions).count()),
         (Message, Message.objects.filter(branch__session__in=sessions).count()),
         (Checkpoint, Checkpoint.objects.filter(branch__session__in=sessions).count()),
     ]

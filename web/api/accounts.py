@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import ApiKey, User
+from accounts.selectors import api_keys_for_user
 from accounts.services import apikey_create, apikey_revoke
 from core.api import StrictSerializer, TextField, paginate
 from core.api_schema import paginated
@@ -38,8 +39,7 @@ class KeyList(APIView):
         responses=paginated(KeyOut, "Key"), summary="Your API keys (never their secrets)"
     )
     def get(self, request: Request) -> Response:
-        qs = ApiKey.objects.for_user(request.user).order_by("-created_at", "-id")
-        return paginate(self, qs, KeyOut)
+        return paginate(self, api_keys_for_user(request.user), KeyOut)
 
     @extend_schema(request=KeyIn, responses={201: NewKeyOut}, summary="A new API key")
     def post(self, request: Request) -> Response:

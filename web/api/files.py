@@ -21,11 +21,11 @@ from rest_framework.views import APIView
 
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import get_checkpoint_for_user
-from core.api import Pagination
+from core.api import paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound
-from sessions_app.models import ExternalSession, InternalSession
+from sessions_app.models import Branch, Session
 from sessions_app.selectors import current_branch, get_branch_for_user, get_session_for_user
 from workspace.selectors import workspace_file, workspace_files
 from workspace.services import file_delete, file_write
@@ -87,7 +87,7 @@ PATH = OpenApiParameter(
 )
 
 
-def _branch(request: Request, session: ExternalSession) -> InternalSession:
+def _branch(request: Request, session: Session) -> Branch:
     """?branch=<id>, one of this session's branches (another session's is a 404, as a
     missing one); without it, the current branch."""
     raw = request.query_params.get("branch")
@@ -99,7 +99,7 @@ def _branch(request: Request, session: ExternalSession) -> InternalSession:
     return branch
 
 
-def _point(request: Request, session: ExternalSession) -> tuple[InternalSession, int | None]:
+def _point(request: Request, session: Session) -> tuple[Branch, int | None]:
     """Where a read looks: the branch (and the version mark) named by ?branch= or
     ?checkpoint= (not both), else the current branch as it stands."""
     raw = request.query_params.get("checkpoint")
@@ -123,10 +123,7 @@ class SessionFiles(APIView):
     def get(self, request: Request, pk: int) -> Response:
         session = get_session_for_user(request.user, pk)
         branch, mark = _point(request, session)
-        paginator = Pagination()
-        files = workspace_files(branch, mark=mark)
-        page = paginator.paginate_queryset(files, request, view=self)
-        return paginator.get_paginated_response(FileOut(page or [], many=True).data)
+        return paginate(self, workspace_files(branch, mark=mark), FileOut)
 
 
 class SessionFile(APIView):

@@ -13,10 +13,10 @@ from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, Text
 from core.validation import JSONObject
 from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_label
-from sessions_app.models import Effect, ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Effect, Session, Turn
 
 
-class SessionOut(serializers.Serializer[ExternalSession]):
+class SessionOut(serializers.Serializer[Session]):
     id = serializers.IntegerField()
     name = serializers.CharField(source="session_name")
     created_at = serializers.DateTimeField()
@@ -34,11 +34,11 @@ class SessionOut(serializers.Serializer[ExternalSession]):
     )
 
     @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_session_key(self, session: ExternalSession) -> str | None:
+    def get_session_key(self, session: Session) -> str | None:
         return session.session_key or None
 
     @extend_schema_field(serializers.BooleanField())
-    def get_pinned(self, session: ExternalSession) -> bool:
+    def get_pinned(self, session: Session) -> bool:
         return session.pinned_at is not None
 
 
@@ -58,7 +58,7 @@ class BranchIn(StrictSerializer):
     name = TextField(required=True, allow_blank=True, trim_whitespace=False)
 
 
-class BranchOut(serializers.Serializer[InternalSession]):
+class BranchOut(serializers.Serializer[Branch]):
     """A branch. `name` is what the pages call it too: the name given to it, else its default
     label ("main", "edit of message 3", ...; see sessions_app.labels). Give the serializer the
     session's labels in its context (`labels`) to spare a query per branch."""
@@ -79,7 +79,7 @@ class BranchOut(serializers.Serializer[InternalSession]):
     created_at = serializers.DateTimeField()
 
     @extend_schema_field(OpenApiTypes.STR)
-    def get_name(self, branch: InternalSession) -> str:
+    def get_name(self, branch: Branch) -> str:
         labels = self.context.get("labels")
         if isinstance(labels, dict) and branch.pk in labels:
             return str(labels[branch.pk])

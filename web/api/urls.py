@@ -11,6 +11,7 @@ from rest_framework.permissions import AllowAny
 from core.api import JSONErrors
 from web.api import accounts as accounts_api
 from web.api import approvals as approvals_api
+from web.api import branches as branches_api
 from web.api import checkpoints as checkpoints_api
 from web.api import compare as compare_api
 from web.api import files as files_api
@@ -18,6 +19,7 @@ from web.api import memories as memories_api
 from web.api import sessions as sessions_api
 from web.api import shares as shares_api
 from web.api import telegram as telegram_api
+from web.api import turns as turns_api
 
 app_name = "api"
 
@@ -41,8 +43,8 @@ urlpatterns = [
     path("sessions/import/", sessions_api.SessionImport.as_view(), name="session-import"),
     path("sessions/<int:pk>/", sessions_api.SessionDetail.as_view(), name="session"),
     path("sessions/<int:pk>/messages/", sessions_api.SessionMessages.as_view(), name="messages"),
-    path("sessions/<int:pk>/turns/", sessions_api.SessionTurns.as_view(), name="turns"),
-    path("sessions/<int:pk>/branches/", sessions_api.SessionBranches.as_view(), name="branches"),
+    path("sessions/<int:pk>/turns/", turns_api.SessionTurns.as_view(), name="turns"),
+    path("sessions/<int:pk>/branches/", branches_api.SessionBranches.as_view(), name="branches"),
     path(
         "sessions/<int:pk>/checkpoints/",
         checkpoints_api.SessionCheckpoints.as_view(),
@@ -52,12 +54,12 @@ urlpatterns = [
     path("sessions/<int:pk>/files/<path:path>", files_api.SessionFile.as_view(), name="file"),
     path("sessions/<int:pk>/diff/", compare_api.SessionDiffView.as_view(), name="diff"),
     path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
-    path("turns/<int:pk>/", sessions_api.TurnDetail.as_view(), name="turn"),
-    path("turns/<int:pk>/cancel/", sessions_api.TurnCancel.as_view(), name="turn-cancel"),
+    path("turns/<int:pk>/", turns_api.TurnDetail.as_view(), name="turn"),
+    path("turns/<int:pk>/cancel/", turns_api.TurnCancel.as_view(), name="turn-cancel"),
     path("turns/<int:pk>/approve/", approvals_api.TurnApprove.as_view(), name="turn-approve"),
-    path("branches/<int:pk>/", sessions_api.BranchDetail.as_view(), name="branch"),
-    path("branches/<int:pk>/activate/", sessions_api.BranchActivate.as_view(), name="activate"),
-    path("branches/<int:pk>/context/", sessions_api.BranchContext.as_view(), name="context"),
+    path("branches/<int:pk>/", branches_api.BranchDetail.as_view(), name="branch"),
+    path("branches/<int:pk>/activate/", branches_api.BranchActivate.as_view(), name="activate"),
+    path("branches/<int:pk>/context/", branches_api.BranchContext.as_view(), name="context"),
     path("branches/<int:pk>/share/", shares_api.BranchShare.as_view(), name="branch-share"),
     path("shares/", shares_api.ShareList.as_view(), name="shares"),
     path("shares/<int:pk>/", shares_api.ShareDetail.as_view(), name="share"),
@@ -67,7 +69,7 @@ urlpatterns = [
         checkpoints_api.CheckpointRestore.as_view(),
         name="restore",
     ),
-    path("chat/", sessions_api.Chat.as_view(), name="chat"),
+    path("chat/", turns_api.Chat.as_view(), name="chat"),
     path("memories/", memories_api.MemoryList.as_view(), name="memories"),
     path("memories/<int:pk>/", memories_api.MemoryDetail.as_view(), name="memory"),
     path("keys/", accounts_api.KeyList.as_view(), name="keys"),

@@ -14,7 +14,6 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
 from django.core.exceptions import PermissionDenied
-from django.db.models import F
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
@@ -23,6 +22,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.errors import SignupClosed, TooManyAttempts
 from accounts.models import ApiKey, User
+from accounts.selectors import api_key_for_user, api_keys_profile
 from accounts.services import (
     apikey_create,
     apikey_revoke,
@@ -89,7 +89,7 @@ def _take_new_key(request: HttpRequest) -> tuple[ApiKey, str] | None:
     key_id = stash.get("id")
     if not isinstance(key_id, int):
         return None
-    key = ApiKey.objects.for_user(_user(request)).filter(pk=key_id).first()
+    key = api_key_for_user(_user(request), key_id)
     return (key, secret) if key is not None else None
 
 
@@ -194,9 +194,7 @@ def _profile_page(
                 "instructions": user.preference("instructions", ""),
             }
         )
-    keys = ApiKey.objects.for_user(user).order_by(
-        F("revoked_at").desc(nulls_first=True), "-created_at", "-id"
-    )[:PROFILE_KEYS_SHOWN]
+    keys = api_keys_profile(user)[:PROFILE_KEYS_SHOWN]
     context = {
         "preferences_form": preferences_form,
         "key_form": key_form or ApiKeyCreateForm(),

@@ -8,24 +8,25 @@ from web.pages import checkpoints as checkpoint_views
 from web.pages import compare as compare_views
 from web.pages import files as file_views
 from web.pages import governance as governance_views
+from web.pages import session_list as list_views
 from web.pages import session_settings as settings_views
 
 app_name = "chat"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("new/", views.session_new, name="new"),
-    path("import/", views.import_session, name="import"),
-    path("sessions/", views.session_list, name="session_list"),
+    path("", list_views.home, name="home"),
+    path("new/", list_views.session_new, name="new"),
+    path("import/", list_views.import_session, name="import"),
+    path("sessions/", list_views.session_list, name="session_list"),
     path("<int:pk>/", views.session_page, name="session"),
-    path("<int:pk>/rename/", views.session_rename, name="rename"),
-    path("<int:pk>/archive/", views.session_archive, name="archive"),
-    path("<int:pk>/unarchive/", views.session_unarchive, name="unarchive"),
-    path("<int:pk>/delete/", views.session_remove, name="delete"),
+    path("<int:pk>/rename/", list_views.session_rename, name="rename"),
+    path("<int:pk>/archive/", list_views.session_archive, name="archive"),
+    path("<int:pk>/unarchive/", list_views.session_unarchive, name="unarchive"),
+    path("<int:pk>/delete/", list_views.session_remove, name="delete"),
     path("<int:pk>/settings/", settings_views.session_settings, name="session_settings"),
-    path("<int:pk>/pin/", views.session_pin, name="pin"),
-    path("<int:pk>/unpin/", views.session_unpin, name="unpin"),
-    path("<int:pk>/export/", views.export, name="export"),
+    path("<int:pk>/pin/", list_views.session_pin, name="pin"),
+    path("<int:pk>/unpin/", list_views.session_unpin, name="unpin"),
+    path("<int:pk>/export/", list_views.export, name="export"),
     path("<int:pk>/messages/", views.conversation_page, name="earlier"),
     path("<int:pk>/messages/later/", views.conversation_later, name="later"),
     path("<int:pk>/search/", views.conversation_search, name="search"),

@@ -16,18 +16,12 @@ from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoin
 from core.errors import InvalidInput
 from core.http import domain_errors
 from sessions_app.labels import branch_label
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import current_branch, get_session_for_user
 from sessions_app.services import branch_activate
-from web import context as pages
-from web.pages.chat import refresh
-
-
-def _panel_update(request: HttpRequest, session: ExternalSession, html: str = "") -> HttpResponse:
-    """`html` for the request's own target, with the panel's live update (the tree, the count,
-    and the list fetched again with the page's filter)."""
-    live = render_to_string("checkpoints/_panel_oob.html", pages.panel_live(session), request)
-    return HttpResponse(html + live)
+from web import chat_state as pages
+from web.pages.live import refresh
+from web.pages.tabs import answers_with_new_state
 
 
 def _number(value: str | None, what: str) -> int | None:
@@ -61,7 +55,10 @@ def checkpoint_list(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 @domain_errors
+@answers_with_new_state
 def save(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save a checkpoint of the current branch: the form says so, and the page shows it (its
+    marker, the panel) in the same answer."""
     session = get_session_for_user(request.user, pk)
     saved = checkpoint_create(
         branch=current_branch(session),
@@ -70,7 +67,7 @@ def save(request: HttpRequest, pk: int) -> HttpResponse:
         metadata={"trigger": "manual"},
     )
     context = {"session": session, "saved": saved}
-    return _panel_update(
+    return refresh(
         request, session, render_to_string("checkpoints/_save_form.html", context, request)
     )
 
@@ -87,11 +84,25 @@ def detail(request: HttpRequest, cp_id: int) -> HttpResponse:
 @login_required
 @require_POST
 @domain_errors
+@answers_with_new_state
 def delete(request: HttpRequest, cp_id: int) -> HttpResponse:
+    """Delete a checkpoint: the answer is the page's refresh, with its marker gone wherever it
+    is loaded (markers.js, from the #live-refresh it names it on; nothing is fetched)."""
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session
+    gone = checkpoint.pk
     checkpoint_delete(checkpoint=checkpoint)
-    return _panel_update(request, session)
+    return refresh(request, session, _gone(request, session, [gone]))
+
+
+def _gone(request: HttpRequest, session: Session, checkpoints: list[int]) -> str:
+    """The markers of checkpoints this tab's own change deleted go wherever they are loaded
+    (markers.js reads them from #live-refresh, which fetches nothing here)."""
+    if not checkpoints:
+        return ""
+    event = {"type": "checkpoint.deleted", "checkpoints": checkpoints}
+    context = {"session_id": session.pk, "event": event, "fetch": False}
+    return render_to_string("sessions_app/_live_refresh.html", context, request)
 
 
 @login_required
@@ -110,7 +121,7 @@ def show_on_branch(request: HttpRequest, cp_id: int) -> HttpResponse:
 FILES_SHOWN = 8
 
 
-def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[str, object]:
+def _restore_outcome(checkpoint: Checkpoint, session: Session) -> dict[str, object]:
     """The restore dialog's account of what the restore would do (checkpoints.selectors.
     restore_outcome): the files of each kind, and the external effects per mode (once when both
     modes leave the same)."""
@@ -142,6 +153,7 @@ def _restore_outcome(checkpoint: Checkpoint, session: ExternalSession) -> dict[s
 @login_required
 @require_http_methods(["GET", "POST"])
 @domain_errors
+@answers_with_new_state
 def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
     """GET: the confirmation dialog; POST: restore as a new branch (default) or rewind."""
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
@@ -154,10 +166,14 @@ def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
             **_restore_outcome(checkpoint, session),
         }
         return render(request, "checkpoints/_restore_dialog.html", context)
-    checkpoint_restore(
+    result = checkpoint_restore(
         checkpoint=checkpoint, mode=request.POST.get("mode", "branch"), session=session
     )
-    response = refresh(request, session)
     # Close this tab's dialog; other tabs get the change over their socket, dialogs untouched.
-    response.content += b'<div id="dialogs" hx-swap-oob="true"></div>'
-    return response
+    # A rewind's deleted checkpoints leave this tab's markers as they leave the others'.
+    return refresh(
+        request,
+        session,
+        '<div id="dialogs" hx-swap-oob="true"></div>'
+        + _gone(request, session, [cp.id for cp in result.deleted_checkpoints]),
+    )

@@ -27,8 +27,8 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.labels import branch_labels
-from sessions_app.models import ExternalSession, InternalSession, Message
-from sessions_app.selectors import get_session_for_user, session_branches
+from sessions_app.models import Message, Session
+from sessions_app.selectors import get_session_for_user, session_branches_with_forks
 
 SIDE_SHOWN = 200  # messages of each side shown on the page
 PICKER_CHECKPOINTS = 200  # the newest checkpoints the picker offers
@@ -57,7 +57,7 @@ def _checkpoint_label(cp: Checkpoint, labels: dict[int, str]) -> str:
 
 
 def picker(
-    session: ExternalSession,
+    session: Session,
     *,
     source: str = "",
     target: str = "",
@@ -66,7 +66,7 @@ def picker(
     """The points of the session to choose from; without a choice, the current branch (to)
     and the branch it was made from, or itself (from). Two queries. A `chosen` checkpoint
     older than the newest PICKER_CHECKPOINTS is offered too, so the form shows what it compared."""
-    branches = list(session_branches(session).select_related("forked_from"))
+    branches = session_branches_with_forks(session)
     labels = branch_labels(branches)
     current = next((b for b in branches if b.is_current), branches[0] if branches else None)
     if current is not None and not target:
@@ -150,10 +150,8 @@ def _point_title(point: Point, labels: dict[int, str]) -> str:
     return f"Checkpoint “{point.checkpoint.checkpoint_name}” on {branch}"
 
 
-def compare_context(session: ExternalSession, diff: SessionDiff) -> dict[str, Any]:
-    labels = branch_labels(
-        InternalSession.objects.filter(session=session).select_related("forked_from")
-    )
+def compare_context(session: Session, diff: SessionDiff) -> dict[str, Any]:
+    labels = branch_labels(session_branches_with_forks(session))
     files: list[FileShown] = []
     for status, group in (
         ("added", diff.files.added),

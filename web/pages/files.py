@@ -1,10 +1,10 @@
 """The Files panel of the chat page (HTML, htmx): the current branch's workspace as a tree, a
 file's view (highlighted server-side), download, upload and delete.
 
-The panel arrives by itself after the page (one fetch), and from then on only its tree is
-fetched again (after the reader's own change, and whenever the socket says the workspace or the
-branch changed: workspace/_files_oob.html), so a live update never touches an open file view or
-an upload form being filled in.
+The panel comes with the page; from then on only its tree changes: in the answer to the
+reader's own change, in every refresh (web.pages.live), and fetched alone when the socket says
+the workspace changed (workspace/_files_reload.html), so a live update never touches an open file
+view or an upload form being filled in.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pygments.util import ClassNotFound
 
 from core.errors import HTTP_STATUS, DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from sessions_app.models import ExternalSession
+from sessions_app.models import Branch, Session
 from sessions_app.selectors import current_branch, get_session_for_user
 from workspace.errors import FileTooLarge, TooManyFiles
 from workspace.nfc import nfc
@@ -37,6 +37,8 @@ from workspace.quota import session_use, user_use
 from workspace.selectors import WorkspaceFile, workspace_file, workspace_files
 from workspace.services import file_delete, files_write_all
 from workspace.validation import clean_content, clean_path, max_file_bytes, max_files
+
+from .tabs import PageView, answers_with_new_state
 
 # Past this many characters a file is shown plain: highlighting is for reading, and some
 # lexers are slow on long input.
@@ -102,9 +104,7 @@ def highlighted_file(path: str, content: str) -> tuple[SafeString, str]:
     return escape(content), ""
 
 
-def _tree_context(
-    session: ExternalSession, files: list[WorkspaceFile] | None = None
-) -> dict[str, Any]:
+def _tree_context(session: Session, files: list[WorkspaceFile] | None = None) -> dict[str, Any]:
     if files is None:
         files = workspace_files(current_branch(session))
     return {
@@ -116,12 +116,24 @@ def _tree_context(
     }
 
 
-def _tree_update(request: HttpRequest, session: ExternalSession) -> str:
-    """After this tab's own change: the page fetches its tree again (as after a live update)."""
-    return render_to_string("workspace/_files_oob.html", {"session_id": session.pk}, request)
+def files_state(
+    session: Session, branch: Branch, *, open_path: str = "", sha: str = ""
+) -> dict[str, Any]:
+    """The Files panel's tree of `branch` (the current one), and whether the file open in the
+    reader's view (`open_path`, at version `sha`) was since deleted or changed."""
+    files = workspace_files(branch)
+    return {**_tree_context(session, files), **_stale(open_path, sha, files)}
 
 
-def _limits() -> dict[str, int]:
+def _tree_update(request: HttpRequest, session: Session, branch: Branch) -> str:
+    """After this tab's own change: the tree as it now is, out of band, checked against the
+    file open in the tab's view (X-Rollback-View)."""
+    view = PageView.of(request)
+    context = files_state(session, branch, open_path=view.open_path, sha=view.open_sha)
+    return render_to_string("workspace/_files_oob.html", context, request)
+
+
+def upload_limits() -> dict[str, int]:
     return {"max_file_bytes": max_file_bytes(), "max_files": max_files()}
 
 
@@ -131,7 +143,7 @@ def _limits() -> dict[str, int]:
 def files_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The whole panel: the count, the upload form, the tree and an empty file view."""
     session = get_session_for_user(request.user, pk)
-    context = {**_tree_context(session), **_limits()}
+    context = {**_tree_context(session), **upload_limits()}
     return render(request, "workspace/_files_panel.html", context)
 
 
@@ -141,21 +153,25 @@ def files_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def files_tree(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The tree of the current branch's files (the panel's list; its count out of band)."""
     session = get_session_for_user(request.user, pk)
-    files = workspace_files(current_branch(session))
-    context = {**_tree_context(session, files), **_stale(request, files)}
+    context = files_state(
+        session,
+        current_branch(session),
+        open_path=request.GET.get("open", ""),
+        sha=request.GET.get("open_sha", ""),
+    )
     return render(request, "workspace/_files_tree.html", context)
 
 
-def _stale(request: HttpRequest, files: list[WorkspaceFile]) -> dict[str, str]:
-    """Whether the file open in the reader's view (`open`, at `open_sha`) was since deleted or
-    changed: the view stays as it is, with a notice saying so."""
-    path = nfc(request.GET.get("open", ""))
+def _stale(path: str, sha: str, files: list[WorkspaceFile]) -> dict[str, str]:
+    """Whether the file open in the reader's view (`path`, at version `sha`) was since deleted
+    or changed: the view stays as it is, with a notice saying so."""
+    path = nfc(path)
     if not path:
         return {}
     found = next((f for f in files if f.path == path), None)
     if found is None:
         return {"stale_path": path, "stale": "deleted"}
-    changed = found.sha256 != request.GET.get("open_sha", "")
+    changed = found.sha256 != sha
     return {"stale_path": path, "stale": "changed" if changed else ""}
 
 
@@ -190,12 +206,14 @@ def file_download(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
 @login_required
 @require_POST
 @domain_errors
+@answers_with_new_state
 def file_remove(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
     """Delete a file of the current branch; the view empties and the tree follows."""
     session = get_session_for_user(request.user, pk)
-    gone = file_delete(branch=current_branch(session), path=path, by="user")
+    branch = current_branch(session)
+    gone = file_delete(branch=branch, path=path, by="user")
     done = render_to_string("workspace/_file_gone.html", {"path": gone}, request)
-    return HttpResponse(done + _tree_update(request, session))
+    return HttpResponse(done + _tree_update(request, session, branch))
 
 
 def _checked_uploads(folder: str, uploads: list[UploadedFile[Any]]) -> list[tuple[str, str]]:
@@ -227,20 +245,22 @@ def _checked_uploads(folder: str, uploads: list[UploadedFile[Any]]) -> list[tupl
 @login_required
 @require_POST
 @domain_errors
+@answers_with_new_state
 def files_upload(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Upload text files into a folder of the current branch's workspace (multipart). Refused
     as a whole, with the reason in the form, when any file is not acceptable."""
     session = get_session_for_user(request.user, pk)
     raw_folder = request.POST.get("folder", "")
-    context: dict[str, Any] = {"session": session, "folder": raw_folder, **_limits()}
+    context: dict[str, Any] = {"session": session, "folder": raw_folder, **upload_limits()}
     try:
         folder = clean_path(raw_folder, directory=True)
         checked = _checked_uploads(folder, request.FILES.getlist("files"))
-        written = files_write_all(branch=current_branch(session), files=checked, by="user")
+        branch = current_branch(session)
+        written = files_write_all(branch=branch, files=checked, by="user")
     except DomainError as exc:
         context["error"] = exc.message
         html = render_to_string("workspace/_upload_form.html", context, request)
         return HttpResponse(html, status=HTTP_STATUS.get(exc.code, 400))
     context["uploaded"] = written
     html = render_to_string("workspace/_upload_form.html", context, request)
-    return HttpResponse(html + _tree_update(request, session))
+    return HttpResponse(html + _tree_update(request, session, branch))

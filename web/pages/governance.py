@@ -5,22 +5,24 @@ the session (governance.services tells their sockets)."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from core.http import domain_errors
+from core.http import HtmxHttpRequest, domain_errors
 from governance.services import admin_notice_dismiss
 from sessions_app.selectors import get_session_for_user
-from web.pages.chat import refresh
+from web.pages.live import refresh
+from web.pages.tabs import answers_with_new_state
 
 
 @login_required
 @require_POST
 @domain_errors
-def dismiss(request: HttpRequest, pk: int, notice_id: int) -> HttpResponse:
+@answers_with_new_state
+def dismiss(request: HtmxHttpRequest, pk: int, notice_id: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     admin_notice_dismiss(user=request.user, session=session, pk=notice_id)
-    if request.headers.get("HX-Request"):
+    if request.htmx:
         return refresh(request, session)
     return redirect("chat:session", pk=session.pk)

@@ -15,14 +15,14 @@ from accounts.models import User
 from core.errors import InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from core.model_choice import INSTRUCTIONS_MAX_CHARS
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.selectors import get_session_for_user
 from sessions_app.services import session_settings_update
 from web.templatetags.session_settings import picker_context
 
 
 def _dialog(
-    request: HtmxHttpRequest, session: ExternalSession, *, instructions: str, error: str = ""
+    request: HtmxHttpRequest, session: Session, *, instructions: str, error: str = ""
 ) -> HttpResponse:
     user = request.user
     context = {
@@ -38,7 +38,7 @@ def _dialog(
     return render(request, "sessions_app/_session_settings.html", context)
 
 
-def _stored_instructions(session: ExternalSession) -> str:
+def _stored_instructions(session: Session) -> str:
     value = session.settings.get("instructions")
     return value if isinstance(value, str) else ""
 

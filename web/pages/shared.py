@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 
 from sharing.selectors import share_for_token, shared_page
 from sharing.services import share_viewed
-from web.context import joined_replies
+from web.chat_state import joined_replies
 
 # Messages per page: a long history is read a page at a time ("Earlier messages").
 PAGE = 200

@@ -18,7 +18,7 @@ from checkpoints.selectors import get_checkpoint_for_user, lineage_checkpoints
 from core.errors import Conflict, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.labels import branch_label
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.selectors import get_branch_for_user, parse_pk
 from sharing.models import ShareLink
 from sharing.selectors import share_labels, shares_for_user
@@ -38,7 +38,7 @@ def _user(request: HttpRequest) -> User:
 
 def _dialog(
     request: HttpRequest,
-    branch: InternalSession,
+    branch: Branch,
     *,
     chosen: str = "",
     error: str = "",

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import User
 from core.http import domain_errors
-from integrations.models import TelegramChat
+from integrations.selectors import telegram_chats_for_user
 from integrations.telegram import client
 from integrations.telegram.links import LinkCode, chat_unlink
 
@@ -27,7 +27,7 @@ PROFILE_CHATS_SHOWN = 50
 def profile_telegram(user: User, *, link_code: LinkCode | None = None) -> dict[str, Any]:
     """The profile's context for its Telegram section."""
     on = client.enabled()
-    chats = TelegramChat.objects.filter(user=user).order_by("-linked_at", "-pk")
+    chats = telegram_chats_for_user(user)
     bot = settings.TELEGRAM_BOT_USERNAME
     return {
         "telegram_on": on,

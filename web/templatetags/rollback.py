@@ -48,11 +48,12 @@ def call_names(tool_calls: Any) -> str:
 
 @register.simple_tag
 def versions_of(versions: Any, message_id: int) -> Any:
-    """The versions of one message (web.context.conversation's `versions`), or None."""
+    """The versions of one message (web.chat_state.conversation's `versions`), or None."""
     return versions.get(message_id) if isinstance(versions, dict) else None
 
 
 @register.simple_tag
 def markers_after(markers: Any, message_id: int) -> Any:
-    """The checkpoints whose markers follow one message (web.context.conversation's `markers`)."""
+    """The checkpoints whose markers follow one message (web.chat_state.conversation's
+    `markers`)."""
     return markers.get(message_id, ()) if isinstance(markers, dict) else ()

@@ -10,12 +10,12 @@ from django import template
 
 from core.errors import InvalidInput
 from core.model_choice import allowed_models, chosen_instructions, chosen_model
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 
 register = template.Library()
 
 
-def picker_context(session: ExternalSession, *, error: str = "") -> dict[str, Any]:
+def picker_context(session: Session, *, error: str = "") -> dict[str, Any]:
     """The models the session may use, the one it uses ("" when what it stored is no longer
     allowed: the default answers; see agents.model), and whether it has instructions."""
     models = allowed_models()
@@ -40,5 +40,5 @@ def picker_context(session: ExternalSession, *, error: str = "") -> dict[str, An
 
 
 @register.inclusion_tag("sessions_app/_session_controls.html")
-def session_controls(session: ExternalSession) -> dict[str, Any]:
+def session_controls(session: Session) -> dict[str, Any]:
     return picker_context(session)

@@ -15,12 +15,14 @@ session is gone or no longer theirs), the codes that refuse such a handshake. Th
 page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
 of the login that changed the password get, as that login goes on under a new key.
 
-A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.stream, which
+A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.reply_stream, which
 stores each piece before it is published). Both sockets send a socket that connects mid-turn the
 reply so far first (`turn.snapshot`), then the pieces it has not sent; what the channel layer
 drops (a piece, a turn's start or end) the socket reads back itself (web/ws/relay.py). Each
 event costs a socket at most two queries: the events that change more than a piece (a turn's
-start or end, a branch, checkpoints) tell the chat page to fetch its refresh.
+start or end, a branch, checkpoints) tell the chat page to fetch its refresh, once per event.
+The chat page's socket knows its tab (`?tab=`, web.pages.tabs): an event of a change that tab
+made itself, whose answer already brought the page's new state, has it fetch nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import logging
 import math
 import time
 from typing import NoReturn
+from urllib.parse import parse_qs
 
 import redis.exceptions
 from asgiref.sync import sync_to_async
@@ -42,32 +45,25 @@ from django.template.loader import render_to_string
 
 from accounts.selectors import login_is_current
 from core.errors import DomainError
-from core.events import (
+from core.events.bus import apikey_group, group_name, login_group, user_group
+from core.events.payloads import CloseMessage, Event, MessageDelta, PageMessage, SessionsMessage
+from core.origin import clean_tab
+from sessions_app.models import Session
+from sessions_app.reply_stream import Snapshot, stream_snapshot
+from sessions_app.selectors import get_session_for_user, watch_access
+from sessions_app.watch import running_turn
+from web.chat_state import card_of
+
+from .codes import (
+    CLOSE_ENDED,
+    CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
     CLOSE_RECONNECT,
     CLOSE_SIGNED_OUT,
-    Event,
-    MessageDelta,
-    PageMessage,
-    SessionsMessage,
-    apikey_group,
-    group_name,
-    login_group,
-    remember_server_loop,
-    user_group,
 )
-from sessions_app.models import ExternalSession
-from sessions_app.selectors import get_session_for_user, watch_access
-from sessions_app.stream import Snapshot, stream_snapshot
-from sessions_app.watch import running_turn
-from web.context import card_of
-
 from .relay import TurnRelay
 
 log = logging.getLogger(__name__)
-
-# An error while checking a socket's access: the page's htmx reconnects after this code.
-CLOSE_INTERNAL_ERROR = 1011
 
 
 # AsyncWebsocketConsumer is untyped.
@@ -75,7 +71,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     """Joins the group of one of the user's sessions; another user's session is closed at once,
     before any event. Closes when its access ends (see the module's docstring)."""
 
-    session: ExternalSession | None = None
+    session: Session | None = None
     user_id: int | None = None
     api_key_id: int | None = None  # when opened with an API key
     login_key: str | None = None  # else the browser login's session key
@@ -98,7 +94,6 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         self.api_key_id = self.scope.get("api_key")
         if self.api_key_id is None:
             self.login_key = self.scope["session"].session_key
-        remember_server_loop()
         self.joined = (group_name(self.session.pk), user_group(user.pk))
         if self.api_key_id is not None:
             self.joined += (apikey_group(self.api_key_id),)
@@ -159,11 +154,10 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Clients only listen; what they send is ignored."""
 
-    async def rollback_close(self, message: Event) -> None:
+    async def rollback_close(self, message: CloseMessage) -> None:
         """A control message of `core.events`: this socket's access ended. One about the
         user's browser logins (the password changed) leaves the sockets of API keys open, and
         has those of the login that made the change reconnect under its new key."""
-        code = message.get("code")
         if message.get("logins"):
             if self.api_key_id is not None:
                 return
@@ -171,7 +165,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
             if keep and self.login_key and login_group(self.login_key) == keep:
                 await self.end(CLOSE_RECONNECT)
                 return
-        await self.end(code if code in (CLOSE_SIGNED_OUT, CLOSE_NOT_FOUND) else CLOSE_SIGNED_OUT)
+        await self.end(CLOSE_ENDED.get(message.get("ended", "signed_out"), CLOSE_SIGNED_OUT))
 
     async def rollback_sessions(self, message: SessionsMessage) -> None:
         """The user's list of sessions changed: only the chat page shows it (ChatConsumer)."""
@@ -248,7 +242,7 @@ class EventStreamConsumer(SessionConsumer):
         }
         await self.send(text_data=json.dumps(frame))
 
-    async def send_event(self, event: Event) -> None:
+    async def send_event(self, event: Event, origin: str | None = None) -> None:
         await self.send(text_data=json.dumps(event))
 
     async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
@@ -272,6 +266,12 @@ class ChatConsumer(SessionConsumer):
     turn's start is always sent (it only has the page fetch its refresh)."""
 
     repeats_starts = True
+    tab: str | None = None  # the tab of the page that opened it (its `?tab=`)
+
+    async def connect(self) -> None:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        self.tab = clean_tab((query.get("tab") or [""])[0])
+        await super().connect()
 
     async def send_snapshot(self, turn: int, snapshot: Snapshot) -> None:
         if snapshot.seq:
@@ -282,9 +282,12 @@ class ChatConsumer(SessionConsumer):
             text_data="".join(render_delta(turn, text, seq, attempt) for seq, text in pieces)
         )
 
-    async def send_event(self, event: Event) -> None:
+    async def send_event(self, event: Event, origin: str | None = None) -> None:
+        own = origin is not None and origin == self.tab
+        if self.refreshes_later(event):
+            return
         try:
-            html = await database_sync_to_async(render_event)(self.session, event)
+            html = await database_sync_to_async(render_event)(self.session, event, own=own)
         except DomainError:
             await self.end(CLOSE_NOT_FOUND)
             return
@@ -301,10 +304,19 @@ class ChatConsumer(SessionConsumer):
             return
         await self.send(text_data=render_to_string("sessions_app/_sessions_refresh.html"))
 
+    def refreshes_later(self, event: Event) -> bool:
+        """An automatic checkpoint is made in the commit that ends a turn, just before that
+        turn's end, which this socket is sure to send (it watches the turn: web/ws/relay.py) and
+        which has the page fetch its refresh: one fetch for both."""
+        return event["type"] == "checkpoint.created" and event["is_auto"] and bool(self.watched)
+
     async def rollback_page(self, message: PageMessage) -> None:
         """Something the page shows changed without an event of the contract (an
-        administrator's notice dismissed in another tab): the page fetches its refresh."""
+        administrator's notice dismissed in another tab): the page fetches its refresh (not
+        the tab that made the change: its answer was the refresh)."""
         if self.session is None or not await self.access_holds():
+            return
+        if message.get("origin") is not None and message.get("origin") == self.tab:
             return
         context = {"session_id": self.session.pk, "event": {"type": "rollback.page"}}
         await self.send(text_data=render_to_string("sessions_app/_live_refresh.html", context))
@@ -334,9 +346,10 @@ REFRESHED = {
 }
 
 
-def render_event(session: ExternalSession, event: Event) -> str:
+def render_event(session: Session, event: Event, *, own: bool = False) -> str:
     """The page's fragments for one event, rendered from the page's own partials, in at most
-    two queries (none but the one a stopped turn's composer needs)."""
+    two queries (none but the one a stopped turn's composer needs). `own`: the event of a change
+    the page's tab made, whose answer brought the page's new state: nothing is fetched."""
     if event["type"] == "message.delta":
         return render_delta(event["turn"], event["delta"], event.get("seq"), event.get("attempt"))
     if event["type"] == "tool.started":
@@ -346,22 +359,27 @@ def render_event(session: ExternalSession, event: Event) -> str:
         card = card_of(event, event.get("note"))
         context = {"turn": event["turn"], "session_id": session.pk, "approval": card}
         return render_to_string("sessions_app/_approval_oob.html", context) + _refreshed(
-            session, event
+            session, event, own
         )
     if event["type"] == "tool.approval_answered":  # answered here, elsewhere, or ended: it goes
         answered = render_to_string("sessions_app/_approval_oob.html", {"turn": event["turn"]})
-        return answered + _refreshed(session, event)
+        return answered + _refreshed(session, event, own)
     if event["type"] == "workspace.changed":  # only the Files panel's tree is fetched again
-        return render_to_string("workspace/_files_oob.html", {"session_id": session.pk})
+        if own:
+            return ""
+        return render_to_string("workspace/_files_reload.html", {"session_id": session.pk})
     if event["type"] in REFRESHED:
-        return _refreshed(session, event)
+        return _refreshed(session, event, own)
     return ""
 
 
-def _refreshed(session: ExternalSession, event: Event) -> str:
+def _refreshed(session: Session, event: Event, own: bool = False) -> str:
     """The page fetches its refresh. After an approval's card too: a refresh the page asked for
     before the card came (at the turn's start) and answered after it would otherwise morph the
     card away (or back): a newer refresh replaces that fetch, whose older answer is then dropped
-    (swaps.js)."""
-    context = {"session_id": session.pk, "event": event}
+    (swaps.js). Not for the tab's own change (`own`): its answer was the refresh; a renamed
+    session's link is named all the same."""
+    context = {"session_id": session.pk, "event": event, "fetch": not own}
+    if own and event["type"] != "session.changed":
+        return ""
     return render_to_string("sessions_app/_live_refresh.html", context)

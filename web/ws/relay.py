@@ -3,7 +3,7 @@ start and end once, and what the channel layer lost read back by the socket itse
 
 The channel layer is best-effort (it drops what comes past its capacity: core.channel_layers), so
 no socket depends on it for a reply's pieces or a turn's end. A piece heard after a gap comes with
-the missing ones, read from the stream's store (sessions_app.stream) at once. While the socket
+the missing ones, read from the stream's store (sessions_app.reply_stream) at once. While the socket
 watches a running turn (from its snapshot, its start or any event of it), each
 ROLLBACK_WS_CATCH_UP_SECONDS in which it heard nothing of the turn it reads the turn back: one
 query by primary key (sessions_app.watch) and one read of the store, sending the pieces it has
@@ -26,9 +26,9 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from core.events import Event, EventMessage, MessageDelta, TurnStarted
-from sessions_app.models import ExternalSession
-from sessions_app.stream import stream_read
+from core.events.payloads import Event, EventMessage, MessageDelta, TurnStarted
+from sessions_app.models import Session
+from sessions_app.reply_stream import stream_read
 from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
 
 log = logging.getLogger("web.ws.consumers")
@@ -47,7 +47,7 @@ class TurnRelay:
     """The consumers' relaying of turns (a mixin of SessionConsumer): they say how a piece and an
     event are framed (`send_pieces`, `send_event`) and whether the socket's access holds."""
 
-    session: ExternalSession | None = None
+    session: Session | None = None
     closing = False
 
     # Whether a `turn.started` this socket already sent (or whose turn it already showed from
@@ -69,8 +69,9 @@ class TurnRelay:
     async def access_holds(self, *, full: bool = False) -> bool:
         raise NotImplementedError
 
-    async def send_event(self, event: Event) -> None:
-        """One event, as this socket's frames say it."""
+    async def send_event(self, event: Event, origin: str | None = None) -> None:
+        """One event, as this socket's frames say it (`origin`: the tab whose request made the
+        change, core.origin)."""
 
     async def send_pieces(self, turn: int, attempt: int, pieces: list[tuple[int, str]]) -> None:
         """Numbered pieces of a turn attempt's reply, in order, as this socket's frames say them."""
@@ -79,22 +80,22 @@ class TurnRelay:
         if not await self.access_holds():
             return
         async with self.output:
-            await self.relay(message["event"])
+            await self.relay(message["event"], message.get("origin"))
 
-    async def relay(self, event: Event) -> None:
+    async def relay(self, event: Event, origin: str | None = None) -> None:
         """Send one event heard on the channel layer (or rebuilt from the database): a turn's
         start and end once, a piece once and in order (preceded by those missing), nothing of
         a turn after its end but what does not change its reply."""
         turn = cast("dict[str, object]", event).get("turn")
         if event["type"] == "turn.started":
-            await self.relay_start(event)
+            await self.relay_start(event, origin)
             return
         if (
             event["type"] == "turn.finished"
             or event["type"] == "turn.failed"
             or event["type"] == "turn.cancelled"
         ):
-            await self.relay_end(event)
+            await self.relay_end(event, origin)
             return
         if isinstance(turn, int) and event["type"] in OF_A_RUNNING_TURN:
             if turn in self.ended:
@@ -113,9 +114,9 @@ class TurnRelay:
                 if pieces:
                     await self.send_pieces(turn, event.get("attempt") or 1, pieces)
                 return
-        await self.send_event(event)
+        await self.send_event(event, origin)
 
-    async def relay_start(self, event: TurnStarted) -> None:
+    async def relay_start(self, event: TurnStarted, origin: str | None = None) -> None:
         turn, attempt = event["turn"], event["attempt"]
         if turn in self.ended:
             return
@@ -126,16 +127,16 @@ class TurnRelay:
         if sent is None or sent[0] < attempt:  # a new attempt numbers its pieces from 1
             self.sent[turn] = (attempt, 0)
         self.watch(turn)
-        await self.send_event(event)
+        await self.send_event(event, origin)
 
-    async def relay_end(self, event: Event) -> None:
+    async def relay_end(self, event: Event, origin: str | None = None) -> None:
         turn = cast("dict[str, object]", event).get("turn")
         if not isinstance(turn, int) or turn in self.ended:
             return
         await self.fill(turn)  # the last pieces, if their events were lost, before the end
         self.ended.add(turn)
         self.watched.pop(turn, None)
-        await self.send_event(event)
+        await self.send_event(event, origin)
 
     async def missed_start(self, turn: int) -> None:
         """A turn this socket heard of but whose start it never sent: its start, as the database

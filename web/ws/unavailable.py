@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from core.unavailable import is_unavailable
+from web.ws.codes import CLOSE_UNAVAILABLE
 
 if TYPE_CHECKING:
     from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, ASGISendEvent
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from web.ws.security import App, Scope
 
 log = logging.getLogger(__name__)
-
-CLOSE_UNAVAILABLE = 4503
 
 
 class Unavailable:

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.services import session_create
 from tests.conftest import grow, say
 
@@ -18,15 +18,15 @@ User = get_user_model()
 
 CHANGELISTS = {
     "users": "admin:accounts_user_changelist",
-    "sessions": "admin:sessions_app_externalsession_changelist",
-    "branches": "admin:sessions_app_internalsession_changelist",
+    "sessions": "admin:sessions_app_session_changelist",
+    "branches": "admin:sessions_app_branch_changelist",
     "checkpoints": "admin:checkpoints_checkpoint_changelist",
     "messages": "admin:sessions_app_message_changelist",
 }
 
 
-def current(session: ExternalSession) -> InternalSession:
-    return InternalSession.objects.get(session=session, is_current=True)
+def current(session: Session) -> Branch:
+    return Branch.objects.get(session=session, is_current=True)
 
 
 def build(n: int, start: int = 0) -> None:
@@ -81,7 +81,7 @@ def test_non_staff_user_is_redirected_to_the_login_page(client, alice, name):
 
 
 def test_anonymous_visitor_is_redirected_to_the_login_page(client, branch):
-    url = reverse("admin:sessions_app_internalsession_change", args=[branch.pk])
+    url = reverse("admin:sessions_app_branch_change", args=[branch.pk])
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
@@ -116,8 +116,8 @@ def test_change_pages_query_count_is_the_same_for_3_and_30_inline_rows(admin_cli
             checkpoint_restore(checkpoint=checkpoint)  # one more branch, with a parent
 
     pages = [
-        reverse("admin:sessions_app_externalsession_change", args=[session.pk]),
-        reverse("admin:sessions_app_internalsession_change", args=[branch.pk]),
+        reverse("admin:sessions_app_session_change", args=[session.pk]),
+        reverse("admin:sessions_app_branch_change", args=[branch.pk]),
     ]
     grow_to(3)
     for url in pages:
@@ -207,14 +207,14 @@ def test_session_list_search_by_name(admin_client_, session, bob):
 
 
 def test_session_cannot_be_added_in_the_admin(admin_client_):
-    assert admin_client_.get(reverse("admin:sessions_app_externalsession_add")).status_code == 403
+    assert admin_client_.get(reverse("admin:sessions_app_session_add")).status_code == 403
 
 
 def test_saving_a_session_with_a_model_not_allowed_shows_the_error_and_keeps_it(
     admin_client_, session, settings
 ):
     settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "house-model", []
-    url = reverse("admin:sessions_app_externalsession_change", args=[session.pk])
+    url = reverse("admin:sessions_app_session_change", args=[session.pk])
     form = {
         "session_name": "Renamed",
         "metadata": '{"settings": {"model": "o1-pro"}}',
@@ -238,11 +238,11 @@ def test_session_change_page_lists_its_branches_read_only_with_links(
     admin_client_, session, branch
 ):
     restored = checkpoint_restore(checkpoint=checkpoint_create(branch=branch, name="cp")).branch
-    url = reverse("admin:sessions_app_externalsession_change", args=[session.pk])
+    url = reverse("admin:sessions_app_session_change", args=[session.pk])
     response = admin_client_.get(url)
     body = response.content.decode()
     for b in (branch, restored):
-        assert reverse("admin:sessions_app_internalsession_change", args=[b.pk]) in body
+        assert reverse("admin:sessions_app_branch_change", args=[b.pk]) in body
     assert 'name="branches-0-fork_position"' not in body
     (inline,) = response.context["inline_admin_formsets"]
     assert not (inline.has_add_permission)
@@ -251,7 +251,7 @@ def test_session_change_page_lists_its_branches_read_only_with_links(
 
 
 def test_session_name_can_be_edited(admin_client_, alice, session):
-    url = reverse("admin:sessions_app_externalsession_change", args=[session.pk])
+    url = reverse("admin:sessions_app_session_change", args=[session.pk])
     page = admin_client_.get(url)
     data = {
         "owner": alice.pk,
@@ -267,11 +267,11 @@ def test_session_name_can_be_edited(admin_client_, alice, session):
     assert response.status_code == 302, response.context["adminform"].form.errors
     session.refresh_from_db()
     assert session.session_name == "Renamed"
-    assert InternalSession.objects.filter(session=session, is_current=True).count() == 1
+    assert Branch.objects.filter(session=session, is_current=True).count() == 1
 
 
 def _session_form_post(client, session, **fields):
-    url = reverse("admin:sessions_app_externalsession_change", args=[session.pk])
+    url = reverse("admin:sessions_app_session_change", args=[session.pk])
     page = client.get(url)
     data = {
         "owner": session.owner_id,
@@ -323,7 +323,7 @@ def test_session_form_accepts_the_edges_of_the_time_range(admin_client_, session
     ],
 )
 def test_branch_form_refuses_what_would_break_a_page(admin_client_, branch, fields, says):
-    url = reverse("admin:sessions_app_internalsession_change", args=[branch.pk])
+    url = reverse("admin:sessions_app_branch_change", args=[branch.pk])
     data = {"session_state": "{}", "metadata": "{}", **fields}
     data.update({"checkpoints-TOTAL_FORMS": "0", "checkpoints-INITIAL_FORMS": "0"})
     response = admin_client_.post(url, data)
@@ -337,7 +337,7 @@ def test_branch_form_refuses_what_would_break_a_page(admin_client_, branch, fiel
 def test_session_delete_takes_its_branches_messages_and_checkpoints(admin_client_, session, branch):
     say(branch, "q", "a")
     checkpoint_create(branch=branch, name="cp")
-    url = reverse("admin:sessions_app_externalsession_delete", args=[session.pk])
+    url = reverse("admin:sessions_app_session_delete", args=[session.pk])
     response = admin_client_.get(url)
     assert response.status_code == 200
     assert dict(response.context["model_count"]) == {
@@ -347,7 +347,7 @@ def test_session_delete_takes_its_branches_messages_and_checkpoints(admin_client
         "checkpoints": 1,
     }
     assert admin_client_.post(url, {"post": "yes"}).status_code == 302
-    assert not (ExternalSession.objects.exists())
+    assert not (Session.objects.exists())
     assert not (Message.objects.exists())
     assert not (Checkpoint.objects.exists())
 
@@ -361,7 +361,7 @@ def test_branch_page_shows_last_messages_with_inherited_ones_escaped(admin_clien
     restored = checkpoint_restore(checkpoint=checkpoint).branch
     say(restored, "follow-up")
 
-    url = reverse("admin:sessions_app_internalsession_change", args=[restored.pk])
+    url = reverse("admin:sessions_app_branch_change", args=[restored.pk])
     body = admin_client_.get(url).content.decode()
     assert "first question" in body  # inherited from the parent branch
     assert f"branch {branch.pk}</td>" in body
@@ -374,7 +374,7 @@ def test_branch_page_shows_last_messages_with_inherited_ones_escaped(admin_clien
 
 def test_branch_page_with_10000_messages_shows_only_the_last_50(admin_client_, branch):
     grow(branch, 10_000)
-    url = reverse("admin:sessions_app_internalsession_change", args=[branch.pk])
+    url = reverse("admin:sessions_app_branch_change", args=[branch.pk])
     with CaptureQueriesContext(connection) as queries:
         response = admin_client_.get(url)
     assert response.status_code == 200
@@ -386,10 +386,10 @@ def test_branch_page_with_10000_messages_shows_only_the_last_50(admin_client_, b
 
 
 def test_branch_structure_is_read_only_and_branches_cannot_be_added(admin_client_, branch):
-    url = reverse("admin:sessions_app_internalsession_change", args=[branch.pk])
+    url = reverse("admin:sessions_app_branch_change", args=[branch.pk])
     form = admin_client_.get(url).context["adminform"].form
     assert set(form.fields) == {"session_state", "metadata"}
-    assert admin_client_.get(reverse("admin:sessions_app_internalsession_add")).status_code == 403
+    assert admin_client_.get(reverse("admin:sessions_app_branch_add")).status_code == 403
 
 
 def test_message_changelist_filtered_to_a_branch(admin_client_, session, branch):
@@ -531,7 +531,7 @@ def test_sessions_are_listed_searched_and_filtered_by_key(admin_client_, alice):
     assert [s.pk for s in with_key] == [keyed.pk]
     assert [s.pk for s in without] == [plain.pk]
     change = admin_client_.get(
-        reverse("admin:sessions_app_externalsession_change", args=[keyed.pk])
+        reverse("admin:sessions_app_session_change", args=[keyed.pk])
     ).content.decode()
     assert "agent:shket:per-peer:98765" in change
     assert 'name="session_key"' not in change

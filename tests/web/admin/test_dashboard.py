@@ -15,7 +15,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from ops.models import AuditRecord
 from ops.selectors import USERS_PER_PAGE
-from sessions_app.models import ExternalSession, InternalSession, Message
+from sessions_app.models import Branch, Message, Session
 from sessions_app.services import branch_set_state, message_append, session_create
 from sessions_app.turns import turn_fail, turn_start
 from tests.conftest import say
@@ -35,8 +35,8 @@ def admin_client_(client, admin_user):
     return client
 
 
-def current(session: ExternalSession) -> InternalSession:
-    return InternalSession.objects.get(session=session, is_current=True)
+def current(session: Session) -> Branch:
+    return Branch.objects.get(session=session, is_current=True)
 
 
 def staff(django_user_model, username: str, *perms: str):
@@ -52,7 +52,7 @@ def staff(django_user_model, username: str, *perms: str):
     return user
 
 
-def failed_turn(session: ExternalSession, error: str):
+def failed_turn(session: Session, error: str):
     turn = turn_start(session=session, message="please")
     assert turn_fail(turn=turn, error=error)
     turn.refresh_from_db()
@@ -171,7 +171,7 @@ def test_superuser_sees_every_section_with_the_right_numbers(
         (u.username, u.sessions, u.messages, u.storage_bytes, u.last_activity)
         for u in figures.users
     ]
-    alice_sessions = ExternalSession.objects.filter(owner=alice)
+    alice_sessions = Session.objects.filter(owner=alice)
     assert rows == [
         (
             "alice",
@@ -180,7 +180,7 @@ def test_superuser_sees_every_section_with_the_right_numbers(
             expected_storage(alice),
             max(s.updated_at for s in alice_sessions),
         ),
-        ("bob", 1, 2, expected_storage(bob), ExternalSession.objects.get(owner=bob).updated_at),
+        ("bob", 1, 2, expected_storage(bob), Session.objects.get(owner=bob).updated_at),
         ("admin", 0, 0, 0, None),
     ]
     # The checkpoint's state counts for alice; "héllo" is counted in bytes, not characters.
@@ -195,7 +195,7 @@ def test_superuser_sees_every_section_with_the_right_numbers(
 
     assert [t.pk for t in response.context["failed_turns"]] == [bobs_failure.pk, alices_failure.pk]
     assert "the model server answered HTTP 500" in body
-    assert reverse("admin:sessions_app_externalsession_change", args=[second.pk]) in body
+    assert reverse("admin:sessions_app_session_change", args=[second.pk]) in body
     assert reverse("admin:sessions_app_turn_change", args=[alices_failure.pk]) in body
 
     assert [r.pk for r in response.context["audit_records"]] == [failed.pk, done.pk]
@@ -304,7 +304,7 @@ def test_staff_without_view_permissions_is_refused_and_not_offered_the_link(
         (
             (
                 "sessions_app.view_turn",
-                "sessions_app.view_externalsession",
+                "sessions_app.view_session",
                 "accounts.view_user",
                 # Failed turns are conversation data: for those who may govern (issue 26).
                 "governance.govern_conversations",
@@ -314,7 +314,7 @@ def test_staff_without_view_permissions_is_refused_and_not_offered_the_link(
         (
             (
                 "accounts.view_user",
-                "sessions_app.view_externalsession",
+                "sessions_app.view_session",
                 "sessions_app.view_message",
                 "checkpoints.view_checkpoint",
                 "workspace.view_fileversion",

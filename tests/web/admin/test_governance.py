@@ -11,7 +11,7 @@ from django.urls import reverse
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from governance.models import AuditRecord
-from sessions_app.models import ExternalSession, InternalSession, Turn
+from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import session_create
 from sessions_app.turns import turn_fail, turn_start
 from tests.conftest import say
@@ -23,9 +23,9 @@ XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 
 # Every model permission a clerk might hold on users' conversations (Django's own).
 VIEW_PERMS = [
-    ("sessions_app", "view_externalsession"),
-    ("sessions_app", "change_externalsession"),
-    ("sessions_app", "view_internalsession"),
+    ("sessions_app", "view_session"),
+    ("sessions_app", "change_session"),
+    ("sessions_app", "view_branch"),
     ("sessions_app", "view_message"),
     ("sessions_app", "view_turn"),
     ("sessions_app", "view_summary"),
@@ -37,8 +37,8 @@ VIEW_PERMS = [
     ("accounts", "view_user"),
 ]
 CONVERSATION_LISTS = [
-    "admin:sessions_app_externalsession_changelist",
-    "admin:sessions_app_internalsession_changelist",
+    "admin:sessions_app_session_changelist",
+    "admin:sessions_app_branch_changelist",
     "admin:sessions_app_message_changelist",
     "admin:sessions_app_turn_changelist",
     "admin:sessions_app_summary_changelist",
@@ -72,8 +72,8 @@ def governor(django_user_model):
     return staff(django_user_model, "governor", govern=True)
 
 
-def current(session) -> InternalSession:
-    return InternalSession.objects.get(session=session, is_current=True)
+def current(session) -> Branch:
+    return Branch.objects.get(session=session, is_current=True)
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def world(alice):
     return {"session": session, "branch": current(session), "early": early, "late": late}
 
 
-def tree_url(session: ExternalSession) -> str:
+def tree_url(session: Session) -> str:
     return reverse("admin:governance_tree", args=[session.pk])
 
 
@@ -113,7 +113,7 @@ def test_staff_without_the_permission_see_no_conversation_admin_anywhere(client,
         client.get(reverse("admin:sessions_app_message_changelist"), {"q": "alice"}).status_code
         == 403
     )
-    change = reverse("admin:sessions_app_externalsession_change", args=[session.pk])
+    change = reverse("admin:sessions_app_session_change", args=[session.pk])
     assert client.get(change).status_code == 403
     assert client.get(tree_url(session)).status_code == 403
     assert client.get(tree_url(session), {"checkpoint": world["early"].pk}).status_code == 403
@@ -121,14 +121,14 @@ def test_staff_without_the_permission_see_no_conversation_admin_anywhere(client,
 
 def test_staff_without_the_permission_cannot_restore(client, clerk, world):
     client.force_login(clerk)
-    branches = InternalSession.objects.count()
+    branches = Branch.objects.count()
     response = client.post(
         tree_url(world["session"]),
         {"checkpoint": world["early"].pk, "mode": "rewind", "reason": "because"},
     )
     assert response.status_code == 403
     assert AuditRecord.objects.count() == 0
-    assert InternalSession.objects.count() == branches
+    assert Branch.objects.count() == branches
     assert Checkpoint.objects.filter(pk=world["late"].pk).exists()
 
 
@@ -154,7 +154,7 @@ def test_users_who_are_not_staff_are_sent_to_log_in(client, alice, world):
 def test_the_session_page_links_its_tree(client, governor, world):
     client.force_login(governor)
     session = world["session"]
-    page = client.get(reverse("admin:sessions_app_externalsession_change", args=[session.pk]))
+    page = client.get(reverse("admin:sessions_app_session_change", args=[session.pk]))
     assert page.status_code == 200
     assert tree_url(session) in page.content.decode()
 
@@ -226,7 +226,7 @@ def test_rewind_on_the_users_behalf_deletes_what_came_after(client, governor, wo
 )
 def test_a_bad_reason_is_a_form_error_and_nothing_is_written(client, governor, world, reason):
     client.force_login(governor)
-    branches = InternalSession.objects.count()
+    branches = Branch.objects.count()
     response = client.post(
         tree_url(world["session"]),
         {"checkpoint": world["early"].pk, "mode": "rewind", "reason": reason},
@@ -234,7 +234,7 @@ def test_a_bad_reason_is_a_form_error_and_nothing_is_written(client, governor, w
     assert response.status_code == 400
     assert 'class="errorlist' in response.content.decode()
     assert AuditRecord.objects.count() == 0
-    assert InternalSession.objects.count() == branches
+    assert Branch.objects.count() == branches
     assert Checkpoint.objects.filter(pk=world["late"].pk).exists()
 
 
@@ -251,7 +251,7 @@ def test_another_sessions_checkpoint_is_refused(client, governor, alice, bob, wo
         assert response.status_code == 400, checkpoint
     assert "That checkpoint is not in this conversation." in response.content.decode()
     assert AuditRecord.objects.count() == 0
-    assert InternalSession.objects.filter(session=other).count() == 1
+    assert Branch.objects.filter(session=other).count() == 1
 
 
 def test_another_sessions_checkpoint_says_why(client, governor, bob, world):

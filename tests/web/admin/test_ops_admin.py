@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ops.models import AuditRecord
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import session_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,9 +59,7 @@ def test_the_records_are_listed_filtered_and_never_editable(root):
 
 def test_run_now_and_dry_run_from_the_list(root, alice, celery_eager):
     idle = session_create(owner=alice, name="old")
-    ExternalSession.objects.filter(pk=idle.pk).update(
-        updated_at=timezone.now() - timedelta(days=90)
-    )
+    Session.objects.filter(pk=idle.pk).update(updated_at=timezone.now() - timedelta(days=90))
     page = root.get(reverse(LIST))
     assert b"Dry run: archive idle sessions" in page.content
     answer = root.post(reverse(RUN), {"rule": "archive_idle_sessions", "dry_run": "1"}, follow=True)
@@ -70,9 +68,9 @@ def test_run_now_and_dry_run_from_the_list(root, alice, celery_eager):
     )
     dry = AuditRecord.objects.get()
     assert (dry.dry_run, dry.trigger, dry.by, dry.affected) == (True, "admin", "admin: admin", 1)
-    assert ExternalSession.objects.get(pk=idle.pk).archived_at is None
+    assert Session.objects.get(pk=idle.pk).archived_at is None
     root.post(reverse(RUN), {"rule": "archive_idle_sessions", "dry_run": "0"})
-    assert ExternalSession.objects.get(pk=idle.pk).archived_at is not None
+    assert Session.objects.get(pk=idle.pk).archived_at is not None
     assert AuditRecord.objects.filter(dry_run=False, affected=1, status="done").count() == 1
     unknown = root.post(reverse(RUN), {"rule": "erase_user"}, follow=True)
     assert b"Unknown rule: nothing was run." in unknown.content

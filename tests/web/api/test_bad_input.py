@@ -17,7 +17,7 @@ from checkpoints.services import checkpoint_create
 from checkpoints.transfer import session_export
 from memories.models import Memory
 from memories.services import memory_create
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.turns import turn_fail, turn_start
 from tests.conftest import say
 
@@ -27,7 +27,7 @@ WRITES = ("post", "put", "patch")
 
 
 def rows() -> dict[str, int]:
-    models = (ExternalSession, InternalSession, Message, Checkpoint, Turn, ApiKey, Memory)
+    models = (Session, Branch, Message, Checkpoint, Turn, ApiKey, Memory)
     return {model.__name__: model.objects.count() for model in models}
 
 
@@ -164,7 +164,7 @@ def test_bytes_that_are_not_utf8_in_a_body_are_400(api):
     response = api.post("/api/v1/sessions/", b'{"name": "\xff"}', content_type="application/json")
     assert response.status_code == 400
     assert "can't decode" in response.json()["detail"]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 @pytest.mark.parametrize(

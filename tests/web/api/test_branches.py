@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import branch_fork
 from tests.conftest import say
 
@@ -61,7 +61,7 @@ def test_bob_cannot_rename_alices_branch(bob_api, talked):
 def test_the_branch_list_names_every_branch_as_the_pages_do(api, session, talked):
     mark = checkpoint_create(branch=talked, name="start")
     edit = branch_fork(branch=talked, position=2, metadata={"edited_message": 3})
-    restored = branch_fork(branch=talked, position=4, forked_from=mark)
+    restored = branch_fork(branch=talked, position=4, forked_from_id=mark.pk)
     api.patch(f"/api/v1/branches/{restored.pk}/", {"name": "my restore"}, format="json")
     rows = api.get(f"/api/v1/sessions/{session.pk}/branches/").json()["results"]
     assert {r["id"]: r["name"] for r in rows} == {
@@ -78,7 +78,7 @@ def test_listing_branches_takes_the_same_queries_for_many_branches(
 ):
     for i in range(30):
         branch_fork(branch=talked, position=i % 4, make_current=False)
-    assert InternalSession.objects.filter(session=session).count() == 31
+    assert Branch.objects.filter(session=session).count() == 31
     with django_assert_max_num_queries(8):
         rows = api.get(f"/api/v1/sessions/{session.pk}/branches/?limit=100").json()["results"]
     assert len({r["name"] for r in rows}) == 31  # and every one is told apart

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sessions_app.models import ExternalSession, Message, Turn
+from sessions_app.models import Message, Session, Turn
 from tests.fakes.chat_server import Reply
 from tests.web.api.conftest import bearer_client
 
@@ -27,7 +27,7 @@ def bob_api(bob_api):
 
 
 def _rows() -> tuple[int, int, int]:
-    return ExternalSession.objects.count(), Turn.objects.count(), Message.objects.count()
+    return Session.objects.count(), Turn.objects.count(), Message.objects.count()
 
 
 def _contents(server, i=-1):
@@ -46,7 +46,7 @@ def test_the_first_post_makes_the_session_and_the_second_continues_it(
     turn = first.json()
     assert turn["status"] == "done"
     assert turn["reply"] == "Hello, Telegram."
-    session = ExternalSession.objects.get(owner=alice)
+    session = Session.objects.get(owner=alice)
     assert turn["session"] == session.pk
     assert session.session_key == KEY
     assert session.session_name == "shket · main · 12345"
@@ -57,7 +57,7 @@ def test_the_first_post_makes_the_session_and_the_second_continues_it(
     second = api.post("/api/v1/chat/", {"session_key": KEY, "message": "again?", "wait": True})
     assert second.status_code == 201
     assert second.json()["session"] == session.pk
-    assert ExternalSession.objects.filter(owner=alice).count() == 1
+    assert Session.objects.filter(owner=alice).count() == 1
     # The model was sent the earlier exchange: the history goes on.
     assert _contents(fake_llm) == [
         ("user", "hi"),
@@ -79,7 +79,7 @@ def test_the_same_chat_id_under_two_scopes_is_two_sessions(api, alice):
     for key in ("agent:shket:main:12345", "agent:shket:per-peer:12345"):
         response = api.post("/api/v1/chat/", {"session_key": key, "message": "hi"}, format="json")
         assert response.status_code == 202, response.json()
-    keys = sorted(ExternalSession.objects.filter(owner=alice).values_list("session_key", flat=True))
+    keys = sorted(Session.objects.filter(owner=alice).values_list("session_key", flat=True))
     assert keys == ["agent:shket:main:12345", "agent:shket:per-peer:12345"]
 
 
@@ -87,17 +87,17 @@ def test_the_same_chat_id_under_two_scopes_is_two_sessions(api, alice):
 def test_keys_are_case_sensitive_and_the_agent_id_counts(api, alice):
     for key in ("agent:shket:main:abc", "agent:shket:main:ABC", "agent:other:main:abc"):
         assert api.post("/api/v1/chat/", {"session_key": key, "message": "hi"}).status_code == 202
-    assert ExternalSession.objects.filter(owner=alice).count() == 3
+    assert Session.objects.filter(owner=alice).count() == 3
 
 
 @pytest.mark.django_db
 def test_two_users_with_the_same_key_each_get_their_own_session(api, bob_api, alice, bob):
     mine = api.post("/api/v1/chat/", {"session_key": KEY, "message": "alice here"}).json()
-    alices = ExternalSession.objects.get(owner=alice)
+    alices = Session.objects.get(owner=alice)
     before = (alices.session_name, list(Message.objects.filter(branch__session=alices)))
     theirs = bob_api.post("/api/v1/chat/", {"session_key": KEY, "message": "bob here"})
     assert theirs.status_code == 202  # not 409: alice's queued turn is not bob's business
-    bobs = ExternalSession.objects.get(owner=bob)
+    bobs = Session.objects.get(owner=bob)
     assert theirs.json()["session"] == bobs.pk != mine["session"] == alices.pk
     alices.refresh_from_db()
     assert (alices.session_name, list(Message.objects.filter(branch__session=alices))) == before
@@ -135,7 +135,7 @@ def test_an_idempotency_key_returns_the_first_turn(api):
 def test_sessions_are_found_by_their_exact_key(api, alice, session):
     api.post("/api/v1/chat/", {"session_key": KEY, "message": "hi"})
     api.post("/api/v1/chat/", {"session_key": KEY + "6", "message": "hi"})
-    keyed = ExternalSession.objects.get(owner=alice, session_key=KEY)
+    keyed = Session.objects.get(owner=alice, session_key=KEY)
     found = api.get("/api/v1/sessions/", {"session_key": KEY}).json()
     assert found["count"] == 1
     assert found["results"][0]["id"] == keyed.pk

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import InternalSession
+from sessions_app.models import Branch
 from sessions_app.services import branch_set_state, session_create
 from tests.conftest import say
 from workspace.services import file_write
@@ -110,7 +110,7 @@ def test_a_branch_or_checkpoint_of_another_session_of_the_same_user_is_a_404(
     api, alice, session, restored
 ):
     other = session_create(owner=alice, name="other")
-    other_branch = InternalSession.objects.get(session=other, is_current=True)
+    other_branch = Branch.objects.get(session=other, is_current=True)
     other_cp = checkpoint_create(branch=other_branch, name="there")
     main = f"branch:{restored['main'].pk}"
     for ref in (f"branch:{other_branch.pk}", f"checkpoint:{other_cp.pk}"):

@@ -8,7 +8,7 @@ import pytest
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import current_branch
 from tests.conftest import grow, say
 from tests.fakes.chat_server import Reply
@@ -75,14 +75,14 @@ def test_bad_session_input_is_400_and_nothing_is_written(api, body, says):
     response = api.post("/api/v1/sessions/", body, format="json")
     assert response.status_code == 400
     assert says in response.json()["detail"]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 def test_malformed_json_is_400(api):
     response = api.generic("POST", "/api/v1/sessions/", "{nope", content_type="application/json")
     assert response.status_code == 400
     assert "JSON parse error" in response.json()["detail"]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 def test_messages_are_the_history_oldest_first_and_paged_by_position(api, session, branch):
@@ -198,7 +198,7 @@ def test_bad_restore_input_is_400_and_nothing_changes(api, session, branch, body
     response = api.post(f"/api/v1/checkpoints/{cp.pk}/restore/", body, format="json")
     assert response.status_code == 400
     assert "detail" in response.json()
-    assert InternalSession.objects.count() == 1
+    assert Branch.objects.count() == 1
 
 
 def test_turn_is_202_then_readable(
@@ -331,7 +331,7 @@ def test_importing_something_else_is_400_and_nothing_is_written(api, raw):
     response = api.generic("POST", "/api/v1/sessions/import/", raw, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["detail"]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
 
 
 def test_a_model_not_allowed_is_400_on_create_patch_and_import_and_nothing_is_written(
@@ -342,7 +342,7 @@ def test_a_model_not_allowed_is_400_on_create_patch_and_import_and_nothing_is_wr
     response = api.post("/api/v1/sessions/", {"name": "s", "metadata": expensive}, format="json")
     assert response.status_code == 400
     assert "'o1-pro' is not allowed" in response.json()["detail"]
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
     body = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()
     for metadata in (expensive, {"settings": {"temperature": 3}}):
         response = api.patch(f"/api/v1/sessions/{body['id']}/", {"metadata": metadata}, "json")
@@ -354,7 +354,7 @@ def test_a_model_not_allowed_is_400_on_create_patch_and_import_and_nothing_is_wr
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 400
     assert "'o1-pro' is not allowed" in response.json()["detail"]
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 def test_an_oversized_import_is_413(api, settings):

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import FileVersion, Message
+from sessions_app.models import Message
 from sessions_app.selectors import current_branch
 from sessions_app.services import message_append, session_create
 from tests.conftest import say
+from workspace.models import FileVersion
 from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db

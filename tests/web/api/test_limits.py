@@ -12,7 +12,7 @@ from accounts.models import ApiKey
 from accounts.services import API_KEYS_ACTIVE_MAX, apikey_create
 from checkpoints.models import Checkpoint
 from checkpoints.transfer import session_export
-from sessions_app.models import ExternalSession, InternalSession, Message, Turn
+from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.services import session_create
 from tests.conftest import say
 
@@ -23,7 +23,7 @@ DEEP = "[" * 100_000 + "]" * 100_000  # Python's json gives up (RecursionError) 
 
 def rows() -> dict[str, int]:
     """How many rows of each kind the API can write."""
-    models = (ExternalSession, InternalSession, Message, Checkpoint, Turn, ApiKey)
+    models = (Session, Branch, Message, Checkpoint, Turn, ApiKey)
     return {model.__name__: model.objects.count() for model in models}
 
 
@@ -86,7 +86,7 @@ def test_nul_or_a_lone_surrogate_in_new_session_metadata_is_400(api, escape, say
         response = post_raw(api, "/api/v1/sessions/", raw)
         assert response.status_code == 400, raw
         assert response.json()["detail"].startswith(says)
-    assert not ExternalSession.objects.exists()
+    assert not Session.objects.exists()
     assert api.get("/api/v1/sessions/").status_code == 200
 
 
@@ -117,7 +117,7 @@ def test_session_metadata_over_64_kib_is_413_and_nothing_is_written(api, session
     assert "limit is 65536 bytes" in response.json()["detail"]
     response = api.patch(f"/api/v1/sessions/{session.pk}/", {"metadata": big}, format="json")
     assert response.status_code == 413
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
     session.refresh_from_db()
     assert session.metadata == {}
 
@@ -193,7 +193,7 @@ def test_search_with_a_nul_character_is_400(api, session):
 def test_search_does_not_reach_another_users_sessions(api, alice, bob):
     session_create(owner=alice, name="Groceries")
     other = session_create(owner=bob, name="Bob's rome notes")
-    say(InternalSession.objects.get(session=other), "rome")
+    say(Branch.objects.get(session=other), "rome")
     assert api.get("/api/v1/sessions/", {"q": "rome"}).json()["count"] == 0
 
 
@@ -244,11 +244,9 @@ def test_an_import_copy_is_not_changed_by_the_checks(api, session, branch):
     document["branches"][0]["session_state"] = {"deep": [[[[{"x": None}]]]]}
     response = api.post("/api/v1/sessions/import/", copy.deepcopy(document), format="json")
     assert response.status_code == 201
-    copied = ExternalSession.objects.get(pk=response.json()["id"])
+    copied = Session.objects.get(pk=response.json()["id"])
     assert copied.metadata == document["session"]["metadata"]
-    assert InternalSession.objects.get(session=copied).session_state == {
-        "deep": [[[[{"x": None}]]]]
-    }
+    assert Branch.objects.get(session=copied).session_state == {"deep": [[[[{"x": None}]]]]}
 
 
 # --- imported messages --------------------------------------------------------------------------
@@ -317,7 +315,7 @@ def test_imported_messages_at_the_limits_and_replies_cut_off_there_import(
     reply["tool_args"] = {"cut_off": bounded("{" * 5000, 200)}
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 201, response.content
-    copied = InternalSession.objects.get(session_id=response.json()["id"])
+    copied = Branch.objects.get(session_id=response.json()["id"])
     assert Message.objects.get(branch=copied, position=1).content == reply["content"]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import message_append, session_create, session_update
 
 pytestmark = pytest.mark.django_db
@@ -120,4 +120,4 @@ def test_a_turn_posted_in_an_archived_session_brings_it_back(api, session, fake_
     assert session.archived_at is None
     listed = [s["id"] for s in api.get("/api/v1/sessions/").json()["results"]]
     assert listed == [session.pk]
-    assert ExternalSession.objects.filter(archived_at__isnull=False).count() == 0
+    assert Session.objects.filter(archived_at__isnull=False).count() == 0

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 from sessions_app.services import message_append, session_create
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def names(response) -> list[str]:
 def two(alice):
     first = session_create(owner=alice, name="First")
     second = session_create(owner=alice, name="Second")
-    ExternalSession.objects.filter(pk=first.pk).update(
+    Session.objects.filter(pk=first.pk).update(
         created_at=timezone.now() - timedelta(hours=2),
         updated_at=timezone.now() - timedelta(hours=2),
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.model_choice import INSTRUCTIONS_MAX_CHARS
-from sessions_app.models import ExternalSession
+from sessions_app.models import Session
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +58,7 @@ def test_bad_settings_are_400_with_a_reason_on_patch_create_and_import_and_nothi
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 400
     assert detail in response.json()["detail"]
-    assert ExternalSession.objects.count() == 1
+    assert Session.objects.count() == 1
 
 
 def test_another_users_session_is_404_and_keeps_its_instructions(api, bob_api, made):

@@ -1,0 +1,237 @@
+"""Every environment variable the app reads, declared once: its type, default and bounds.
+
+The README's configuration table says what each one means (a test holds it to this schema). To add
+one: a line here (`NAME: Seconds = 1.0`, or `NAME: int = Field(20, ge=1)`), a row in that table,
+and where it becomes a Django setting of the same name, `NAME = env.NAME` in the module of its
+concern. A bad value stops the start, naming the variable and what it accepts (kinds.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
+
+from rollback_site.settings.kinds import (
+    Accepts,
+    BoundSeconds,
+    CommaList,
+    Count,
+    JsonOrCommaList,
+    Schema,
+    Seconds,
+    shown,
+)
+
+
+def _origins(origins: list[str], info: ValidationInfo) -> list[str]:
+    for origin in origins:
+        if not origin.startswith(("https://", "http://")):
+            raise ValueError(
+                f"{info.field_name}: {origin!r} is not an origin: write it with its scheme,"
+                " e.g. https://rollback.example"
+            )
+    return origins
+
+
+Origins = Annotated[CommaList, AfterValidator(_origins)]
+# DRF's rates: a number, a slash, a period of which the first letter counts (s, m, h or d).
+Rate = Annotated[
+    str,
+    Field(pattern=r"^\d+/[smhd][a-z]*$"),
+    Accepts("a rate such as 60/min (per s, min, hour or day)"),
+]
+TelegramUsername = Annotated[
+    str,
+    BeforeValidator(lambda value: value.removeprefix("@") if isinstance(value, str) else value),
+    Field(pattern=r"^[A-Za-z0-9_]{5,32}$"),
+    Accepts(
+        "a Telegram username: 5 to 32 letters, digits or underscores (the bot's, as @BotFather"
+        " gave it)"
+    ),
+]
+Level = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+    BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value),
+]
+Format = Annotated[
+    Literal["text", "json"],
+    BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
+]
+
+
+class Env(Schema):
+    # --- Local mode or production, HTTPS (security.py) ---------------------------------------
+    DJANGO_DEBUG: bool | None = shown("unset: local mode")
+    DJANGO_SECRET_KEY: str = shown("local mode: generated once into `var/secret_key`", "")
+    DJANGO_ALLOWED_HOSTS: CommaList = ["localhost", "127.0.0.1", "[::1]"]  # noqa: RUF012
+    DJANGO_SECURE_PROXY_SSL_HEADER: bool = False
+    DJANGO_SECURE_SSL_REDIRECT: bool | None = shown("on in production, off locally")
+    DJANGO_SECURE_COOKIES: bool | None = shown("on in production, off locally")
+    DJANGO_SECURE_HSTS_SECONDS: int | None = shown("`31536000` in production, `0` locally", ge=0)
+    DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS: bool = False
+    DJANGO_SECURE_HSTS_PRELOAD: bool = False
+    DJANGO_CSRF_TRUSTED_ORIGINS: Origins = []  # noqa: RUF012
+    ROLLBACK_LOGIN_FAILURES_LIMIT: Count = 5
+    ROLLBACK_LOGIN_FAILURES_PER_IP: Count = 50
+    ROLLBACK_LOGIN_LOCKOUT_SECONDS: int = Field(15 * 60, ge=1)
+    ROLLBACK_SIGNUPS_PER_HOUR_PER_IP: Count = 10
+    ROLLBACK_TRUSTED_PROXIES: Count = 0
+
+    # --- Files, logs (core.py) -----------------------------------------------------------------
+    ROLLBACK_VAR_DIR: Path | None = shown("`var/`")
+    LOG_FORMAT: Format = "text"
+    LOG_LEVEL: Level = "INFO"
+
+    # --- Database, Redis, channel layer, health (stores.py) ----------------------------------
+    DATABASE_URL: str = shown("SQLite file `var/rollback.sqlite3`", "")
+    DATABASE_POOL_SIZE: int = Field(10, ge=1)
+    DATABASE_POOL_TIMEOUT: Seconds = 30.0
+    DATABASE_CONNECT_TIMEOUT: int = Field(3, ge=2)
+    REDIS_URL: str = ""
+    REDIS_SOCKET_TIMEOUT: BoundSeconds = Field(
+        30.0, gt=5, description="above channels_redis's 5 s read"
+    )
+    REDIS_CONNECT_TIMEOUT: Seconds = 2.0
+    REDIS_COMMAND_TIMEOUT: Seconds = 3.0
+    CHANNEL_LAYER_CAPACITY: Count = Field(
+        20_000, description="messages a channel (a web process's inbox) may hold"
+    )
+    HEALTH_CHECK_TIMEOUT: Seconds = 2.0
+    HEALTH_HEARTBEAT_SECONDS: Seconds = 5.0
+    HEALTH_WORKER_MAX_AGE: Seconds = 30.0
+    HEALTH_BEAT_MAX_AGE: BoundSeconds = Field(
+        60.0, gt=5, description="beat wakes at least every 5 s, or beat looks down"
+    )
+
+    # --- The agent and the model (agent.py) --------------------------------------------------
+    OPENAI_API_KEY: str = ""
+    OPENAI_BASE_URL: str = ""
+    AGENT_MODEL: str = "gpt-4o-mini"
+    AGENT_ALLOWED_MODELS: CommaList = shown("`AGENT_MODEL` alone", [])
+    AGENT_MAX_RETRIES: Count = 3
+    AGENT_TIMEOUT: Seconds = 60.0
+    AGENT_MAX_INPUT_CHARS: int = Field(32_000, ge=1)
+    AGENT_MAX_OUTPUT_TOKENS: Count = Field(4096, description="0: not sent")
+    AGENT_CONTEXT_TOKENS: int = Field(128_000, ge=1)
+    AGENT_MAX_REPLY_CHARS: int = Field(200_000, ge=1)
+    AGENT_MAX_TOOL_CALLS: Count = Field(20, description="0: no tool runs")
+    AGENT_TOOLS: JsonOrCommaList = []  # noqa: RUF012
+    AGENT_MCP_SERVERS: str = ""
+    AGENT_MCP_TIMEOUT: Seconds = 30.0
+    AGENT_MCP_MAX_TOOLS: Count = Field(100, description="tools per MCP server")
+    AGENT_MCP_MAX_SCHEMA_CHARS: Count = Field(
+        16_000, description="characters of an MCP tool's schema"
+    )
+    AGENT_MCP_MAX_RESULT_CHARS: Count = Field(
+        20_000, description="characters of an MCP tool's result"
+    )
+    AGENT_APPROVAL_SECONDS: Seconds = 600.0
+    DEMO_MODEL_WORD_DELAY: BoundSeconds = Field(0.02, ge=0)
+    MEMORY_L2_MAX_CHARS: int = Field(20_000, ge=1)
+    MEMORY_MAX_PER_USER: Count = 5_000
+    MEMORY_PROMPT_CHARS: Count = Field(2_000, description="0: none")
+    MEMORY_RECALL_LIMIT: int = Field(5, ge=1)
+    WORKSPACE_MAX_FILE_BYTES: int = Field(262_144, ge=1)
+    WORKSPACE_MAX_FILES: int = Field(1_000, ge=1)
+    WORKSPACE_SESSION_MAX_VERSIONS: Count = Field(
+        10_000, description="file versions per session, 0: no quota"
+    )
+    WORKSPACE_SESSION_MAX_BYTES: Count = Field(
+        100 * 1024 * 1024, description="bytes per session, 0: no quota"
+    )
+    WORKSPACE_USER_MAX_VERSIONS: Count = Field(
+        100_000, description="file versions per user, 0: no quota"
+    )
+    WORKSPACE_USER_MAX_BYTES: Count = Field(
+        1024 * 1024 * 1024, description="bytes per user, 0: no quota"
+    )
+    ROLLBACK_IMPORT_MAX_BYTES: int = Field(50 * 1024 * 1024, ge=1)
+    ROLLBACK_METADATA_MAX_BYTES: int = Field(64 * 1024, ge=1)
+    ROLLBACK_STATE_MAX_BYTES: int = Field(64 * 1024, ge=1)
+    ROLLBACK_MAX_SESSIONS_PER_USER: Count = 10_000
+    ROLLBACK_MAX_SHARES_PER_USER: Count = 1_000
+
+    # --- Workers: turns and their recovery, retention (workers.py) ----------------------------
+    TURN_HEARTBEAT_SECONDS: Seconds = 3.0
+    AGENT_TURN_STALE_SECONDS: int = Field(15, ge=1)
+    AGENT_TURN_ATTEMPTS: int = Field(2, ge=1)
+    TURN_RECOVERY_SECONDS: Seconds = 5.0
+    TURN_QUEUE_TIMEOUT: int = Field(15 * 60, ge=1)
+    TURN_REDISPATCH_SECONDS: int = Field(30, ge=1)
+    TURN_STOP_POLL_SECONDS: Seconds = 0.5
+    RETENTION_AUTO_CHECKPOINT_DAYS: Count = Field(7, description="days; 0 turns the rule off")
+    RETENTION_KEEP_LATEST_AUTO: Count = Field(5, description="automatic checkpoints per branch")
+    RETENTION_ARCHIVE_DAYS: Count = Field(30, description="days; 0 turns the rule off")
+
+    # --- The REST API and the sockets (api.py) ------------------------------------------------
+    API_THROTTLE_USER: Rate = "1200/min"
+    API_THROTTLE_ANON: Rate = "60/min"
+    API_TURN_WAIT_SECONDS: BoundSeconds = Field(120.0, ge=0)
+    API_TURN_WAIT_POLL_SECONDS: Seconds = 1.5
+    ROLLBACK_MAX_REQUEST_BYTES: int | None = shown("import limit + 1 MiB", ge=1)
+    ROLLBACK_WS_ACCESS_CACHE_SECONDS: BoundSeconds = Field(1.0, ge=0)
+    ROLLBACK_WS_RECHECK_SECONDS: BoundSeconds = Field(60.0, ge=1)
+    ROLLBACK_WS_CATCH_UP_SECONDS: BoundSeconds = Field(0.5, ge=0.05)
+
+    # --- The Telegram bridge (integrations.py) -----------------------------------------------
+    TELEGRAM_BOT_TOKEN: str = ""
+    TELEGRAM_WEBHOOK_SECRET: str = ""
+    TELEGRAM_API_URL: str = "https://api.telegram.org"
+    TELEGRAM_BOT_USERNAME: TelegramUsername = ""
+    TELEGRAM_EDIT_SECONDS: Seconds = 1.0
+    TELEGRAM_UPDATE_RETRY_SECONDS: Seconds = 30.0
+    TELEGRAM_UPDATE_CLAIM_SECONDS: Seconds = 300.0
+    TELEGRAM_UPDATE_ATTEMPTS: int = Field(3, ge=1)
+    TELEGRAM_LINK_ATTEMPTS_PER_CHAT: Count = Field(10, description="0 turns the limit off")
+    TELEGRAM_LINK_ATTEMPTS_PER_USER: Count = Field(20, description="0 turns the limit off")
+    TELEGRAM_LINK_WINDOW_SECONDS: int = Field(15 * 60, ge=1)
+
+    @property
+    def production(self) -> bool:
+        """DJANGO_DEBUG set to false: a production deployment (see security.py)."""
+        return self.DJANGO_DEBUG is False
+
+    @model_validator(mode="after")
+    def _health_ages_can_pass(self) -> Env:
+        if self.HEALTH_WORKER_MAX_AGE <= self.HEALTH_HEARTBEAT_SECONDS:
+            raise ValueError(
+                f"HEALTH_WORKER_MAX_AGE ({self.HEALTH_WORKER_MAX_AGE:g} s) must be longer than"
+                f" HEALTH_HEARTBEAT_SECONDS ({self.HEALTH_HEARTBEAT_SECONDS:g} s), or every worker"
+                " looks down."
+            )
+        if self.AGENT_TURN_STALE_SECONDS <= self.TURN_HEARTBEAT_SECONDS:
+            raise ValueError(
+                f"AGENT_TURN_STALE_SECONDS ({self.AGENT_TURN_STALE_SECONDS:g} s) must be longer"
+                f" than TURN_HEARTBEAT_SECONDS ({self.TURN_HEARTBEAT_SECONDS:g} s), or every"
+                " running turn looks as if its worker died between two beats."
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _production_is_safe(self) -> Env:
+        key = self.DJANGO_SECRET_KEY
+        if self.production and weak_secret_key(key):
+            raise ValueError(
+                f"DJANGO_SECRET_KEY is {'too weak' if key else 'not set'}: production"
+                " (DJANGO_DEBUG=0) needs the same long random key on every host (at least 50"
+                " characters), e.g. from:"
+                " python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
+        if self.production and "*" in self.DJANGO_ALLOWED_HOSTS:
+            raise ValueError(
+                "DJANGO_ALLOWED_HOSTS=* trusts any Host header: production (DJANGO_DEBUG=0) needs"
+                " the site's own host names, e.g. DJANGO_ALLOWED_HOSTS=rollback.example"
+            )
+        return self
+
+
+def weak_secret_key(key: str) -> bool:
+    """Django's own test (`check --deploy`, security.W009): short, repetitive, or generated by
+    startproject."""
+    return len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-")
+
+
+# The environment as it was when the settings were imported; Env.load() reads it again.
+env = Env.load()

@@ -1,0 +1,59 @@
+"""What the conversation's operations need from the apps above it, declared here, registered there.
+
+`sessions_app` sits below `workspace` and `checkpoints` (the layers: docs/architecture.md), yet
+two of its operations touch their tables: a fork records how much of its parent's workspace it
+sees (workspace's file versions), and a turn that loses its writes (failed, stopped, run again)
+deletes them together with the checkpoints and branches that captured them
+(checkpoints.captures). The owners register the two functions in their AppConfig.ready()
+(workspace.apps, checkpoints.apps); calling one that no app registered is a configuration error,
+never a silent skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from .models import Branch
+
+ForkMark = Callable[["Branch", int], int]
+TurnWritesDrop = Callable[[int], list[str]]
+
+
+@dataclass
+class _Registered:
+    fork_mark: ForkMark | None = None
+    turn_writes_drop: TurnWritesDrop | None = None
+
+
+_registered = _Registered()
+
+
+def register_fork_mark(function: ForkMark) -> None:
+    _registered.fork_mark = function
+
+
+def register_turn_writes_drop(function: TurnWritesDrop) -> None:
+    _registered.turn_writes_drop = function
+
+
+def fork_mark(branch: Branch, position: int) -> int:
+    """The workspace mark a branch forked from `branch` at message `position` sees
+    (workspace.selectors.fork_mark)."""
+    if _registered.fork_mark is None:
+        raise ImproperlyConfigured("No fork_mark registered: is the workspace app installed?")
+    return _registered.fork_mark(branch, position)
+
+
+def turn_writes_drop(turn_id: int) -> list[str]:
+    """Delete what a turn's agent wrote, with what captured it (checkpoints.captures). Returns
+    the paths touched."""
+    if _registered.turn_writes_drop is None:
+        raise ImproperlyConfigured(
+            "No turn_writes_drop registered: is the checkpoints app installed?"
+        )
+    return _registered.turn_writes_drop(turn_id)

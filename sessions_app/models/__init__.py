@@ -1,0 +1,43 @@
+"""Sessions, branches, messages, turns and summaries: the rows of a conversation, one module each.
+
+Every message is stored once, in the branch that produced it. A branch made by a restore points at
+its parent and a fork position: its history is the parent's history below that position followed
+by its own messages, whose positions continue from the fork position. So forking and checkpointing
+never copy a message, and a branch's history is read by one recursive query (see `history`).
+
+The checkpoints' rows live in `checkpoints.models`, the workspace's in `workspace.models`; the
+models here refer to them by name ("checkpoints.Checkpoint"), so no import runs up the layers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .branch import Branch, BranchQuerySet, new_agno_session_id
+from .message import Effect, Message, MessageQuerySet
+from .session import Session, SessionQuerySet
+from .summary import Summary
+from .turn import Turn, TurnQuerySet
+
+if TYPE_CHECKING:
+    from .session import AnyUser as AnyUser
+
+# The seeds' names (seed 003's Python API imports them): the same classes.
+ExternalSession = Session  # seed name
+InternalSession = Branch  # seed name
+
+__all__ = [
+    "Branch",
+    "BranchQuerySet",
+    "Effect",
+    "ExternalSession",  # seed name
+    "InternalSession",  # seed name
+    "Message",
+    "MessageQuerySet",
+    "Session",
+    "SessionQuerySet",
+    "Summary",
+    "Turn",
+    "TurnQuerySet",
+    "new_agno_session_id",
+]

@@ -1,0 +1,238 @@
+"""Lookups and lists of sessions, branches and turns. Every lookup of a user's object starts from
+the user: another user's object is reported exactly like a missing one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+
+from accounts.models import ApiKey, User
+
+from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
+from ..models import Branch, Message, Session, Turn
+from ..search import SnippetPart, search_history, search_sessions, snippet
+from .lineage import branch_lineage
+
+if TYPE_CHECKING:
+    from ..models import AnyUser
+
+
+def parse_pk(value: Any) -> int | None:
+    # Untrusted input of any type (a URL part, a query parameter, JSON): int() decides.
+    try:
+        pk = int(value)
+    except (TypeError, ValueError):
+        return None
+    return pk if 0 < pk < 2**63 else None
+
+
+def get_session_for_user(user: AnyUser, pk: object) -> Session:
+    key = parse_pk(pk)
+    if key is None:
+        raise SessionNotFound()
+    try:
+        return Session.objects.for_user(user).get(pk=key)
+    except Session.DoesNotExist:
+        raise SessionNotFound() from None
+
+
+def watch_access(
+    *, user_id: int, session_id: int, api_key_id: int | None = None
+) -> Literal["ok", "signed_out", "not_found"]:
+    """Whether whoever watches a session's events (a socket) may still hear them, in one query:
+    "signed_out" when the user is no longer active (or gone) or the API key the socket was
+    opened with is revoked, "not_found" when the session is no longer the user's (deleted, or
+    given to someone else)."""
+    users = User.objects.filter(pk=user_id, is_active=True)
+    if api_key_id is not None:
+        keys = ApiKey.objects.active().filter(pk=api_key_id, user=OuterRef("pk"))
+        users = users.filter(Exists(keys))
+    owned = Session.objects.filter(pk=session_id, owner=OuterRef("pk"))
+    owns = users.annotate(owns=Exists(owned)).values_list("owns", flat=True).first()
+    if owns is None:
+        return "signed_out"
+    return "ok" if owns else "not_found"
+
+
+def get_branch_for_user(user: AnyUser, pk: object) -> Branch:
+    key = parse_pk(pk)
+    if key is None:
+        raise BranchNotFound()
+    try:
+        return Branch.objects.for_user(user).select_related("session").get(pk=key)
+    except Branch.DoesNotExist:
+        raise BranchNotFound() from None
+
+
+def get_turn_for_user(user: AnyUser, pk: object, *, session: Session | None = None) -> Turn:
+    """One of the user's turns (of `session`, when given)."""
+    key = parse_pk(pk)
+    if key is None:
+        raise TurnNotFound()
+    turns = Turn.objects.for_user(user).select_related("user_message", "reply_message")
+    if session is not None:
+        turns = turns.filter(session=session)
+    try:
+        return turns.get(pk=key)
+    except Turn.DoesNotExist:
+        raise TurnNotFound() from None
+
+
+def sessions_for_user(user: AnyUser) -> QuerySet[Session]:
+    return Session.objects.for_user(user).order_by("-created_at", "-id")
+
+
+SESSION_ORDERS = {
+    "created": ("-created_at", "-id"),
+    "activity": ("-updated_at", "-id"),
+}
+
+
+def sessions_listed(
+    user: AnyUser,
+    *,
+    query: str = "",
+    archived: bool = False,
+    order: str = "created",
+    session_key: str | None = None,
+    pinned: bool | None = None,
+) -> QuerySet[Session]:
+    """The user's sessions as lists show them: the archived ones or the others, matching `query`
+    (names, session keys and message text, see sessions_app/search.py), with `session_key`
+    only the session of that exact key, with `pinned` only the pinned ones (or only the others),
+    newest first by creation or, with order="activity", most recently active first."""
+    sessions = Session.objects.for_user(user)
+    sessions = sessions.filter(archived_at__isnull=not archived)
+    if session_key is not None:
+        sessions = sessions.filter(session_key=session_key)
+    if pinned is not None:
+        sessions = sessions.filter(pinned_at__isnull=not pinned)
+    return search_sessions(sessions, query).order_by(*SESSION_ORDERS[order])
+
+
+def sessions_sidebar(
+    user: AnyUser, *, query: str = "", archived: bool = False
+) -> QuerySet[Session]:
+    """The user's sessions as the chat page's sidebar lists them: the pinned ones first (the
+    last pinned on top), then the others, most recently active first."""
+    listed = sessions_listed(user, query=query, archived=archived, order="activity")
+    return listed.order_by(F("pinned_at").desc(nulls_last=True), "-updated_at", "-id")
+
+
+class ConversationHit(TypedDict):
+    """A message found by a search inside one conversation, with its snippet."""
+
+    message: Message
+    snippet: list[SnippetPart]
+
+
+def conversation_hits(session: Session, query: str) -> list[ConversationHit]:
+    """The messages of the session's current branch history that match `query` (see
+    sessions_app/search.py), newest first, each with a snippet around the match: two queries."""
+    branch = current_branch(session)
+    found = search_history(branch, branch_lineage(branch), query)
+    return [{"message": m, "snippet": snippet(m.content or m.tool_result, query)} for m in found]
+
+
+def sessions_idle(*, since: datetime) -> QuerySet[Session]:
+    """Sessions nobody has touched since `since` (no message, turn, rename or other change: their
+    `updated_at` is older), not archived, with no turn queued or running."""
+    return (
+        Session.objects.active()
+        .filter(updated_at__lt=since)
+        .exclude(Exists(Turn.objects.active().filter(session=OuterRef("pk"))))
+    )
+
+
+def with_branch_summary(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """Each session with `branch_count` and `current_branch_id`, in the same query."""
+    branches = Branch.objects.filter(session=OuterRef("pk")).order_by()
+    return sessions.annotate(
+        branch_count=Coalesce(
+            Subquery(
+                branches.values("session").annotate(n=Count("pk")).values("n"),
+                output_field=IntegerField(),
+            ),
+            Value(0),
+        ),
+        current_branch_id=Subquery(branches.filter(is_current=True).values("pk")[:1]),
+    )
+
+
+def current_branch(session: Session) -> Branch:
+    try:
+        return Branch.objects.select_related("session").get(session=session, is_current=True)
+    except Branch.DoesNotExist:
+        raise BranchNotFound("This session has no current branch.") from None
+
+
+def session_branches(session: Session) -> QuerySet[Branch]:
+    return Branch.objects.filter(session=session).order_by("created_at", "id")
+
+
+def session_branches_with_forks(session: Session) -> list[Branch]:
+    """The session's branches, oldest first, with the checkpoints they were restored from: one
+    query, for the labels, the tree and the versions of messages."""
+    return list(session_branches(session).select_related("forked_from"))
+
+
+def latest_session_for_user(user: AnyUser) -> Session | None:
+    """The user's most recently active session that is not archived (the chat's home)."""
+    return sessions_listed(user, order="activity").first()
+
+
+def session_with_summary_for_user(user: AnyUser, pk: int) -> Session | None:
+    """The user's session `pk` with its `branch_count` and `current_branch_id`, or None."""
+    return with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
+
+
+def active_turn(session: Session) -> Turn | None:
+    """The session's turn that is queued, running or awaiting an approval, if any."""
+    return Turn.objects.filter(session=session).active().order_by("-created_at").first()
+
+
+def last_turn(session: Session) -> Turn | None:
+    """The session's latest turn, with the checkpoint it rolled back to."""
+    return (
+        Turn.objects.filter(session=session)
+        .select_related("rolled_back_to")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def turn_reloaded(turn: Turn) -> Turn | None:
+    """The turn as it now stands, with its user message and reply (None once deleted)."""
+    return Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk).first()
+
+
+def message_for_user(
+    user: AnyUser, session: Session, pk: object, *, role: str | None = None
+) -> Message | None:
+    """The user's message `pk` of any branch of `session` (of that `role` when given), with its
+    branch; None when it is missing, another session's or another user's."""
+    key = parse_pk(pk)
+    if key is None:
+        return None
+    messages = Message.objects.for_user(user).filter(pk=key, branch__session=session)
+    if role is not None:
+        messages = messages.filter(role=role)
+    return messages.select_related("branch__session").first()
+
+
+def message_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:
+    """Where the user's message `pk` of `session` sits: its branch's id and its position; None
+    when it is missing, another session's or another user's. One query, no message loaded."""
+    key = parse_pk(pk)
+    if key is None:
+        return None
+    found = (
+        Message.objects.for_user(user)
+        .filter(pk=key, branch__session=session)
+        .values_list("branch_id", "position")
+        .first()
+    )
+    return (found[0], found[1]) if found is not None else None

@@ -1,0 +1,48 @@
+"""Writes to sessions (`sessions.py`), branches (`branches.py`) and messages (`messages.py`),
+each all-or-nothing, under the locks of `locks.py`."""
+
+from __future__ import annotations
+
+from .branches import (
+    branch_activate,
+    branch_create,
+    branch_fork,
+    branch_make_current,
+    branch_rename,
+    branch_set_state,
+)
+from .locks import lock_session
+from .messages import message_append, message_append_locked, summary_store
+from .sessions import (
+    DEFAULT_SESSION_NAME,
+    session_archive_if_idle,
+    session_create,
+    session_delete,
+    session_for_key,
+    session_quota_check,
+    session_settings_update,
+    session_title_set,
+    session_update,
+)
+
+__all__ = [
+    "DEFAULT_SESSION_NAME",
+    "branch_activate",
+    "branch_create",
+    "branch_fork",
+    "branch_make_current",
+    "branch_rename",
+    "branch_set_state",
+    "lock_session",
+    "message_append",
+    "message_append_locked",
+    "session_archive_if_idle",
+    "session_create",
+    "session_delete",
+    "session_for_key",
+    "session_quota_check",
+    "session_settings_update",
+    "session_title_set",
+    "session_update",
+    "summary_store",
+]

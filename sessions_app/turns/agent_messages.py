@@ -1,0 +1,106 @@
+"""Storing the agent's messages of a turn (`turn_store_messages`), only by the worker holding
+the turn's current attempt, and only while its branch still ends with the turn's user
+message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.validation import JSONObject, storable_json, storable_text
+
+from ..models import Branch, Effect, Message, Session, Turn
+from ..services import lock_session
+from .attempts import owned
+from .texts import bounded, bounded_calls, bounded_json
+
+
+@dataclass
+class NewMessage:
+    role: str
+    content: str = ""
+    tool_name: str = ""
+    tool_args: Any = None
+    tool_result: str = ""
+    tool_call_id: str = ""
+    tool_calls: Any = None
+    metadata: JSONObject = field(default_factory=dict)
+    effect: str = ""  # a tool message's: none, workspace or external (Message.effect)
+
+
+def _effect(m: NewMessage) -> str:
+    """A tool message's effect as stored: one of Effect's, `external` when it names none (the
+    safe assumption); empty for the other roles."""
+    if m.role != Message.Role.TOOL:
+        return ""
+    return m.effect if m.effect in Effect.values else Effect.EXTERNAL
+
+
+class BranchMoved(Exception):
+    """The turn's branch no longer ends with the turn's user message."""
+
+
+class TurnTakenOver(BranchMoved):
+    """This worker's attempt is no longer the turn's: it was taken over, or ended meanwhile."""
+
+
+@transaction.atomic
+def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
+    """Append the agent's messages after the turn's user message, in one transaction. Only the
+    worker holding the turn's current attempt may; text the database cannot store is cleaned."""
+    if turn.branch_id is None:
+        raise BranchMoved("The branch this turn was answering on has been deleted.")
+    lock_session(turn.session_id)
+    # The turn's row (still this attempt's?) and its branch's, both locked, in one query.
+    # (The filter on the branch's session makes the join an inner one, which FOR UPDATE needs.)
+    mine = (
+        owned(turn)
+        .filter(branch__session_id=turn.session_id)
+        .select_for_update()
+        .select_related("branch")
+        .first()
+    )
+    if mine is None or mine.branch is None:
+        if owned(turn).exists():  # still this attempt's: its branch is gone
+            raise BranchMoved("The branch this turn was answering on has been deleted.")
+        raise TurnTakenOver(
+            "This turn was given up on or handed to another worker before this answer "
+            "arrived, so the answer was not added."
+        )
+    branch = mine.branch
+    if branch.message_count != (turn.user_message_position or 0) + 1:
+        raise BranchMoved(
+            "The conversation was rewound or changed while the agent was answering, "
+            "so the reply was not added."
+        )
+    start = branch.message_count
+    limit = settings.AGENT_MAX_REPLY_CHARS
+    stored = Message.objects.bulk_create(
+        [
+            Message(
+                branch=branch,
+                position=start + i,
+                role=m.role,
+                content=bounded(storable_text(m.content or ""), limit),
+                tool_name=storable_text(m.tool_name or "")[:200],
+                tool_args=storable_json(bounded_json(m.tool_args, limit)),
+                tool_result=bounded(storable_text(m.tool_result or ""), limit),
+                tool_call_id=storable_text(m.tool_call_id or "")[:200],
+                tool_calls=storable_json(bounded_calls(m.tool_calls, limit)),
+                effect=_effect(m),
+                metadata=storable_json(m.metadata),
+            )
+            for i, m in enumerate(messages)
+        ]
+    )
+    # The turn's reply is its last assistant message: turn_finish records the reference.
+    last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
+    turn.reply_message = last
+    branch.message_count = start + len(messages)
+    Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
+    Session.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
+    return branch

@@ -1,0 +1,219 @@
+"""How a turn ends: done (`turn_finish`), failed (`turn_fail`) or cancelled (`turn_cancel`),
+and the reply a stopped turn had streamed, kept (`turn_keep_stopped`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core import events
+from core.errors import InvalidInput
+from core.model_choice import DEMO_MODEL_ID, chosen_model, is_demo
+from core.validation import JSONObject, storable_json, storable_text
+from sessions_app.errors import TurnAlreadyEnded
+
+from ..models import Branch, Message, Turn
+from ..reply_stream import stream_snapshot
+from ..services import lock_session, message_append
+from .attempts import end_dropping_writes, owned
+from .start import continued_reply
+from .texts import bounded
+
+
+def turn_finish(
+    *,
+    turn: Turn,
+    reply: str,
+    tools_used: list[str],
+    checkpoint_id: int | None = None,
+    rolled_back_to_id: int | None = None,
+    metadata: JSONObject | None = None,
+) -> bool:
+    """Mark the caller's running attempt of the turn done. False when the turn is no longer the
+    caller's (taken over, or failed meanwhile): then nothing changes."""
+    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
+    meta = {**turn.metadata, **(metadata or {})}
+    stored = turn.reply_message  # set by turn_store_messages: its last assistant message
+    if text and (stored is None or stored.content != text):
+        # No stored message holds this reply (the run's last message was not the assistant's,
+        # or its text differs): then, and only then, the turn keeps the text itself.
+        meta["reply_text"] = text
+    values = {
+        "tools_used": storable_json(tools_used),
+        "finished_at": timezone.now(),
+        "metadata": storable_json(meta),
+    }
+    done = owned(turn).update(
+        status=Turn.Status.DONE,
+        checkpoint_id=checkpoint_id,
+        rolled_back_to_id=rolled_back_to_id,
+        reply_message=stored,
+        **values,
+    )
+    if done:  # otherwise `turn` keeps the caller's attempt: it is the caller's token
+        # What the update wrote, without reading the row back.
+        turn.status = Turn.Status.DONE
+        turn.tools_used = values["tools_used"]
+        turn.checkpoint_id = checkpoint_id
+        turn.rolled_back_to_id = rolled_back_to_id
+        turn.finished_at = values["finished_at"]
+        turn.metadata = values["metadata"]
+        events.turn_finished(
+            session=turn.session_id,
+            turn=turn.pk,
+            reply=text,
+            tools_used=list(turn.tools_used),
+            checkpoint=turn.checkpoint_id,
+            rolled_back_to=turn.rolled_back_to_id,
+            finish_reason=turn.finish_reason,
+        )
+    return done == 1
+
+
+def turn_fail(*, turn: Turn, error: str, metadata: JSONObject | None = None) -> bool:
+    """Fail the turn with a readable error, if it is still queued or running in the attempt the
+    caller holds (`turn.attempts`). What was stored stays stored (the user's message); what the
+    turn's agent wrote to the workspace goes, like its tool messages. False when nothing
+    changed."""
+    failed = end_dropping_writes(
+        turn.pk,
+        turn.session_id,
+        Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE, attempts=turn.attempts),
+        status=Turn.Status.FAILED,
+        error=storable_text(error)[:4000],
+        finished_at=timezone.now(),
+        pending_approval=None,
+        metadata=storable_json({**turn.metadata, **(metadata or {})}),
+    )
+    if failed:
+        turn.refresh_from_db()
+        events.turn_failed(session=turn.session_id, turn=turn.pk, error=turn.error)
+    return failed == 1
+
+
+def turn_cancel(*, turn: Turn) -> Turn:
+    """Stop a queued or running turn: it ends `cancelled` (finish_reason "cancelled") and
+    `turn.cancelled` is sent once, after commit. A queued turn is never claimed afterwards; the
+    worker running it notices within about TURN_STOP_POLL_SECONDS, closes the model's stream and
+    keeps what was streamed so far (`turn_keep_stopped`). Cancelling a cancelled turn changes
+    nothing; a turn that already finished or failed raises TurnAlreadyEnded. One conditional
+    update decides a race with the turn's natural end: exactly one of them wins. The reply
+    streamed so far (what every open page shows) is kept at once, in the same transaction, as
+    the stopped reply (`_keep_shown`), so `turn.cancelled` finds the message in its final form;
+    the worker, once it notices, only adds its metadata. What the turn's
+    agent wrote to the workspace is deleted with it (its tool messages are never stored). A turn
+    paused for an approval ends its wait too (`tool.approval_answered`, reason "cancelled"): the
+    call never runs."""
+    with transaction.atomic():
+        waiting = (
+            Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL)
+            .values_list("pending_approval", flat=True)
+            .first()
+        )
+        cancelled = end_dropping_writes(
+            turn.pk,
+            turn.session_id,
+            Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE),
+            status=Turn.Status.CANCELLED,
+            finished_at=timezone.now(),
+            pending_approval=None,
+        )
+        if cancelled:
+            _keep_shown(turn.pk)
+            events.turn_cancelled(session=turn.session_id, turn=turn.pk)
+            if isinstance(waiting, dict) and isinstance(waiting.get("tool_call_id"), str):
+                events.tool_approval_answered(
+                    session=turn.session_id,
+                    turn=turn.pk,
+                    tool_call_id=waiting["tool_call_id"],
+                    approved=False,
+                    reason="cancelled",
+                )
+    turn.refresh_from_db()
+    if turn.status != Turn.Status.CANCELLED:
+        raise TurnAlreadyEnded()
+    return turn
+
+
+def _keep_shown(turn_id: int) -> None:
+    """Keep what a just-cancelled turn streamed so far (read from its stream: what the pages
+    show) as its stopped reply. Inside turn_cancel's transaction, under the session's lock."""
+    turn = Turn.objects.select_related("session").filter(pk=turn_id).first()
+    if turn is None or not turn.attempts:
+        return  # never claimed: nothing was streamed
+    shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text
+    metadata: JSONObject = {"model": _model_label(turn)}
+    if is_demo():
+        metadata["demo"] = True
+    _keep_locked(turn, shown, metadata)
+
+
+def _model_label(turn: Turn) -> str:
+    """The model a turn's session asks for, as the worker labels it (agents.model.model_label)."""
+    if is_demo():
+        return DEMO_MODEL_ID
+    session_settings = turn.session.settings if turn.session_id else {}
+    try:
+        return chosen_model(session_settings) or settings.AGENT_MODEL
+    except InvalidInput:
+        return str(settings.AGENT_MODEL)
+
+
+@transaction.atomic
+def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = None) -> bool:
+    """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
+    assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
+    only for a cancelled turn of that attempt, and only while its branch still ends with the
+    turn's user message. When the cancel already kept the reply shown (`turn_cancel`), its text
+    stays as the pages show it and the worker's metadata (model, usage, latency) is added to it.
+    False when nothing was stored."""
+    if turn.branch_id is None:
+        return False
+    lock_session(turn.session_id)
+    kept = (
+        Turn.objects.filter(pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts)
+        .values_list("reply_message_id", flat=True)
+        .first()
+    )
+    if kept is not None:
+        shown = Message.objects.select_for_update().filter(pk=kept).first()
+        if shown is None or not shown.metadata.get("stopped"):
+            return False
+        extra = {k: v for k, v in (metadata or {}).items() if k not in ("stopped", "finish_reason")}
+        Message.objects.filter(pk=kept).update(metadata=storable_json({**shown.metadata, **extra}))
+        return False
+    return _keep_locked(turn, reply, metadata)
+
+
+def _keep_locked(turn: Turn, reply: str, metadata: JSONObject | None) -> bool:
+    """turn_keep_stopped's store, under the session's lock."""
+    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
+    if not text.strip() or turn.branch_id is None:
+        return False
+    mine = Turn.objects.select_for_update().filter(
+        pk=turn.pk,
+        status=Turn.Status.CANCELLED,
+        attempts=turn.attempts,
+        reply_message__isnull=True,
+    )
+    if not mine.exists():
+        return False
+    branch = Branch.objects.select_for_update().filter(pk=turn.branch_id).first()
+    if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
+        return False
+    continues = continued_reply(turn)  # a stopped continuation still extends its reply
+    kept = message_append(
+        branch=branch,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        metadata={
+            **(metadata or {}),
+            **({"continues": continues} if continues is not None else {}),
+            "stopped": True,
+            "finish_reason": "cancelled",
+        },
+    )
+    mine.update(reply_message=kept)
+    turn.reply_message = kept
+    return True

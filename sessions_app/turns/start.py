@@ -1,0 +1,205 @@
+"""Starting a turn: a user's message (`turn_start`), continuing a cut-off reply
+(`turn_continue`), retrying a failed turn (`turn_retry`), and a worker's claim of a queued
+turn (`turn_claim`), which counts the attempt that is its fencing token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core import events, logs
+from core.errors import InvalidInput
+from sessions_app.errors import BranchNotFound, SessionNotFound, TurnInProgress
+
+from ..hooks import turn_writes_drop
+from ..models import Branch, Message, Session, Turn
+from ..reply_stream import stream_reset
+from ..selectors import branch_history
+from ..services import lock_session, message_append_locked, session_update
+from .texts import clean_user_message, is_cut_off
+
+
+def _origin() -> dict[str, Any]:
+    """The id of the request queuing a turn, kept on it: the worker's log lines for the turn
+    carry it (Turn.log_ids)."""
+    request_id = logs.current().get("request_id")
+    return {"request_id": request_id} if request_id else {}
+
+
+def turn_start(
+    *,
+    session: Session,
+    message: Any,
+    branch: Branch | None = None,
+    idempotency_key: str = "",
+    request_fingerprint: str = "",
+) -> Turn:
+    """Queue a turn on the session's current branch (or on `branch`) and store the user's
+    message. Empty or oversized messages are refused before anything is written. With an
+    idempotency key, `request_fingerprint` (a digest of the request that carried it) is kept
+    with the turn, so a later request with the same key can be told apart (agents.services).
+    A message sent in an archived session brings it back (announced like any unarchiving)."""
+    text = clean_user_message(message)
+    try:
+        with transaction.atomic():
+            locked_session = lock_session(session.pk)
+            if Turn.objects.filter(session=session).active().exists():
+                raise TurnInProgress()
+            if locked_session.archived_at is not None:
+                session_update(session=locked_session, archived=False)
+                session.archived_at = None
+            if branch is not None and branch.session_id != session.pk:
+                raise BranchNotFound()
+            # Read under the session's lock, which every writer of a branch takes first: its
+            # message_count is the one to append at.
+            rows = Branch.objects.select_for_update()
+            try:
+                locked = (
+                    rows.get(session=session, is_current=True)
+                    if branch is None
+                    else rows.get(pk=branch.pk)
+                )
+            except Branch.DoesNotExist:
+                raise BranchNotFound() from None
+            branch = branch or locked
+            stored = message_append_locked(
+                branch=branch, locked=locked, role=Message.Role.USER, content=text
+            )
+            return Turn.objects.create(
+                session=session,
+                branch=branch,
+                user_message=stored,
+                user_message_position=stored.position,
+                metadata={
+                    "user_message_id": stored.pk,
+                    **_origin(),
+                    **({"request_fingerprint": request_fingerprint} if idempotency_key else {}),
+                },
+                idempotency_key=idempotency_key,
+            )
+    except IntegrityError:
+        # Two requests raced past the check; the partial unique index stopped the second.
+        raise TurnInProgress() from None
+
+
+def turn_continue(*, session: Session, reply_id: int) -> Turn:
+    """Queue a turn that extends the cut-off reply `reply_id`, the last message of the
+    session's current branch, in place: no user message is stored. The turn refers to the
+    reply's position (`user_message_position`, so its answer is appended right after it) and
+    names it in `metadata.continues`; the agent sends the history up to and with that reply,
+    then asks the model to go on exactly where it stopped, and stores the new text as an
+    assistant message marked {"continues": reply_id}, which the pages and the model's history
+    join to the reply it extends. InvalidInput when the message is not the branch's last
+    reply, or not cut off."""
+    try:
+        with transaction.atomic():
+            lock_session(session.pk)
+            if Turn.objects.filter(session=session).active().exists():
+                raise TurnInProgress()
+            try:
+                branch = Branch.objects.select_for_update().get(session=session, is_current=True)
+            except Branch.DoesNotExist:
+                raise BranchNotFound() from None
+            end = branch.message_count
+            last = branch_history(branch, start=end - 1, end=end) if end else []
+            reply = last[0] if last else None
+            if reply is None or reply.pk != reply_id or not is_cut_off(reply):
+                raise InvalidInput(
+                    "Only the last reply of the conversation, when it was cut off, can be "
+                    "continued."
+                )
+            return Turn.objects.create(
+                session=session,
+                branch=branch,
+                user_message=None,
+                user_message_position=reply.position,
+                metadata={"continues": reply.pk, **_origin()},
+            )
+    except IntegrityError:
+        raise TurnInProgress() from None
+
+
+def continued_reply(turn: Turn) -> int | None:
+    """The id of the cut-off reply a turn continues, or None for a turn that answers a user
+    message."""
+    meta = turn.metadata if isinstance(turn.metadata, dict) else {}
+    value = meta.get("continues")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def turn_retry(*, turn: Turn) -> Turn:
+    """Try a failed turn again. When its message is still the last of its branch, a new turn
+    answers that same message (it is not stored twice); otherwise the message is sent again on
+    the current branch."""
+    if turn.status != Turn.Status.FAILED:
+        raise InvalidInput("Only a failed turn can be retried.")
+    continues = continued_reply(turn)
+    if continues is not None:  # continuing a cut-off reply: continue it again
+        return turn_continue(session=turn.session, reply_id=continues)
+    with transaction.atomic():
+        lock_session(turn.session_id)
+        if Turn.objects.filter(session_id=turn.session_id).active().exists():
+            raise TurnInProgress()
+        branch = (
+            Branch.objects.filter(pk=turn.branch_id, is_current=True).first()
+            if turn.branch_id is not None
+            else None
+        )
+        position = turn.user_message_position
+        if branch is None or position is None or branch.message_count != position + 1:
+            return turn_start(session=turn.session, message=turn.message)
+        return Turn.objects.create(
+            session_id=turn.session_id,
+            branch=branch,
+            user_message_id=turn.user_message_id,
+            user_message_position=position,
+            metadata={"retry_of": turn.pk, **_origin()},
+        )
+
+
+def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
+    """Move a queued turn to running and return it, its `attempts` counting this claim (the
+    claimer's fencing token) and `metadata.worker` naming the claimer (host:pid). None when it is
+    not queued: a redelivered task, a turn another worker took, a finished turn, a deleted
+    session. A turn claimed before (taken over from a worker that died) runs again from its
+    start: what its earlier attempts wrote to the workspace is deleted in the same transaction."""
+    now = timezone.now()
+    session_id: int | None = None
+    while True:
+        with transaction.atomic():
+            if session_id is not None:
+                try:
+                    lock_session(session_id)
+                except SessionNotFound:
+                    return None
+            turn = (
+                Turn.objects.select_for_update(of=("self",))
+                .select_related("session", "session__owner", "user_message")
+                .filter(pk=turn_id, status=Turn.Status.QUEUED)
+                .first()
+            )
+            if turn is None:
+                return None
+            if turn.attempts and session_id is None:
+                # Dropping the earlier writes needs the session's lock, which every writer
+                # takes before a turn's row: claim again, taking it first (rare: a take-over).
+                session_id = turn.session_id
+                continue
+            turn.status = Turn.Status.RUNNING
+            turn.attempts += 1
+            turn.started_at = turn.heartbeat_at = now
+            if worker:
+                turn.metadata = {**turn.metadata, "worker": worker}
+            turn.save(
+                update_fields=["status", "attempts", "started_at", "heartbeat_at", "metadata"]
+            )
+            if turn.attempts > 1:
+                turn_writes_drop(turn.pk)
+            events.turn_started(
+                session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts
+            )
+        # Outside the transaction (no lock held while the store answers), before any piece.
+        stream_reset(turn_id=turn.pk, attempt=turn.attempts)
+        return turn

@@ -1,0 +1,244 @@
+"""The schema of the environment (rollback_site/settings/env.py): every variable declared once, the
+README's configuration table held to it, and a bad value refused with a message naming it.
+
+The schema is read again in this process (Env.load() after monkeypatch.setenv); the start of a
+whole process with a bad value is in tests/test_settings.py."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from rollback_site.settings.env import Env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def environ(monkeypatch):
+    """The environment without any variable of the schema: each test sets its own."""
+    for name in Env.model_fields:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def configuration_table() -> dict[str, str]:
+    """README.md's configuration table: each variable and its default as the table writes it."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    defaults: dict[str, str] = {}
+    for row in section.splitlines():
+        if not row.startswith("| `"):
+            continue
+        first, default = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", first)
+        values = re.findall(r"`[^`]*`", default)
+        if len(names) > 1 and len(values) == len(names):  # `10`, `20`: one each, in order
+            defaults.update(zip(names, values, strict=True))
+        else:  # one default, maybe with a note: `52428800` (50 MiB)
+            defaults.update(dict.fromkeys(names, re.sub(r" \([^`]*\)$", "", default)))
+    return defaults
+
+
+# --- The README's table and the schema ---------------------------------------------------------
+
+
+def test_every_variable_of_the_schema_is_in_the_readme_and_every_one_there_is_in_the_schema():
+    table = configuration_table()
+    assert sorted(set(Env.model_fields) - set(table)) == [], "not in README.md's table"
+    assert sorted(set(table) - set(Env.model_fields)) == [], "in README.md but not in env.py"
+
+
+def test_the_readme_gives_each_variable_the_default_of_the_schema():
+    table = configuration_table()
+    wrong = {
+        name: (table.get(name), Env.shown_default(name))
+        for name in Env.model_fields
+        if table.get(name) != Env.shown_default(name)
+    }
+    assert wrong == {}, "README.md's default, the schema's"
+
+
+def test_a_literal_default_is_shown_as_it_is():
+    assert Env.shown_default("AGENT_MODEL") == "`gpt-4o-mini`"
+    assert Env.shown_default("API_TURN_WAIT_POLL_SECONDS") == "`1.5`"
+    assert Env.shown_default("AGENT_TIMEOUT") == "`60`"
+    assert Env.shown_default("DJANGO_ALLOWED_HOSTS") == "`localhost,127.0.0.1,[::1]`"
+    assert Env.shown_default("REDIS_URL") == "unset"
+    assert Env.shown_default("DJANGO_SECURE_PROXY_SSL_HEADER") == "off"
+
+
+def test_every_variable_makes_a_setting():
+    """Each variable is read by a settings module (`env.NAME`): none is declared and forgotten."""
+    modules = (ROOT / "rollback_site" / "settings").glob("*.py")
+    read = set().union(*(re.findall(r"\benv\.([A-Z][A-Z0-9_]+)", m.read_text()) for m in modules))
+    assert sorted(set(Env.model_fields) - read) == []
+
+
+# --- Good values --------------------------------------------------------------------------------
+
+
+def test_nothing_set_gives_the_defaults(environ):
+    env = Env.load()
+    assert env.DJANGO_DEBUG is None
+    assert not env.production
+    assert env.AGENT_TOOLS == []
+    assert env.LOG_LEVEL == "INFO"
+    assert env.ROLLBACK_WS_CATCH_UP_SECONDS == 0.5
+
+
+def test_values_are_stripped_and_an_empty_one_means_the_default(environ):
+    environ.setenv("RETENTION_ARCHIVE_DAYS", " 0 ")
+    environ.setenv("AGENT_MAX_TOOL_CALLS", "   ")
+    environ.setenv("AGENT_MODEL", "")
+    environ.setenv("DJANGO_ALLOWED_HOSTS", " rollback.example, chat.example ,")
+    env = Env.load()
+    assert env.RETENTION_ARCHIVE_DAYS == 0
+    assert env.AGENT_MAX_TOOL_CALLS == 20
+    assert env.AGENT_MODEL == "gpt-4o-mini"
+    assert env.DJANGO_ALLOWED_HOSTS == ["rollback.example", "chat.example"]
+
+
+@pytest.mark.parametrize(
+    ("value", "debug", "production"),
+    [("1", True, False), ("Yes", True, False), ("on", True, False), ("0", False, True)],
+)
+def test_django_debug_is_a_yes_or_a_no(environ, value, debug, production):
+    environ.setenv("DJANGO_DEBUG", value)
+    environ.setenv("DJANGO_SECRET_KEY", "tests-only-not-a-secret-" + "Qm7vR2xK9pLw4TzN8cYh3BfJ" * 2)
+    env = Env.load()
+    assert env.DJANGO_DEBUG is debug
+    assert env.production is production
+
+
+def test_a_choice_is_taken_in_any_case_and_a_list_as_json_or_commas(environ):
+    environ.setenv("LOG_FORMAT", "Json")
+    environ.setenv("LOG_LEVEL", "warning")
+    environ.setenv("AGENT_TOOLS", '["a.b", " c.d "]')
+    environ.setenv("TELEGRAM_BOT_USERNAME", "@Rollback_Bot")
+    env = Env.load()
+    assert (env.LOG_FORMAT, env.LOG_LEVEL) == ("json", "WARNING")
+    assert env.AGENT_TOOLS == ["a.b", "c.d"]
+    assert env.TELEGRAM_BOT_USERNAME == "Rollback_Bot"
+
+
+# --- Bad values: each kind stops the start, naming the variable --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            "ROLLBACK_WS_CATCH_UP_SECONDS",
+            "abc",
+            "ROLLBACK_WS_CATCH_UP_SECONDS='abc' is not valid: it must be a number of seconds,"
+            " at least 0.05.",
+        ),
+        (
+            "ROLLBACK_WS_CATCH_UP_SECONDS",
+            "0.01",
+            "ROLLBACK_WS_CATCH_UP_SECONDS='0.01' is not valid: it must be a number of seconds,"
+            " at least 0.05.",
+        ),
+        (
+            "DJANGO_DEBUG",
+            "maybe",
+            "DJANGO_DEBUG='maybe' is not valid: it must be 1, true, yes or on, or 0, false, no or"
+            " off.",
+        ),
+        (
+            "TURN_HEARTBEAT_SECONDS",
+            "-3",
+            "TURN_HEARTBEAT_SECONDS='-3' is not valid: it must be a number of seconds above 0.",
+        ),
+        ("AGENT_TIMEOUT", "nan", "AGENT_TIMEOUT='nan' is not valid: it must be a number of"),
+        ("AGENT_TIMEOUT", "inf", "AGENT_TIMEOUT='inf' is not valid: it must be a number of"),
+        (
+            "AGENT_MAX_RETRIES",
+            "-1",
+            "AGENT_MAX_RETRIES='-1' is not valid: it must be a whole number of 0 or more.",
+        ),
+        (
+            "RETENTION_ARCHIVE_DAYS",
+            "2.5",
+            "RETENTION_ARCHIVE_DAYS='2.5' is not valid: it must be a whole number of 0 or more"
+            " (days; 0 turns the rule off).",
+        ),
+        (
+            "DATABASE_CONNECT_TIMEOUT",
+            "1",
+            "DATABASE_CONNECT_TIMEOUT='1' is not valid: it must be a whole number of 2 or more.",
+        ),
+        (
+            "REDIS_SOCKET_TIMEOUT",
+            "5",
+            "REDIS_SOCKET_TIMEOUT='5' is not valid: it must be a number of seconds above 5",
+        ),
+        ("HEALTH_BEAT_MAX_AGE", "4", "HEALTH_BEAT_MAX_AGE='4' is not valid"),
+        (
+            "LOG_LEVEL",
+            "loud",
+            "LOG_LEVEL='loud' is not valid: it must be one of DEBUG, INFO, WARNING, ERROR,"
+            " CRITICAL.",
+        ),
+        ("API_THROTTLE_USER", "lots", "API_THROTTLE_USER='lots' is not valid: it must be a rate"),
+        (
+            "DJANGO_CSRF_TRUSTED_ORIGINS",
+            "https://a.example,b.example",
+            "DJANGO_CSRF_TRUSTED_ORIGINS: 'b.example' is not an origin",
+        ),
+        ("AGENT_TOOLS", '["a.b"', "AGENT_TOOLS is not a valid JSON list"),
+        ("AGENT_TOOLS", "[1, 2]", "AGENT_TOOLS must be a JSON list of strings"),
+        ("TELEGRAM_BOT_USERNAME", "@ab", "TELEGRAM_BOT_USERNAME='@ab' is not valid"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_variable_and_what_it_accepts(
+    environ, name, value, message
+):
+    environ.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured) as refused:
+        Env.load()
+    assert str(refused.value).startswith(message)
+
+
+def test_every_bad_value_is_named_at_once(environ):
+    environ.setenv("AGENT_MAX_RETRIES", "many")
+    environ.setenv("DJANGO_DEBUG", "maybe")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        Env.load()
+    lines = str(refused.value).splitlines()
+    assert [line.split("=")[0] for line in lines] == ["DJANGO_DEBUG", "AGENT_MAX_RETRIES"]
+
+
+def test_values_that_are_each_good_but_cannot_work_together_are_refused(environ):
+    environ.setenv("HEALTH_HEARTBEAT_SECONDS", "30")
+    with pytest.raises(ImproperlyConfigured, match=r"^HEALTH_WORKER_MAX_AGE \(30 s\) must be"):
+        Env.load()
+    environ.delenv("HEALTH_HEARTBEAT_SECONDS")
+    environ.setenv("AGENT_TURN_STALE_SECONDS", "2")
+    with pytest.raises(ImproperlyConfigured, match=r"^AGENT_TURN_STALE_SECONDS \(2 s\) must be"):
+        Env.load()
+    environ.setenv("TURN_HEARTBEAT_SECONDS", "0.5")
+    Env.load()
+    environ.setenv("DJANGO_DEBUG", "0")
+    with pytest.raises(ImproperlyConfigured, match=r"^DJANGO_SECRET_KEY is not set: production"):
+        Env.load()
+
+
+# --- The settings module reads the environment again when reloaded -----------------------------
+
+
+def test_reloading_the_settings_reads_the_environment_again(monkeypatch):
+    import rollback_site.settings
+
+    monkeypatch.setenv("AGENT_MAX_TOOL_CALLS", "7")
+    try:
+        assert importlib.reload(rollback_site.settings).AGENT_MAX_TOOL_CALLS == 7
+    finally:
+        monkeypatch.undo()
+        importlib.reload(rollback_site.settings)
+    assert rollback_site.settings.AGENT_MAX_TOOL_CALLS != 7
