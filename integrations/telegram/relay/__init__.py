@@ -18,9 +18,9 @@ on. For such a turn:
   added up): the first message is sent when text first appears, then edited at most once per
   TELEGRAM_EDIT_SECONDS (1 s) per chat, always with the latest text; past 4,096 UTF-16 units the
   text goes on in a new message. Each message id is kept in the row's `message_ids` as soon as it
-  is sent, so a worker that takes over a turn goes on with the same messages. A tool's name shows under the text
-  while it runs; a turn waiting for approval shows the call and its arguments, and how to answer
-  (/approve, /refuse: integrations.telegram.commands).
+  is sent, so a worker that takes over a turn goes on with the same messages. A tool's name shows
+  under the text while it runs; a turn waiting for approval shows the call and its arguments, and
+  how to answer (/approve, /refuse: integrations.telegram.commands).
   A 429 postpones that chat's next edit by its `retry_after`;
 - when it ends (`turn.finished`, `turn.failed`, `turn.cancelled`), the delivery is claimed by a
   conditional update of `delivered_at` (one process delivers), and the chat's messages show the
