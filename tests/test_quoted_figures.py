@@ -58,7 +58,7 @@ QUOTED = [
     ),
     Quoted(
         "README.md",
-        r"bursts of (\d+) requests\);",
+        r"bursts of (\d+) requests\),",
         "tests/deploy/test_connections.py",
         ("BURST",),
     ),
