@@ -1,7 +1,7 @@
 # make run  - set up on first use (the app's runtime only, from requirements/run.txt), migrate,
 #             serve on http://$(HOST):$(PORT)
 # make check - the inner loop: ruff, mypy, import contracts, and the tests that need no browser,
-#              no served stack, no PostgreSQL and no Redis, in parallel (pytest-xdist)
+#              no served stack or process, no PostgreSQL and no Redis, in parallel (pytest-xdist)
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
 #             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
 #             Django's deployment checks), check migrations, run the suite in parallel on SQLite
@@ -125,7 +125,7 @@ check: $(VENV)/.dev-installed
 	$(VENV)/bin/lint-imports
 	$(LINT_ENV) $(PY) -m pytest -q -n $(WORKERS) -p no:cacheprovider \
 		--ignore=tests/e2e --ignore=tests/deploy --ignore=tests/gateway \
-		-m "not e2e and not postgres and not redis" $(PYTEST_ARGS)
+		-m "not e2e and not postgres and not redis and not served" $(PYTEST_ARGS)
 
 # Every test but those that need PostgreSQL or Redis (tests/conftest.py marks them), browser
 # tests included, on SQLite; the 25 slowest are listed at the end.

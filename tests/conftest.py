@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -58,6 +59,18 @@ def needs_servers(item: pytest.Item) -> bool:
     return "CaptureQueriesContext" in source or "connection.vendor" in source
 
 
+# `make check` (the inner loop) leaves out, besides the browser and deployment tests, the tests
+# that start the app as processes of its own (daphne, manage.py, Celery: tests/procs.py) and wait
+# for them to serve: a minute of the suite's CPU each, run by `make test` alone.
+SERVED_SIGNS = ("tests.procs", "subprocess")
+
+
+@functools.cache
+def _starts_processes(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8")
+    return any(sign in text for sign in SERVED_SIGNS)
+
+
 def pytest_itemcollected(item):
     """The xdist groups, set as each test is collected: before any
     pytest_collection_modifyitems, xdist's included (it reads them there)."""
@@ -81,6 +94,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if needs_servers(item):
             item.add_marker(pytest.mark.servers)
+        if _starts_processes(Path(item.path)):
+            item.add_marker(pytest.mark.served)
     for marker, present in (("postgres", on_postgres), ("redis", on_redis)):
         if present:
             continue
