@@ -32,10 +32,13 @@ GROUPS = ("@stack", "@browser")
 
 
 def junit_key(node_id: str) -> Key:
-    """`tests/a/test_b.py::TestC::test_d[x]` -> (`tests.a.test_b.TestC`, `test_d[x]`)."""
-    path, *rest = node_id.split("::")
+    """`tests/a/test_b.py::TestC::test_d[x]` -> (`tests.a.test_b.TestC`, `test_d[x]`), as
+    pytest's junitxml makes them: the parameters (which may hold `::`, an IPv6 address) are set
+    aside before the id is split."""
+    address, bracket, params = node_id.partition("[")
+    path, *rest = address.split("::")
     module = path.removesuffix(".py").replace("/", ".")
-    return ".".join([module, *rest[:-1]]), rest[-1]
+    return ".".join([module, *rest[:-1]]), rest[-1] + bracket + params
 
 
 def ran(report: Path) -> tuple[set[Key], int]:

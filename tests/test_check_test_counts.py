@@ -1,0 +1,45 @@
+"""scripts/check_test_counts.py (make test-count): a collected test id is matched with the junit
+report's (classname, name) as pytest's junitxml writes them, parameters holding `::` included."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "check_test_counts", ROOT / "scripts" / "check_test_counts.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_id_is_split_as_junitxml_splits_it():
+    key = _script().junit_key
+    assert key("tests/a/test_b.py::TestC::test_d[x]") == ("tests.a.test_b.TestC", "test_d[x]")
+    assert key("tests/a/test_b.py::test_d") == ("tests.a.test_b", "test_d")
+    # An IPv6 address in the parameters: `::` there is no separator.
+    assert key("tests/core/test_ip.py::test_right[1-2001:db8::1]") == (
+        "tests.core.test_ip",
+        "test_right[1-2001:db8::1]",
+    )
+
+
+def test_a_test_that_ran_in_no_phase_fails_the_count(tmp_path):
+    collected = tmp_path / "collected.txt"
+    collected.write_text("tests/a/test_b.py::test_c[::1]\ntests/a/test_b.py::test_d\n")
+    report = tmp_path / "phase.xml"
+    report.write_text(
+        '<testsuites><testsuite><testcase classname="tests.a.test_b" name="test_c[::1]@stack"/>'
+        "</testsuite></testsuites>"
+    )
+    main = _script().main
+    assert main([str(collected), str(report)]) == 1
+    collected.write_text("tests/a/test_b.py::test_c[::1]\n")
+    assert main([str(collected), str(report)]) == 0
