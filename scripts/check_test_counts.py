@@ -10,6 +10,7 @@ when a collected test ran in no phase, naming the first of them.
 
 from __future__ import annotations
 
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -27,8 +28,9 @@ def collected(path: Path) -> set[Key]:
     return keys
 
 
-# The xdist groups of tests/conftest.py: `--dist loadgroup` adds `@group` to a grouped test's id.
-GROUPS = ("@stack", "@browser")
+# The xdist groups of tests/conftest.py (`browser`, and `stack-<module>` per served stack's
+# module): `--dist loadgroup` adds `@group` to a grouped test's id.
+GROUP = re.compile(r"@(?:browser|stack-[\w-]+)$")
 
 
 def junit_key(node_id: str) -> Key:
@@ -49,9 +51,7 @@ def ran(report: Path) -> tuple[set[Key], int]:
         if case.find("skipped") is not None:
             skipped += 1
             continue
-        name = case.get("name", "")
-        for group in GROUPS:
-            name = name.removesuffix(group)
+        name = GROUP.sub("", case.get("name", ""))
         done.add((case.get("classname", ""), name))
     return done, skipped
 

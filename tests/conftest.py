@@ -35,10 +35,12 @@ SERVER_FILES = frozenset(
     }
 )
 QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_queries"})
-# Under xdist (`--dist loadgroup`) each group runs in one worker, one test after another: the
-# served stacks, which flush their Redis database, and the browser tests, whose served app and
-# Chromium (package fixtures) would otherwise start again each time a worker comes back to them.
-STACK_GROUP = pytest.mark.xdist_group("stack")
+# Under xdist (`--dist loadgroup`) each group runs in one worker, one test after another. Each
+# served stack's module is a group: its processes (module fixtures) start once, and it flushes
+# the Redis database of the worker running it, which no other worker uses (tests/workers.py), so
+# the stacks of two modules run side by side in two workers. The browser tests are one group:
+# their served app and Chromium (package fixtures) would otherwise start again each time a worker
+# comes back to them.
 BROWSER_GROUP = pytest.mark.xdist_group("browser")
 
 
@@ -76,7 +78,7 @@ def pytest_itemcollected(item):
     pytest_collection_modifyitems, xdist's included (it reads them there)."""
     parts = Path(item.path).relative_to(HERE).parts
     if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
-        item.add_marker(STACK_GROUP)
+        item.add_marker(pytest.mark.xdist_group("stack-" + "-".join(parts).removesuffix(".py")))
     elif parts[0] == "e2e":
         item.add_marker(BROWSER_GROUP)
 

@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,12 +26,10 @@ def free_port() -> int:
 
 def stack_redis_url() -> str:
     """The Redis database of the served stacks (tests/deploy, tests/e2e/test_worker.py), which
-    flush it: DEPLOY_REDIS_DB on REDIS_URL's server, else REDIS_URL's own database. These tests
-    run one after another in one process (the `stack` xdist group), so a worker's own database
-    is free for them; two checkouts sharing one Redis set DEPLOY_REDIS_DB or REDIS_URL apart."""
-    url = os.environ["REDIS_URL"]
-    db = os.environ.get("DEPLOY_REDIS_DB", "").strip()
-    return urlunsplit(urlsplit(url)._replace(path=f"/{db}")) if db else url
+    flush it: REDIS_URL's, which under xdist is the running worker's own (tests/workers.py). A
+    stack's module runs in one worker, one test after another, so no other test uses that
+    database meanwhile; two checkouts sharing one Redis set TEST_REDIS_DBS apart."""
+    return os.environ["REDIS_URL"]
 
 
 def app_env(var_dir: Path, model_url: str, **extra: str) -> dict[str, str]:

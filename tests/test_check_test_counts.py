@@ -36,7 +36,8 @@ def test_a_test_that_ran_in_no_phase_fails_the_count(tmp_path):
     collected.write_text("tests/a/test_b.py::test_c[::1]\ntests/a/test_b.py::test_d\n")
     report = tmp_path / "phase.xml"
     report.write_text(
-        '<testsuites><testsuite><testcase classname="tests.a.test_b" name="test_c[::1]@stack"/>'
+        '<testsuites><testsuite><testcase classname="tests.a.test_b"'
+        ' name="test_c[::1]@stack-deploy-test_soak"/>'
         "</testsuite></testsuites>"
     )
     main = _script().main

@@ -1,11 +1,12 @@
 """The scaled-out deployment, as the README runs it: daphne processes, Celery workers and beat on
 one PostgreSQL database and one Redis, the model behind a real Chat Completions server.
 
-These tests run in the PostgreSQL/Redis phase of `make test` only, one after another (the `stack`
-xdist group). Each module gets a database of its own on the test server (created and dropped
-here) and the Redis database of `tests.procs.stack_redis_url` (DEPLOY_REDIS_DB, else REDIS_URL's),
-flushed before and after. Clients speak HTTP and WebSocket to the served processes exactly as an
-integration does (`Authorization: Bearer <key>`).
+These tests run in the PostgreSQL/Redis phase of `make test` only, each module's one after another
+in one worker (its xdist group, tests/conftest.py), beside other modules in other workers. Each
+module gets a database of its own on the test server (created and dropped here) and the Redis
+database of the worker running it (`tests.procs.stack_redis_url`), flushed before and after.
+Clients speak HTTP and WebSocket to the served processes exactly as an integration does
+(`Authorization: Bearer <key>`).
 """
 
 from __future__ import annotations
