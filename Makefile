@@ -3,11 +3,12 @@
 # make check - the inner loop: ruff, mypy, import contracts, and the tests that need no browser,
 #              no served stack or process, no PostgreSQL and no Redis, in parallel (pytest-xdist)
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
-#             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
-#             Django's deployment checks), check migrations, run the suite in parallel on SQLite
-#             (every test but those needing PostgreSQL or Redis), then the tests marked `servers`
-#             on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they
-#             are not running), then check that every collected test ran in one phase at least
+#             gateway environment, each from its lock file), then side by side: lint (ruff, mypy,
+#             import contracts, Django's deployment checks, migrations), the suite in parallel on
+#             SQLite (every test but those needing PostgreSQL or Redis), the tests marked
+#             `servers` on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere
+#             when they are not running) and bench-smoke; then check that every collected test
+#             ran in one phase at least
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
 # make bench-smoke - the same code paths with tiny sizes, in seconds (part of make test)
@@ -139,6 +140,7 @@ check: $(VENV)/.dev-installed
 # Every test but those that need PostgreSQL or Redis (tests/conftest.py marks them), browser
 # tests included, on SQLite; the 25 slowest are listed at the end.
 test-sqlite: install
+	@echo "== The suite on SQLite"
 	mkdir -p $(TEST_REPORTS)
 	$(LINT_ENV) $(PY) -m pytest -n $(WORKERS) --dist loadgroup -m "not postgres and not redis" \
 		--durations=25 \
@@ -170,12 +172,13 @@ test-count:
 		echo "WARNING: no PostgreSQL phase: the tests it runs were not counted."; \
 	fi
 
-test: lint
-	@echo "== The suite on SQLite"
-	$(MAKE) --no-print-directory test-sqlite
-	$(MAKE) --no-print-directory test-postgres
+# The static checks, the two phases and the benchmark's smoke run side by side once everything
+# is installed: the PostgreSQL phase spends minutes waiting (sockets kept open, processes killed
+# and restarted), which the SQLite phase fills. Each one's output is printed as it ends
+# (--output-sync); the count of tests comes last.
+test: install $(VENV)/.bench-installed
+	$(MAKE) --no-print-directory -j4 --output-sync=target lint test-sqlite test-postgres bench-smoke
 	$(MAKE) --no-print-directory test-count
-	$(MAKE) --no-print-directory bench-smoke
 
 # The benchmark uses its own databases (PostgreSQL: rollback_bench_*; Redis: BENCH_REDIS_URL).
 BENCH_ARGS ?=

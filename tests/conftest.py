@@ -38,10 +38,12 @@ QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_qu
 # Under xdist (`--dist loadgroup`) each group runs in one worker, one test after another. Each
 # served stack's module is a group: its processes (module fixtures) start once, and it flushes
 # the Redis database of the worker running it, which no other worker uses (tests/workers.py), so
-# the stacks of two modules run side by side in two workers. The browser tests are one group:
+# the stacks of two modules run side by side in two workers. The browser tests are grouped too:
 # their served app and Chromium (package fixtures) would otherwise start again each time a worker
-# comes back to them.
-BROWSER_GROUP = pytest.mark.xdist_group("browser")
+# comes back to them. The browser tests are two groups, so two workers share them (their time
+# was the longest path of the SQLite phase): the modules before `test_p` and the rest, about half
+# of the browser time each.
+BROWSER_GROUPS = (pytest.mark.xdist_group("browser-1"), pytest.mark.xdist_group("browser-2"))
 
 
 def needs_servers(item: pytest.Item) -> bool:
@@ -80,7 +82,7 @@ def pytest_itemcollected(item):
     if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
         item.add_marker(pytest.mark.xdist_group("stack-" + "-".join(parts).removesuffix(".py")))
     elif parts[0] == "e2e":
-        item.add_marker(BROWSER_GROUP)
+        item.add_marker(BROWSER_GROUPS[parts[-1] >= "test_p"])
 
 
 def pytest_collection_modifyitems(config, items):

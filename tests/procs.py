@@ -69,7 +69,10 @@ def manage(env: dict[str, str], *args: str, **kwargs: Any) -> subprocess.Complet
     )
 
 
-def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    """Until `url` answers below 500; a process that exits fails at once. The bound is generous:
+    `make test` runs its phases side by side on two cores, where a start can take half a
+    minute."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
