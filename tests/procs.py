@@ -90,6 +90,13 @@ def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 90.0) 
     raise RuntimeError(f"{url} did not answer within {timeout:g} s")
 
 
+PREPARE = """
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+call_command("collectstatic", interactive=False, verbosity=0)
+"""
+
+
 class Services:
     """Processes started for the tests, each logging (stdout and stderr) to its own file."""
 
@@ -107,9 +114,11 @@ class Services:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
         return result.stdout
 
-    def prepare(self, env: dict[str, str]) -> None:
-        self.manage(env, "migrate", "--noinput")
-        self.manage(env, "collectstatic", "--noinput", "-v0")
+    def prepare(self, env: dict[str, str], setup: str = "") -> str:
+        """Migrate, collect the static files, then run `setup` (Python, as `manage.py shell -c`
+        runs it): all in one process, since each process of the app takes ~2 s of CPU to start.
+        Its standard output (what `setup` printed last)."""
+        return self.manage(env, "shell", "-c", PREPARE + setup)
 
     def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
         path = self.log_dir / f"{name}.log"

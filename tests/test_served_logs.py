@@ -18,7 +18,12 @@ from tests.fakes.chat_server import Reply
 from tests.procs import Services, app_env
 
 CELERY_FORMAT = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+: [A-Z]+/")
-SETUP = "from accounts.models import User; User.objects.create_user('logger')"
+# After Services.prepare's migrations, in its process: a user, and an API key (its last line).
+SETUP = """
+from accounts.models import User
+User.objects.create_user("logger")
+call_command("createapikey", "logger")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +32,7 @@ def served(model_server, tmp_path_factory) -> Iterator[tuple[Services, str, str]
     env = app_env(tmp / "var", model_server.base_url, LOG_FORMAT="json")
     services = Services(tmp)
     try:
-        services.prepare(env)
-        services.manage(env, "shell", "-c", SETUP)
-        key = services.manage(env, "createapikey", "logger").strip().splitlines()[-1]
+        key = services.prepare(env, SETUP).strip().splitlines()[-1]
         base = services.start_daphne(env)
         yield services, base, key
     finally:

@@ -1,14 +1,20 @@
 """The schema of the environment (rollback_site/settings/env.py): every variable declared once, the
-README's configuration table held to it, and a bad value refused with a message naming it.
+README's configuration table held to it, a bad value refused with a message naming it, and the
+settings the modules of rollback_site/settings/ make from the values.
 
-The schema is read again in this process (Env.load() after monkeypatch.setenv); the start of a
-whole process with a bad value is in tests/test_settings.py."""
+All in this process, on an environment of the test's (monkeypatch.setenv): the schema read again
+(Env.load(), as the settings modules read it at start), or the settings modules run again
+(rollback_site.settings reloaded). What only a started process shows (that a bad value stops the
+start, the logs on standard error, production served through a proxy) is tests/test_settings.py's.
+"""
 
 from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -16,6 +22,13 @@ from django.core.exceptions import ImproperlyConfigured
 from rollback_site.settings.env import Env
 
 ROOT = Path(__file__).resolve().parents[1]
+# Long and varied enough for Django's check; used by the tests only.
+KEY = "tests-only-not-a-secret-" + "Qm7vR2xK9pLw4TzN8cYh3BfJ" * 2
+PRODUCTION = {
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECRET_KEY": KEY,
+    "DJANGO_ALLOWED_HOSTS": "rollback.example",
+}
 
 
 @pytest.fixture
@@ -24,6 +37,41 @@ def environ(monkeypatch):
     for name in Env.model_fields:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
+
+
+@pytest.fixture
+def settings_from(environ, tmp_path) -> Iterator[Callable[..., ModuleType]]:
+    """The settings made from `values` alone (each call starts from an environment without any
+    variable of the schema, its files under tmp_path): the settings modules run again in this
+    process, as a start imports them. Afterwards the process's own environment and settings
+    modules are back."""
+    import rollback_site.settings
+
+    def made(**values: str) -> ModuleType:
+        for name in Env.model_fields:
+            environ.delenv(name, raising=False)
+        environ.setenv("ROLLBACK_VAR_DIR", str(tmp_path))
+        for name, value in values.items():
+            environ.setenv(name, value)
+        return importlib.reload(rollback_site.settings)
+
+    yield made
+    environ.undo()
+    importlib.reload(rollback_site.settings)
+
+
+def refusal(environ, **values: str) -> str:
+    """What Env.load() says as it refuses the environment with `values` set."""
+    for name, value in values.items():
+        environ.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured) as refused:
+        Env.load()
+    return str(refused.value)
+
+
+def shown(settings: ModuleType, *names: str) -> dict[str, str]:
+    """Each setting's value as repr() writes it: `False` is not `0`."""
+    return {name: repr(getattr(settings, name)) for name in names}
 
 
 def configuration_table() -> dict[str, str]:
@@ -109,7 +157,7 @@ def test_values_are_stripped_and_an_empty_one_means_the_default(environ):
 )
 def test_django_debug_is_a_yes_or_a_no(environ, value, debug, production):
     environ.setenv("DJANGO_DEBUG", value)
-    environ.setenv("DJANGO_SECRET_KEY", "tests-only-not-a-secret-" + "Qm7vR2xK9pLw4TzN8cYh3BfJ" * 2)
+    environ.setenv("DJANGO_SECRET_KEY", KEY)
     env = Env.load()
     assert env.DJANGO_DEBUG is debug
     assert env.production is production
@@ -194,15 +242,60 @@ def test_a_choice_is_taken_in_any_case_and_a_list_as_json_or_commas(environ):
         ("AGENT_TOOLS", '["a.b"', "AGENT_TOOLS is not a valid JSON list"),
         ("AGENT_TOOLS", "[1, 2]", "AGENT_TOOLS must be a JSON list of strings"),
         ("TELEGRAM_BOT_USERNAME", "@ab", "TELEGRAM_BOT_USERNAME='@ab' is not valid"),
+        *[
+            (
+                "TELEGRAM_BOT_USERNAME",
+                value,
+                f"TELEGRAM_BOT_USERNAME={value!r} is not valid: it must be a Telegram username",
+            )
+            for value in ["ab", "my bot", "bot<script>", "x" * 33]
+        ],
+        *[
+            (
+                "LOG_FORMAT",
+                value,
+                f"LOG_FORMAT={value!r} is not valid: it must be one of text, json.",
+            )
+            for value in ["xml", "JSONL", "1"]
+        ],
+        *[
+            (name, value, f"{name}={value!r} is not valid: it must be a whole number of 0 or more")
+            for name, value in [
+                ("RETENTION_AUTO_CHECKPOINT_DAYS", "-1"),
+                ("RETENTION_KEEP_LATEST_AUTO", "five"),
+                ("CHANNEL_LAYER_CAPACITY", "lots"),
+            ]
+        ],
     ],
 )
 def test_a_bad_value_is_refused_naming_the_variable_and_what_it_accepts(
     environ, name, value, message
 ):
-    environ.setenv(name, value)
-    with pytest.raises(ImproperlyConfigured) as refused:
-        Env.load()
-    assert str(refused.value).startswith(message)
+    assert refusal(environ, **{name: value}).startswith(message)
+
+
+def test_a_trusted_origin_without_its_scheme_is_refused(environ):
+    message = refusal(environ, DJANGO_CSRF_TRUSTED_ORIGINS="rollback.example")
+    assert message == (
+        "DJANGO_CSRF_TRUSTED_ORIGINS: 'rollback.example' is not an origin: write it with its"
+        " scheme, e.g. https://rollback.example"
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["change-me", "django-insecure-" + "Qm7vR2xK9pLw4TzN8cYh3BfJ" * 2, "ab" * 40],
+    ids=["short", "startproject", "repetitive"],
+)
+def test_production_refuses_a_weak_secret_key(environ, key):
+    message = refusal(environ, **{**PRODUCTION, "DJANGO_SECRET_KEY": key})
+    assert message.startswith("DJANGO_SECRET_KEY is too weak: production (DJANGO_DEBUG=0) needs")
+
+
+@pytest.mark.parametrize("hosts", ["*", "rollback.example,*"])
+def test_production_refuses_any_host(environ, hosts):
+    message = refusal(environ, **{**PRODUCTION, "DJANGO_ALLOWED_HOSTS": hosts})
+    assert message.startswith("DJANGO_ALLOWED_HOSTS=* trusts any Host header: production")
 
 
 def test_every_bad_value_is_named_at_once(environ):
@@ -227,6 +320,118 @@ def test_values_that_are_each_good_but_cannot_work_together_are_refused(environ)
     environ.setenv("DJANGO_DEBUG", "0")
     with pytest.raises(ImproperlyConfigured, match=r"^DJANGO_SECRET_KEY is not set: production"):
         Env.load()
+
+
+# --- The settings made from the values (the settings modules run again) -------------------------
+
+
+def test_local_mode_serves_plain_http(settings_from):
+    values = shown(
+        settings_from(),
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_PROXY_SSL_HEADER",
+    )
+    assert values == {
+        "SECURE_SSL_REDIRECT": "False",
+        "SESSION_COOKIE_SECURE": "False",
+        "CSRF_COOKIE_SECURE": "False",
+        "SECURE_HSTS_SECONDS": "0",
+        "SECURE_PROXY_SSL_HEADER": "None",
+    }
+
+
+def test_production_serves_https_only_by_default(settings_from):
+    values = shown(
+        settings_from(**PRODUCTION),
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+        "SECURE_HSTS_PRELOAD",
+        "SECURE_PROXY_SSL_HEADER",
+    )
+    assert values == {
+        "SECURE_SSL_REDIRECT": "True",
+        "SESSION_COOKIE_SECURE": "True",
+        "CSRF_COOKIE_SECURE": "True",
+        "SECURE_HSTS_SECONDS": "31536000",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": "False",
+        "SECURE_HSTS_PRELOAD": "False",
+        # A client's own X-Forwarded-Proto is trusted only behind a proxy that sets it.
+        "SECURE_PROXY_SSL_HEADER": "None",
+    }
+
+
+def test_each_https_setting_has_its_own_variable(settings_from):
+    made = settings_from(
+        **PRODUCTION,
+        DJANGO_SECURE_SSL_REDIRECT="0",
+        DJANGO_SECURE_COOKIES="0",
+        DJANGO_SECURE_HSTS_SECONDS="3600",
+        DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS="1",
+        DJANGO_SECURE_HSTS_PRELOAD="1",
+        DJANGO_SECURE_PROXY_SSL_HEADER="1",
+        DJANGO_CSRF_TRUSTED_ORIGINS="https://rollback.example, https://chat.example",
+    )
+    values = shown(
+        made,
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+        "SECURE_HSTS_PRELOAD",
+        "SECURE_PROXY_SSL_HEADER",
+        "CSRF_TRUSTED_ORIGINS",
+    )
+    assert values == {
+        "SECURE_SSL_REDIRECT": "False",
+        "SESSION_COOKIE_SECURE": "False",
+        "CSRF_COOKIE_SECURE": "False",
+        "SECURE_HSTS_SECONDS": "3600",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": "True",
+        "SECURE_HSTS_PRELOAD": "True",
+        "SECURE_PROXY_SSL_HEADER": "('HTTP_X_FORWARDED_PROTO', 'https')",
+        "CSRF_TRUSTED_ORIGINS": "['https://rollback.example', 'https://chat.example']",
+    }
+
+
+def test_the_channel_layer_is_sized_for_a_web_process_inbox_and_counts_its_drops(settings_from):
+    # channels_redis checks its capacity against ONE inbox per web process, shared by all its
+    # sockets: 100 streams (a piece every 20 ms each) queue some 5,000 messages a second.
+    for redis in ("", "redis://127.0.0.1:6379/15"):
+        layer = settings_from(REDIS_URL=redis).CHANNEL_LAYERS["default"]
+        assert layer["BACKEND"].startswith("core.channel_layers.")  # it says when it drops
+        assert layer["CONFIG"]["capacity"] == 20_000
+    made = settings_from(REDIS_URL="redis://x", CHANNEL_LAYER_CAPACITY="500000")
+    assert made.CHANNEL_LAYERS["default"]["CONFIG"]["capacity"] == 500_000
+
+
+def test_retention_settings_are_read_from_the_environment(settings_from):
+    made = settings_from(
+        RETENTION_AUTO_CHECKPOINT_DAYS="3",
+        RETENTION_KEEP_LATEST_AUTO="0",
+        RETENTION_ARCHIVE_DAYS=" 0 ",
+    )
+    assert shown(
+        made,
+        "RETENTION_AUTO_CHECKPOINT_DAYS",
+        "RETENTION_KEEP_LATEST_AUTO",
+        "RETENTION_ARCHIVE_DAYS",
+    ) == {
+        "RETENTION_AUTO_CHECKPOINT_DAYS": "3",
+        "RETENTION_KEEP_LATEST_AUTO": "0",
+        "RETENTION_ARCHIVE_DAYS": "0",
+    }
+
+
+def test_a_telegram_bot_username_may_start_with_an_at_sign(settings_from):
+    made = settings_from(TELEGRAM_BOT_USERNAME="@Rollback_Bot")
+    assert made.TELEGRAM_BOT_USERNAME == "Rollback_Bot"
 
 
 # --- The settings module reads the environment again when reloaded -----------------------------
