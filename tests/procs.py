@@ -105,8 +105,16 @@ class Services:
         return result.stdout
 
     def prepare(self, env: dict[str, str]) -> None:
-        self.manage(env, "migrate", "--noinput")
-        self.manage(env, "collectstatic", "--noinput", "-v0")
+        """`env`'s var directory as `manage.py migrate` and `manage.py collectstatic` leave it,
+        from what the run built once (tests.prebuilt): a copy of the migrated SQLite database,
+        and the collected static files. A PostgreSQL database (DATABASE_URL) is made migrated,
+        a copy of a template: tests.prebuilt.postgres_database."""
+        from tests import prebuilt  # (which runs manage.py with this module's helpers)
+
+        var_dir = Path(env["ROLLBACK_VAR_DIR"])
+        if "DATABASE_URL" not in env:
+            prebuilt.sqlite_database(var_dir)
+        prebuilt.static_files(var_dir)
 
     def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
         path = self.log_dir / f"{name}.log"

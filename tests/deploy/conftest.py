@@ -29,6 +29,7 @@ import psycopg
 import pytest
 import redis
 
+from tests import prebuilt
 from tests.procs import Services, app_env, free_port, stack_redis_url
 
 
@@ -37,7 +38,8 @@ def _with_path(url: str, path: str) -> str:
 
 
 class Database:
-    """A database of its own on the PostgreSQL server of DATABASE_URL."""
+    """A database of its own on the PostgreSQL server of DATABASE_URL, migrated: a copy of the
+    run's migrated template (tests.prebuilt), which `Stack.prepare` then leaves as it is."""
 
     def __init__(self) -> None:
         self.name = f"rollback_deploy_{uuid.uuid4().hex[:10]}"
@@ -45,8 +47,7 @@ class Database:
         self.url = _with_path(os.environ["DATABASE_URL"], f"/{self.name}")
 
     def __enter__(self) -> Database:
-        with psycopg.connect(self.server_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
+        prebuilt.postgres_database(self.server_url, self.name)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -70,7 +71,7 @@ class Database:
 @contextmanager
 def running(tmp_path_factory, name: str, env: dict[str, str]) -> Iterator[Stack]:
     """A module's stack: a Stack of `env` (its logs in a temporary directory named after
-    `name`), the database migrated; every process started on it is stopped at the end."""
+    `name`), its var directory prepared; every process started on it is stopped at the end."""
     stack = Stack(tmp_path_factory.mktemp(f"{name}-logs"), env)
     try:
         stack.prepare(env)
