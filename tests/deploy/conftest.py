@@ -125,15 +125,13 @@ class Stack(Services):
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not log {text!r} within {timeout} s")
 
-    def api_key(self, username: str) -> str:
-        """A user (made here) and a new API key of theirs."""
-        self.manage(
-            self.env,
-            "shell",
-            "-c",
-            f"from accounts.models import User; User.objects.create_user({username!r})",
+    def api_key(self, username: str, password: str | None = None) -> str:
+        """A user (made here, with `password` if one is given) and a new API key of theirs."""
+        make = f"User.objects.create_user({username!r}, password={password!r})"
+        _, key = self.setup_with_key(
+            self.env, f"from accounts.models import User; {make}", username
         )
-        return self.manage(self.env, "createapikey", username).strip().splitlines()[-1]
+        return key
 
 
 def deploy_env(var_dir: Path, model_url: str, database_url: str, **extra: str) -> dict[str, str]:

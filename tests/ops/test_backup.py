@@ -182,8 +182,7 @@ def serve(env: dict[str, str], log_dir: Path) -> tuple[Services, str, str]:
     the services, the base URL and an API key of alice's."""
     services = Services(log_dir)
     services.prepare(env)
-    services.manage(env, "shell", "-c", PREFILL)
-    key = services.manage(env, "createapikey", "alice").strip().splitlines()[-1]
+    _, key = services.setup_with_key(env, PREFILL, "alice")
     return services, services.start_daphne(env), key
 
 
