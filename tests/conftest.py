@@ -18,6 +18,7 @@ from checkpoints.services import checkpoint_create
 from core.logs import ContextFilter
 from sessions_app.models import Branch, Message
 from sessions_app.services import message_append, session_create
+from tests import prebuilt
 
 HERE = Path(__file__).parent
 # What runs in the PostgreSQL/Redis phase of `make test` (`-m servers`), besides every test marked
@@ -185,6 +186,13 @@ def _plain_static_files(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prebuilt_directory(tmp_path_factory) -> None:
+    """Where tests.prebuilt keeps what the served stacks share (a migrated database, the
+    collected static files), built once per run for all its workers."""
+    prebuilt.configure(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

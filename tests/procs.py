@@ -90,13 +90,6 @@ def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 90.0) 
     raise RuntimeError(f"{url} did not answer within {timeout:g} s")
 
 
-PREPARE = """
-from django.core.management import call_command
-call_command("migrate", interactive=False, verbosity=0)
-call_command("collectstatic", interactive=False, verbosity=0)
-"""
-
-
 class Services:
     """Processes started for the tests, each logging (stdout and stderr) to its own file."""
 
@@ -115,10 +108,34 @@ class Services:
         return result.stdout
 
     def prepare(self, env: dict[str, str], setup: str = "") -> str:
-        """Migrate, collect the static files, then run `setup` (Python, as `manage.py shell -c`
-        runs it): all in one process, since each process of the app takes ~2 s of CPU to start.
-        Its standard output (what `setup` printed last)."""
-        return self.manage(env, "shell", "-c", PREPARE + setup)
+        """`env`'s var directory as `manage.py migrate` and `manage.py collectstatic` leave it,
+        from what the run built once (tests.prebuilt): a copy of the migrated SQLite database,
+        and the collected static files. A PostgreSQL database (DATABASE_URL) is made migrated,
+        a copy of a template: tests.prebuilt.postgres_database. Then `setup` (Python, as
+        `manage.py shell -c` runs it), if any, in one process; what it printed."""
+        from tests import prebuilt  # (which runs manage.py with this module's helpers)
+
+        var_dir = Path(env["ROLLBACK_VAR_DIR"])
+        if "DATABASE_URL" not in env:
+            prebuilt.sqlite_database(var_dir)
+        prebuilt.static_files(var_dir)
+        return self.manage(env, "shell", "-c", setup) if setup else ""
+
+    def setup_with_key(self, env: dict[str, str], code: str, username: str) -> tuple[str, str]:
+        """Run `code` (a test's setup, as `manage.py shell -c` runs it), then give `username`
+        a new API key as `manage.py createapikey` does (with the service it calls), in one
+        process instead of two: a process of the app costs ~2 s of CPU to start. What `code`
+        printed, and the key."""
+        make_key = (
+            "from accounts.models import User\n"
+            "from accounts.services import apikey_create\n"
+            f"_user = User.objects.get_by_natural_key({username!r})\n"
+            "print(apikey_create(user=_user, name='command line')[1])\n"
+        )
+        printed, _, key = (
+            self.manage(env, "shell", "-c", f"{code}\n{make_key}").rstrip().rpartition("\n")
+        )
+        return printed, key
 
     def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
         path = self.log_dir / f"{name}.log"

@@ -31,8 +31,7 @@ def served(model_server, tmp_path_factory) -> Iterator[tuple[Services, str, str]
     services = Services(tmp)
     try:
         services.prepare(env)
-        services.manage(env, "shell", "-c", SETUP)
-        key = services.manage(env, "createapikey", "uploader").strip().splitlines()[-1]
+        _, key = services.setup_with_key(env, SETUP, "uploader")
         base = services.start_daphne(env)
         yield services, base, key
     finally:

@@ -32,7 +32,8 @@ def served(model_server, tmp_path_factory) -> Iterator[tuple[Services, str, str]
     env = app_env(tmp / "var", model_server.base_url, LOG_FORMAT="json")
     services = Services(tmp)
     try:
-        key = services.prepare(env, SETUP).strip().splitlines()[-1]
+        services.prepare(env)
+        _, key = services.setup_with_key(env, SETUP, "logger")
         base = services.start_daphne(env)
         yield services, base, key
     finally:

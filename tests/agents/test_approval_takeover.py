@@ -63,9 +63,8 @@ def test_a_turn_paused_by_a_dead_process_is_taken_over_asked_again_and_approved(
     from websockets.sync.client import connect
 
     services, env = served
-    out = services.manage(env, "shell", "-c", SETUP)
+    out, key = services.setup_with_key(env, SETUP, "approver")
     session_id, turn_id = map(int, out.strip().splitlines()[-1].split())
-    key = services.manage(env, "createapikey", "approver").strip().splitlines()[-1]
     llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_second")]))
     llm.queue(Reply("Sent."))
     base = services.start_daphne(env)

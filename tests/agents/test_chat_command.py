@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import prebuilt
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,13 +46,13 @@ def cli(tmp_path_factory):
         for k, v in os.environ.items()
         if k not in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
     }
+    var_dir = tmp_path_factory.mktemp("chat-var")
     env.update(
-        ROLLBACK_VAR_DIR=str(tmp_path_factory.mktemp("chat-var")),
+        ROLLBACK_VAR_DIR=str(var_dir),
         DEMO_MODEL_WORD_DELAY="0",
         DJANGO_SETTINGS_MODULE="rollback_site.settings",
     )
-    migrated = _run(env, "migrate", "-v0")
-    assert migrated.returncode == 0, migrated.stderr
+    prebuilt.sqlite_database(var_dir)
     made = _run(env, "shell", "-v0", "-c", SETUP)
     assert made.returncode == 0, made.stderr
     bob_session = int(made.stdout.split("BOB_SESSION=")[1].split()[0])

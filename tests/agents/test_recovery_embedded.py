@@ -48,9 +48,8 @@ def test_a_restarted_web_process_takes_over_the_turn_its_predecessor_left_runnin
     from websockets.sync.client import connect
 
     services, env = served
-    out = services.manage(env, "shell", "-c", SETUP)
+    out, key = services.setup_with_key(env, SETUP, "restarter")
     session_id, turn_id = map(int, out.strip().splitlines()[-1].split())
-    key = services.manage(env, "createapikey", "restarter").strip().splitlines()[-1]
     base = services.start_daphne(env)
     auth = {"Authorization": f"Bearer {key}"}
     events: list[dict] = []

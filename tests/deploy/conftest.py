@@ -29,6 +29,7 @@ import psycopg
 import pytest
 import redis
 
+from tests import prebuilt
 from tests.procs import Services, app_env, free_port, stack_redis_url
 
 
@@ -37,7 +38,8 @@ def _with_path(url: str, path: str) -> str:
 
 
 class Database:
-    """A database of its own on the PostgreSQL server of DATABASE_URL."""
+    """A database of its own on the PostgreSQL server of DATABASE_URL, migrated: a copy of the
+    run's migrated template (tests.prebuilt), which `Stack.prepare` then leaves as it is."""
 
     def __init__(self) -> None:
         self.name = f"rollback_deploy_{uuid.uuid4().hex[:10]}"
@@ -45,8 +47,7 @@ class Database:
         self.url = _with_path(os.environ["DATABASE_URL"], f"/{self.name}")
 
     def __enter__(self) -> Database:
-        with psycopg.connect(self.server_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
+        prebuilt.postgres_database(self.server_url, self.name)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -70,7 +71,7 @@ class Database:
 @contextmanager
 def running(tmp_path_factory, name: str, env: dict[str, str]) -> Iterator[Stack]:
     """A module's stack: a Stack of `env` (its logs in a temporary directory named after
-    `name`), the database migrated; every process started on it is stopped at the end."""
+    `name`), its var directory prepared; every process started on it is stopped at the end."""
     stack = Stack(tmp_path_factory.mktemp(f"{name}-logs"), env)
     try:
         stack.prepare(env)
@@ -124,15 +125,13 @@ class Stack(Services):
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not log {text!r} within {timeout} s")
 
-    def api_key(self, username: str) -> str:
-        """A user (made here) and a new API key of theirs."""
-        self.manage(
-            self.env,
-            "shell",
-            "-c",
-            f"from accounts.models import User; User.objects.create_user({username!r})",
+    def api_key(self, username: str, password: str | None = None) -> str:
+        """A user (made here, with `password` if one is given) and a new API key of theirs."""
+        make = f"User.objects.create_user({username!r}, password={password!r})"
+        _, key = self.setup_with_key(
+            self.env, f"from accounts.models import User; {make}", username
         )
-        return self.manage(self.env, "createapikey", username).strip().splitlines()[-1]
+        return key
 
 
 def deploy_env(var_dir: Path, model_url: str, database_url: str, **extra: str) -> dict[str, str]:

@@ -48,14 +48,7 @@ def stack(env, tmp_path_factory) -> Iterator[Stack]:
 def visitor(stack) -> dict[str, str]:
     """A user with a password, an API key and a session, and a browser signed in on the healthy
     process: its cookies and CSRF token."""
-    key = stack.api_key("olga")
-    stack.manage(
-        stack.env,
-        "shell",
-        "-c",
-        f"from accounts.models import User; u = User.objects.get(username='olga');"
-        f" u.set_password({PASSWORD!r}); u.save()",
-    )
+    key = stack.api_key("olga", password=PASSWORD)
     url = stack.urls["web"]
     with httpx.Client(base_url=url, timeout=30) as api:
         made = api.post(

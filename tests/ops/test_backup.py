@@ -29,6 +29,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from tests import prebuilt
 from tests.procs import Services, app_env, manage
 
 ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
@@ -181,8 +182,7 @@ def serve(env: dict[str, str], log_dir: Path) -> tuple[Services, str, str]:
     the services, the base URL and an API key of alice's."""
     services = Services(log_dir)
     services.prepare(env)
-    services.manage(env, "shell", "-c", PREFILL)
-    key = services.manage(env, "createapikey", "alice").strip().splitlines()[-1]
+    _, key = services.setup_with_key(env, PREFILL, "alice")
     return services, services.start_daphne(env), key
 
 
@@ -321,7 +321,7 @@ def assert_served_as_backed_up(
     settled sessions) through the API."""
     services = Services(tmp_path)
     try:
-        services.manage(restored_env, "collectstatic", "--noinput", "-v0")
+        prebuilt.static_files(Path(restored_env["ROLLBACK_VAR_DIR"]))
         restored_url = services.start_daphne(restored_env)
         for session in settled_sessions(tables)[-3:]:
             assert served_messages(restored_url, key, session) == history(tables, session)
@@ -561,6 +561,7 @@ class PgServer:
     def __init__(self) -> None:
         url = urlsplit(os.environ["DATABASE_URL"])
         self.url = os.environ["DATABASE_URL"]
+        self.server_url = _with_path(self.url, "/postgres")
         self.flags = [f"--host={url.hostname}", f"--port={url.port or 5432}"]
         self.flags += [f"--username={url.username}"] if url.username else []
         self.env = {**os.environ, "PGPASSWORD": url.password or ""}
@@ -578,7 +579,7 @@ class PgServer:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=300)  # noqa: S603 - the test's own argument list, no shell
 
     def drop_all(self) -> None:
-        with psycopg.connect(_with_path(self.url, "/postgres"), autocommit=True) as conn:
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
             for name in self.names:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -596,9 +597,7 @@ def pg_server() -> Iterator[PgServer]:
 def pg_app(model_server, tmp_path_factory, pg_server) -> Iterator[tuple[dict[str, str], str, str]]:
     """The app served on a fresh PostgreSQL database (turns on daphne's own threads)."""
     tmp = tmp_path_factory.mktemp("backup-postgres")
-    name = pg_server.name("source")
-    created = pg_server.run("createdb", *pg_server.flags, name)
-    assert created.returncode == 0, created.stderr
+    name = prebuilt.postgres_database(pg_server.server_url, pg_server.name("source"))
     env = app_env(
         tmp / "var",
         model_server.base_url,

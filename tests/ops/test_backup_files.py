@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from tests import prebuilt
 from tests.ops.test_backup import PgServer
 from tests.procs import app_env, manage
 
@@ -73,17 +74,17 @@ def _check_filled(rows: dict[str, list[tuple]]) -> None:
     assert any(mark for _, mark in rows["fork_marks"])
 
 
-def _prepared(env: dict[str, str]) -> None:
-    for args in (("migrate", "--no-input"), ("shell", "-c", WRITE_FILES)):
-        done = manage(env, *args)
-        assert done.returncode == 0, done.stdout + done.stderr
+def _filled(env: dict[str, str]) -> None:
+    """The migrated database of `env` gets WRITE_FILES's session."""
+    done = manage(env, "shell", "-c", WRITE_FILES)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.skipif(ON_POSTGRES, reason="runs in the SQLite phase of make test")
 def test_a_sqlite_backup_holds_the_workspace(tmp_path):
     env = app_env(tmp_path / "var", "http://127.0.0.1:9")
-    (tmp_path / "var").mkdir()
-    _prepared(env)
+    prebuilt.sqlite_database(tmp_path / "var")
+    _filled(env)
     path = tmp_path / "rollback.backup.sqlite3"
 
     done = manage(env, "backup", str(path))
@@ -105,10 +106,9 @@ def pg_server() -> Iterator[PgServer]:
 
 @pytest.mark.postgres
 def test_a_postgres_backup_restores_the_workspace(pg_server, tmp_path):
-    source = pg_server.name("files")
-    assert pg_server.run("createdb", *pg_server.flags, source).returncode == 0
+    source = prebuilt.postgres_database(pg_server.server_url, pg_server.name("files"))
     env = app_env(tmp_path / "var", "http://127.0.0.1:9", DATABASE_URL=pg_server.url_of(source))
-    _prepared(env)
+    _filled(env)
     path = tmp_path / "rollback.dump"
     done = manage(env, "backup", str(path))
     assert done.returncode == 0, done.stdout + done.stderr
