@@ -3,12 +3,12 @@
 # make check - the inner loop: ruff, mypy, import contracts, and the tests that need no browser,
 #              no served stack or process, no PostgreSQL and no Redis, in parallel (pytest-xdist)
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
-#             gateway environment, each from its lock file), then side by side: lint (ruff, mypy,
-#             import contracts, Django's deployment checks, migrations), the suite in parallel on
-#             SQLite (every test but those needing PostgreSQL or Redis), the tests marked
-#             `servers` on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere
-#             when they are not running) and bench-smoke; then check that every collected test
-#             ran in one phase at least
+#             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
+#             Django's deployment checks, migrations), run the suite in parallel on SQLite (every
+#             test but those needing PostgreSQL or Redis), then the tests marked `servers` on
+#             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they are
+#             not running), check that every collected test ran in one phase at least, and run
+#             bench-smoke
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
 # make bench-smoke - the same code paths with tiny sizes, in seconds (part of make test)
@@ -172,13 +172,13 @@ test-count:
 		echo "WARNING: no PostgreSQL phase: the tests it runs were not counted."; \
 	fi
 
-# The static checks, the two phases and the benchmark's smoke run side by side once everything
-# is installed: the PostgreSQL phase spends minutes waiting (sockets kept open, processes killed
-# and restarted), which the SQLite phase fills. Each one's output is printed as it ends
-# (--output-sync); the count of tests comes last.
-test: install $(VENV)/.bench-installed
-	$(MAKE) --no-print-directory -j4 --output-sync=target lint test-sqlite test-postgres bench-smoke
+# One step after another: run side by side, the two phases overload two cores (load 10), and the
+# tests that hold a bound (a 503 within seconds, a socket's handshake) fail.
+test: lint
+	$(MAKE) --no-print-directory test-sqlite
+	$(MAKE) --no-print-directory test-postgres
 	$(MAKE) --no-print-directory test-count
+	$(MAKE) --no-print-directory bench-smoke
 
 # The benchmark uses its own databases (PostgreSQL: rollback_bench_*; Redis: BENCH_REDIS_URL).
 BENCH_ARGS ?=

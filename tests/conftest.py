@@ -41,10 +41,9 @@ QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_qu
 # the Redis database of the worker running it, which no other worker uses (tests/workers.py), so
 # the stacks of two modules run side by side in two workers. The browser tests are grouped too:
 # their served app and Chromium (package fixtures) would otherwise start again each time a worker
-# comes back to them. The browser tests are two groups, so two workers share them (their time
-# was the longest path of the SQLite phase): the modules before `test_p` and the rest, about half
-# of the browser time each.
-BROWSER_GROUPS = (pytest.mark.xdist_group("browser-1"), pytest.mark.xdist_group("browser-2"))
+# comes back to them. They are one group: split in two, each half took as long as the whole
+# (two browsers and two served apps on two cores), with more CPU.
+BROWSER_GROUP = pytest.mark.xdist_group("browser")
 
 
 def needs_servers(item: pytest.Item) -> bool:
@@ -83,7 +82,7 @@ def pytest_itemcollected(item):
     if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
         item.add_marker(pytest.mark.xdist_group("stack-" + "-".join(parts).removesuffix(".py")))
     elif parts[0] == "e2e":
-        item.add_marker(BROWSER_GROUPS[parts[-1] >= "test_p"])
+        item.add_marker(BROWSER_GROUP)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -18,12 +18,7 @@ from tests.fakes.chat_server import Reply
 from tests.procs import Services, app_env
 
 CELERY_FORMAT = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+: [A-Z]+/")
-# After Services.prepare's migrations, in its process: a user, and an API key (its last line).
-SETUP = """
-from accounts.models import User
-User.objects.create_user("logger")
-call_command("createapikey", "logger")
-"""
+SETUP = "from accounts.models import User; User.objects.create_user('logger')"
 
 
 @pytest.fixture(scope="module")

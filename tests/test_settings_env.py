@@ -343,17 +343,20 @@ def test_local_mode_serves_plain_http(settings_from):
     }
 
 
+# The settings that make a site HTTPS-only, each with a variable of its own.
+HTTPS_SETTINGS = (
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_HSTS_PRELOAD",
+    "SECURE_PROXY_SSL_HEADER",
+)
+
+
 def test_production_serves_https_only_by_default(settings_from):
-    values = shown(
-        settings_from(**PRODUCTION),
-        "SECURE_SSL_REDIRECT",
-        "SESSION_COOKIE_SECURE",
-        "CSRF_COOKIE_SECURE",
-        "SECURE_HSTS_SECONDS",
-        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
-        "SECURE_HSTS_PRELOAD",
-        "SECURE_PROXY_SSL_HEADER",
-    )
+    values = shown(settings_from(**PRODUCTION), *HTTPS_SETTINGS)
     assert values == {
         "SECURE_SSL_REDIRECT": "True",
         "SESSION_COOKIE_SECURE": "True",
@@ -377,17 +380,7 @@ def test_each_https_setting_has_its_own_variable(settings_from):
         DJANGO_SECURE_PROXY_SSL_HEADER="1",
         DJANGO_CSRF_TRUSTED_ORIGINS="https://rollback.example, https://chat.example",
     )
-    values = shown(
-        made,
-        "SECURE_SSL_REDIRECT",
-        "SESSION_COOKIE_SECURE",
-        "CSRF_COOKIE_SECURE",
-        "SECURE_HSTS_SECONDS",
-        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
-        "SECURE_HSTS_PRELOAD",
-        "SECURE_PROXY_SSL_HEADER",
-        "CSRF_TRUSTED_ORIGINS",
-    )
+    values = shown(made, *HTTPS_SETTINGS, "CSRF_TRUSTED_ORIGINS")
     assert values == {
         "SECURE_SSL_REDIRECT": "False",
         "SESSION_COOKIE_SECURE": "False",
