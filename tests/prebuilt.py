@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from tests.procs import app_env, manage
+from tests.procs import app_env, manage_ok
 
 # Set by tests/conftest.py (_prebuilt_directory) before any test runs.
 _directory: Path | None = None
@@ -47,12 +47,6 @@ def configure(basetemp: Path) -> None:
     shared = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
     _directory = shared / "prebuilt"
     _directory.mkdir(exist_ok=True)
-
-
-def _run(env: dict[str, str], *args: str) -> None:
-    result = manage(env, *args)
-    if result.returncode != 0:
-        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
 
 
 def _shared() -> Path:
@@ -80,7 +74,7 @@ def _built(kind: str, build: Callable[[Path], None]) -> Path:
 
 def _migrate_sqlite(target: Path) -> None:
     env = app_env(target, NO_MODEL)
-    _run(env, "migrate", "--noinput")
+    manage_ok(env, "migrate", "--noinput")
     # Everything in the database file itself, so the file alone is a whole copy (SQLite
     # removes the emptied WAL when the last connection closes).
     conn = sqlite3.connect(target / "rollback.sqlite3")
@@ -93,7 +87,7 @@ def _migrate_sqlite(target: Path) -> None:
 
 
 def _collect_static(target: Path) -> None:
-    _run(app_env(target, NO_MODEL), "collectstatic", "--noinput", "-v0")
+    manage_ok(app_env(target, NO_MODEL), "collectstatic", "--noinput", "-v0")
 
 
 def sqlite_database(var_dir: Path) -> None:
@@ -163,7 +157,8 @@ def postgres_template(server_url: str) -> str:
         conn.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{building}"')
         env = app_env(_shared() / "postgres-var", NO_MODEL)
-        _run({**env, "DATABASE_URL": _with_database(server_url, building)}, "migrate", "--noinput")
+        env["DATABASE_URL"] = _with_database(server_url, building)
+        manage_ok(env, "migrate", "--noinput")
         conn.execute(f'ALTER DATABASE "{building}" WITH ALLOW_CONNECTIONS false')
         conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
     _known["postgres"] = name

@@ -69,10 +69,18 @@ def manage(env: dict[str, str], *args: str, **kwargs: Any) -> subprocess.Complet
     )
 
 
+def manage_ok(env: dict[str, str], *args: str) -> str:
+    """`manage.py ARGS` run to its end in `env`; its standard output, or an error with the end
+    of what it wrote on standard error."""
+    result = manage(env, *args)
+    if result.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
+    return result.stdout
+
+
 def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    """Until `url` answers below 500; a process that exits fails at once. The bound is generous:
-    `make test` runs its phases side by side on two cores, where a start can take half a
-    minute."""
+    """Until `url` answers below 500; a process that exits fails at once. The bound is generous,
+    a failure's and not a speed's: on two loaded cores a start can take half a minute."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -102,24 +110,19 @@ class Services:
 
     def manage(self, env: dict[str, str], *args: str) -> str:
         """Run a management command to its end; its standard output."""
-        result = manage(env, *args)
-        if result.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
-        return result.stdout
+        return manage_ok(env, *args)
 
-    def prepare(self, env: dict[str, str], setup: str = "") -> str:
+    def prepare(self, env: dict[str, str]) -> None:
         """`env`'s var directory as `manage.py migrate` and `manage.py collectstatic` leave it,
         from what the run built once (tests.prebuilt): a copy of the migrated SQLite database,
         and the collected static files. A PostgreSQL database (DATABASE_URL) is made migrated,
-        a copy of a template: tests.prebuilt.postgres_database. Then `setup` (Python, as
-        `manage.py shell -c` runs it), if any, in one process; what it printed."""
+        a copy of a template: tests.prebuilt.postgres_database."""
         from tests import prebuilt  # (which runs manage.py with this module's helpers)
 
         var_dir = Path(env["ROLLBACK_VAR_DIR"])
         if "DATABASE_URL" not in env:
             prebuilt.sqlite_database(var_dir)
         prebuilt.static_files(var_dir)
-        return self.manage(env, "shell", "-c", setup) if setup else ""
 
     def setup_with_key(self, env: dict[str, str], code: str, username: str) -> tuple[str, str]:
         """Run `code` (a test's setup, as `manage.py shell -c` runs it), then give `username`

@@ -148,7 +148,8 @@ def behind_proxy(model_server, tmp_path_factory) -> Iterator[tuple[str, Services
     )
     try:
         make_ada = f"User.objects.create_user('ada', password={PASSWORD!r})"
-        services.prepare(env, f"from accounts.models import User; {make_ada}")
+        services.prepare(env)
+        services.manage(env, "shell", "-c", f"from accounts.models import User; {make_ada}")
         port = free_port()
         cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
         proc = services.start("daphne", [*cmd, "rollback_site.asgi:application"], env)
