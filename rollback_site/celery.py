@@ -15,8 +15,6 @@ from typing import Any
 from celery import Celery
 from celery.signals import setup_logging
 
-from ops.heartbeat import WorkerHeartbeat
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
 
 app = Celery("rollback")
@@ -32,5 +30,7 @@ def use_django_logging(**kwargs: Any) -> None:
     configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
 
 
-# Each worker says it is alive, for /healthz (ops.health).
-app.steps["worker"].add(WorkerHeartbeat)
+# Each worker says it is alive, for /healthz (ops.health). Named by its path, which the worker
+# imports as it starts: every other process (each that imports the Celery app) need not import
+# the health checks (ops.health, and with them channels_redis) at django.setup().
+app.steps["worker"].add("ops.heartbeat:WorkerHeartbeat")
