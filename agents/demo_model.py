@@ -23,6 +23,12 @@ from agno.models.response import ModelResponse
 from core.model_choice import DEMO_MODEL_ID
 
 from .builtin_tools import REGISTRY
+
+# The markers that open the requests answered their own way; declared apart from agno
+# (agents.markers), importable from here as before.
+from .markers import CONTINUE_MARKER as CONTINUE_MARKER
+from .markers import SUMMARY_MARKER as SUMMARY_MARKER
+from .markers import TITLE_MARKER as TITLE_MARKER
 from .registry import BuiltinTool
 
 DEMO_NOTICE = (
@@ -31,19 +37,7 @@ DEMO_NOTICE = (
     "start”, “list the files”, “add a todo: buy milk” or “roll back to start”."
 )
 
-# The summarising requests of agents.context start their instructions with this; the demo
-# model then answers with an extract of the conversation instead of its usual reply.
-SUMMARY_MARKER = "You write the running summary of a conversation"
-
-
-# The titling requests of agents.titles start their instructions with this; the demo model then
-# answers with a title made of the first words of the user's first message.
-TITLE_MARKER = "You give conversations short titles"
-
-
-# A turn that continues a cut-off reply (agents.history.CONTINUE_INSTRUCTION) asks with this;
-# the demo model then goes on with a short ending instead of quoting the request.
-CONTINUE_MARKER = "Your previous reply was cut off"
+# What the demo model says to a turn that continues a cut-off reply (CONTINUE_MARKER).
 DEMO_CONTINUATION = " …and that is the end of it (the offline demo model has nothing more to add)."
 
 

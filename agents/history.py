@@ -19,7 +19,7 @@ from agno.models.message import Message as AgnoMessage
 from sessions_app.models import Message
 from sessions_app.turns import NewMessage, without_cut_note
 
-from .demo_model import CONTINUE_MARKER
+from .markers import CONTINUE_MARKER
 from .tools import DEFAULT_EFFECT
 
 # What a turn that continues a cut-off reply (sessions_app.turns.turn_continue) asks after the

@@ -26,7 +26,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import openai
 from agno.agent import Agent
@@ -37,8 +37,10 @@ from agno.models.response import ModelResponse
 from agno.run.base import RunStatus
 from django.conf import settings
 
-from core.model_choice import DEMO_MODEL_ID, chosen_model, chosen_temperature
+from core.model_choice import DEMO_MODEL_ID, model_settings
+from core.model_choice import ModelSettings as ModelSettings  # moved there: no agno needed
 from core.model_choice import is_demo as is_demo  # agents.model.is_demo: used by the pages, the CLI
+from core.model_choice import model_id_for as model_id_for  # moved there: no agno needed
 
 from .demo_model import DemoModel
 from .model_errors import explain, stream_error
@@ -265,28 +267,6 @@ def tool_limit_hit(model: Model | None) -> bool:
     return isinstance(model, ChatModel) and model.tool_limit_hit
 
 
-class ModelSettings(TypedDict):
-    id: str
-    temperature: float | None
-
-
-def model_settings(
-    session_settings: Mapping[str, object] | None = None,
-    *,
-    default_id: str | None = None,
-    default_temperature: float | None = None,
-) -> ModelSettings:
-    """The model id and temperature for a session: its own settings, else the defaults (the
-    caller's, else AGENT_MODEL and the server's temperature). A model or temperature the session
-    may not use raises InvalidInput (core.model_choice), so it is never called."""
-    chosen = session_settings or {}
-    temperature = chosen_temperature(chosen)
-    return {
-        "id": chosen_model(chosen) or default_id or settings.AGENT_MODEL,
-        "temperature": default_temperature if temperature is None else temperature,
-    }
-
-
 def build_model(
     session_settings: Mapping[str, object] | None = None,
     *,
@@ -345,11 +325,6 @@ def ask_once(model: Model, instructions: str, prompt: str) -> tuple[bool, str]:
     output = agent.run(input=prompt)
     content = output.content if isinstance(output.content, str) else ""
     return output.status == RunStatus.completed, content
-
-
-def model_id_for(session_settings: Mapping[str, object] | None) -> str:
-    """The id of the model a session's turns use (InvalidInput as build_model)."""
-    return DEMO_MODEL_ID if is_demo() else model_settings(session_settings)["id"]
 
 
 _OVERFLOW = re.compile(

@@ -1,5 +1,11 @@
 """Celery tasks: thin adapters that take ids and call the turn pipeline (through
-agents.worker) or a service."""
+agents.worker) or a service.
+
+Every process imports this module at the start (agents.apps registers the tasks by name), so it
+imports none of the turn's code: agents.worker (agno, openai) is imported by the task that runs a
+turn. The processes that run turns import it at their start instead (`preload_turn_code`), so no
+turn pays for the import.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from celery import shared_task
 
 from .services import turns_recover
 from .summaries import branch_summarise
-from .worker import ClaimFailed, run_turn
+from .turn.claim import ClaimFailed
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -40,6 +46,8 @@ CLAIM_RETRIES = 10
     retry_jitter=True,
 )
 def run_turn_task(turn_id: int) -> str:
+    from .worker import run_turn
+
     turn = run_turn(turn_id)
     return turn.status if turn is not None else "not queued"
 
@@ -57,3 +65,11 @@ def summarise_branch_task(branch_id: int) -> int:
     """Summarise a branch's history ahead of need (agents.summaries); idempotent, and harmless
     when another summariser holds the branch."""
     return branch_summarise(branch_id=branch_id)
+
+
+def preload_turn_code() -> None:
+    """Import the code that runs turns (agents.worker, and with it agno and openai), for a
+    process that runs turns, at its start: the served process (rollback_site.serve,
+    rollback_site.asgi) and a Celery worker before it forks its pool (rollback_site.celery).
+    Management commands never call it, and never load that code."""
+    from . import worker  # noqa: F401

@@ -6,7 +6,7 @@ the summaries of agents.context, made after the turn has finished, so the reply 
 and a failure costs nothing but the title: it is logged, and the next turn (of the first
 TITLE_TURNS exchanges) tries again. A name the user gives meanwhile always wins
 (sessions_app.services.session_title_set). The offline demo model answers these requests too
-(agents.demo_model.TITLE_MARKER).
+(agents.markers.TITLE_MARKER).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from core.validation import NAME_MAX_LENGTH
 from sessions_app.models import Session, Turn
 from sessions_app.services import DEFAULT_SESSION_NAME, session_title_set
 
-from .demo_model import TITLE_MARKER
+from .markers import TITLE_MARKER
 from .model import ask_once, build_model
 
 log = logging.getLogger(__name__)

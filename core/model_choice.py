@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TypedDict
 
 from django.conf import settings
 
@@ -70,6 +71,34 @@ def chosen_temperature(session_settings: Mapping[str, object]) -> float | None:
             f"{TEMPERATURE_MIN:g} to {TEMPERATURE_MAX:g}."
         )
     return float(value)
+
+
+class ModelSettings(TypedDict):
+    id: str
+    temperature: float | None
+
+
+def model_settings(
+    session_settings: Mapping[str, object] | None = None,
+    *,
+    default_id: str | None = None,
+    default_temperature: float | None = None,
+) -> ModelSettings:
+    """The model id and temperature for a session: its own settings, else the defaults (the
+    caller's, else AGENT_MODEL and the server's temperature). A model or temperature the session
+    may not use raises InvalidInput, so it is never called. (agents.model.build_model makes the
+    model from these.)"""
+    chosen = session_settings or {}
+    temperature = chosen_temperature(chosen)
+    return {
+        "id": chosen_model(chosen) or default_id or settings.AGENT_MODEL,
+        "temperature": default_temperature if temperature is None else temperature,
+    }
+
+
+def model_id_for(session_settings: Mapping[str, object] | None) -> str:
+    """The id of the model a session's turns use (InvalidInput as `model_settings`)."""
+    return DEMO_MODEL_ID if is_demo() else model_settings(session_settings)["id"]
 
 
 CONTEXT_TOKENS_MIN, CONTEXT_TOKENS_MAX = 256, 10_000_000

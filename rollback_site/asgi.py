@@ -1,6 +1,10 @@
 """ASGI entry point, `rollback_site.asgi:application`: HTTP through Django (bodies bounded by
 core.bodies.BodyLimit), WebSockets through Channels (the chat page's socket and the integration
-event stream). Serve it with `python -m rollback_site.serve`, which bounds bodies in daphne too."""
+event stream). Serve it with `python -m rollback_site.serve`, which bounds bodies in daphne too.
+
+The served process runs turns (on its own pool when there is no broker) and builds agents for the
+pages and the API, so it imports their code (agno, openai) here, at its start: no request or turn
+pays for it. django.setup() does not import it (most processes never run a turn)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from agents.tasks import preload_turn_code  # noqa: E402
 from core.bodies import BodyLimit  # noqa: E402
 from web.ws.routing import websocket_urlpatterns  # noqa: E402
 from web.ws.security import BearerAuth, OriginCheck  # noqa: E402
@@ -28,3 +33,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+preload_turn_code()

@@ -5,6 +5,10 @@ handlers with its own format: `worker_hijack_root_logger`). Connecting `setup_lo
 Celery to leave logging alone: the receiver applies settings.LOGGING, as Django does in every
 other process, so worker and beat lines follow LOG_FORMAT and LOG_LEVEL (Celery's `--loglevel`
 and `--logfile` are not used) and carry the ids of the turn they run.
+
+A worker imports the code that runs turns (agno, openai) when it starts, before it forks its pool
+(`worker_init`): each pool process has it from the start, and no turn pays for the import.
+django.setup() does not import it, so beat and the management commands never load it.
 """
 
 from __future__ import annotations
@@ -13,9 +17,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import setup_logging
-
-from ops.heartbeat import WorkerHeartbeat
+from celery.signals import setup_logging, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
 
@@ -32,5 +34,15 @@ def use_django_logging(**kwargs: Any) -> None:
     configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
 
 
-# Each worker says it is alive, for /healthz (ops.health).
-app.steps["worker"].add(WorkerHeartbeat)
+@worker_init.connect  # type: ignore[untyped-decorator]  # celery is untyped
+def preload_in_worker(**kwargs: Any) -> None:
+    # Sent once the worker has set Django up (Celery's Django fixup, connected first).
+    from agents.tasks import preload_turn_code
+
+    preload_turn_code()
+
+
+# Each worker says it is alive, for /healthz (ops.health). Named by its path, which the worker
+# imports as it starts: every other process (each that imports the Celery app) need not import
+# the health checks (ops.health, and with them channels_redis) at django.setup().
+app.steps["worker"].add("ops.heartbeat:WorkerHeartbeat")

@@ -136,6 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     http_protocol.WebRequest = BoundedRequest
     # The command line makes its access log with this name.
     cli.AccessLogGenerator = AccessLog
+    # The code that runs turns (agno, openai), which django.setup() leaves out: imported now,
+    # before the recovery thread may run a turn, rather than at the first turn. (The application's
+    # module imports it too, for a server started another way: rollback_site.asgi.)
+    from agents.tasks import preload_turn_code
+
+    preload_turn_code()
     # The embedded mode's turn recovery (no broker, no beat) starts with the server; a turn's
     # dispatch starts it too. (Sockets never start it: they write nothing.)
     from agents.services import start_in_process_recovery

@@ -76,3 +76,49 @@ def test_the_served_app_gives_the_admin_with_its_static_files(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+# --- What a process imports as it starts ---------------------------------------------------------
+
+
+def fresh_python(code: str, var_dir: Path) -> str:
+    """What `code` prints, run by a Python of its own with the app's default settings (no
+    database, no Redis, no model server: nothing set)."""
+    dropped = {"DATABASE_URL", "REDIS_URL", "ROLLBACK_REQUIRE_POSTGRES", "DJANGO_DEBUG"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env.update(DJANGO_SETTINGS_MODULE="rollback_site.settings", ROLLBACK_VAR_DIR=str(var_dir))
+    done = subprocess.run(  # noqa: S603 - the test's own argument list, no shell
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_start_imports_no_model_library_and_a_worker_loads_the_turn_code(tmp_path):
+    """django.setup(), which every process runs (each management command, beat), imports none of
+    agno, openai and twisted: they were half of a start's CPU. A Celery worker imports the code
+    that runs turns as it starts (worker_init, before it forks its pool), so no turn pays for it."""
+    out = fresh_python(
+        "import django; django.setup(); import sys; "
+        "print(sorted(m for m in ('agno', 'openai', 'twisted') if m in sys.modules)); "
+        "from rollback_site.celery import app; "
+        "app.WorkController(pool_cls='solo', hostname='preload@test'); "
+        "print('agents.worker' in sys.modules, 'agno' in sys.modules)",
+        tmp_path,
+    )
+    assert out.splitlines() == ["[]", "True True"]
+
+
+def test_the_served_app_loads_the_turn_code_as_it_starts(tmp_path):
+    """The ASGI application's start (rollback_site.serve, a plain daphne) imports the code that
+    runs turns, so neither the first turn nor the first page pays for it."""
+    out = fresh_python(
+        "import sys; import rollback_site.asgi; print('agents.worker' in sys.modules)", tmp_path
+    )
+    assert out.splitlines() == ["True"]

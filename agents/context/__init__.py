@@ -31,7 +31,7 @@ Every name is importable from agents.context itself.
 
 from __future__ import annotations
 
-from ..demo_model import SUMMARY_MARKER
+from ..markers import SUMMARY_MARKER
 from .counting import (
     CHARS_PER_TOKEN,
     MESSAGE_TOKENS,

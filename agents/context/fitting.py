@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import InvalidInput
+from core.model_choice import model_id_for
 from sessions_app.models import Branch, Message, Session, Summary
 from sessions_app.selectors import branch_history, lineage_summary
 
-from ..model import model_id_for
 from .counting import SYSTEM_CHARS, Limits, _chars, limits_for, ratio_for, tokens
 from .summariser import summarising
 from .usage import context_usage

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from core.errors import InvalidInput
+from core.model_choice import model_id_for
 from sessions_app.models import Branch, Summary
 from sessions_app.selectors import history_size, lineage_summary
 
 from ..instructions import owner_instructions_for
-from ..model import model_id_for
 from .counting import SYSTEM_CHARS, Limits, limits_for, ratio_for, tokens
 from .summariser import is_summarising
 from .writer import _summary_budget, _summary_tokens, bounded

@@ -13,8 +13,7 @@ from core.errors import InvalidInput
 from sessions_app.models import Branch, Message, Session, Summary
 from sessions_app.services import summary_store
 
-from ..demo_model import SUMMARY_MARKER
-from ..model import ask_once, build_model, is_context_overflow, model_label
+from ..markers import SUMMARY_MARKER
 from .counting import CHARS_PER_TOKEN, SAFETY, Limits, overflowed, tokens
 
 log = logging.getLogger("agents.context")  # the name it logged under as one module
@@ -170,6 +169,10 @@ def _summarise(
             "earlier messages of this conversation. Raise AGENT_CONTEXT_TOKENS (or the "
             "session's settings.context_tokens)."
         )
+    # The model's code (agno, openai) is imported by what asks it, not with this package:
+    # django.setup() imports agents.context, and most processes never summarise.
+    from ..model import ask_once, build_model, is_context_overflow, model_label
+
     summariser = build_model(session.settings, max_tokens=reply_tokens)
     summary = previous
     done, shrinks = 0, 0

@@ -1,15 +1,18 @@
 """The bot's commands in a linked chat, over the same services as `manage.py chat`
 (AgentService, RollbackAgent, checkpoints): each takes the user, the chat and the command's
-argument and answers with the text to send back."""
+argument and answers with the text to send back.
+
+Every process imports this module at the start (integrations.tasks, through .updates), so the
+agent's code (agents.agent_service, built on agno) is imported by the commands that use it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from accounts.models import User
-from agents.agent_service import AgentService, branch_lines, counted
 from agents.context import left_behind_lines
-from agents.rollback_agent import RollbackAgent
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from sessions_app.approvals import turn_approve
@@ -17,6 +20,10 @@ from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Session
 
 from .conversations import awaiting_turn, chat_session, chat_session_new
+
+if TYPE_CHECKING:
+    from agents.agent_service import AgentService
+    from agents.rollback_agent import RollbackAgent
 
 HELP = """Commands:
 /checkpoint NAME — save a checkpoint of the conversation as it stands
@@ -29,6 +36,12 @@ HELP = """Commands:
 Anything else is a message to the agent."""
 
 
+def _service(user: User) -> AgentService:
+    from agents.agent_service import AgentService
+
+    return AgentService(user=user)
+
+
 def _agent(service: AgentService, session: Session) -> RollbackAgent:
     agent = service.resume_agent(session.pk)
     if agent is None:  # deleted between the two reads
@@ -37,6 +50,8 @@ def _agent(service: AgentService, session: Session) -> RollbackAgent:
 
 
 def _where(agent: RollbackAgent) -> str:
+    from agents.agent_service import counted
+
     branch = agent.refresh_branch()
     return f"Now on branch {branch.pk} ({counted(branch.message_count, 'message')})."
 
@@ -45,18 +60,18 @@ def checkpoint(user: User, chat_id: int, arg: str) -> str:
     if not arg:
         return "Give the checkpoint a name: /checkpoint NAME"
     session = chat_session(user=user, chat_id=chat_id)
-    return _agent(AgentService(user=user), session).create_checkpoint(arg)
+    return _agent(_service(user), session).create_checkpoint(arg)
 
 
 def checkpoints_list(user: User, chat_id: int, arg: str) -> str:
     session = chat_session(user=user, chat_id=chat_id)
-    return _agent(AgentService(user=user), session).list_checkpoints_tool()
+    return _agent(_service(user), session).list_checkpoints_tool()
 
 
 def rollback(user: User, chat_id: int, arg: str) -> str:
     if not arg:
         return "Say which checkpoint: /rollback ID_OR_NAME (see /list)"
-    service = AgentService(user=user)
+    service = _service(user)
     session = chat_session(user=user, chat_id=chat_id)
     current = _agent(service, session)
     try:
@@ -71,8 +86,10 @@ def rollback(user: User, chat_id: int, arg: str) -> str:
 
 
 def branches(user: User, chat_id: int, arg: str) -> str:
+    from agents.agent_service import branch_lines
+
     session = chat_session(user=user, chat_id=chat_id)
-    return "\n".join(branch_lines(AgentService(user=user).list_internal_sessions(session.pk)))
+    return "\n".join(branch_lines(_service(user).list_internal_sessions(session.pk)))
 
 
 def new(user: User, chat_id: int, arg: str) -> str:

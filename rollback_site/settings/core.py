@@ -19,7 +19,8 @@ DEBUG = env.DJANGO_DEBUG is True
 PRODUCTION = env.production
 
 INSTALLED_APPS = [
-    "daphne",
+    # daphne's app (`manage.py runserver` serves ASGI), without importing twisted at setup.
+    "rollback_site.daphne_app.DaphneConfig",
     # django.contrib.admin, with the operator's dashboard among the admin site's pages.
     "web.admin_site.RollbackAdminConfig",
     # Before django.contrib.auth: its `changepassword` command is the one run (it closes sockets).
