@@ -15,6 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.manage_server import ManageServer
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -72,10 +74,29 @@ def manage(env: dict[str, str], *args: str, **kwargs: Any) -> subprocess.Complet
 def manage_ok(env: dict[str, str], *args: str) -> str:
     """`manage.py ARGS` run to its end in `env`; its standard output, or an error with the end
     of what it wrote on standard error."""
-    result = manage(env, *args)
+    return checked(manage(env, *args), args)
+
+
+def checked(result: subprocess.CompletedProcess[str], args: tuple[str, ...]) -> str:
+    """The standard output of `manage.py ARGS` run to `result`, if it succeeded; an error with
+    the end of its standard error otherwise."""
     if result.returncode != 0:
         raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-4000:]}")
     return result.stdout
+
+
+def runs_in_place(args: tuple[str, ...]) -> bool:
+    """Whether `manage.py ARGS` may run in a long-lived process (tests.manage_server): a test's
+    setup or check through `shell -c`, or `createapikey`, whose callers want their output only.
+    Everything else (migrate, collectstatic, backup, chat, check...) gets a process of its own:
+    what it changes or what its callers look at (the start itself, stdin, the exit status, the
+    files it leaves) belongs to a fresh process."""
+    if not args:
+        return False
+    if args[0] == "createapikey":
+        return True
+    command = ("-c", "--command")
+    return args[0] == "shell" and any(a in command or a.startswith("--command=") for a in args)
 
 
 def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
@@ -107,10 +128,22 @@ class Services:
         self.logs: dict[str, Path] = {}
         self.base_url = ""
         self._files: list = []
+        self._servers: dict[tuple[tuple[str, str], ...], ManageServer] = {}
 
     def manage(self, env: dict[str, str], *args: str) -> str:
-        """Run a management command to its end; its standard output."""
-        return manage_ok(env, *args)
+        """Run a management command to its end; its standard output, or an error with the end of
+        its standard error. `shell -c` and `createapikey` run in one long-lived process per
+        environment (tests.manage_server: a fresh process's ~2.8 s of CPU once, not per command),
+        the others in a process of their own (`runs_in_place`)."""
+        if not runs_in_place(args):
+            return manage_ok(env, *args)
+        key = tuple(sorted(env.items()))
+        server = self._servers.get(key)
+        if server is None:
+            log = self.log_dir / f"manage-{len(self._servers) + 1}.log"
+            server = self._servers[key] = ManageServer(env, log)
+            self.logs[log.stem] = log
+        return checked(server.run(*args), args)
 
     def prepare(self, env: dict[str, str]) -> None:
         """`env`'s var directory as `manage.py migrate` and `manage.py collectstatic` leave it,
@@ -175,6 +208,9 @@ class Services:
                 proc.wait(10)
 
     def stop_all(self) -> None:
+        for server in self._servers.values():
+            server.stop()
+        self._servers.clear()
         for name in list(self.procs):
             self.stop(name)
         for log in self._files:
