@@ -3,12 +3,12 @@
 # make check - the inner loop: ruff, mypy, import contracts, and the tests that need no browser,
 #              no served stack or process, no PostgreSQL and no Redis, in parallel (pytest-xdist)
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
-#             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
-#             Django's deployment checks, migrations), run the suite in parallel on SQLite (every
-#             test but those needing PostgreSQL or Redis), then the tests marked `servers` on
-#             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they are
-#             not running), check that every collected test ran in one phase at least, and run
-#             bench-smoke
+#             gateway environment, each from its lock file), then side by side: lint (ruff, mypy,
+#             import contracts, Django's deployment checks, migrations), the suite in parallel on
+#             SQLite (every test but those needing PostgreSQL or Redis), the tests marked
+#             `servers` on PostgreSQL and Redis (required in CI; skipped with a warning elsewhere
+#             when they are not running) and bench-smoke; then check that every collected test
+#             ran in one phase at least
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
 # make bench-smoke - the same code paths with tiny sizes, in seconds (part of make test)
@@ -39,8 +39,8 @@ DEPLOY_CHECK_ENV := DJANGO_DEBUG=0 DJANGO_ALLOWED_HOSTS=rollback.example \
 	DJANGO_SECRET_KEY=deploy-check-only-not-a-secret-7Hq2Vx9LmR4tWz8KpN3cYb6FjD5sGa \
 	DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS=1 DJANGO_SECURE_HSTS_PRELOAD=1
 
-.PHONY: run check test test-sqlite test-postgres test-count lint install lock bench bench-smoke \
-	worker clean
+.PHONY: run check test test-sqlite test-postgres test-collect test-count lint install lock bench \
+	bench-smoke worker clean
 
 # Every environment installs exact versions from a lock file in requirements/ (`make lock` makes
 # them), each version with its hashes: run.txt the app's dependencies; dev.txt those and the dev
@@ -106,15 +106,17 @@ run: $(VENV)/.run-installed
 worker: $(VENV)/.run-installed
 	$(VENV)/bin/celery -A rollback_site worker --loglevel INFO
 
-# The static checks: no test, no gateway virtualenv.
+# The static checks: no test, no gateway virtualenv. BACKGROUND prefixes the commands that hold
+# no time bound (`make test` runs them at a lower priority: `nice`), beside the tests that do.
+BACKGROUND ?=
 LINT_ENV := env -u DATABASE_URL -u REDIS_URL
 lint: $(VENV)/.dev-installed
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(LINT_ENV) $(PY) -m mypy
-	$(VENV)/bin/lint-imports
-	$(LINT_ENV) $(PY) manage.py makemigrations --check --dry-run
-	$(LINT_ENV) $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
+	$(BACKGROUND) $(PY) -m ruff check .
+	$(BACKGROUND) $(PY) -m ruff format --check .
+	$(BACKGROUND) $(LINT_ENV) $(PY) -m mypy
+	$(BACKGROUND) $(VENV)/bin/lint-imports
+	$(BACKGROUND) $(LINT_ENV) $(PY) manage.py makemigrations --check --dry-run
+	$(BACKGROUND) $(LINT_ENV) $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
 # The tests run in parallel processes (pytest-xdist), more of them than cores: many tests spend
 # their time waiting for a served process, a socket or a browser.
@@ -126,6 +128,8 @@ TEST_REPORTS := var/test-reports
 # minutes, processes killed and restarted), so more workers than cores.
 TEST_REDIS_DBS ?= 15,14,13
 PG_WORKERS ?= 3
+# The SQLite phase: the two halves of the browser tests in two workers, the rest in the others.
+SQLITE_WORKERS ?= 4
 # The inner loop: the static checks, then the tests that need neither a browser, nor PostgreSQL,
 # nor Redis, nor the served stacks, in parallel.
 check: $(VENV)/.dev-installed
@@ -142,7 +146,8 @@ check: $(VENV)/.dev-installed
 test-sqlite: install
 	@echo "== The suite on SQLite"
 	mkdir -p $(TEST_REPORTS)
-	$(LINT_ENV) $(PY) -m pytest -n $(WORKERS) --dist loadgroup -m "not postgres and not redis" \
+	$(LINT_ENV) $(PY) -m pytest -n $(SQLITE_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		-m "not postgres and not redis" \
 		--durations=25 \
 		--junitxml=$(TEST_REPORTS)/sqlite.xml $(PYTEST_ARGS)
 
@@ -153,7 +158,8 @@ test-postgres: install
 		echo "== The PostgreSQL/Redis tests"; \
 		DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$(TEST_REDIS_URL)" \
 			ROLLBACK_TEST_REDIS_DBS="$(TEST_REDIS_DBS)" ROLLBACK_REQUIRE_POSTGRES=1 \
-			$(PY) -m pytest -n $(PG_WORKERS) --dist loadgroup -m servers --durations=25 \
+			$(PY) -m pytest -n $(PG_WORKERS) --dist loadgroup --no-loadscope-reorder -m servers \
+			--durations=25 \
 			--junitxml=$(TEST_REPORTS)/postgres.xml $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
@@ -161,10 +167,14 @@ test-postgres: install
 		echo "WARNING: PostgreSQL/Redis not running: the PostgreSQL phase was SKIPPED."; \
 	fi
 
+# Every test the suite holds, for test-count (collected while the phases run).
+test-collect:
+	@mkdir -p $(TEST_REPORTS)
+	@$(BACKGROUND) $(LINT_ENV) $(PY) -m pytest -q -p no:cacheprovider --collect-only \
+		> $(TEST_REPORTS)/collected.txt
+
 # No test lost: every collected test ran in one phase at least (scripts/check_test_counts.py).
 test-count:
-	@mkdir -p $(TEST_REPORTS)
-	@$(LINT_ENV) $(PY) -m pytest -q -p no:cacheprovider --collect-only > $(TEST_REPORTS)/collected.txt
 	@if [ -f $(TEST_REPORTS)/postgres.xml ] || [ "$$CI" = "true" ]; then \
 		$(PY) scripts/check_test_counts.py $(TEST_REPORTS)/collected.txt \
 			$(TEST_REPORTS)/sqlite.xml $(TEST_REPORTS)/postgres.xml; \
@@ -172,13 +182,15 @@ test-count:
 		echo "WARNING: no PostgreSQL phase: the tests it runs were not counted."; \
 	fi
 
-# One step after another: run side by side, the two phases overload two cores (load 10), and the
-# tests that hold a bound (a 503 within seconds, a socket's handshake) fail.
-test: lint
-	$(MAKE) --no-print-directory test-sqlite
-	$(MAKE) --no-print-directory test-postgres
-	$(MAKE) --no-print-directory test-count
-	$(MAKE) --no-print-directory bench-smoke
+# The static checks, the two phases, the collection and the smoke benchmark run side by side
+# (each phase in parallel workers: most of the suite waits on sockets, served processes, a
+# browser or the soak's two idle minutes, so one after another they left a core idle for half
+# the run); each step's output is printed whole when it ends. The steps without a time bound run
+# at a lower priority (BACKGROUND) than the phases, whose tests hold bounds. Then the count.
+test: install $(VENV)/.bench-installed
+	@$(MAKE) --no-print-directory -j5 --output-sync=target BACKGROUND="nice -n 10" \
+		lint test-sqlite test-postgres test-collect bench-smoke
+	@$(MAKE) --no-print-directory test-count
 
 # The benchmark uses its own databases (PostgreSQL: rollback_bench_*; Redis: BENCH_REDIS_URL).
 BENCH_ARGS ?=
@@ -192,7 +204,7 @@ bench: $(VENV)/.bench-installed
 # working. Without PostgreSQL and Redis (outside CI) only their parts are left out, with a warning.
 bench-smoke: $(VENV)/.bench-installed
 	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(BENCH_REDIS_URL)"; then \
-		$(BENCH_ENV) $(PY) -m bench --smoke --out var/bench-smoke; \
+		$(BACKGROUND) $(BENCH_ENV) $(PY) -m bench --smoke --out var/bench-smoke; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
 	else \

@@ -28,9 +28,9 @@ def collected(path: Path) -> set[Key]:
     return keys
 
 
-# The xdist groups of tests/conftest.py (`browser`, and `stack-<module>` per served stack's
-# module): `--dist loadgroup` adds `@group` to a grouped test's id.
-GROUP = re.compile(r"@(?:browser|stack-[\w-]+)$")
+# The xdist groups of tests/conftest.py (`browser-1` and `browser-2`, and `stack-<module>` per
+# served stack's module): `--dist loadgroup` adds `@group` to a grouped test's id.
+GROUP = re.compile(r"@(?:browser-\d+|stack-[\w-]+)$")
 
 
 def junit_key(node_id: str) -> Key:

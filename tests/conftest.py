@@ -39,11 +39,30 @@ QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_qu
 # Under xdist (`--dist loadgroup`) each group runs in one worker, one test after another. Each
 # served stack's module is a group: its processes (module fixtures) start once, and it flushes
 # the Redis database of the worker running it, which no other worker uses (tests/workers.py), so
-# the stacks of two modules run side by side in two workers. The browser tests are grouped too:
-# their served app and Chromium (package fixtures) would otherwise start again each time a worker
-# comes back to them. They are one group: split in two, each half took as long as the whole
-# (two browsers and two served apps on two cores), with more CPU.
-BROWSER_GROUP = pytest.mark.xdist_group("browser")
+# the stacks of two modules run side by side in two workers. The browser tests are two groups:
+# each starts its served app and Chromium (package fixtures) once in its worker, and the two
+# halves (balanced by the durations CI lists; a new module joins the first) run side by side.
+SECOND_BROWSER_HALF = frozenset(
+    {
+        "test_compare.py",
+        "test_display.py",
+        "test_files.py",
+        "test_look.py",
+        "test_pages.py",
+        "test_search.py",
+        "test_session_settings.py",
+        "test_session_tabs.py",
+        "test_sessions.py",
+        "test_share.py",
+        "test_signin_drafts_keys.py",
+        "test_streaming.py",
+        "test_telegram_profile.py",
+    }
+)
+# The order in which xdist hands the groups out (`--no-loadscope-reorder` keeps the collection's
+# order): the longest first, so that none starts last and runs alone at the end. The soak stack
+# (minutes of deliberate waiting), then the browser halves, then the other stacks, then the rest.
+FIRST_GROUPS = ("stack-deploy-test_soak", "browser-1", "browser-2")
 
 
 def needs_servers(item: pytest.Item) -> bool:
@@ -82,7 +101,16 @@ def pytest_itemcollected(item):
     if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
         item.add_marker(pytest.mark.xdist_group("stack-" + "-".join(parts).removesuffix(".py")))
     elif parts[0] == "e2e":
-        item.add_marker(BROWSER_GROUP)
+        half = 2 if parts[-1] in SECOND_BROWSER_HALF else 1
+        item.add_marker(pytest.mark.xdist_group(f"browser-{half}"))
+
+
+def _group_rank(item: pytest.Item) -> int:
+    marker = item.get_closest_marker("xdist_group")
+    group = marker.args[0] if marker and marker.args else ""
+    if group in FIRST_GROUPS:
+        return FIRST_GROUPS.index(group)
+    return len(FIRST_GROUPS) + (0 if group else 1)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -95,6 +123,8 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "ROLLBACK_REQUIRE_POSTGRES=1 needs DATABASE_URL (PostgreSQL) and REDIS_URL set"
         )
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_group_rank)  # stable: the collection's order within each rank
     for item in items:
         if needs_servers(item):
             item.add_marker(pytest.mark.servers)
