@@ -129,7 +129,11 @@ TEST_REPORTS := var/test-reports
 TEST_REDIS_DBS ?= 15,14,13
 PG_WORKERS ?= 3
 # The SQLite phase: the two halves of the browser tests in two workers, the rest in the others.
+# SQLITE_NICE: `make test` runs it at a lower priority than the PostgreSQL/Redis phase beside it,
+# whose served stacks mostly wait, and when they work must answer within seconds (a 503 from
+# /healthz, a socket's handshake); the SQLite phase's browsers and matrices take the rest.
 SQLITE_WORKERS ?= 4
+SQLITE_NICE ?=
 # The inner loop: the static checks, then the tests that need neither a browser, nor PostgreSQL,
 # nor Redis, nor the served stacks, in parallel.
 check: $(VENV)/.dev-installed
@@ -146,7 +150,8 @@ check: $(VENV)/.dev-installed
 test-sqlite: install
 	@echo "== The suite on SQLite"
 	mkdir -p $(TEST_REPORTS)
-	$(LINT_ENV) $(PY) -m pytest -n $(SQLITE_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	$(SQLITE_NICE) $(LINT_ENV) $(PY) -m pytest -n $(SQLITE_WORKERS) --dist loadgroup \
+		--no-loadscope-reorder \
 		-m "not postgres and not redis" \
 		--durations=25 \
 		--junitxml=$(TEST_REPORTS)/sqlite.xml $(PYTEST_ARGS)
@@ -188,7 +193,8 @@ test-count:
 # the run); each step's output is printed whole when it ends. The steps without a time bound run
 # at a lower priority (BACKGROUND) than the phases, whose tests hold bounds. Then the count.
 test: install $(VENV)/.bench-installed
-	@$(MAKE) --no-print-directory -j5 --output-sync=target BACKGROUND="nice -n 10" \
+	@$(MAKE) --no-print-directory -j5 --output-sync=target \
+		BACKGROUND="nice -n 10" SQLITE_NICE="nice -n 5" \
 		lint test-sqlite test-postgres test-collect bench-smoke
 	@$(MAKE) --no-print-directory test-count
 
@@ -204,7 +210,7 @@ bench: $(VENV)/.bench-installed
 # working. Without PostgreSQL and Redis (outside CI) only their parts are left out, with a warning.
 bench-smoke: $(VENV)/.bench-installed
 	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(BENCH_REDIS_URL)"; then \
-		$(BACKGROUND) $(BENCH_ENV) $(PY) -m bench --smoke --out var/bench-smoke; \
+		$(BENCH_ENV) $(BACKGROUND) $(PY) -m bench --smoke --out var/bench-smoke; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
 	else \
