@@ -106,17 +106,15 @@ run: $(VENV)/.run-installed
 worker: $(VENV)/.run-installed
 	$(VENV)/bin/celery -A rollback_site worker --loglevel INFO
 
-# The static checks: no test, no gateway virtualenv. BACKGROUND prefixes the commands that hold
-# no time bound (say `nice -n 10`, to run them beside tests that do).
-BACKGROUND ?=
+# The static checks: no test, no gateway virtualenv.
 LINT_ENV := env -u DATABASE_URL -u REDIS_URL
 lint: $(VENV)/.dev-installed
-	$(BACKGROUND) $(PY) -m ruff check .
-	$(BACKGROUND) $(PY) -m ruff format --check .
-	$(BACKGROUND) $(LINT_ENV) $(PY) -m mypy
-	$(BACKGROUND) $(VENV)/bin/lint-imports
-	$(BACKGROUND) $(LINT_ENV) $(PY) manage.py makemigrations --check --dry-run
-	$(BACKGROUND) $(LINT_ENV) $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(LINT_ENV) $(PY) -m mypy
+	$(VENV)/bin/lint-imports
+	$(LINT_ENV) $(PY) manage.py makemigrations --check --dry-run
+	$(LINT_ENV) $(DEPLOY_CHECK_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
 # The tests run in parallel processes (pytest-xdist), more of them than cores: many tests spend
 # their time waiting for a served process, a socket or a browser.
@@ -129,10 +127,7 @@ TEST_REPORTS := var/test-reports
 TEST_REDIS_DBS ?= 15,14,13
 PG_WORKERS ?= 3
 # The SQLite phase: the two halves of the browser tests in two workers, the rest in the others.
-# SQLITE_NICE: a prefix for its command (say `nice -n 5`, to run it beside the PostgreSQL/Redis
-# phase at a lower priority).
 SQLITE_WORKERS ?= 4
-SQLITE_NICE ?=
 # The inner loop: the static checks, then the tests that need neither a browser, nor PostgreSQL,
 # nor Redis, nor the served stacks, in parallel.
 check: $(VENV)/.dev-installed
@@ -149,7 +144,7 @@ check: $(VENV)/.dev-installed
 test-sqlite: install
 	@echo "== The suite on SQLite"
 	mkdir -p $(TEST_REPORTS)
-	$(SQLITE_NICE) $(LINT_ENV) $(PY) -m pytest -n $(SQLITE_WORKERS) --dist loadgroup \
+	$(LINT_ENV) $(PY) -m pytest -n $(SQLITE_WORKERS) --dist loadgroup \
 		--no-loadscope-reorder \
 		-m "not postgres and not redis" \
 		--durations=25 \
@@ -174,7 +169,7 @@ test-postgres: install
 # Every test the suite holds, for test-count (collected while the phases run).
 test-collect:
 	@mkdir -p $(TEST_REPORTS)
-	@$(BACKGROUND) $(LINT_ENV) $(PY) -m pytest -q -p no:cacheprovider --collect-only \
+	@$(LINT_ENV) $(PY) -m pytest -q -p no:cacheprovider --collect-only \
 		> $(TEST_REPORTS)/collected.txt
 
 # No test lost: every collected test ran in one phase at least (scripts/check_test_counts.py).
@@ -210,7 +205,7 @@ bench: $(VENV)/.bench-installed
 # working. Without PostgreSQL and Redis (outside CI) only their parts are left out, with a warning.
 bench-smoke: $(VENV)/.bench-installed
 	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(BENCH_REDIS_URL)"; then \
-		$(BENCH_ENV) $(BACKGROUND) $(PY) -m bench --smoke --out var/bench-smoke; \
+		$(BENCH_ENV) $(PY) -m bench --smoke --out var/bench-smoke; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
 	else \
