@@ -162,6 +162,15 @@ def fresh_redis() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Not the suite's per-test FLUSHDB (tests/conftest.py): this process's cache is the stack's
+    Redis database, which holds the served processes' heartbeats, Celery's queues and channel
+    groups while the module runs. Flushed between two tests, /healthz found beat's heartbeat
+    gone until beat's next wake (up to 5 s)."""
+    return
+
+
+@pytest.fixture(autouse=True)
 def _logs_on_failure(request):
     """When a test fails, the tail of every served process's log is added to its report."""
     yield

@@ -63,6 +63,13 @@ class Stack(Services):
         raise RuntimeError("the Celery worker did not get ready within 60 s")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Not the suite's per-test FLUSHDB: this process's cache is the stack's Redis database (its
+    worker's heartbeats, Celery's queues, channel groups), flushed once before and after."""
+    return
+
+
 @pytest.fixture(scope="module")
 def stack(model_server, tmp_path_factory) -> Iterator[tuple[Stack, dict[str, str]]]:
     import redis
