@@ -2,7 +2,8 @@
 
     python scripts/check_test_counts.py COLLECTED REPORT.xml [REPORT.xml ...]
 
-COLLECTED is the output of `pytest --collect-only -q` over the whole suite (one test id a line);
+COLLECTED is the whole suite's collection, one test id a line (the SQLite phase's
+`--collected-list`, tests/conftest.py; `pytest --collect-only -q` prints the same ids);
 each REPORT is a phase's `--junitxml`. A test ran when a report has it neither skipped nor
 deselected (passed or failed: a failure fails the phase itself). Prints the counts, and exits 1
 when a collected test ran in no phase, naming the first of them.
@@ -19,7 +20,7 @@ Key = tuple[str, str]
 
 
 def collected(path: Path) -> set[Key]:
-    """The test ids of a `--collect-only -q` output, as junit's (classname, name)."""
+    """The test ids of a collection list, as junit's (classname, name)."""
     keys = set()
     for line in path.read_text().splitlines():
         line = line.strip()

@@ -113,10 +113,29 @@ def _group_rank(item: pytest.Item) -> int:
     return len(FIRST_GROUPS) + (0 if group else 1)
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--collected-list",
+        metavar="PATH",
+        help="write every collected test id to PATH, before -m or -k deselects any"
+        " (what `make test-count` holds the phases' reports against)",
+    )
+
+
+def _write_collected(config, items) -> None:
+    """`--collected-list`: the whole collection, written by the phase that collects it anyway
+    (one worker under xdist: each collects the same), instead of a collection of its own."""
+    path = config.getoption("collected_list")
+    if path and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+        Path(path).write_text("".join(f"{item.nodeid}\n" for item in items))
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks the tests of the PostgreSQL/Redis phase `servers` (needs_servers), and skips the
     tests that need a server that is not configured. The PostgreSQL phase
-    sets ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead."""
+    sets ROLLBACK_REQUIRE_POSTGRES=1, and then a missing server fails the run instead. Runs
+    before the `-m` deselection (a conftest's hook before the mark plugin's)."""
+    _write_collected(config, items)
     on_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres", "postgresql"))
     on_redis = os.environ.get("REDIS_URL", "").startswith("redis")
     if os.environ.get("ROLLBACK_REQUIRE_POSTGRES") == "1" and not (on_postgres and on_redis):

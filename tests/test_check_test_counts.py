@@ -4,6 +4,9 @@ report's (classname, name) as pytest's junitxml writes them, parameters holding 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,3 +47,31 @@ def test_a_test_that_ran_in_no_phase_fails_the_count(tmp_path):
     assert main([str(collected), str(report)]) == 1
     collected.write_text("tests/a/test_b.py::test_c[::1]\n")
     assert main([str(collected), str(report)]) == 0
+
+
+def test_the_collection_list_holds_the_tests_that_m_left_out(tmp_path):
+    """What the SQLite phase writes for the count: its whole collection, though `-m` runs none."""
+    listed = tmp_path / "collected.txt"
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    subprocess.run(  # noqa: S603 - the test's own argument list, no shell
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "no_such_mark",
+            f"--collected-list={listed}",
+            "tests/test_check_test_counts.py",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=False,
+        capture_output=True,
+    )
+    ids = listed.read_text().splitlines()
+    assert "tests/test_check_test_counts.py::test_an_id_is_split_as_junitxml_splits_it" in ids
+    assert len(ids) == 3
+    assert _script().collected(listed) == {_script().junit_key(i) for i in ids}

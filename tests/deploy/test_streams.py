@@ -8,6 +8,8 @@ still lose nothing: they read what they missed back from the stream's store and 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -74,6 +76,24 @@ def test_100_sockets_each_get_every_piece_of_their_reply_in_order_and_its_end(st
                 body = {"message": f"stream {i}"}
                 turns[sid] = clients[(i + 1) % 2].post(f"/sessions/{sid}/turns/", body, 202)["id"]
 
+        def stall() -> None:
+            """With "tiny", web1 stops reading its inbox for a second once its sockets get
+            pieces, so that the layer drops past its 30 messages however fast this machine drains
+            it (idle, it kept up with the whole load once, and nothing was dropped)."""
+            if request.node.callspec.id != "tiny":
+                return
+            assert all(each.wait(60) for each in opened)
+            web1_logs = logs[::2]  # the sockets of even sessions listen on web1
+            while not any(e["type"] == "message.delta" for log in web1_logs for e in log[:]):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            pid = stack.procs["web1"].pid
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(1.0)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+
         def ended(events: list[dict]) -> bool:
             """The session's one turn ended. (Not `finished(turns[sid])`: on a busy machine the
             turn can end before its POST's answer, and so its id, reaches this process.)"""
@@ -84,7 +104,9 @@ def test_100_sockets_each_get_every_piece_of_their_reply_in_order_and_its_end(st
                 listen(clients[i % 2], sid, log, ended, deadline, opened[i])
                 for i, (sid, log) in enumerate(zip(sessions, logs, strict=True))
             ]
-            *endings, _ = await asyncio.gather(*listeners, asyncio.to_thread(post_all))
+            *endings, _, _ = await asyncio.gather(
+                *listeners, asyncio.to_thread(post_all), asyncio.to_thread(stall)
+            )
             return endings
 
         endings = asyncio.run(main())
