@@ -19,19 +19,20 @@ from pathlib import Path
 Key = tuple[str, str]
 
 
+# The xdist groups of tests/conftest.py (`browser-1` and `browser-2`, and `stack-<module>` per
+# served stack's module): `--dist loadgroup` adds `@group` to a grouped test's id.
+GROUP = re.compile(r"@(?:browser-\d+|stack-[\w-]+)$")
+
+
 def collected(path: Path) -> set[Key]:
-    """The test ids of a collection list, as junit's (classname, name)."""
+    """The test ids of a collection list, as junit's (classname, name). Under xdist's
+    `--dist loadgroup` a grouped test's id ends in its `@group`, as in the reports."""
     keys = set()
     for line in path.read_text().splitlines():
         line = line.strip()
         if "::" in line and not line.startswith(("=", "<")):
-            keys.add(junit_key(line))
+            keys.add(junit_key(GROUP.sub("", line)))
     return keys
-
-
-# The xdist groups of tests/conftest.py (`browser-1` and `browser-2`, and `stack-<module>` per
-# served stack's module): `--dist loadgroup` adds `@group` to a grouped test's id.
-GROUP = re.compile(r"@(?:browser-\d+|stack-[\w-]+)$")
 
 
 def junit_key(node_id: str) -> Key:

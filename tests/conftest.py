@@ -39,7 +39,9 @@ QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_qu
 # Under xdist (`--dist loadgroup`) each group runs in one worker, one test after another. Each
 # served stack's module is a group: its processes (module fixtures) start once, and it flushes
 # the Redis database of the worker running it, which no other worker uses (tests/workers.py), so
-# the stacks of two modules run side by side in two workers. The browser tests are two groups:
+# the stacks of two modules run side by side in two workers. The LiteLLM gateway's tests are one
+# too: its proxy (a session fixture, seconds of CPU to start) starts in one worker, not in each
+# worker that gets one of them. The browser tests are two groups:
 # each starts its served app and Chromium (package fixtures) once in its worker, and the two
 # halves (balanced by the durations CI lists; a new module joins the first) run side by side.
 SECOND_BROWSER_HALF = frozenset(
@@ -98,7 +100,7 @@ def pytest_itemcollected(item):
     """The xdist groups, set as each test is collected: before any
     pytest_collection_modifyitems, xdist's included (it reads them there)."""
     parts = Path(item.path).relative_to(HERE).parts
-    if parts[0] == "deploy" or parts == ("e2e", "test_worker.py"):
+    if parts[0] in ("deploy", "gateway") or parts == ("e2e", "test_worker.py"):
         item.add_marker(pytest.mark.xdist_group("stack-" + "-".join(parts).removesuffix(".py")))
     elif parts[0] == "e2e":
         half = 2 if parts[-1] in SECOND_BROWSER_HALF else 1

@@ -36,7 +36,9 @@ def test_an_id_is_split_as_junitxml_splits_it():
 
 def test_a_test_that_ran_in_no_phase_fails_the_count(tmp_path):
     collected = tmp_path / "collected.txt"
-    collected.write_text("tests/a/test_b.py::test_c[::1]\ntests/a/test_b.py::test_d\n")
+    collected.write_text(
+        "tests/a/test_b.py::test_c[::1]@stack-deploy-test_soak\ntests/a/test_b.py::test_d\n"
+    )
     report = tmp_path / "phase.xml"
     report.write_text(
         '<testsuites><testsuite><testcase classname="tests.a.test_b"'
@@ -45,8 +47,8 @@ def test_a_test_that_ran_in_no_phase_fails_the_count(tmp_path):
     )
     main = _script().main
     assert main([str(collected), str(report)]) == 1
-    collected.write_text("tests/a/test_b.py::test_c[::1]\n")
-    assert main([str(collected), str(report)]) == 0
+    collected.write_text("tests/a/test_b.py::test_c[::1]@stack-deploy-test_soak\n")
+    assert main([str(collected), str(report)]) == 0  # the group is no part of the test's name
 
 
 def test_the_collection_list_holds_the_tests_that_m_left_out(tmp_path):
