@@ -120,12 +120,12 @@ lint: $(VENV)/.dev-installed
 # their time waiting for a served process, a socket or a browser.
 WORKERS ?= 3
 TEST_REPORTS := var/test-reports
-# The PostgreSQL/Redis phase: three workers, each on a Redis database of its own
+# The PostgreSQL/Redis phase: four workers, each on a Redis database of its own
 # (tests/workers.py); each served stack's module (tests/deploy, the e2e worker test) runs in one
 # of them, on its database. Most of a stack's time is spent waiting (sockets kept open for
 # minutes, processes killed and restarted), so more workers than cores.
-TEST_REDIS_DBS ?= 15,14,13
-PG_WORKERS ?= 3
+TEST_REDIS_DBS ?= 15,14,13,12
+PG_WORKERS ?= 4
 # The SQLite phase: the two halves of the browser tests in two workers, the rest in the others.
 SQLITE_WORKERS ?= 4
 # The inner loop: the static checks, then the tests that need neither a browser, nor PostgreSQL,

@@ -126,6 +126,9 @@ class Services:
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
+        # Where each name's current process began writing in its log: a process started again
+        # under the same name (beat, after a stop) appends to the same file.
+        self._log_starts: dict[str, int] = {}
         self.base_url = ""
         self._files: list = []
         self._servers: dict[tuple[tuple[str, str], ...], ManageServer] = {}
@@ -175,12 +178,19 @@ class Services:
 
     def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
         path = self.log_dir / f"{name}.log"
+        self._log_starts[name] = path.stat().st_size if path.exists() else 0
         log = path.open("ab")
         self._files.append(log)
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603 - the test's own argument list, no shell
         self.procs[name] = proc
         self.logs[name] = path
         return proc
+
+    def output(self, name: str) -> str:
+        """What the process now running as `name` has logged: not what an earlier one under the
+        same name did (a wait for "beat: Starting" found the stopped beat's line at once)."""
+        logged = self.logs[name].read_bytes()
+        return logged[self._log_starts.get(name, 0) :].decode(errors="replace")
 
     def start_daphne(self, env: dict[str, str], name: str = "daphne") -> str:
         port = free_port()

@@ -120,7 +120,7 @@ class Stack(Services):
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited with {proc.returncode}")
-            if text in self.logs[name].read_text(errors="replace"):
+            if text in self.output(name):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not log {text!r} within {timeout} s")

@@ -27,10 +27,11 @@ HEARTBEAT = 1  # HEALTH_HEARTBEAT_SECONDS of the stack
 WORKER_MAX_AGE = 4  # HEALTH_WORKER_MAX_AGE
 BEAT_MAX_AGE = 10  # HEALTH_BEAT_MAX_AGE (beat wakes at least every 5 s)
 CHECK_TIMEOUT = 2  # HEALTH_CHECK_TIMEOUT, the default
-# The longest /healthz may take with one server down: its check's timeout, and some slack for a
-# busy machine (make test runs the two phases side by side on two cores). Without the timeout a
-# hung server holds the check for minutes.
-PROMPT = CHECK_TIMEOUT + 4
+# The longest /healthz may take with one server down: its check's timeout, and slack for a busy
+# machine (4 workers of stacks on two cores: a request took 6.9 s once). Without the timeout a
+# hung server holds the check for minutes (the pool waits 30 s); which timeout fired, each test
+# reads from the check's error ("no connection within 2 s").
+PROMPT = CHECK_TIMEOUT + 8
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ class Stack(Services):
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"the Celery worker exited with {proc.returncode}")
-            if " ready." in self.logs[name].read_text(errors="replace"):
+            if " ready." in self.output(name):
                 return name
             time.sleep(0.1)
         raise RuntimeError("the Celery worker did not get ready within 60 s")
