@@ -31,12 +31,12 @@ ExternalSession = Session  # seed name
 InternalSession = Branch  # seed name
 
 __all__ = [
+    "LEDGER_TEXT_LIMIT",
     "Branch",
     "BranchQuerySet",
     "Effect",
     "ExternalSession",  # seed name
     "InternalSession",  # seed name
-    "LEDGER_TEXT_LIMIT",
     "LedgerEntry",
     "Message",
     "MessageQuerySet",
