@@ -193,6 +193,9 @@ def _write(owner: User, doc: ExportDoc) -> Session:
         )
         branch_ids[b.id] = branch.pk
         made_branches.append((branch, b.fork_files_upto))
+        # Imported tool messages keep their effect but make no entry in the effects ledger
+        # (sessions_app.models.ledger): they are history brought in, not calls this deployment
+        # made; the ledger records only what a turn here stored (turn_store_messages).
         Message.objects.bulk_create(
             (
                 Message(

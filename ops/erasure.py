@@ -1,5 +1,6 @@
 """Erasing a user on request: every row of theirs in every table, in one transaction. Their
-sessions (with branches, messages, summaries, checkpoints, turns and workspace files: every
+sessions (with branches, messages, summaries, checkpoints, turns, the effects ledger's entries
+and workspace files: every
 version and every content), memories (and their words in
 the search index), API keys, browser logins, the admin's log entries about them and their objects,
 their name on audit records, and the account itself. Their open sockets close. The audit record of
@@ -23,7 +24,7 @@ from core import events
 from governance.models import AuditRecord as GovernanceRecord
 from memories.models import Memory
 from memories.search import search_index_forget_deleted as memory_index_forget_deleted
-from sessions_app.models import Branch, Message, Session, Summary, Turn
+from sessions_app.models import Branch, LedgerEntry, Message, Session, Summary, Turn
 from sessions_app.search import search_index_forget_deleted
 from sessions_app.services import session_delete
 from workspace.models import FileVersion, WorkspaceBlob
@@ -76,6 +77,7 @@ def user_holdings(user: User) -> dict[str, int]:
         "summaries": Summary.objects.filter(last_message__branch__session__owner=user).count(),
         "checkpoints": Checkpoint.objects.filter(branch__session__owner=user).count(),
         "turns": Turn.objects.filter(session__owner=user).count(),
+        "effects": LedgerEntry.objects.filter(session__owner=user).count(),
         "file_versions": FileVersion.objects.filter(branch__session__owner=user).count(),
         "file_contents": WorkspaceBlob.objects.filter(session__owner=user).count(),
         "memories": Memory.objects.filter(user=user).count(),

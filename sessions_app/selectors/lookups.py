@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from accounts.models import ApiKey, User
 
 from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
-from ..models import Branch, Message, Session, Turn
+from ..models import Branch, LedgerEntry, Message, Session, Turn
 from ..search import SnippetPart, search_history, search_sessions, snippet
 from .lineage import branch_lineage
 
@@ -171,6 +171,11 @@ def current_branch(session: Session) -> Branch:
 
 def session_branches(session: Session) -> QuerySet[Branch]:
     return Branch.objects.filter(session=session).order_by("created_at", "id")
+
+
+def session_ledger(session: Session) -> QuerySet[LedgerEntry]:
+    """The session's effects ledger, oldest first (models.ledger)."""
+    return LedgerEntry.objects.filter(session=session).order_by("id")
 
 
 def session_branches_with_forks(session: Session) -> list[Branch]:

@@ -1,6 +1,7 @@
 """Storing the agent's messages of a turn (`turn_store_messages`), only by the worker holding
 the turn's current attempt, and only while its branch still ends with the turn's user
-message."""
+message; with them, in the same transaction, the effects ledger's entry of each external call
+(`ledger_record`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from core.validation import JSONObject, storable_json, storable_text
 
-from ..models import Branch, Effect, Message, Session, Turn
+from ..models import LEDGER_TEXT_LIMIT, Branch, Effect, LedgerEntry, Message, Session, Turn
 from ..services import lock_session
 from .attempts import owned
 from .texts import bounded, bounded_calls, bounded_json
@@ -54,7 +55,7 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
     worker holding the turn's current attempt may; text the database cannot store is cleaned."""
     if turn.branch_id is None:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
-    lock_session(turn.session_id)
+    session = lock_session(turn.session_id)
     # The turn's row (still this attempt's?) and its branch's, both locked, in one query.
     # (The filter on the branch's session makes the join an inner one, which FOR UPDATE needs.)
     mine = (
@@ -97,6 +98,7 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
             for i, m in enumerate(messages)
         ]
     )
+    ledger_record(turn=turn, owner_id=session.owner_id, messages=stored)
     # The turn's reply is its last assistant message: turn_finish records the reference.
     last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
     turn.reply_message = last
@@ -104,3 +106,36 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
     Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
     Session.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
     return branch
+
+
+def ledger_record(*, turn: Turn, owner_id: int, messages: list[Message]) -> list[LedgerEntry]:
+    """The ledger's entries (models.ledger) of the external calls among a turn's stored
+    messages: `ran` for a call that answered without an error, `failed` for one marked with
+    an error (agents.history.from_agno: it raised, or never ran: an unknown tool, arguments
+    that failed validation, a call past the limit). A refused call is stored with effect
+    `none` (agents.turn.store), so it has no entry. Called in the transaction that stores
+    them. (An imported session's messages are history brought in, not calls this deployment
+    made: checkpoints.transfer records none.)"""
+    entries = [
+        LedgerEntry(
+            session_id=turn.session_id,
+            user_id=owner_id,
+            branch_ref=m.branch_id,
+            turn_ref=turn.pk,
+            message_ref=m.pk,
+            position=m.position,
+            tool_name=m.tool_name,
+            tool_args=bounded_json(m.tool_args, LEDGER_TEXT_LIMIT),
+            tool_result=bounded(m.tool_result, LEDGER_TEXT_LIMIT),
+            status=_status(m),
+            created_at=m.created_at,
+        )
+        for m in messages
+        if m.role == Message.Role.TOOL and m.effect == Effect.EXTERNAL
+    ]
+    return LedgerEntry.objects.bulk_create(entries) if entries else []
+
+
+def _status(m: Message) -> str:
+    failed = isinstance(m.metadata, dict) and bool(m.metadata.get("error"))
+    return LedgerEntry.Status.FAILED if failed else LedgerEntry.Status.RAN

@@ -35,3 +35,8 @@ def send_message(to: str, text: str) -> str:
 def lookup_order(order_id: str) -> str:
     """Look an order up (only reads)."""
     return f"order {order_id}: shipped"
+
+
+def file_ticket(title: str) -> str:
+    """File a ticket with an outside tracker (declares nothing: external); this one fails."""
+    raise RuntimeError("the tracker refused the ticket")

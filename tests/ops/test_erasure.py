@@ -20,7 +20,7 @@ from checkpoints.services import checkpoint_create, checkpoint_restore
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
-from sessions_app.models import Branch, Message, Session, Summary, Turn
+from sessions_app.models import Branch, LedgerEntry, Message, Session, Summary, Turn
 from sessions_app.selectors import sessions_listed
 from sessions_app.services import message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
@@ -51,6 +51,17 @@ def world_of(username: str, mark: str) -> dict:
     checkpoint_restore(checkpoint=named, mode="branch")
     turn = turn_start(session=session, message=f"{mark} again")
     turn_fail(turn=turn, error=f"{mark} failure")
+    LedgerEntry.objects.create(  # an external call of a turn's (its row: turns need a model)
+        session=session,
+        user=user,
+        branch_ref=branch.pk,
+        turn_ref=turn.pk,
+        position=2,
+        tool_name="send_message",
+        tool_args={"text": f"{mark} note"},
+        tool_result=f"sent {mark}",
+        status=LedgerEntry.Status.RAN,
+    )
     session_create(owner=user, name=f"second {mark}")
     apikey_create(user=user, name=f"{mark} laptop")
     memory_create(
@@ -122,6 +133,7 @@ def holdings_of(user) -> tuple[int, ...]:
         Summary.objects.filter(last_message__branch__session__owner=user).count(),
         Checkpoint.objects.filter(branch__session__owner=user).count(),
         Turn.objects.filter(session__owner=user).count(),
+        LedgerEntry.objects.filter(session__owner=user).count(),
         Memory.objects.filter(user=user).count(),
     )
 
@@ -149,6 +161,7 @@ def test_the_admin_erases_a_user_leaving_nothing_of_theirs_in_any_table():
     before = tables_holding(MARK)
     assert before["sessions_app_message"] == 3
     assert before["memories_memory"] == 1
+    assert before["sessions_app_ledgerentry"] == 1
     if connection.vendor == "sqlite":
         assert before["sessions_app_message_fts_data"] >= 1
         assert before["memories_memory_fts_data"] >= 1
@@ -181,6 +194,7 @@ def test_the_admin_erases_a_user_leaving_nothing_of_theirs_in_any_table():
     assert (record.status, record.target, record.by) == ("done", f"user {user_id}", "admin: root")
     assert record.details["rows"]["sessions"] == 2
     assert record.details["rows"]["messages"] == 3
+    assert record.details["rows"]["effects"] == 1
     assert record.details["rows"]["browser_logins"] == 1
     assert record.details["rows"]["admin_log_entries"] >= 1
 

@@ -58,7 +58,7 @@ from integrations.models import TelegramChat, TelegramLinkCode
 from memories.models import Memory
 from memories.services import memory_create
 from ops.models import AuditRecord
-from sessions_app.models import Branch, Message, Session, Turn
+from sessions_app.models import Branch, LedgerEntry, Message, Session, Turn
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create, summary_store
 from sessions_app.turns import turn_fail, turn_start
@@ -266,6 +266,7 @@ API_RULES: dict[str, Rule] = {
         OWNER, ("POST",), {"pk": "session"}, {"message": "pwned"}
     ),
     "/api/v1/sessions/<int:pk>/branches/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/sessions/<int:pk>/effects/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/api/v1/sessions/<int:pk>/checkpoints/": Rule(
         OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned", "description": "pwned"}
     ),
@@ -506,6 +507,19 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     checkpoint = checkpoint_create(branch=first, name=f"{SECRET} cp", description=SECRET)
     turn = turn_start(session=session, message=f"{SECRET} again")
     turn_fail(turn=turn, error=f"{SECRET} failure")
+    # An entry of her effects ledger (a turn's external call; made here as its row, as the
+    # turns that make them need a model).
+    LedgerEntry.objects.create(
+        session=session,
+        user=alice,
+        branch_ref=first.pk,
+        turn_ref=turn.pk,
+        position=2,
+        tool_name="send_message",
+        tool_args={"text": SECRET},
+        tool_result=f"{SECRET} sent",
+        status=LedgerEntry.Status.RAN,
+    )
     summary = summary_store(branch=first, end=2, content=f"{SECRET} summary", model="m")
     # The current branch inherits both messages; `first` is no longer current (one to switch to).
     branch_fork(branch=first, position=2, forked_from_id=checkpoint.pk)
@@ -596,6 +610,7 @@ class State:
             "branches": Branch.objects.filter(session__in=sessions).values(),
             "messages": Message.objects.filter(branch__session__in=sessions).values(),
             "turns": Turn.objects.filter(session__in=sessions).values(),
+            "effects": LedgerEntry.objects.filter(session__in=sessions).values(),
             "checkpoints": Checkpoint.objects.filter(branch__session__in=sessions).values(),
             "memories": Memory.objects.filter(user_id=alice_pk).values(),
             "files": FileVersion.objects.filter(branch__session__in=sessions).values(),

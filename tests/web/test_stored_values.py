@@ -144,6 +144,7 @@ def _api_pages(session: Session) -> list[str]:
         f"/api/v1/sessions/{session.pk}/",
         f"/api/v1/sessions/{session.pk}/messages/",
         f"/api/v1/sessions/{session.pk}/branches/",
+        f"/api/v1/sessions/{session.pk}/effects/",
         f"/api/v1/sessions/{session.pk}/checkpoints/",
         f"/api/v1/sessions/{session.pk}/export/",
         f"/api/v1/checkpoints/{checkpoint.pk}/",

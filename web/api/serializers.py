@@ -13,7 +13,7 @@ from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, Text
 from core.validation import JSONObject
 from sessions_app.approvals import may_have_run_note
 from sessions_app.labels import branch_label
-from sessions_app.models import Branch, Effect, Session, Turn
+from sessions_app.models import Branch, Effect, LedgerEntry, Session, Turn
 
 
 class SessionOut(serializers.Serializer[Session]):
@@ -109,6 +109,24 @@ class MessageOut(serializers.Serializer[Any]):  # a Message, or its row's values
         data: dict[str, Any] = super().to_representation(instance)
         data["effect"] = data.get("effect") or None  # a Message's "" (not a tool message)
         return data
+
+
+class LedgerEntryOut(serializers.Serializer[LedgerEntry]):
+    """An entry of the session's effects ledger: one external call a turn made. Its branch and
+    turn are ids, kept after a rewind or a deleted branch took those away."""
+
+    id = serializers.IntegerField()
+    branch = serializers.IntegerField(source="branch_ref")
+    turn = serializers.IntegerField(source="turn_ref", allow_null=True)
+    tool_name = serializers.CharField()
+    tool_args = serializers.JSONField(allow_null=True)
+    tool_result = serializers.CharField()
+    status = serializers.ChoiceField(
+        choices=LedgerEntry.Status.choices,
+        help_text="ran (it answered without an error), failed (it did not run, or answered "
+        "with an error), may_have_run (no answer came: a timeout, a lost connection).",
+    )
+    created_at = serializers.DateTimeField()
 
 
 class UsageOut(serializers.Serializer[Mapping[str, object]]):

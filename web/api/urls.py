@@ -14,6 +14,7 @@ from web.api import approvals as approvals_api
 from web.api import branches as branches_api
 from web.api import checkpoints as checkpoints_api
 from web.api import compare as compare_api
+from web.api import effects as effects_api
 from web.api import files as files_api
 from web.api import memories as memories_api
 from web.api import sessions as sessions_api
@@ -50,6 +51,7 @@ urlpatterns = [
         checkpoints_api.SessionCheckpoints.as_view(),
         name="checkpoints",
     ),
+    path("sessions/<int:pk>/effects/", effects_api.SessionEffects.as_view(), name="effects"),
     path("sessions/<int:pk>/files/", files_api.SessionFiles.as_view(), name="files"),
     path("sessions/<int:pk>/files/<path:path>", files_api.SessionFile.as_view(), name="file"),
     path("sessions/<int:pk>/diff/", compare_api.SessionDiffView.as_view(), name="diff"),

@@ -50,6 +50,7 @@ def alices_objects(alice, session, branch):
         "messages": session.pk,
         "turns": session.pk,
         "branches": session.pk,
+        "effects": session.pk,
         "checkpoints": session.pk,
         "export": session.pk,
         "files": session.pk,

@@ -260,6 +260,7 @@ LISTS = [
     "/api/v1/sessions/",
     "/api/v1/sessions/{session}/messages/",
     "/api/v1/sessions/{session}/branches/",
+    "/api/v1/sessions/{session}/effects/",
     "/api/v1/sessions/{session}/checkpoints/",
     "/api/v1/memories/",
     "/api/v1/keys/",
