@@ -67,8 +67,10 @@ def test_a_chat_page_full_of_payloads_runs_none_of_them(page, app, llm):
     expect(page.locator(FINISHED_ASSISTANT).last).to_contain_text(marker(PAYLOADS[-1]))
     details = page.get_by_test_id("checkpoint-details")
     for i in range(details.count()):
+        # One at a time: clicked all at once, under load the last detail did not open within
+        # 30 s (and each detail that comes in moves the buttons below it as they are clicked).
         details.nth(i).click()
-    page.get_by_test_id("checkpoint-detail").nth(details.count() - 1).wait_for()
+        page.get_by_test_id("checkpoint-detail").nth(i).wait_for()
     for i in range(5):
         page.get_by_test_id("restore").nth(i).click()
         dialog = page.get_by_test_id("restore-dialog")
