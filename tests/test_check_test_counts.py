@@ -54,7 +54,12 @@ def test_a_test_that_ran_in_no_phase_fails_the_count(tmp_path):
 def test_the_collection_list_holds_the_tests_that_m_left_out(tmp_path):
     """What the SQLite phase writes for the count: its whole collection, though `-m` runs none."""
     listed = tmp_path / "collected.txt"
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    # Not as an xdist worker: this run's own PYTEST_XDIST_WORKER (gw2) would have it write none.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL"} and not k.startswith("PYTEST_")
+    }
     subprocess.run(  # noqa: S603 - the test's own argument list, no shell
         [
             sys.executable,
