@@ -52,6 +52,8 @@
     };
     Idiomorph.defaults.callbacks.beforeNodeMorphed = function (oldNode, newNode) {
       if (isKept(oldNode)) return false;
+      // A streaming reply's body is stream.js's: it takes the server's snapshot in its own way.
+      if (window.RollbackStream && window.RollbackStream.keeps(oldNode, newNode)) return false;
       // A time already shown in the reader's zone stays as it is.
       if (oldNode.localName === "time" && newNode.nodeType === 1 &&
           oldNode.getAttribute("datetime") === newNode.getAttribute("datetime") &&

@@ -229,6 +229,22 @@
     seen.forEach(takeIn);
   });
 
+  // A live refresh morphing a bubble this page already shows: the body stays as this page
+  // rendered it, and the server's pieces (its snapshot of the reply so far) join the stream as
+  // any others do. So a refresh never shows an older snapshot, nor the server's rendering of the
+  // same text, not even until the next piece. live.js asks this of every node it morphs.
+  window.RollbackStream = {
+    keeps: function (oldNode, newNode) {
+      if (oldNode.nodeType !== 1 || newNode.nodeType !== 1 || oldNode.__shown === undefined) return false;
+      if (!oldNode.matches("[data-streaming=true] .body[data-attempt]")) return false;
+      if (oldNode.getAttribute("data-attempt") !== newNode.getAttribute("data-attempt")) return false;
+      newNode.querySelectorAll(":scope > span.delta").forEach(function (span) {
+        oldNode.appendChild(span.cloneNode(true));
+      });
+      return true;
+    },
+  };
+
   function start() {
     bodies(document.body).forEach(takeIn);
     observer.observe(document.body, { childList: true, subtree: true, attributes: true,

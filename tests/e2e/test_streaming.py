@@ -168,3 +168,61 @@ def test_a_bubble_swapped_in_after_pieces_it_missed_still_starts_with_the_reply(
     assert final.startswith(shown), shown  # from its first words, with nothing missing
     wait_turn_done(page, before)
     assert last_reply(page) == final
+
+
+# Records the streamed bubble's text at every change of the page (a morph included), before the
+# page's next frame could mend it.
+RECORD_CHANGES = """() => {
+    window.__changes = [];
+    window.__changeWatch = new MutationObserver(() => {
+        const body = document.querySelector("[data-streaming=true] .body");
+        if (body) window.__changes.push(body.textContent);
+    });
+    window.__changeWatch.observe(
+        document.body, {childList: true, subtree: true, characterData: true});
+}"""
+STOP_RECORDING = "() => { window.__changeWatch.disconnect(); return window.__changes; }"
+REFRESH = """() => { const r = document.getElementById("live-refresh");
+    htmx.ajax("GET", r.getAttribute("hx-get"), {source: r, swap: "none"}); }"""
+
+
+def test_a_refresh_rendered_before_the_latest_pieces_never_takes_the_bubble_back(page, app, llm):
+    """Seen once under load: a live refresh morphed the streaming bubble's body into the server's
+    rendering of the reply so far, older than what the page showed (and, with the same text, the
+    server's rendering rather than the page's, until the next piece). A loaded server is played
+    here by holding a refresh's answer until the socket has brought more pieces."""
+    sign_up(page, app.base_url)
+    new_session(page)
+    final = words(80)
+    llm.queue(Reply(final, delay=0.1))  # 8 s
+    before = send_message(page, "go on")
+    page.wait_for_function(
+        "() => { const b = document.querySelector('[data-streaming=true] .body');"
+        " return b && b.textContent.length > 60; }"
+    )
+    held: list = []
+
+    def hold(route) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))  # rendered now, answered later
+
+    shown = len(streamed_text(page))
+    page.route("**/refresh/", hold)
+    page.evaluate(REFRESH)
+    page.wait_for_function(  # the page moves on, a second past the held snapshot
+        "(n) => document.querySelector('[data-streaming=true] .body').textContent.length > n + 60",
+        arg=shown,
+    )
+    assert held, "the refresh was not asked for"
+    page.evaluate(RECORD_CHANGES)
+    route, answer = held[0]
+    route.fulfill(response=answer)
+    wait_turn_done(page, before)
+    changes = page.evaluate(STOP_RECORDING)
+    assert changes, "the bubble did not change after the refresh"
+    assert all(final.startswith(text) for text in changes), changes
+    lengths = [len(text) for text in changes]
+    assert lengths == sorted(lengths), lengths
+    assert last_reply(page) == final
