@@ -39,8 +39,8 @@ DEPLOY_CHECK_ENV := DJANGO_DEBUG=0 DJANGO_ALLOWED_HOSTS=rollback.example \
 	DJANGO_SECRET_KEY=deploy-check-only-not-a-secret-7Hq2Vx9LmR4tWz8KpN3cYb6FjD5sGa \
 	DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS=1 DJANGO_SECURE_HSTS_PRELOAD=1
 
-.PHONY: run check test test-sqlite test-postgres test-count lint install lock bench \
-	bench-smoke worker clean
+.PHONY: run check test test-sqlite test-soak test-postgres test-count lint lint-then-sqlite \
+	install lock bench bench-smoke worker clean
 
 # Every environment installs exact versions from a lock file in requirements/ (`make lock` makes
 # them), each version with its hashes: run.txt the app's dependencies; dev.txt those and the dev
@@ -148,9 +148,33 @@ test-sqlite: install
 		--no-loadscope-reorder \
 		-m "not postgres and not redis" \
 		--durations=25 --collected-list=$(TEST_REPORTS)/collected.txt \
+		--servers-files=$(TEST_REPORTS)/servers-files.txt \
 		--junitxml=$(TEST_REPORTS)/sqlite.xml $(PYTEST_ARGS)
 
-# The tests marked `servers` (tests/conftest.py: needs_servers) on PostgreSQL and Redis.
+# The soak stack (tests/deploy/test_soak.py: sockets kept open for minutes, mostly waiting) on
+# PostgreSQL and Redis, in a run of its own: `make test` runs it beside the SQLite phase, whose
+# two cores it hardly uses, rather than at the end of the PostgreSQL phase, which it made four
+# minutes long, on a Redis database of its own; the PostgreSQL phase leaves the module out.
+SOAK := tests/deploy/test_soak.py
+SOAK_REDIS_URL ?= redis://127.0.0.1:6379/11
+test-soak: install
+	@mkdir -p $(TEST_REPORTS) && rm -f $(TEST_REPORTS)/soak.xml
+	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(SOAK_REDIS_URL)"; then \
+		echo "== The soak stack on PostgreSQL/Redis"; \
+		DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$(SOAK_REDIS_URL)" \
+			ROLLBACK_REQUIRE_POSTGRES=1 $(PY) -m pytest -m servers --durations=5 \
+			--junitxml=$(TEST_REPORTS)/soak.xml $(SOAK) $(PYTEST_ARGS); \
+	elif [ "$$CI" = "true" ]; then \
+		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
+	else \
+		echo "WARNING: PostgreSQL/Redis not running: the soak stack was SKIPPED."; \
+	fi
+
+# The tests marked `servers` (tests/conftest.py: needs_servers) on PostgreSQL and Redis, but the
+# soak stack's (test-soak). PG_TESTS is what the phase collects: the whole suite, or under
+# `make test` the files the SQLite phase found such tests in (`--servers-files`), which saves
+# most of a collection of the suite (a test left out would fail test-count).
+PG_TESTS ?= tests
 test-postgres: install
 	@mkdir -p $(TEST_REPORTS) && rm -f $(TEST_REPORTS)/postgres.xml
 	@if $(PY) scripts/check_services.py "$(TEST_DATABASE_URL)" "$(TEST_REDIS_URL)"; then \
@@ -158,8 +182,8 @@ test-postgres: install
 		DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$(TEST_REDIS_URL)" \
 			ROLLBACK_TEST_REDIS_DBS="$(TEST_REDIS_DBS)" ROLLBACK_REQUIRE_POSTGRES=1 \
 			$(PY) -m pytest -n $(PG_WORKERS) --dist loadgroup --no-loadscope-reorder -m servers \
-			--durations=25 \
-			--junitxml=$(TEST_REPORTS)/postgres.xml $(PYTEST_ARGS); \
+			--durations=25 --deselect=$(SOAK) \
+			--junitxml=$(TEST_REPORTS)/postgres.xml $(PG_TESTS) $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \
 		echo "CI needs PostgreSQL and Redis running (see the README)."; exit 1; \
 	else \
@@ -171,20 +195,24 @@ test-postgres: install
 test-count:
 	@if [ -f $(TEST_REPORTS)/postgres.xml ] || [ "$$CI" = "true" ]; then \
 		$(PY) scripts/check_test_counts.py $(TEST_REPORTS)/collected.txt \
-			$(TEST_REPORTS)/sqlite.xml $(TEST_REPORTS)/postgres.xml; \
+			$(TEST_REPORTS)/sqlite.xml $(TEST_REPORTS)/postgres.xml $(TEST_REPORTS)/soak.xml; \
 	else \
 		echo "WARNING: no PostgreSQL phase: the tests it runs were not counted."; \
 	fi
 
-# The static checks and the benchmarks' smoke run side by side (mypy takes one core, the smoke
-# run the other; neither is timed), then the two phases one after the other: side by side they
-# took 14-15 minutes, but on two loaded cores a browser test failed in 3 runs of 4 (a page's step
-# or a stream's pace past its bound).
+# Three jobs side by side: the static checks then the SQLite phase; the benchmarks' smoke run
+# (beside mypy: neither is timed); the soak stack (minutes of waiting, beside the SQLite phase).
+# Then the PostgreSQL phase, alone: with it beside the SQLite phase too, two loaded cores slowed
+# browser tests past their bounds. Then the count.
 test: install $(VENV)/.bench-installed
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint bench-smoke
-	$(MAKE) --no-print-directory test-sqlite
-	$(MAKE) --no-print-directory test-postgres
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint-then-sqlite bench-smoke test-soak
+	$(MAKE) --no-print-directory test-postgres \
+		PG_TESTS="$$(grep -vxF $(SOAK) $(TEST_REPORTS)/servers-files.txt)"
 	$(MAKE) --no-print-directory test-count
+
+lint-then-sqlite:
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory test-sqlite
 
 # The benchmark uses its own databases (PostgreSQL: rollback_bench_*; Redis: BENCH_REDIS_URL).
 BENCH_ARGS ?=

@@ -122,14 +122,27 @@ def pytest_addoption(parser):
         help="write every collected test id to PATH, before -m or -k deselects any"
         " (what `make test-count` holds the phases' reports against)",
     )
+    parser.addoption(
+        "--servers-files",
+        metavar="PATH",
+        help="write the files that hold tests of the PostgreSQL/Redis phase (needs_servers) to"
+        " PATH, one a line: what `make test` has that phase collect, instead of the whole suite",
+    )
 
 
 def _write_collected(config, items) -> None:
     """`--collected-list`: the whole collection, written by the phase that collects it anyway
-    (one worker under xdist: each collects the same), instead of a collection of its own."""
+    (one worker under xdist: each collects the same), instead of a collection of its own;
+    `--servers-files`: the files of the tests that need a server."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
     path = config.getoption("collected_list")
-    if path and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+    if path:
         Path(path).write_text("".join(f"{item.nodeid}\n" for item in items))
+    path = config.getoption("servers_files")
+    if path:
+        files = dict.fromkeys(item.nodeid.split("::")[0] for item in items if needs_servers(item))
+        Path(path).write_text("".join(f"{name}\n" for name in files))
 
 
 def pytest_collection_modifyitems(config, items):
