@@ -207,7 +207,7 @@ test-count:
 test: install $(VENV)/.bench-installed
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint-then-sqlite bench-smoke test-soak
 	$(MAKE) --no-print-directory test-postgres \
-		PG_TESTS="$$(grep -vxF $(SOAK) $(TEST_REPORTS)/servers-files.txt)"
+		PG_TESTS="$$(grep -vxF $(SOAK) $(TEST_REPORTS)/servers-files.txt | tr '\n' ' ')"
 	$(MAKE) --no-print-directory test-count
 
 lint-then-sqlite:
