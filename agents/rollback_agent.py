@@ -164,6 +164,8 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
             log.info("The custom tool %r replaces the built-in tool for this agent", name)
         # A checkpoint tool replaced by a custom one is a tool like any other: it checkpoints.
         self.checkpoint_tools = REGISTRY.names(checkpoint=True) - replaced
+        # The built-in tools this agent offers: they refuse with a result (agents.tools.REFUSED).
+        self.builtin_tools = names_of(kept)
         # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
         # message, and the tools whose calls wait for the owner's approval (agents.tools).
         self.tool_effects, self.tool_approvals = effects_of(kept, custom)

@@ -45,6 +45,9 @@ BUILTIN_TOOLS = REGISTRY.names()
 BUILTIN_EFFECTS: dict[str, str] = dict(REGISTRY.effects())
 # A custom tool that declares nothing acts on the outside world: the safe assumption.
 DEFAULT_EFFECT = "external"
+# How a built-in tool's result starts when it refused the call and did nothing (a path outside
+# the workspace, a checkpoint that is not there): it never raises, the model reads why.
+REFUSED = "✗ "
 
 T = TypeVar("T")
 

@@ -11,8 +11,8 @@ from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
-from sessions_app.models import Branch, Effect, Message, Session
-from sessions_app.selectors import branch_lineage, common_length, history_effects, parse_pk
+from sessions_app.models import Branch, Effect, LedgerEntry, Message, Session
+from sessions_app.selectors import branch_lineage, common_length, parse_pk
 from workspace.selectors import FilesChange, WorkspaceFile, files_change, workspace_files
 
 from .errors import CheckpointNotFound
@@ -191,25 +191,63 @@ def unused_checkpoint_name(session_id: int, name: str, *, limit: int = NAME_MAX_
 def irreversible_effects(
     checkpoint: Checkpoint, *, mode: str, current: Branch | None
 ) -> list[Message]:
-    """The ledger of a restore: the tool messages of effect `external` that restoring
-    `checkpoint` leaves behind, oldest first. As a branch: those of the current branch's history
-    past what it shares with the checkpoint's (the line of conversation the user leaves). As a
-    rewind: those after the checkpoint on its own branch, and on the branches the rewind
-    deletes with it. A restore cannot undo them; the page, the API and the model are told."""
+    """What a restore of `checkpoint` leaves behind, oldest first: the entries of the effects
+    ledger (sessions_app.models.LedgerEntry) of the external calls that ran (or may have run)
+    past the checkpoint on the line of conversation the restore leaves, the parts earlier
+    rewinds cut from it included (their messages are gone; the ledger keeps the calls). As a
+    branch: the current branch's history past what it shares with the checkpoint's. As a
+    rewind: the checkpoint's own branch past it, and the branches the rewind deletes with it.
+    A call that never ran (an unknown tool, arguments that failed validation, a refusal) is not
+    among them, nor one of a part cut before the checkpoint was taken. Each is given in a tool
+    message's shape (`ledger_message`), as the doors (the page, the API, the terminal and
+    Telegram) and the model show them. A few small queries, whatever the history's length."""
     branch = checkpoint.branch
     position = checkpoint.message_count
     if mode == "rewind":
-        found = [m for m in history_effects(branch, start=position) if m.branch_id == branch.pk]
         doomed = rewind_cut(branch, position, files_mark=checkpoint.files_mark).branches
-        if doomed:
-            found += Message.objects.filter(
-                branch_id__in=doomed, role=Message.Role.TOOL, effect=Effect.EXTERNAL
-            ).order_by("created_at", "id")
-        return sorted(found, key=lambda m: (m.created_at, m.pk))
-    if current is None:
+        where = Q(branch_ref=branch.pk, position__gte=position) | Q(branch_ref__in=doomed)
+    elif current is None:
         return []
-    shared = common_length(current, branch, b_end=position)
-    return history_effects(current, start=shared)
+    else:
+        shared = common_length(current, branch, b_end=position)
+        where = Q(branch_ref=current.pk, position__gte=shared)
+        for pk, upper in branch_lineage(current):
+            if pk != current.pk and upper > shared:
+                where |= Q(branch_ref=pk, position__gte=shared, position__lt=upper)
+    entries = list(
+        LedgerEntry.objects.filter(session_id=branch.session_id)
+        .filter(where)
+        .exclude(status=LedgerEntry.Status.FAILED)
+        .order_by("created_at", "id")
+    )
+    # A call of a part cut before the checkpoint was taken is not past it: that rewind left it
+    # behind already (and the branch's `left_behind` keeps it).
+    live = set(
+        Message.objects.filter(pk__in=[e.message_ref for e in entries]).values_list("pk", flat=True)
+    )
+    return [
+        ledger_message(e)
+        for e in entries
+        if e.message_ref in live or e.created_at >= checkpoint.created_at
+    ]
+
+
+def ledger_message(entry: LedgerEntry) -> Message:
+    """A ledger entry as the tool message it was stored as (not saved: the message itself may
+    be gone, with the part of a branch a rewind cut)."""
+    return Message(
+        pk=entry.message_ref,
+        branch_id=entry.branch_ref,
+        position=entry.position,
+        role=Message.Role.TOOL,
+        content=entry.tool_result,
+        tool_name=entry.tool_name,
+        tool_args=entry.tool_args,
+        tool_result=entry.tool_result,
+        effect=Effect.EXTERNAL,
+        metadata={"ledger": entry.pk, "status": entry.status},
+        created_at=entry.created_at,
+    )
 
 
 @dataclass(frozen=True)

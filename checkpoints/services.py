@@ -28,6 +28,7 @@ from sessions_app.errors import (
     SessionNotFound,
 )
 from sessions_app.models import Branch, Message, Session
+from sessions_app.selectors import branch_lineage
 from sessions_app.services import branch_fork, branch_make_current, lock_session
 from workspace.selectors import file_mark
 from workspace.services import versions_delete
@@ -84,6 +85,42 @@ def left_behind(effects: list[Message]) -> list[JSONObject]:
     ]
 
 
+def left_behind_after(*earlier: Any, effects: list[Message]) -> list[JSONObject]:
+    """The effects the restores behind a branch have left behind (`earlier`: `left_behind`
+    lists, as branches keep them), extended by this restore's `effects`: never replaced (a
+    second rewind past other calls keeps the first one's record), one entry per call, oldest
+    first, the newest LEFT_BEHIND_KEPT."""
+    merged: dict[Any, JSONObject] = {}
+    for entries in (*earlier, left_behind(effects)):
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict):
+                merged.setdefault(entry.get("message"), entry)
+    ordered = sorted(merged.values(), key=lambda e: str(e.get("created_at") or ""))
+    return ordered[-LEFT_BEHIND_KEPT:]
+
+
+def _kept(branch: Branch | None) -> Any:
+    meta = branch.metadata if branch is not None else None
+    return meta.get("left_behind") if isinstance(meta, dict) else None
+
+
+def _not_in_history(entries: list[JSONObject], branch: Branch, end: int) -> list[JSONObject]:
+    """The `left_behind` entries whose call is not a message of `branch`'s history below
+    `end`."""
+    ids = [m for m in (e.get("message") for e in entries) if isinstance(m, int)]
+    if not ids:
+        return entries
+    uppers = dict(branch_lineage(branch, end=end))
+    shown = {
+        pk
+        for pk, branch_id, position in Message.objects.filter(pk__in=ids).values_list(
+            "pk", "branch_id", "position"
+        )
+        if position < uppers.get(branch_id, 0)
+    }
+    return [e for e in entries if e.get("message") not in shown]
+
+
 def json_bounded(value: Any, limit: int) -> Any:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return value if len(text) <= limit else text[:limit] + "…"
@@ -104,15 +141,14 @@ def checkpoint_create(
     at: int | None = None,
 ) -> Checkpoint:
     """Mark the branch's current position (or position `at` of its own part). One row; no
-    message is read or copied. A manual checkpoint's name is unique in its session: a name
-    already taken gets a number ("draft (2)"), so a rollback by name is never ambiguous between
-    checkpoints someone named. Automatic checkpoints ("after-calculate") may repeat."""
+    message is read or copied. A checkpoint's name is unique in its session: a name already
+    taken gets a number ("draft (2)", "after-write_file (2)"), so a rollback by name is never
+    ambiguous and no two entries of a picker read the same."""
     clean = clean_name(name, what="checkpoint", default=default_checkpoint_name())
     text = clean_description(description)
     meta = clean_metadata(metadata, what="checkpoint metadata")
     lock_session(branch.session_id)
-    if not is_auto:
-        clean = unused_checkpoint_name(branch.session_id, clean)
+    clean = unused_checkpoint_name(branch.session_id, clean)
     try:
         locked = (
             Branch.objects.select_for_update()
@@ -294,8 +330,9 @@ def checkpoint_restore(
         deleted = _rewind_locked(
             source, current.message_count, current.session_state, current.files_mark
         )
-        if ledger:
-            meta = {**(source.metadata or {}), "left_behind": left_behind(ledger)}
+        kept = left_behind_after(_kept(source), effects=ledger)
+        if kept:
+            meta = {**(source.metadata or {}), "left_behind": kept}
             Branch.objects.filter(pk=source.pk).update(metadata=meta)
             source.metadata = meta
         _announce(source, current.pk, deleted)
@@ -303,8 +340,15 @@ def checkpoint_restore(
             branch=source, mode=mode, deleted_checkpoints=deleted, irreversible=ledger
         )
     why: JSONObject = {"restored_from": current.pk}
-    if ledger:
-        why["left_behind"] = left_behind(ledger)
+    # The new branch inherits what the restores behind its parent and the branch it leaves
+    # left behind (but the calls its own history shows), and adds this restore's.
+    kept = _not_in_history(
+        left_behind_after(_kept(source), _kept(was_current), effects=ledger),
+        source,
+        current.message_count,
+    )
+    if kept:
+        why["left_behind"] = kept
     new = branch_fork(
         branch=source,
         position=current.message_count,

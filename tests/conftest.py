@@ -374,6 +374,25 @@ def say(branch: Branch, *texts: str) -> None:
         message_append(branch=branch, role="user" if i % 2 == 0 else "assistant", content=text)
 
 
+def external_call(branch: Branch, tool_name: str, result: str = "done", **args: object):
+    """A call of effect `external` stored as a turn stores one (outside a turn): its tool
+    message, and its entry in the session's effects ledger."""
+    from sessions_app.turns import ledger_record
+
+    tool = message_append(
+        branch=branch, role="tool", tool_name=tool_name, tool_args=args, tool_result=result
+    )
+    Message.objects.filter(pk=tool.pk).update(effect="external")
+    tool.refresh_from_db()
+    ledger_record(
+        session_id=branch.session_id,
+        turn_id=None,
+        owner_id=branch.session.owner_id,
+        messages=[tool],
+    )
+    return tool
+
+
 def grow(branch: Branch, n: int, size: int = 0) -> None:
     """Add n messages to a branch in bulk (for size tests), keeping its count right; with
     `size`, each is about that many characters long."""

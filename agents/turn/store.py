@@ -30,6 +30,7 @@ from sessions_app.turns import (
 
 from ..history import from_agno
 from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
+from ..tools import REFUSED
 from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
 from .settle import Settled
 from .stream import Streamed, flush, send_delta, send_tool_finished, send_tool_started
@@ -73,9 +74,13 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
     continues = continued_reply(run.turn)
     if continues is not None and new and new[0].role == "assistant" and not new[0].tool_calls:
         new[0].metadata["continues"] = continues  # joined to the reply it extends
-    for m in new:  # a refused call did not run: it had no effect
-        if m.role == "tool" and run.agent.approvals.was_refused(m.tool_call_id, m.tool_args):
-            m.effect = "none"
+    for m in new:
+        if m.role != "tool":
+            continue
+        if run.agent.approvals.was_refused(m.tool_call_id, m.tool_args):
+            m.effect = "none"  # a call the owner refused did not run: it had no effect
+        if m.tool_name in run.agent.builtin_tools and m.content.startswith(REFUSED):
+            m.metadata["error"] = True  # a built-in that refused did nothing: no tool used
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     if not reply.strip():
         fail_turn(run.turn, "The model sent an empty reply.", meta)
@@ -124,7 +129,7 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None
         with transaction.atomic():
             branch = turn_store_messages(turn=turn, messages=answer.new)
             _save_state(run, branch, meta)
-            auto = _auto_checkpoint(run, branch, answer.tools_used)
+            auto = _auto_checkpoint(run, branch, answer.new)
             rolled_back_to = _rollback(run, meta)
             if not turn_finish(
                 turn=turn,
@@ -152,18 +157,33 @@ def _save_state(run: TurnRun, branch: Branch, meta: TurnMeta) -> None:
         meta["state_not_saved"] = exc.message
 
 
-def _auto_checkpoint(run: TurnRun, branch: Branch, tools_used: list[str]) -> Checkpoint | None:
-    """After a tool other than the checkpoint tools ran (when the session wants it)."""
-    others = [name for name in tools_used if name not in run.agent.checkpoint_tools]
-    if not others or not run.agent.auto_checkpoint:
+# The effects of a call that changed something: what a checkpoint after it marks.
+CHANGES = ("workspace", "external")
+
+
+def _auto_checkpoint(run: TurnRun, branch: Branch, new: list[NewMessage]) -> Checkpoint | None:
+    """After a turn whose calls changed something (when the session wants it): a call of effect
+    `workspace` or `external` that ran without error, the checkpoint tools' own aside (a
+    checkpoint after reading a file, a failed write or a sum would restore nothing new). Its
+    name, after the last such tool, is unique in the session ("after-write_file (2)")."""
+    changed = [
+        m.tool_name
+        for m in new
+        if m.role == "tool"
+        and m.tool_name
+        and m.effect in CHANGES
+        and not m.metadata.get("error")
+        and m.tool_name not in run.agent.checkpoint_tools
+    ]
+    if not changed or not run.agent.auto_checkpoint:
         return None
     return checkpoint_create(
         branch=branch,
-        name=f"after-{others[-1]}",
+        name=f"after-{changed[-1]}",
         is_auto=True,
         metadata={
             "trigger": "tool_call",
-            "tool_name": others[-1],
+            "tool_name": changed[-1],
             "message_count": branch.message_count,
             "turn": run.turn.pk,
         },

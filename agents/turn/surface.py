@@ -68,6 +68,7 @@ class TurnAgent(Protocol):
     auto_checkpoint: bool
     carry_out_rollbacks: bool
     checkpoint_tools: frozenset[str]
+    builtin_tools: set[str]  # they refuse with a result (agents.tools.REFUSED)
     tool_effects: dict[str, str]
     running_turn: Turn | None
     created_checkpoints: list[Checkpoint]

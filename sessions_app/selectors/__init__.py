@@ -10,7 +10,6 @@ from .lineage import (
     branch_history_rows,
     branch_lineage,
     common_length,
-    history_effects,
     history_size,
     lineage_summary,
 )
@@ -56,7 +55,6 @@ __all__ = [
     "get_branch_for_user",
     "get_session_for_user",
     "get_turn_for_user",
-    "history_effects",
     "history_size",
     "last_turn",
     "latest_session_for_user",

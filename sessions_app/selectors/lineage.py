@@ -55,28 +55,6 @@ def common_length(
     return max(shared, default=0)
 
 
-def history_effects(branch: Branch, *, start: int = 0, effect: str = "external") -> list[Message]:
-    """The tool messages of `effect` in the branch's history from position `start`, oldest
-    first: one query, no other message loaded."""
-    stop = branch.message_count
-    if max(0, start) >= stop:
-        return []
-    q = connection.ops.quote_name
-    messages = q(Message._meta.db_table)
-    columns = ", ".join(f"m.{q(f.column or f.attname)}" for f in HISTORY_FIELDS)
-    sql = (
-        lineage_cte()  # noqa: S608 - quoted names and constants; values are parameters
-        + f"""
-        SELECT {columns} FROM {messages} m JOIN lineage l ON m.branch_id = l.id
-        WHERE m.position < l.upper AND m.position >= %s AND m.role = 'tool' AND m.effect = %s
-        ORDER BY m.position
-    """  # noqa: S608 - quoted names and constants; values are parameters
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [stop, branch.pk, max(0, start), effect])
-        return messages_from_rows(cursor.fetchall())
-
-
 def lineage_summary(branch: Branch, *, end: int | None = None) -> Summary | None:
     """The summary of the longest prefix of the branch's history below `end` that has one. One
     query: the summaries keyed by a message of the lineage, below each branch's bound."""

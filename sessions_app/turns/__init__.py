@@ -23,7 +23,13 @@ holds, and ending a turn with its writes dropped).
 
 from __future__ import annotations
 
-from .agent_messages import BranchMoved, NewMessage, TurnTakenOver, turn_store_messages
+from .agent_messages import (
+    BranchMoved,
+    NewMessage,
+    TurnTakenOver,
+    ledger_record,
+    turn_store_messages,
+)
 from .attempts import HELD
 from .ends import turn_cancel, turn_fail, turn_finish, turn_keep_stopped
 from .recovery import NOT_PICKED_UP, WORKER_DIED, Recovery, turn_heartbeat, turn_recover_stale
@@ -54,6 +60,7 @@ __all__ = [
     "continued_reply",
     "cut_off",
     "is_cut_off",
+    "ledger_record",
     "message_limits_check",
     "turn_cancel",
     "turn_claim",

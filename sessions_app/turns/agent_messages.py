@@ -98,7 +98,9 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
             for i, m in enumerate(messages)
         ]
     )
-    ledger_record(turn=turn, owner_id=session.owner_id, messages=stored)
+    ledger_record(
+        session_id=turn.session_id, turn_id=turn.pk, owner_id=session.owner_id, messages=stored
+    )
     # The turn's reply is its last assistant message: turn_finish records the reference.
     last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
     turn.reply_message = last
@@ -108,7 +110,9 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
     return branch
 
 
-def ledger_record(*, turn: Turn, owner_id: int, messages: list[Message]) -> list[LedgerEntry]:
+def ledger_record(
+    *, session_id: int, turn_id: int | None, owner_id: int, messages: list[Message]
+) -> list[LedgerEntry]:
     """The ledger's entries (models.ledger) of the external calls among a turn's stored
     messages: `ran` for a call that answered without an error, `failed` for one marked with
     an error (agents.history.from_agno: it raised, or never ran: an unknown tool, arguments
@@ -118,10 +122,10 @@ def ledger_record(*, turn: Turn, owner_id: int, messages: list[Message]) -> list
     made: checkpoints.transfer records none.)"""
     entries = [
         LedgerEntry(
-            session_id=turn.session_id,
+            session_id=session_id,
             user_id=owner_id,
             branch_ref=m.branch_id,
-            turn_ref=turn.pk,
+            turn_ref=turn_id,
             message_ref=m.pk,
             position=m.position,
             tool_name=m.tool_name,

@@ -263,6 +263,9 @@ def test_rollback_by_a_shared_name_says_which_checkpoint_it_picked(session, bran
     older = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
     say(branch, "c", "d")
     newer = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
+    # Names are unique in a session, but an import or checkpoints made before they were can
+    # still share one.
+    Checkpoint.objects.filter(pk=newer.pk).update(checkpoint_name="after-calculate")
     agent = AgentService().resume_agent(session.pk)
     answer = agent.rollback_to_checkpoint_tool("after-calculate")
     assert f"(ID: {newer.pk}, main, created " in answer

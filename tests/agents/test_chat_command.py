@@ -77,6 +77,7 @@ def test_conversation_with_tools_and_checkpoints(cli):
     done = cli.chat(
         "hello",
         "calculate 2+3",
+        "write a file notes.md saying hi",
         "/checkpoint",
         "/checkpoint first",
         "/list",
@@ -93,14 +94,16 @@ def test_conversation_with_tools_and_checkpoints(cli):
     assert "  [tool] calculate(expression='2+3') -> 5\n" in out
     assert "agent> The result is **5**.\n" in out
     assert out.count("agent> The result is **5**.") == 1  # streamed once, not repeated
-    assert "  [checkpoint] after-calculate (auto)\n" in out
+    assert "after-calculate" not in out  # a sum changes nothing: no checkpoint after it
+    assert "  [checkpoint] after-write_file (auto)\n" in out
     assert "Give the checkpoint a name" in out
     assert "✓ Checkpoint 'first' created successfully" in out
     # /list: both checkpoints, newest first.
     listing = out[out.index("Available checkpoints:") :]
-    assert listing.index("| first | Type: manual") < listing.index("| after-calculate | Type: auto")
+    auto = listing.index("| after-write_file | Type: auto")
+    assert listing.index("| first | Type: manual") < auto
     # /history: the whole branch, tool call and result included.
-    history = out[out.index("Conversation (6 messages):") :]
+    history = out[out.index("Conversation (10 messages):") :]
     for line in (
         "[user] hello",
         "[user] calculate 2+3",

@@ -267,18 +267,19 @@ def test_calculate_runs_the_tool_and_stores_the_whole_exchange(alice, session, b
     assert reply.content == turn.reply == "The result is **5**."
 
 
-def test_calculate_takes_an_automatic_checkpoint(alice, session):
-    agent = run(alice, session, "calculate 2+3")
+def test_a_write_takes_an_automatic_checkpoint_and_a_sum_none(alice, session):
+    assert run(alice, session, "calculate 2+3").last_turn.checkpoint is None
+    agent = run(alice, session, "write a file notes.md saying hello")
     turn = agent.last_turn
     length = len(branch_history(agent.refresh_branch()))
     checkpoint = turn.checkpoint
     assert checkpoint is not None
-    assert checkpoint.checkpoint_name == "after-calculate"
+    assert checkpoint.checkpoint_name == "after-write_file"
     assert checkpoint.is_auto
     assert checkpoint.branch_id == agent.internal_session.pk
     assert checkpoint.message_count == length
     assert checkpoint.metadata["trigger"] == "tool_call"
-    assert checkpoint.metadata["tool_name"] == "calculate"
+    assert checkpoint.metadata["tool_name"] == "write_file"
     assert checkpoint.metadata["message_count"] == length
     assert list(Checkpoint.objects.all()) == [checkpoint]
 
@@ -369,16 +370,17 @@ def test_roll_back_to_makes_a_new_branch_with_the_history_up_to_the_checkpoint(
 
 def test_list_checkpoints_lists_them(alice, session):
     run(alice, session, "checkpoint as start")
-    run(alice, session, "calculate 2+3")
+    run(alice, session, "write a file notes.md saying hello")
     agent = run(alice, session, "list checkpoints")
     turn = agent.last_turn
     assert turn.status == Turn.Status.DONE
     assert turn.tools_used == ["list_checkpoints_tool"]
     start = Checkpoint.objects.get(checkpoint_name="start")
-    auto = Checkpoint.objects.get(checkpoint_name="after-calculate")
+    auto = Checkpoint.objects.get(checkpoint_name="after-write_file")
     assert turn.reply.startswith("Available checkpoints:")
     assert f"ID: {start.pk} | start | Type: manual" in turn.reply
-    assert f"ID: {auto.pk} | after-calculate | Type: auto" in turn.reply
+    # The demo names a tool as the user would ask for it (asked_as).
+    assert f"ID: {auto.pk} | after-“write … saying …” | Type: auto" in turn.reply
     assert Checkpoint.objects.count() == 2
 
 
@@ -399,7 +401,7 @@ def test_roll_back_to_an_unknown_checkpoint_says_so_and_changes_nothing(alice, s
     agent = run(alice, session, "roll back to nosuch")
     turn = agent.last_turn
     assert turn.status == Turn.Status.DONE
-    assert turn.tools_used == ["rollback_to_checkpoint_tool"]
+    assert turn.tools_used == []  # it refused: nothing ran to an end
     assert turn.rolled_back_to is None
     tool = [m for m in branch_history(agent.refresh_branch()) if m.role == "tool"]
     assert len(tool) == 1

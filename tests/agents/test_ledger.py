@@ -8,7 +8,7 @@ import pytest
 
 from agents.context import LEDGER_NOTE_ARGS_CHARS, LEDGER_NOTE_EFFECTS, left_behind_note
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import Branch
+from sessions_app.models import Branch, LedgerEntry
 from sessions_app.selectors import current_branch
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -100,3 +100,76 @@ def test_no_note_without_a_ledger_or_with_a_malformed_one(session):
     assert left_behind_note(Branch(session=session, metadata={})) is None
     assert left_behind_note(Branch(session=session, metadata={"left_behind": "x"})) is None
     assert left_behind_note(Branch(session=session, metadata={"left_behind": [1]})) is None
+
+
+def test_every_restore_lists_every_call_that_ran_past_it_and_the_model_is_told_them_all(
+    fake_llm, session, settings
+):
+    """Issue 36: a call, a rewind, a second call (beside one that never ran), a second rewind,
+    then a restore as a branch. Each restore lists every call that ran past the checkpoint,
+    those of the part an earlier rewind cut included; the model is told the same; the ledger
+    still holds every call."""
+    settings.AGENT_TOOLS = ["tests.agents.custom_tools.send_message"]
+    fake_llm.queue(Reply("Hello."))
+    ask(session, "hi")
+    start = checkpoint_create(branch=current_branch(session), name="start")
+
+    def tell(text: str, *also: ToolCall) -> None:
+        fake_llm.queue(
+            ToolCalls([ToolCall("send_message", {"to": "bob", "text": text}), *also]),
+            Reply("Sent."),
+        )
+        assert ask(session, f"tell bob {text}").status == "done"
+
+    def restore(mode: str) -> list[str]:
+        result = checkpoint_restore(checkpoint=start, session=session, mode=mode)
+        return [m.tool_args["text"] for m in result.irreversible]
+
+    tell("first")
+    assert restore("rewind") == ["first"]
+    tell("second", ToolCall("no_such_tool", {}))  # that one never ran
+    assert restore("rewind") == ["first", "second"]
+    assert restore("branch") == ["first", "second"]
+    fake_llm.queue(Reply("Where were we?"))
+    ask(session, "where were we?")
+    note = system_prompt(fake_llm).split("<left_behind>", 1)[1].split("</left_behind>", 1)[0]
+    assert "first" in note
+    assert "second" in note
+    assert "no_such_tool" not in note
+    entries = LedgerEntry.objects.filter(session=session)
+    assert sorted((e.tool_name, e.status) for e in entries) == [
+        ("no_such_tool", "failed"),
+        ("send_message", "ran"),
+        ("send_message", "ran"),
+    ]
+
+
+def test_a_rewind_keeps_what_an_earlier_rewind_left_behind(fake_llm, session, settings):
+    """The branch's record of what its restores left behind is extended, never replaced: after
+    a rewind to a later point, the calls an earlier rewind to an earlier point left behind are
+    still named to the model."""
+    settings.AGENT_TOOLS = ["tests.agents.custom_tools.send_message"]
+    fake_llm.queue(Reply("Hello."))
+    ask(session, "hi")
+    start = checkpoint_create(branch=current_branch(session), name="start")
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_message", {"to": "bob", "text": "early"})]), Reply("Sent.")
+    )
+    ask(session, "tell bob early")
+    checkpoint_restore(checkpoint=start, session=session, mode="rewind")
+    fake_llm.queue(Reply("Fine."))
+    ask(session, "go on")
+    later = checkpoint_create(branch=current_branch(session), name="later")
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_message", {"to": "bob", "text": "late"})]), Reply("Sent.")
+    )
+    ask(session, "tell bob late")
+    result = checkpoint_restore(checkpoint=later, session=session, mode="rewind")
+    assert [m.tool_args["text"] for m in result.irreversible] == ["late"]
+    kept = current_branch(session).metadata["left_behind"]
+    assert [e["args"]["text"] for e in kept] == ["early", "late"]
+    fake_llm.queue(Reply("Yes?"))
+    ask(session, "and now?")
+    note = system_prompt(fake_llm)
+    assert "early" in note
+    assert "late" in note

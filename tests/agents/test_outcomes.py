@@ -235,13 +235,18 @@ def test_a_tool_call_that_did_not_run_is_flagged_reported_and_not_checkpointed(
 
 def test_a_tool_that_ran_next_to_one_that_did_not_is_the_only_one_used(fake_llm, session):
     fake_llm.queue(
-        ToolCalls([ToolCall("no_such_tool", {}), ToolCall("calculate", {"expression": "2*3"})]),
-        Reply("6."),
+        ToolCalls(
+            [
+                ToolCall("no_such_tool", {}),
+                ToolCall("write_file", {"path": "a.md", "content": "x"}),
+            ]
+        ),
+        Reply("Written."),
     )
     turn = ask(session, "go")
-    assert turn.tools_used == ["calculate"]
+    assert turn.tools_used == ["write_file"]
     assert turn.checkpoint is not None
-    assert turn.checkpoint.checkpoint_name == "after-calculate"
+    assert turn.checkpoint.checkpoint_name == "after-write_file"
 
 
 # --- the tool-call limit -----------------------------------------------------------------------

@@ -213,17 +213,29 @@ def test_a_tool_turn_stores_every_step_and_checkpoints_automatically(fake_llm, s
     # The second request carried the call and its result, paired by id.
     second = fake_llm.messages(-1)
     assert second[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_a"}
+    assert turn.checkpoint is None  # a sum changes nothing a checkpoint could mark
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool.started") < kinds.index("tool.finished") < kinds.index("turn.finished")
+    assert "checkpoint.created" not in kinds
+
+
+def test_a_turn_whose_tool_changed_something_ends_with_an_automatic_checkpoint(fake_llm, session):
+    fake_llm.queue(
+        ToolCalls([ToolCall("write_file", {"path": "a.md", "content": "x"}, id="call_w")]),
+        Reply("Written."),
+    )
+    events: list[dict] = []
+    turn = ask(session, "write a.md", events)
     auto = turn.checkpoint
     assert auto is not None
     assert auto.is_auto
-    assert auto.checkpoint_name == "after-calculate"
+    assert auto.checkpoint_name == "after-write_file"
     assert auto.message_count == 4
     assert auto.metadata["trigger"] == "tool_call"
-    assert auto.metadata["tool_name"] == "calculate"
+    assert auto.metadata["tool_name"] == "write_file"
     assert auto.metadata["message_count"] == 4
     kinds = [e["type"] for e in events]
-    assert kinds.index("tool.started") < kinds.index("tool.finished") < kinds.index("turn.finished")
-    assert "checkpoint.created" in kinds
+    assert kinds.index("tool.finished") < kinds.index("checkpoint.created")
 
 
 def test_a_replayed_tool_exchange_is_valid_protocol(fake_llm, session):

@@ -63,6 +63,37 @@ def test_the_automatic_checkpoint_after_the_turn_covers_its_files(fake_llm, sess
     assert [f.path for f in checkpoint_files(turn.checkpoint)] == ["notes.md"]
 
 
+def test_only_a_turn_that_changed_something_ends_with_a_checkpoint_each_named_apart(
+    fake_llm, session
+):
+    """Issue 36: a checkpoint after a read, a sum or a failed write restores nothing new, and
+    four "after-write_file" in a picker cannot be told apart."""
+    fake_llm.queue(write("notes.md", "v1"), Reply("Written."))
+    first = ask(session, "write notes.md saying v1")
+    fake_llm.queue(
+        ToolCalls([ToolCall("read_file", {"path": "notes.md"})]),
+        ToolCalls([ToolCall("calculate", {"expression": "6*7"})]),
+        Reply("It says v1, and 42."),
+    )
+    reading = ask(session, "read notes.md and work out 6*7")
+    fake_llm.queue(write("../escape.txt", "no"), Reply("That path is refused."))
+    refused = ask(session, "write outside the workspace")
+    fake_llm.queue(write("notes.md", "v2"), Reply("Changed."))
+    second = ask(session, "write notes.md saying v2")
+
+    assert [t.status for t in (first, reading, refused, second)] == ["done"] * 4
+    assert (reading.checkpoint, refused.checkpoint) == (None, None)
+    assert refused.tools_used == []  # the write did not run
+    assert reading.tools_used == ["read_file", "calculate"]
+    assert [c.checkpoint_name for c in Checkpoint.objects.order_by("id")] == [
+        "after-write_file",
+        "after-write_file (2)",
+    ]
+    assert [first.checkpoint_id, second.checkpoint_id] == list(
+        Checkpoint.objects.order_by("id").values_list("id", flat=True)
+    )
+
+
 @pytest.mark.parametrize("mode", ["branch", "rewind"])
 def test_a_restore_brings_back_the_files_as_the_checkpoint_had_them(fake_llm, session, mode):
     fake_llm.queue(write("notes.md", "v1"), Reply("Written."))
@@ -126,7 +157,10 @@ def test_a_bad_path_is_a_refusal_the_model_reads_and_the_turn_goes_on(fake_llm, 
     assert turn.status == "done"
     (refused,) = tool_messages(session)
     assert refused.tool_result.startswith("✗ A file path cannot go up with '..'")
-    assert refused.metadata == {}  # the tool ran: its answer is the refusal
+    # The tool answered with its refusal and did nothing: the call did not run to an end.
+    assert refused.metadata == {"error": True}
+    assert turn.tools_used == []
+    assert turn.checkpoint is None
     sent = fake_llm.messages(-1)[-1]
     assert sent["role"] == "tool"
     assert sent["content"].startswith("✗ ")

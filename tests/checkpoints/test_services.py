@@ -512,12 +512,20 @@ def test_a_suffixed_name_stays_within_the_limit(branch):
     assert again.checkpoint_name == "n" * 196 + " (2)"
 
 
-def test_automatic_checkpoints_may_share_a_name(branch):
-    names = {
-        checkpoint_create(branch=branch, name="after-calculate", is_auto=True).checkpoint_name
-        for _ in range(2)
-    }
-    assert names == {"after-calculate"}
+def test_automatic_checkpoints_are_named_apart_too(branch):
+    names = [
+        checkpoint_create(branch=branch, name="after-write_file", is_auto=True).checkpoint_name
+        for _ in range(3)
+    ]
+    assert names == ["after-write_file", "after-write_file (2)", "after-write_file (3)"]
+
+
+def named(checkpoint: Checkpoint, name: str) -> Checkpoint:
+    """The checkpoint under a name another one has: as an import, or checkpoints made before
+    names were unique, can leave them."""
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(checkpoint_name=name)
+    checkpoint.refresh_from_db()
+    return checkpoint
 
 
 def test_a_name_resolves_to_the_newest_in_the_current_line_before_the_session(session, branch):
@@ -525,14 +533,14 @@ def test_a_name_resolves_to_the_newest_in_the_current_line_before_the_session(se
     old = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
     fork = checkpoint_create(branch=branch, name="fork")
     say(branch, "c", "d")
-    on_main = checkpoint_create(branch=branch, name="after-calculate", is_auto=True)
+    on_main = named(checkpoint_create(branch=branch, name="x", is_auto=True), "after-calculate")
     new_branch = checkpoint_restore(checkpoint=fork).branch
     # The newest of that name in the session is on main, after the fork: not this line's.
     assert find_session_checkpoint(session, "after-calculate") == on_main
     assert find_session_checkpoint(session, "after-calculate", branch=new_branch) == old
     assert set(lineage_checkpoints(new_branch)) == {old, fork}
     say(new_branch, "e")
-    mine = checkpoint_create(branch=new_branch, name="after-calculate", is_auto=True)
+    mine = named(checkpoint_create(branch=new_branch, name="y", is_auto=True), "after-calculate")
     assert find_session_checkpoint(session, "AFTER-calculate", branch=new_branch) == mine
     # A name only found off this line still resolves, to the newest in the session.
     checkpoint_create(branch=branch, name="only-on-main")

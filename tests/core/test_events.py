@@ -153,12 +153,15 @@ def test_a_tool_turn_announces_its_stream_its_automatic_checkpoint_and_its_end(
     from agents.worker import run_turn
     from sessions_app.turns import turn_start
 
-    fake_llm.queue(ToolCalls([ToolCall("calculate", {"expression": "6*7"})]), Reply("42"))
+    fake_llm.queue(
+        ToolCalls([ToolCall("write_file", {"path": "a.md", "content": "x"})]), Reply("Written.")
+    )
     turn = turn_start(session=session, message="6*7?")
     events = heard(session.pk, lambda: run_turn(turn.pk))
     assert kinds(events) == [
         "turn.started",
         "tool.started",
+        "workspace.changed",
         "tool.finished",
         "message.delta",
         "checkpoint.created",

@@ -59,21 +59,27 @@ def test_a_reply_streams_word_by_word(page, app, llm):
 
 def test_a_tool_call_shows_its_result_and_an_automatic_checkpoint(page, app, llm):
     start(page, app)
-    llm.queue(ToolCalls([ToolCall("calculate", {"expression": "6*7"})]), Reply("It is 42."))
+    llm.queue(
+        ToolCalls([ToolCall("write_file", {"path": "answer.md", "content": "42"})]),
+        Reply("It is 42, in answer.md."),
+    )
 
-    chat(page, "what is 6*7?")
+    chat(page, "write 6*7 to answer.md")
 
     tool = page.locator("#messages [data-testid=message][data-role=tool]")
     expect(tool).to_have_count(1)
     details = tool.get_by_test_id("tool-call")
-    expect(details).to_contain_text("42")
+    expect(details).to_contain_text("Created answer.md")
     assert details.evaluate("d => d.tagName === 'DETAILS' && !d.open"), "not a collapsed <details>"
-    assert last_reply(page) == "It is 42."
+    assert last_reply(page) == "It is 42, in answer.md."
     auto = page.locator("[data-testid=checkpoint][data-kind=auto]")
     expect(auto).to_have_count(1)
-    expect(auto.locator(".name")).to_have_text("after-calculate")
+    expect(auto.locator(".name")).to_have_text("after-write_file")
     # The model's second request carried the tool's result.
-    assert any(m.get("role") == "tool" and "42" in str(m.get("content")) for m in llm.messages(-1))
+    assert any(
+        m.get("role") == "tool" and "Created answer.md" in str(m.get("content"))
+        for m in llm.messages(-1)
+    )
 
 
 def test_restoring_a_checkpoint_as_a_branch_continues_from_it(page, app, llm):

@@ -199,17 +199,17 @@ def test_markers_come_and_go_live_in_another_tab_without_moving_its_reader(
     assert abs(reading.evaluate("m => m.getBoundingClientRect().top") - top) < 2
     expect(box).to_have_value("a draft that stays")
 
-    # The agent's checkpoint (its tool) and the automatic one after its calculation come too.
+    # The agent's checkpoint (its tool) and the automatic one after its write come too.
     llm.queue(
         ToolCalls(
             [
                 ToolCall("create_checkpoint", {"name": "by the agent"}),
-                ToolCall("calculate", {"expression": "6*7"}),
+                ToolCall("write_file", {"path": "answer.md", "content": "42"}),
             ]
         ),
         Reply("It is 42."),
     )
-    wait_turn_done(page, send_message(page, "what is 6*7?"))
+    wait_turn_done(page, send_message(page, "write 6*7 to answer.md"))
     expect(_marker(reader, "by the agent")).to_have_count(1)
     auto = reader.get_by_test_id("checkpoint-marker").filter(has_text="auto")
     expect(auto).to_have_count(1)

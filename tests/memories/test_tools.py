@@ -196,7 +196,8 @@ def test_the_demo_model_remembers_and_recalls_when_asked_plainly(demo, session, 
     assert turn.tools_used == ["recall"]
     assert turn.reply.startswith("1. [editor] (Project) I use Helix")
     automatic = Checkpoint.objects.filter(is_auto=True).order_by("id")
-    assert [c.checkpoint_name for c in automatic] == ["after-remember"] * 2 + ["after-recall"]
+    # A saved memory outlives every restore (external); looking one up changes nothing.
+    assert [c.checkpoint_name for c in automatic] == ["after-remember", "after-remember (2)"]
 
 
 def test_the_agent_tools_are_bound_to_the_session_owner(session, alice, bob):

@@ -10,9 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from checkpoints.services import checkpoint_create
-from sessions_app.models import Message
-from sessions_app.services import message_append
-from tests.conftest import say
+from tests.conftest import external_call, say
 from web.ws.consumers import render_event
 from workspace.models import FileVersion
 from workspace.selectors import workspace_files
@@ -277,10 +275,7 @@ def test_the_restore_dialog_is_short_when_nothing_changes(as_alice, session, bra
 def test_the_restore_dialog_lists_the_external_effects_it_cannot_undo(as_alice, session, branch):
     say(branch, "hi", "hello")
     checkpoint = checkpoint_create(branch=branch, name="cp")
-    sent = message_append(
-        branch=branch, role="tool", tool_name="send_email", tool_result="<b>sent</b> to bob"
-    )
-    Message.objects.filter(pk=sent.pk).update(effect="external")
+    external_call(branch, "send_email", "<b>sent</b> to bob")
     html = as_alice.get(reverse("chat:checkpoint_restore", args=[checkpoint.pk]), **HX)
     text = html.content.decode()
     assert 'data-testid="restore-irreversible"' in text
@@ -317,12 +312,10 @@ def test_the_restore_dialog_lists_per_mode_when_the_modes_leave_different_effect
     early = checkpoint_create(branch=branch, name="early")
     say(branch, "more", "ok")
     late = checkpoint_create(branch=branch, name="late")
-    on_main = message_append(branch=branch, role="tool", tool_name="post_main", tool_result="x")
-    Message.objects.filter(pk=on_main.pk).update(effect="external")
+    external_call(branch, "post_main", "x")
     # Continue from "late" on a new branch, and do something external there.
     forked = checkpoint_restore(checkpoint=late, mode="branch", session=session).branch
-    on_fork = message_append(branch=forked, role="tool", tool_name="post_fork", tool_result="y")
-    Message.objects.filter(pk=on_fork.pk).update(effect="external")
+    external_call(forked, "post_fork", "y")
     html = as_alice.get(reverse("chat:checkpoint_restore", args=[early.pk]), **HX)
     text = html.content.decode()
     assert "As a new branch, it leaves behind" in text

@@ -11,7 +11,7 @@ from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.models import Message
 from sessions_app.selectors import current_branch
 from sessions_app.services import message_append, session_create
-from tests.conftest import say
+from tests.conftest import external_call, say
 from workspace.models import FileVersion
 from workspace.services import file_write
 
@@ -215,9 +215,8 @@ def test_a_restore_answers_the_external_effects_it_leaves_behind(api, session, b
     say(branch, "hi", "hello")
     checkpoint = checkpoint_create(branch=branch, name="before")
     kept = message_append(branch=branch, role="tool", tool_name="read", tool_result="ok")
-    sent = message_append(branch=branch, role="tool", tool_name="email", tool_result="sent")
     Message.objects.filter(pk=kept.pk).update(effect="none")
-    Message.objects.filter(pk=sent.pk).update(effect="external")
+    sent = external_call(branch, "email", "sent")
     response = api.post(f"/api/v1/checkpoints/{checkpoint.pk}/restore/", {}, format="json")
     assert response.status_code == 200
     irreversible = response.json()["irreversible"]

@@ -86,7 +86,8 @@ def test_the_event_stream_of_a_tool_turn_with_a_bearer_key(alice, fake_llm, inli
     api = bearer_client(alice)
     sid = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()["id"]
     fake_llm.queue(
-        ToolCalls([ToolCall("calculate", {"expression": "6*7"})]), Reply("It is 42.", chunk_size=1)
+        ToolCalls([ToolCall("write_file", {"path": "a.md", "content": "42"})]),
+        Reply("It is 42.", chunk_size=1),
     )
     headers = [(b"authorization", f"Bearer {api.secret}".encode())]
 
@@ -117,8 +118,8 @@ def test_the_event_stream_of_a_tool_turn_with_a_bearer_key(alice, fake_llm, inli
     assert finished["checkpoint"] == turn["checkpoint"]
     assert "".join(e["delta"] for e in events if e["type"] == "message.delta") == "It is 42."
     tool = next(e for e in events if e["type"] == "tool.finished")
-    assert tool["tool"] == "calculate"
-    assert tool["result"] == "42"
+    assert tool["tool"] == "write_file"
+    assert tool["result"] == "✓ Created a.md (2 bytes)."
 
 
 def test_the_event_stream_refuses_another_users_key_and_a_bad_key(alice, bob):
