@@ -62,9 +62,16 @@ SECOND_BROWSER_HALF = frozenset(
     }
 )
 # The order in which xdist hands the groups out (`--no-loadscope-reorder` keeps the collection's
-# order): the longest first, so that none starts last and runs alone at the end. The soak stack
-# (minutes of deliberate waiting), then the browser halves, then the other stacks, then the rest.
-FIRST_GROUPS = ("stack-deploy-test_soak", "browser-1", "browser-2")
+# order): the longest first, so that none starts last and runs alone at the end. The browser
+# halves (the SQLite phase), the three longest stacks (the PostgreSQL phase: the soak stack runs
+# apart, `make test-soak`), then the other stacks, then the rest.
+FIRST_GROUPS = (
+    "browser-1",
+    "browser-2",
+    "stack-deploy-test_streams",
+    "stack-deploy-test_topology",
+    "stack-deploy-test_health",
+)
 
 
 def needs_servers(item: pytest.Item) -> bool:
