@@ -60,6 +60,7 @@ def test_the_collection_list_holds_the_tests_that_m_left_out(tmp_path):
         for k, v in os.environ.items()
         if k not in {"DATABASE_URL", "REDIS_URL"} and not k.startswith("PYTEST_")
     }
+    servers = tmp_path / "servers-files.txt"
     subprocess.run(  # noqa: S603 - the test's own argument list, no shell
         [
             sys.executable,
@@ -71,7 +72,9 @@ def test_the_collection_list_holds_the_tests_that_m_left_out(tmp_path):
             "-m",
             "no_such_mark",
             f"--collected-list={listed}",
+            f"--servers-files={servers}",
             "tests/test_check_test_counts.py",
+            "tests/deploy/test_wait.py",
         ],
         cwd=ROOT,
         env=env,
@@ -80,5 +83,8 @@ def test_the_collection_list_holds_the_tests_that_m_left_out(tmp_path):
     )
     ids = listed.read_text().splitlines()
     assert "tests/test_check_test_counts.py::test_an_id_is_split_as_junitxml_splits_it" in ids
-    assert len(ids) == 3
+    assert len([i for i in ids if i.startswith("tests/test_check_test_counts.py::")]) == 3
+    assert any(i.startswith("tests/deploy/test_wait.py::") for i in ids)
     assert _script().collected(listed) == {_script().junit_key(i) for i in ids}
+    # And the files the PostgreSQL/Redis phase collects: those with a test it runs, each once.
+    assert servers.read_text().splitlines() == ["tests/deploy/test_wait.py"]
