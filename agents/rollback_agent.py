@@ -35,6 +35,7 @@ from .mcp.toolset import McpToolset, mcp_toolset
 from .memory_tools import MemoryTools
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
+from .tool_errors import tool_errors_hook
 from .tools import (
     CHECKPOINT_TOOLS,
     MEMORY_TOOLS,
@@ -176,7 +177,13 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call
         # runs none.
         self.approvals = ApprovalGate(self.tool_approvals)
-        kwargs["tool_hooks"] = [self.approvals.hook, *(kwargs.get("tool_hooks") or [])]
+        # Inside the gate, an exception a tool raises reaches the model scrubbed
+        # (agents.tool_errors); the hooks given through `kwargs` run inside both.
+        kwargs["tool_hooks"] = [
+            self.approvals.hook,
+            tool_errors_hook,
+            *(kwargs.get("tool_hooks") or []),
+        ]
         # The instructions: a line for each group of built-in tools (agents.builtin_tools).
         kwargs.setdefault("instructions", REGISTRY.instructions(INTRO))
         kwargs.setdefault("markdown", True)

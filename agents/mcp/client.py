@@ -57,11 +57,14 @@ class Endpoint:
     def of(cls, row: McpServer) -> Endpoint:
         headers = row.headers if isinstance(row.headers, dict) else {}
         approval = row.approval if isinstance(row.approval, list) else []
+        # Either spelling names a tool: the server's (`convert_time`), or the one the model and
+        # the page show (`time__convert_time`), which once silently matched nothing.
+        shown = f"{row.name}__"
         return cls(
             name=row.name,
             url=row.url,
             headers={str(k): str(v) for k, v in headers.items()},
-            approval=frozenset(str(a) for a in approval),
+            approval=frozenset(str(a).removeprefix(shown) for a in approval),
         )
 
     @cached_property

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agno.tools.function import Function
 from django.conf import settings
 
+from ..tool_errors import ToolFailed
 from .models import McpServer
 from .services import mcp_servers_ensure
 
@@ -39,8 +40,9 @@ SEPARATOR = "__"
 MAX_DESCRIPTION = 2000
 
 
-class McpToolError(Exception):
-    """A call that failed: its text ("✗ ...") is the tool's result, marked as an error."""
+class McpToolError(ToolFailed):
+    """A call that failed: its text ("✗ ...", already safe to show: agents.mcp.scrub) is the
+    tool's result, marked as an error."""
 
 
 @dataclass
@@ -112,7 +114,9 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
         limit = _setting("AGENT_MCP_MAX_RESULT_CHARS", 20_000)
         text = result_text(result, limit, scrub)
         if result.is_error:
-            raise McpToolError(f"✗ {full} failed: {text or 'the tool reported an error'}")
+            said = text or "the tool reported an error"
+            log.warning("MCP tool %s failed: %s", full, said[:300])
+            raise McpToolError(f"✗ {full} failed: {said}")
         return text
 
     call.__name__ = full

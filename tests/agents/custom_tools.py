@@ -40,3 +40,11 @@ def lookup_order(order_id: str) -> str:
 def file_ticket(title: str) -> str:
     """File a ticket with an outside tracker (declares nothing: external); this one fails."""
     raise RuntimeError("the tracker refused the ticket")
+
+
+def log_in(service: str) -> str:
+    """Log in to a service (raises, quoting its connection string: a secret)."""
+    raise RuntimeError(
+        f"could not log in to {service} at postgres://admin:hunter2@db.internal/prod "
+        "with api_key=sk-live-4f9a8b7c6d5e4f3a2b1c"
+    )

@@ -127,6 +127,16 @@ def test_effects_and_approvals_come_from_annotations_and_the_servers_list(
     assert agent.notices == []
 
 
+def test_an_approval_entry_spelled_as_the_page_shows_it_matches_too(fake_llm, session, tracker):
+    """Issue 36: `tracker__explode` in the list (the name the model and the page show) matched
+    nothing, and the tool ran without approval."""
+    McpServer.objects.filter(pk=tracker.pk).update(approval=["tracker__explode", "lookup"])
+    agent = offered_agent(session)
+    assert "tracker__explode" in agent.tool_approvals
+    assert "tracker__lookup" in agent.tool_approvals  # the server's own spelling still works
+    assert "tracker__send_message" not in agent.tool_approvals
+
+
 def test_a_disabled_server_offers_nothing_and_is_not_contacted(
     fake_llm, session, tracker, mcp_server
 ):
