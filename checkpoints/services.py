@@ -76,6 +76,7 @@ def left_behind(effects: list[Message]) -> list[JSONObject]:
     return [
         {
             "message": m.pk,
+            "ledger": (m.metadata or {}).get("ledger"),
             "tool_name": m.tool_name,
             "args": json_bounded(m.tool_args, LEFT_BEHIND_CHARS),
             "result": (m.tool_result or m.content)[:LEFT_BEHIND_CHARS],
@@ -94,7 +95,9 @@ def left_behind_after(*earlier: Any, effects: list[Message]) -> list[JSONObject]
     for entries in (*earlier, left_behind(effects)):
         for entry in entries if isinstance(entries, list) else []:
             if isinstance(entry, dict):
-                merged.setdefault(entry.get("message"), entry)
+                # One entry per call: its ledger entry, or (kept before the ledger) its message.
+                key = ("ledger", entry["ledger"]) if entry.get("ledger") else entry.get("message")
+                merged.setdefault(key, entry)
     ordered = sorted(merged.values(), key=lambda e: str(e.get("created_at") or ""))
     return ordered[-LEFT_BEHIND_KEPT:]
 

@@ -13,9 +13,11 @@ from agno.run.agent import RunOutput
 from agno.run.base import RunStatus
 
 from core.model_choice import is_demo
+from sessions_app.turns import ledger_record_unstored
 
 from ..context import calibrate
 from ..model import is_context_overflow
+from ..tools import DEFAULT_EFFECT
 from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
 from .stream import Streamed
 
@@ -31,10 +33,18 @@ class Settled:
 
 
 def settle(run: TurnRun, got: Streamed) -> Settled | None:
-    """The answer to store, or None when the turn ended here."""
+    """The answer to store, or None when the turn ended here (its external calls then go into
+    the ledger all the same: record_unstored)."""
     if run.fit is not None and got.output is not None and not is_demo():
         calibrate(run.label, estimated=run.fit.raw_tokens, reported=first_input_tokens(got.output))
     meta = turn_meta(run, got)
+    settled = _settled(run, got, meta)
+    if settled is None:
+        record_unstored(run, got)
+    return settled
+
+
+def _settled(run: TurnRun, got: Streamed, meta: TurnMeta) -> Settled | None:
     if _not_ours(run, got, meta):
         return None
     output = got.output
@@ -45,6 +55,23 @@ def settle(run: TurnRun, got: Streamed) -> Settled | None:
         fail_turn(run.turn, f"The model did not answer: {_reason(got)}", meta)
         return None
     return Settled(output, meta)
+
+
+def record_unstored(run: TurnRun, got: Streamed) -> None:
+    """The external calls this attempt made, into the session's effects ledger, for a turn that
+    ends without storing its messages (stopped, failed, taken over): their effects happened. A
+    call its owner refused did not run, and a tool of another effect changed nothing outside."""
+    effects, gate = run.agent.tool_effects, run.agent.approvals
+    calls = [
+        call
+        for call_id, call in got.calls.items()
+        if effects.get(call.tool_name, DEFAULT_EFFECT) == "external"
+        and not gate.was_refused(call_id, call.args)
+    ]
+    try:
+        ledger_record_unstored(turn=run.turn, calls=calls)
+    except Exception:  # the database is away: the turn's own lines say what happened
+        log.exception("turn %s: its calls could not be recorded in the ledger", run.turn.pk)
 
 
 def turn_meta(run: TurnRun, got: Streamed) -> TurnMeta:

@@ -32,7 +32,7 @@ from ..history import from_agno
 from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
 from ..tools import REFUSED
 from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
-from .settle import Settled
+from .settle import Settled, record_unstored
 from .stream import Streamed, flush, send_delta, send_tool_finished, send_tool_started
 
 log = logging.getLogger("agents.turn.store")
@@ -53,12 +53,14 @@ def store(run: TurnRun, got: Streamed, settled: Settled) -> None:
     before = meta.copy()  # what a failure records: the run's, without the answer's
     try:
         answer = prepare(run, got, settled.output, meta)
-        if answer is not None:
-            _commit(run, answer, meta, got)
+        stored = answer is not None and _commit(run, answer, meta, got)
     except Exception as exc:
         log.exception("turn %s: the answer could not be stored", run.turn.pk)
         error = f"The answer could not be stored: {type(exc).__name__}: {exc}"
         fail_turn(run.turn, error, before)
+        stored = False
+    if not stored:
+        record_unstored(run, got)  # no message holds its calls: the ledger does
 
 
 def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> Answer | None:
@@ -123,7 +125,9 @@ def _finish(
     return reply
 
 
-def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None:
+def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool:
+    """Store the answer; False when the turn ended otherwise meanwhile (cancelled, taken
+    over, its branch moved), and nothing was stored."""
     turn = run.turn
     try:
         with transaction.atomic():
@@ -143,8 +147,11 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> None
     except TurnTakenOver as exc:
         log.info("turn %s: %s", turn.pk, exc)
         keep_stopped(turn, "".join(got.text), meta)  # when it was cancelled just before its end
+        return False
     except BranchMoved as exc:
         fail_turn(turn, str(exc), meta)
+        return False
+    return True
 
 
 def _save_state(run: TurnRun, branch: Branch, meta: TurnMeta) -> None:

@@ -30,6 +30,7 @@ from django.db import connection
 from core import events
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
+from sessions_app.turns import UnstoredCall
 
 from .common import TurnRun
 from .surface import RunItem
@@ -46,6 +47,9 @@ class Streamed:
     error: str | None = None
     text: list[str] = field(default_factory=list)
     started: set[str] = field(default_factory=set)  # the tool calls whose start was relayed
+    # Every call the stream saw, by id: its tool, arguments and (once it answered) its result
+    # and whether it failed; what the ledger keeps of a turn that stores no messages.
+    calls: dict[str, UnstoredCall] = field(default_factory=dict)
     # When the run's first request to the model went out, and when the reply's first text
     # arrived (time.monotonic()).
     sent_at: float = field(default_factory=time.monotonic)
@@ -113,6 +117,9 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
             send_delta(got, item.content)
     elif isinstance(item, ToolCallStartedEvent) and item.tool is not None:
         got.started.add(item.tool.tool_call_id or "")
+        got.calls[item.tool.tool_call_id or str(len(got.calls))] = UnstoredCall(
+            item.tool.tool_name or "", item.tool.tool_args, None
+        )
         flush(got)  # the text before the tool goes out before it
         send_tool_started(
             turn, item.tool.tool_name or "", item.tool.tool_args, item.tool.tool_call_id
@@ -121,6 +128,12 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
         flush(got)
         release_pooled_connection()  # a tool that used the database is done with it
         tool = item.tool
+        got.calls[tool.tool_call_id or str(len(got.calls))] = UnstoredCall(
+            tool.tool_name or "",
+            tool.tool_args,
+            str(tool.result or ""),
+            bool(tool.tool_call_error),
+        )
         send_tool_finished(
             turn, tool.tool_name or "", tool.tool_call_id, tool.result, bool(tool.tool_call_error)
         )

@@ -140,6 +140,53 @@ def ledger_record(
     return LedgerEntry.objects.bulk_create(entries) if entries else []
 
 
+@dataclass(frozen=True)
+class UnstoredCall:
+    """A tool call of a turn that ended without storing its messages (stopped, failed, taken
+    over): what its stream saw of it."""
+
+    tool_name: str
+    args: Any
+    result: str | None  # None: no answer came before the turn ended
+    error: bool = False
+
+
+def ledger_record_unstored(*, turn: Turn, calls: list[UnstoredCall]) -> list[LedgerEntry]:
+    """The ledger's entries for the external calls of a turn whose messages were never stored:
+    their effects happened all the same (issue 36: a Stop, a failure or a take-over once left no
+    trace of a call that created a directory on the host). `ran`, `failed`, or `may_have_run`
+    for a call that never answered; placed right after the turn's user message, with no message
+    of their own."""
+    if not calls or turn.branch_id is None:
+        return []
+    owner_id = Session.objects.filter(pk=turn.session_id).values_list("owner_id", flat=True).first()
+    if owner_id is None:  # the session is gone, and its ledger with it
+        return []
+    position = (turn.user_message_position or 0) + 1
+    entries = [
+        LedgerEntry(
+            session_id=turn.session_id,
+            user_id=owner_id,
+            branch_ref=turn.branch_id,
+            turn_ref=turn.pk,
+            message_ref=None,
+            position=position,
+            tool_name=call.tool_name[:200],
+            tool_args=bounded_json(call.args, LEDGER_TEXT_LIMIT),
+            tool_result=bounded(storable_text(call.result or ""), LEDGER_TEXT_LIMIT),
+            status=(
+                LedgerEntry.Status.MAY_HAVE_RUN
+                if call.result is None
+                else LedgerEntry.Status.FAILED
+                if call.error
+                else LedgerEntry.Status.RAN
+            ),
+        )
+        for call in calls
+    ]
+    return LedgerEntry.objects.bulk_create(entries)
+
+
 def _status(m: Message) -> str:
     failed = isinstance(m.metadata, dict) and bool(m.metadata.get("error"))
     return LedgerEntry.Status.FAILED if failed else LedgerEntry.Status.RAN

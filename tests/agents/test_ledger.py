@@ -9,7 +9,7 @@ import pytest
 from agents.context import LEDGER_NOTE_ARGS_CHARS, LEDGER_NOTE_EFFECTS, left_behind_note
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.models import Branch, LedgerEntry
-from sessions_app.selectors import current_branch
+from sessions_app.selectors import branch_history, current_branch
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
@@ -173,3 +173,47 @@ def test_a_rewind_keeps_what_an_earlier_rewind_left_behind(fake_llm, session, se
     note = system_prompt(fake_llm)
     assert "early" in note
     assert "late" in note
+
+
+def test_a_call_of_a_stopped_turn_stays_on_record_and_the_next_restore_lists_it(
+    fake_llm, session, settings
+):
+    """Issue 36: a turn stopped after its external call ran stores none of its tool messages;
+    the call still happened. Its ledger entry is kept (no message of its own), and a restore
+    past it lists it."""
+    from agents.worker import run_turn
+    from core.events import listen
+    from sessions_app.models import Turn
+    from sessions_app.turns import turn_cancel, turn_start
+
+    settings.AGENT_TOOLS = ["tests.agents.custom_tools.send_message"]
+    fake_llm.queue(Reply("Hello."))
+    ask(session, "hi")
+    start = checkpoint_create(branch=current_branch(session), name="start")
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_message", {"to": "bob", "text": "stopped"}, id="call_s")]),
+        Reply(" ".join(f"word{i}" for i in range(40)), delay=0.2),  # 8 s, stopped long before
+    )
+    turn = turn_start(session=session, message="tell bob, then tell me a long story")
+
+    def stop_once_sent(event: dict) -> None:  # as Stop does, from another tab
+        if event["type"] == "tool.finished":
+            turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+
+    stop = listen(session.pk, stop_once_sent)
+    try:
+        run_turn(turn.pk)
+    finally:
+        stop()
+    turn.refresh_from_db()
+    assert turn.status == "cancelled"
+    assert not any(m.role == "tool" for m in branch_history(current_branch(session)))
+    (entry,) = LedgerEntry.objects.filter(session=session)
+    assert (entry.tool_name, entry.status, entry.turn_ref) == ("send_message", "ran", turn.pk)
+    assert entry.message_ref is None
+    assert entry.tool_args == {"to": "bob", "text": "stopped"}
+
+    result = checkpoint_restore(checkpoint=start, session=session, mode="rewind")
+    assert [(m.tool_name, m.tool_args["text"]) for m in result.irreversible] == [
+        ("send_message", "stopped")
+    ]
