@@ -34,10 +34,14 @@ def _raw_connection() -> psycopg.Connection:
 
 
 def _backend_waiting_on(holder_pid: int, table: str) -> int | None:
+    """A backend of this test's database waiting on a lock of `table`. Of this database only:
+    the server's other databases are other xdist workers' (CI run: this test's two variants, on
+    two workers, each terminated a claim of the other's, and the embedded one's retry was
+    terminated too)."""
     with _raw_connection() as probe, probe.cursor() as cursor:
         cursor.execute(
             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND pid <> %s AND query ILIKE %s",
+            "AND datname = current_database() AND pid <> %s AND query ILIKE %s",
             [holder_pid, f"%{table}%"],
         )
         row = cursor.fetchone()
