@@ -5,10 +5,10 @@
 # make test - set up on first use (adds the dev tools, the benchmark's peers and LiteLLM's
 #             gateway environment, each from its lock file), lint (ruff, mypy, import contracts,
 #             Django's deployment checks, migrations), run the suite in parallel on SQLite (every
-#             test but those needing PostgreSQL or Redis), then the tests marked `servers` on
-#             PostgreSQL and Redis (required in CI; skipped with a warning elsewhere when they are
-#             not running), check that every collected test ran in one phase at least, and run
-#             bench-smoke
+#             test but those needing PostgreSQL or Redis; the soak stack beside it, on PostgreSQL
+#             and Redis), then the tests marked `servers` on PostgreSQL and Redis (required in CI;
+#             skipped with a warning elsewhere when they are not running), check that every
+#             collected test ran in one phase at least, and run bench-smoke
 # make bench - the benchmarks side by side with the peers (bench/): writes bench/results/latest.md
 #              and the plots; BENCH_ARGS passes options (python -m bench --help)
 # make bench-smoke - the same code paths with tiny sizes, in seconds (part of make test)
