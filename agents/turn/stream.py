@@ -11,12 +11,14 @@ taken from this worker.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from agno.models.message import Message as AgnoMessage
+from agno.models.response import ToolExecution
 from agno.run.agent import (
     RunContentEvent,
     RunErrorEvent,
@@ -117,7 +119,7 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
             send_delta(got, item.content)
     elif isinstance(item, ToolCallStartedEvent) and item.tool is not None:
         got.started.add(item.tool.tool_call_id or "")
-        got.calls[item.tool.tool_call_id or str(len(got.calls))] = UnstoredCall(
+        got.calls[_call_key(item.tool)] = UnstoredCall(
             item.tool.tool_name or "", item.tool.tool_args, None
         )
         flush(got)  # the text before the tool goes out before it
@@ -128,7 +130,7 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
         flush(got)
         release_pooled_connection()  # a tool that used the database is done with it
         tool = item.tool
-        got.calls[tool.tool_call_id or str(len(got.calls))] = UnstoredCall(
+        got.calls[_call_key(tool)] = UnstoredCall(
             tool.tool_name or "",
             tool.tool_args,
             str(tool.result or ""),
@@ -139,6 +141,14 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
         )
     elif isinstance(item, RunErrorEvent):
         got.error = item.content or "the model call failed"
+
+
+def _call_key(tool: ToolExecution) -> str:
+    """A call's id, or (from a server that sends none) its tool and arguments: the same for its
+    start and its end, so an answered call is never also kept as one that never answered."""
+    if tool.tool_call_id:
+        return tool.tool_call_id
+    return f"{tool.tool_name}:{json.dumps(tool.tool_args, sort_keys=True, default=str)}"
 
 
 def send_delta(got: Streamed, text: str) -> None:
