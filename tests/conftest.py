@@ -422,20 +422,28 @@ def grow(branch: Branch, n: int, size: int = 0) -> None:
     branch.refresh_from_db()
 
 
-def ask(session, text: str, events: list | None = None):
-    """Start a turn and run it as a worker would (agents.worker.run_turn), collecting the
-    session's events in `events`; the turn, finished."""
+def run_hearing(turn, on_event) -> None:
+    """Run a started turn as a worker would (agents.worker.run_turn), with `on_event` hearing
+    its session's events meanwhile (as another tab would: it may Stop or approve); the turn's
+    row refreshed."""
     from agents.worker import run_turn
     from core.events import listen
-    from sessions_app.turns import turn_start
 
-    turn = turn_start(session=session, message=text)
-    stop = listen(session.pk, (events if events is not None else []).append)
+    stop = listen(turn.session_id, on_event)
     try:
         run_turn(turn.pk)
     finally:
         stop()
     turn.refresh_from_db()
+
+
+def ask(session, text: str, events: list | None = None):
+    """Start a turn and run it as a worker would, collecting the session's events in `events`;
+    the turn, finished."""
+    from sessions_app.turns import turn_start
+
+    turn = turn_start(session=session, message=text)
+    run_hearing(turn, (events if events is not None else []).append)
     return turn
 
 

@@ -9,8 +9,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents.worker import run_turn
-from core.events import listen
 from sessions_app.approvals import args_digest, turn_approve
 from sessions_app.errors import NothingAwaitsApproval, TurnInProgress
 from sessions_app.models import Message, Turn
@@ -24,6 +22,7 @@ from sessions_app.turns import (
 )
 from tests.agents import approval_tools
 from tests.agents.test_claims import _celery_worker, _embedded
+from tests.conftest import run_hearing
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.waits import until
 
@@ -58,12 +57,7 @@ def run_answering(
         if event["type"] == "tool.approval_requested" and answer is not None:
             answer(event)
 
-    stop = listen(session.pk, on_event)
-    try:
-        run_turn(turn.pk)
-    finally:
-        stop()
-    turn.refresh_from_db()
+    run_hearing(turn, on_event)
     return turn, seen
 
 

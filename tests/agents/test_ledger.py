@@ -10,7 +10,7 @@ from agents.context import LEDGER_NOTE_ARGS_CHARS, LEDGER_NOTE_EFFECTS, left_beh
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.models import Branch, LedgerEntry
 from sessions_app.selectors import branch_history, current_branch
-from tests.conftest import ask
+from tests.conftest import ask, run_hearing
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -181,8 +181,6 @@ def test_a_call_of_a_stopped_turn_stays_on_record_and_the_next_restore_lists_it(
     """Issue 36: a turn stopped after its external call ran stores none of its tool messages;
     the call still happened. Its ledger entry is kept (no message of its own), and a restore
     past it lists it."""
-    from agents.worker import run_turn
-    from core.events import listen
     from sessions_app.models import Turn
     from sessions_app.turns import turn_cancel, turn_start
 
@@ -200,12 +198,7 @@ def test_a_call_of_a_stopped_turn_stays_on_record_and_the_next_restore_lists_it(
         if event["type"] == "tool.finished":
             turn_cancel(turn=Turn.objects.get(pk=turn.pk))
 
-    stop = listen(session.pk, stop_once_sent)
-    try:
-        run_turn(turn.pk)
-    finally:
-        stop()
-    turn.refresh_from_db()
+    run_hearing(turn, stop_once_sent)
     assert turn.status == "cancelled"
     assert not any(m.role == "tool" for m in branch_history(current_branch(session)))
     (entry,) = LedgerEntry.objects.filter(session=session)

@@ -13,13 +13,12 @@ from agents.worker import run_turn
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core.errors import InvalidInput
-from core.events import listen
 from sessions_app.errors import MessageTooLong, TurnInProgress
 from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import session_create, session_update
 from sessions_app.turns import CUT_NOTE, turn_cancel, turn_start
-from tests.conftest import ask
+from tests.conftest import ask, run_hearing
 from tests.fakes.chat_server import (
     Drop,
     Error,
@@ -590,12 +589,7 @@ def test_a_cancelled_turn_closes_the_model_stream_and_keeps_the_partial_reply_ma
         elif sum(e["type"] == "message.delta" for e in seen) == 3:
             turn_cancel(turn=Turn.objects.get(pk=turn.pk))  # as Stop does, from anywhere
 
-    stop = listen(session.pk, on_event)
-    try:
-        run_turn(turn.pk)
-    finally:
-        stop()
-    turn.refresh_from_db()
+    run_hearing(turn, on_event)
 
     assert turn.status == "cancelled"
     assert turn.finish_reason == "cancelled"
@@ -639,11 +633,7 @@ def test_a_stopped_reply_can_be_regenerated(fake_llm, session):
             if len(deltas) == 2:
                 turn_cancel(turn=Turn.objects.get(pk=turn.pk))
 
-    stop = listen(session.pk, on_event)
-    try:
-        run_turn(turn.pk)
-    finally:
-        stop()
+    run_hearing(turn, on_event)
     stopped = branch_history(current_branch(session))[-1]
     assert stopped.metadata["stopped"] is True
 
