@@ -237,7 +237,8 @@ def ledger_message(entry: LedgerEntry) -> Message:
     be gone, with the part of a branch a rewind cut)."""
     return Message(
         pk=entry.message_ref,
-        branch_id=entry.branch_ref,
+        # Null only for an entry imported without its branch, which no lineage query finds.
+        branch_id=entry.branch_ref,  # type: ignore[misc]
         position=entry.position,
         role=Message.Role.TOOL,
         content=entry.tool_result,

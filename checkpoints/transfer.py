@@ -2,7 +2,8 @@
 
 The document holds every branch with its own messages and its checkpoints; references between
 them (a branch's parent, the checkpoint it was forked from) use the ids of the exporting server.
-The workspace's files and their marks travel too (checkpoints.transfer_files).
+The workspace's files and their marks travel too (checkpoints.transfer_files), and the effects
+ledger (checkpoints.transfer_ledger).
 Import checks the whole document before writing anything (its shape and checks are
 checkpoints.transfer_doc), then writes it in one transaction.
 """
@@ -25,6 +26,7 @@ from sessions_app.services import session_quota_check
 
 from .transfer_doc import EXPORT_FORMAT, EXPORT_VERSION, ExportDoc, parse_export
 from .transfer_files import files_export, files_import
+from .transfer_ledger import ledger_export, ledger_import
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -108,6 +110,7 @@ def session_export(*, session: Session) -> dict[str, Any]:
         },
         "branches": list(by_branch.values()),
         "files": files.files,
+        "effects": ledger_export(session, set(by_branch)),
     }
 
 
@@ -193,9 +196,8 @@ def _write(owner: User, doc: ExportDoc) -> Session:
         )
         branch_ids[b.id] = branch.pk
         made_branches.append((branch, b.fork_files_upto))
-        # Imported tool messages keep their effect but make no entry in the effects ledger
-        # (sessions_app.models.ledger): they are history brought in, not calls this deployment
-        # made; the ledger records only what a turn here stored (turn_store_messages).
+        # Imported tool messages keep their effect; the ledger's entries come from the
+        # document's own `effects` (ledger_import, below), not from these messages.
         Message.objects.bulk_create(
             (
                 Message(
@@ -237,4 +239,5 @@ def _write(owner: User, doc: ExportDoc) -> Session:
         checkpoints=made_checkpoints,
         branch_ids=branch_ids,
     )
+    ledger_import(session=session, effects=doc.effects, branch_ids=branch_ids)
     return session

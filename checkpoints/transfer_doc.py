@@ -30,6 +30,7 @@ from sessions_app.keys import parse_session_key
 from sessions_app.turns import message_limits_check
 
 from .transfer_files import BranchPlace, FilesDoc, files_check
+from .transfer_ledger import BranchMessages, EffectDoc, effects_check
 
 EXPORT_FORMAT = "rollback.session"
 EXPORT_VERSION = 1
@@ -98,11 +99,20 @@ class ExportDoc(_Strict):
     session: SessionDoc
     branches: list[BranchDoc] = Field(min_length=1)
     files: FilesDoc | None = None  # None: a document from before the workspace
+    # The effects ledger (checkpoints.transfer_ledger); empty in a document from before it.
+    effects: list[EffectDoc] = Field(default_factory=list)
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, data: dict[str, Any]) -> str:
     first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "document"
+    loc = list(first["loc"])
+    where = ".".join(str(p) for p in loc) or "document"
+    if len(loc) >= 2 and loc[0] == "effects" and isinstance(loc[1], int):
+        # An entry of the ledger is named by its place and its id, as effects_check names it.
+        entry = data["effects"][loc[1]]
+        ident = entry.get("id") if isinstance(entry, dict) else None
+        rest = ".".join(str(p) for p in loc[2:])
+        where = f"effects entry {loc[1]} (id {ident!r})" + (f": {rest}" if rest else "")
     more = error.error_count() - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"Not a Rollback session export: {where}: {first['msg']}{tail}."
@@ -148,9 +158,13 @@ def validate_export(data: Any) -> ExportDoc:
     try:
         doc = ExportDoc.model_validate(data)
     except ValidationError as exc:
-        raise ImportRejected(_describe(exc)) from None
+        raise ImportRejected(_describe(exc, data)) from None
     _check_structure(doc)
     _check_values(doc)
+    effects_check(
+        doc.effects,
+        {b.id: BranchMessages(b.fork_position, [m.role for m in b.messages]) for b in doc.branches},
+    )
     files_check(
         doc.files,
         {

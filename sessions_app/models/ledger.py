@@ -38,7 +38,11 @@ class LedgerEntry(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="ledger")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    branch_ref = models.PositiveBigIntegerField(help_text="The branch's id, kept.")
+    # Null only for an entry imported without its branch (checkpoints.transfer_ledger: the
+    # exporting session had deleted it).
+    branch_ref = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The branch's id, kept."
+    )
     turn_ref = models.PositiveBigIntegerField(null=True, blank=True, help_text="The turn's id.")
     message_ref = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="The tool message's id, kept."

@@ -1,6 +1,7 @@
 """`manage.py backup PATH` keeps the workspace: its file versions, their contents, and the marks
-of checkpoints and branches that say which versions each one sees. (The backup copies the whole
-database, so every table is in it; these tests hold that for the workspace's.) The SQLite test
+of checkpoints and branches that say which versions each one sees; and the effects ledger,
+whose entries outlive the branches they name. (The backup copies the whole database, so every
+table is in it; these tests hold that for the workspace's and the ledger's.) The SQLite test
 runs in the SQLite phase of `make test`, the one marked `postgres` in the PostgreSQL phase, on
 databases of its own."""
 
@@ -38,6 +39,10 @@ file_write(branch=branch, path="a.txt", content="two")
 file_delete(branch=branch, path="notes/b.md")
 side = checkpoint_restore(checkpoint=cp).branch
 file_write(branch=side, path="side.txt", content="three")
+from sessions_app.models import LedgerEntry
+for ref, status in ((branch.pk, "ran"), (side.pk, "may_have_run"), (None, "failed")):
+    LedgerEntry.objects.create(session=session, user=owner, branch_ref=ref, position=0,
+        tool_name="send_message", tool_args={"to": "bob"}, tool_result="sent", status=status)
 """
 
 # The workspace's tables, and the columns of other tables that hold its marks.
@@ -48,6 +53,9 @@ QUERIES = {
     "ORDER BY id",
     "fork_marks": "SELECT id, fork_file_mark FROM sessions_app_internalsession ORDER BY id",
     "checkpoint_marks": "SELECT id, files_mark FROM checkpoints_checkpoint ORDER BY id",
+    "ledger": "SELECT id, session_id, user_id, branch_ref, turn_ref, message_ref, position, "
+    "tool_name, tool_args, tool_result, status, created_at FROM sessions_app_ledgerentry "
+    "ORDER BY id",
 }
 
 
@@ -72,6 +80,7 @@ def _check_filled(rows: dict[str, list[tuple]]) -> None:
     assert len(rows["blobs"]) == 4
     assert any(mark for _, mark in rows["checkpoint_marks"])
     assert any(mark for _, mark in rows["fork_marks"])
+    assert len(rows["ledger"]) == 3
 
 
 def _filled(env: dict[str, str]) -> None:

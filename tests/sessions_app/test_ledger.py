@@ -1,19 +1,33 @@
 """The effects ledger (sessions_app.models.ledger): every external call a turn stored gets one
-entry, `ran` or `failed`, in the transaction that stores the turn's messages; reads, workspace
-writes and imported history get none; no rewind, restore or deleted branch removes an entry, and
-the session's deletion removes them all."""
+entry, `ran` or `failed`, in the transaction that stores the turn's messages; reads and workspace
+writes get none, an import brings the document's entries; no rewind, restore, Stop, take-over or
+deleted branch removes an entry, and the session's deletion removes them all."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.apps import apps
+from django.db import transaction
+from django.utils import timezone
 
+from checkpoints.captures import branches_drop
 from checkpoints.services import branch_rewind, checkpoint_create, checkpoint_restore
 from checkpoints.transfer import session_export, session_import
-from sessions_app.models import Branch, LedgerEntry, Message, Session
+from sessions_app.models import Branch, LedgerEntry, Message, Session, Turn
 from sessions_app.selectors import current_branch, session_ledger
-from sessions_app.services import session_create, session_delete
+from sessions_app.services import lock_session, session_create, session_delete
+from sessions_app.turns import (
+    UnstoredCall,
+    ledger_record_unstored,
+    turn_cancel,
+    turn_claim,
+    turn_fail,
+    turn_recover_stale,
+    turn_start,
+)
 from tests.agents import custom_tools
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -146,10 +160,99 @@ def test_entries_go_with_their_session_only(sends, session, alice):
     ]
 
 
-def test_an_imported_session_brings_its_history_but_no_entries(sends, session, alice):
+def test_an_imported_session_brings_its_history_and_its_entries(sends, session, alice):
+    """The messages brought in make no entry of their own: the entries come from the
+    document's ledger (checkpoints.transfer_ledger), one each, on the copy's tool message."""
     send(sends, session, "one")
     copy = session_import(owner=alice, raw=json.dumps(session_export(session=session)))
     tool = Message.objects.filter(branch__session=copy, role="tool").get()
     assert tool.effect == "external"
-    assert not LedgerEntry.objects.filter(session=copy).exists()
+    (entry,) = LedgerEntry.objects.filter(session=copy)
+    assert (entry.branch_ref, entry.message_ref, entry.position) == (
+        tool.branch_id,
+        tool.pk,
+        tool.position,
+    )
+    assert (entry.tool_name, entry.tool_args, entry.status) == (
+        "send_message",
+        {"to": "bob", "text": "one"},
+        "ran",
+    )
     assert LedgerEntry.objects.filter(session=session).count() == 1
+    assert custom_tools.SENT == ["bob: one"]  # importing ran nothing
+
+
+# --- What deletes an entry: only its session (and so its user's erasure) -----------------------
+
+
+def test_an_entry_is_tied_to_nothing_but_its_session_and_its_user():
+    """Its branch, turn and message are kept ids, not foreign keys: no deletion of those rows,
+    by any path, can reach it. Its two foreign keys cascade from the session and the user."""
+    relations = {
+        f.name: f.remote_field.on_delete.__name__
+        for f in LedgerEntry._meta.get_fields()
+        if f.is_relation
+    }
+    assert relations == {"session": "CASCADE", "user": "CASCADE"}
+    pointing_here = [
+        f"{f.model._meta.label}.{f.name}"
+        for model in apps.get_models()
+        for f in model._meta.get_fields(include_hidden=True)
+        if f.is_relation and f.concrete and f.related_model is LedgerEntry
+    ]
+    assert pointing_here == []
+
+
+def _unstored(turn, text: str) -> None:
+    """The call a turn's attempt made before it ended without storing its messages, recorded
+    as agents.turn.settle records it."""
+    ledger_record_unstored(
+        turn=turn,
+        calls=[UnstoredCall(tool_name="send_message", args={"text": text}, result=None)],
+    )
+
+
+def test_a_take_over_and_a_turn_out_of_attempts_keep_the_entries_of_every_attempt(
+    session, settings
+):
+    settings.AGENT_TURN_ATTEMPTS = 2
+    turn = turn_start(session=session, message="send it")
+    for attempt in ("first", "second"):
+        claimed = turn_claim(turn_id=turn.pk)
+        assert claimed is not None
+        _unstored(claimed, attempt)
+        Turn.objects.filter(pk=turn.pk).update(
+            heartbeat_at=timezone.now() - timedelta(seconds=settings.AGENT_TURN_STALE_SECONDS + 1)
+        )
+        turn_recover_stale(session_id=session.pk)
+    turn.refresh_from_db()
+    assert turn.status == "failed"
+    assert [(e.tool_args["text"], e.status, e.turn_ref) for e in session_ledger(session)] == [
+        ("first", "may_have_run", turn.pk),
+        ("second", "may_have_run", turn.pk),
+    ]
+
+
+@pytest.mark.parametrize("end", ["cancel", "fail"])
+def test_a_stopped_or_failed_turn_keeps_its_entries(session, end):
+    turn = turn_claim(turn_id=turn_start(session=session, message="send it").pk)
+    _unstored(turn, "sent before the end")
+    if end == "cancel":
+        turn_cancel(turn=turn)
+    else:
+        turn_fail(turn=turn, error="the model went away")
+    assert [e.tool_args["text"] for e in session_ledger(session)] == ["sent before the end"]
+
+
+def test_a_deleted_branch_keeps_its_entries(sends, session, branch):
+    say(branch, "hello", "hi")
+    cp = checkpoint_create(branch=branch, name="cp")
+    side = checkpoint_restore(checkpoint=cp, mode="branch").branch
+    send(sends, session, "from the side branch")
+    with transaction.atomic():
+        lock_session(session.pk)
+        branches_drop([side.pk])
+    assert not Branch.objects.filter(pk=side.pk).exists()
+    assert [(e.branch_ref, e.tool_args["text"]) for e in session_ledger(session)] == [
+        (side.pk, "from the side branch")
+    ]

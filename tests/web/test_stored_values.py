@@ -29,7 +29,7 @@ from core.validation import (
     clean_session_state,
     json_size,
 )
-from sessions_app.models import Branch, Message, Session, Turn
+from sessions_app.models import LEDGER_TEXT_LIMIT, Branch, LedgerEntry, Message, Session, Turn
 from sessions_app.services import message_append, session_create
 from sessions_app.turns import turn_start
 from tests.web.api.conftest import bearer_client
@@ -115,6 +115,21 @@ def extreme(alice, settings):
             created_at=when,
         )
         Branch.objects.filter(pk=branch.pk).update(checkpoint_count=1)
+        # An entry of the effects ledger at its limits (LEDGER_TEXT_LIMIT), naming a message that
+        # is not a tool message (no turn writes one: export leaves the reference out).
+        LedgerEntry.objects.create(
+            session=session,
+            user=alice,
+            branch_ref=branch.pk,
+            turn_ref=turn.pk,
+            message_ref=reply.pk,
+            position=1,
+            tool_name=name(),
+            tool_args=full_json(LEDGER_TEXT_LIMIT),
+            tool_result=(TRICKY * 1000)[:LEDGER_TEXT_LIMIT],
+            status=LedgerEntry.Status.MAY_HAVE_RUN,
+            created_at=when,
+        )
         sessions.append(Session.objects.get(pk=session.pk))
     return sessions
 
@@ -223,6 +238,12 @@ def test_an_exported_extreme_session_imports_again(alice, extreme):
     document = api.get(f"/api/v1/sessions/{extreme[0].pk}/export/").json()
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 201, response.json()
+    (entry,) = LedgerEntry.objects.filter(session_id=response.json()["id"])
+    assert (entry.tool_name, entry.tool_args, entry.tool_result) == (
+        document["effects"][0]["tool_name"],
+        document["effects"][0]["tool_args"],
+        document["effects"][0]["tool_result"],
+    )
 
 
 # --- the database refuses what Python could not read back -------------------------------------

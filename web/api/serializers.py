@@ -116,7 +116,11 @@ class LedgerEntryOut(serializers.Serializer[LedgerEntry]):
     turn are ids, kept after a rewind or a deleted branch took those away."""
 
     id = serializers.IntegerField()
-    branch = serializers.IntegerField(source="branch_ref")
+    branch = serializers.IntegerField(
+        source="branch_ref",
+        allow_null=True,
+        help_text="The branch's id; null for an imported entry whose branch was not exported.",
+    )
     turn = serializers.IntegerField(source="turn_ref", allow_null=True)
     tool_name = serializers.CharField()
     tool_args = serializers.JSONField(allow_null=True)

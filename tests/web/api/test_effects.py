@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import LedgerEntry
+from sessions_app.models import LedgerEntry, Session
 from tests.conftest import ask, say
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
@@ -90,3 +90,53 @@ def test_an_unknown_session_is_404(api, session):
     response = api.get(f"/api/v1/sessions/{session.pk + 1000}/effects/")
     assert response.status_code == 404
     assert set(response.json()) == {"detail"}
+
+
+def _without(row: dict, *keys: str) -> dict:
+    return {k: v for k, v in row.items() if k not in keys}
+
+
+def test_an_export_and_import_through_the_api_keeps_every_entry(api, bob_api, called):
+    """Bob imports alice's export (she sent him the file): his copy has every entry of her
+    ledger, on his copy's branch, with no turn (turns do not travel); hers is unchanged and
+    still not his to read."""
+    session = called[0]
+    mine = api.get(f"/api/v1/sessions/{session.pk}/effects/").json()["results"]
+    document = api.get(f"/api/v1/sessions/{session.pk}/export/").json()
+    assert [e["id"] for e in document["effects"]] == [row["id"] for row in mine]
+    response = bob_api.post("/api/v1/sessions/import/", document, format="json")
+    assert response.status_code == 201
+    copy = response.json()
+    his = bob_api.get(f"/api/v1/sessions/{copy['id']}/effects/").json()["results"]
+    assert [_without(row, "id", "branch", "turn") for row in his] == [
+        _without(row, "id", "branch", "turn") for row in mine
+    ]
+    assert {(row["branch"], row["turn"]) for row in his} == {(copy["current_branch"], None)}
+    assert api.get(f"/api/v1/sessions/{copy['id']}/effects/").status_code == 404
+    assert bob_api.get(f"/api/v1/sessions/{session.pk}/effects/").status_code == 404
+    assert api.get(f"/api/v1/sessions/{session.pk}/effects/").json()["results"] == mine
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "detail"),
+    [
+        ("status", "happened", "status"),
+        ("position", "2", "position"),
+        ("tool_result", "r" * 4001, "limit is 4000"),
+        ("branch", 987654, "branch 987654, which is not in the document"),
+    ],
+)
+def test_an_import_with_a_malformed_entry_is_400_naming_it_and_imports_nothing(
+    api, called, field, value, detail
+):
+    session = called[0]
+    document = api.get(f"/api/v1/sessions/{session.pk}/export/").json()
+    entry = document["effects"][1]
+    entry[field] = value
+    sessions = Session.objects.count()
+    entries = LedgerEntry.objects.count()
+    response = api.post("/api/v1/sessions/import/", document, format="json")
+    assert response.status_code == 400
+    assert f"effects entry 1 (id {entry['id']})" in response.json()["detail"]
+    assert detail in response.json()["detail"]
+    assert (Session.objects.count(), LedgerEntry.objects.count()) == (sessions, entries)
