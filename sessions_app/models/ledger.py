@@ -57,6 +57,8 @@ class LedgerEntry(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = "effects ledger entry"
+        verbose_name_plural = "effects ledger entries"
         ordering: ClassVar[list[str]] = ["id"]
         indexes: ClassVar[list[models.Index]] = [
             models.Index(fields=["session", "id"], name="ledger_session_id"),

@@ -365,6 +365,7 @@ ADMIN_OBJECTS = {
     "sessions_app.Message": "user_message",
     "sessions_app.Turn": "turn",
     "sessions_app.Summary": "summary",
+    "sessions_app.LedgerEntry": "ledger_entry",
     "ops.AuditRecord": "audit_record",
     "integrations.TelegramChat": "telegram_chat",
     "governance.AuditRecord": "governance_record",
@@ -393,6 +394,9 @@ ADMIN_CLOSED = {
     "/admin/sessions_app/turn/<path:object_id>/delete/",
     "/admin/sessions_app/summary/add/",
     "/admin/sessions_app/summary/<path:object_id>/delete/",
+    # The effects ledger is written by the turns only, and goes with its session only.
+    "/admin/sessions_app/ledgerentry/add/",
+    "/admin/sessions_app/ledgerentry/<path:object_id>/delete/",
     # The audit trail is written by the jobs only.
     "/admin/ops/auditrecord/add/",
     "/admin/ops/auditrecord/<path:object_id>/delete/",
@@ -509,7 +513,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     turn_fail(turn=turn, error=f"{SECRET} failure")
     # An entry of her effects ledger (a turn's external call; made here as its row, as the
     # turns that make them need a model).
-    LedgerEntry.objects.create(
+    ledger_entry = LedgerEntry.objects.create(
         session=session,
         user=alice,
         branch_ref=first.pk,
@@ -548,6 +552,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "checkpoint": checkpoint.pk,
         "turn": turn.pk,
         "summary": summary.pk,
+        "ledger_entry": ledger_entry.pk,
         "key": key.pk,
         "memory": memory.pk,
         "file": "notes/alice.md",

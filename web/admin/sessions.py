@@ -22,6 +22,7 @@ from core.errors import InvalidInput
 from core.model_choice import check_model_settings
 from sessions_app.models import Branch, Session
 from sessions_app.services import session_delete, session_update
+from web.admin.ledger import ledger_link
 from web.admin.support import (
     ConversationAdmin,
     JSONFormField,
@@ -124,6 +125,7 @@ class SessionAdmin(ConversationAdmin):
         "branch_count",
         "workspace_storage",
         "conversation_tree",
+        "effects_ledger",
     )
     fields = (
         "id",
@@ -137,6 +139,7 @@ class SessionAdmin(ConversationAdmin):
         "archived_at",
         "branch_count",
         "workspace_storage",
+        "effects_ledger",
     )
     inlines = (BranchInline,)
 
@@ -175,6 +178,12 @@ class SessionAdmin(ConversationAdmin):
         return format_html(
             '<a href="{}" data-testid="conversation-tree-link">Conversation tree</a>', url
         )
+
+    @admin.display(description="effects ledger")
+    def effects_ledger(self, obj: Session) -> str:
+        """The external calls the session's turns made (web.admin.ledger), whatever was rewound
+        or deleted since."""
+        return ledger_link(obj) if obj.pk is not None else "-"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A session is created together with its first branch, by sessions_app.services.

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import Branch, Message, Session
+from sessions_app.models import Branch, LedgerEntry, Message, Session
 from sessions_app.services import session_create
 from tests.conftest import grow, say
 
@@ -22,6 +22,7 @@ CHANGELISTS = {
     "branches": "admin:sessions_app_branch_changelist",
     "checkpoints": "admin:checkpoints_checkpoint_changelist",
     "messages": "admin:sessions_app_message_changelist",
+    "effects ledger": "admin:sessions_app_ledgerentry_changelist",
 }
 
 
@@ -31,7 +32,7 @@ def current(session: Session) -> Branch:
 
 def build(n: int, start: int = 0) -> None:
     """n users, each with a session of two branches (one restored from a checkpoint), two
-    checkpoints (one manual, one automatic) and messages in both branches."""
+    checkpoints (one manual, one automatic), messages in both branches and an external call."""
     for i in range(start, start + n):
         owner = User.objects.create(username=f"user{i}")  # no password: hashing is slow
         session = session_create(owner=owner, name=f"session {i}")
@@ -41,6 +42,14 @@ def build(n: int, start: int = 0) -> None:
         checkpoint_create(branch=branch, name=f"auto {i}", is_auto=True)
         restored = checkpoint_restore(checkpoint=checkpoint).branch
         say(restored, f"follow-up {i}")
+        LedgerEntry.objects.create(
+            session=session,
+            user=owner,
+            branch_ref=restored.pk,
+            position=2,
+            tool_name=f"tool {i}",
+            status=LedgerEntry.Status.RAN,
+        )
 
 
 def changelist(client, name: str, query: str = ""):
