@@ -6,18 +6,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import Window
 from django.db.models.functions import RowNumber
 
 from core.validation import NAME_MAX_LENGTH
 from sessions_app.models import Branch, Effect, LedgerEntry, Message, Session
 from sessions_app.selectors import branch_lineage, common_length, parse_pk
+from workspace.models import FileVersion
 from workspace.selectors import FilesChange, WorkspaceFile, files_change, workspace_files
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
-from .rewinds import rewind_cut
+from .rewinds import RewindCut, rewind_cut
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
@@ -286,7 +287,10 @@ def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:
     """What a rewind to `checkpoint` would delete, by the rewind's own rule (rewinds.rewind_cut):
     the later messages of its branch, the checkpoints that captured anything it deletes (its
     branch's and those of the branches that would go), the branches forked from what it deletes
-    (with their descendants), and the file versions written after the checkpoint."""
+    (with their descendants), and the file versions it deletes (`files`: those written on the
+    branch after the checkpoint and those of the branches that go), `own_files` of them written
+    by a person (uploads and edits in the Files panel or the API, not by a turn's agent). A few
+    counts over index ranges, whatever the history's length."""
     branch = checkpoint.branch
     position = checkpoint.message_count
     cut = rewind_cut(branch, position, files_mark=checkpoint.files_mark)
@@ -294,8 +298,21 @@ def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:
         "messages": max(0, branch.message_count - position),
         "checkpoints": cut.checkpoints().count(),
         "branches": len(cut.branches),
-        "files": cut.versions().count(),
+        **_versions_cut(cut),
     }
+
+
+def _versions_cut(cut: RewindCut) -> dict[str, int]:
+    """How many file versions the cut deletes, and how many of them a person wrote (no turn):
+    one aggregate over the branch's versions past the cut (the (branch, id) index) and those
+    of the branches it deletes (the branch index)."""
+    versions = cut.versions()
+    if cut.branches:
+        versions = versions | FileVersion.objects.filter(branch_id__in=cut.branches)
+    counts = versions.aggregate(
+        files=Count("id"), own_files=Count("id", filter=Q(turn__isnull=True))
+    )
+    return {"files": counts["files"] or 0, "own_files": counts["own_files"] or 0}
 
 
 def auto_checkpoints_beyond(

@@ -359,7 +359,13 @@ def test_the_rewind_preview_counts_what_the_rewind_deletes(branch, edited_betwee
     before = Message.objects.count(), Branch.objects.count()
     deleted = checkpoint_restore(checkpoint=first, mode="rewind").deleted_checkpoints
 
-    assert preview == {"messages": 2, "checkpoints": 1, "branches": 1, "files": 3}
+    assert preview == {
+        "messages": 2,
+        "checkpoints": 1,
+        "branches": 1,
+        "files": 3,
+        "own_files": 3,  # all written by a person (file_write without a turn)
+    }
     assert len(deleted) == preview["checkpoints"]
     gone = before[0] - Message.objects.count(), before[1] - Branch.objects.count()
     assert gone == (preview["messages"], preview["branches"])

@@ -1,7 +1,8 @@
 """How the app looks, in Chromium at 1366 and 390 px wide, in the light and the dark scheme: the
 default theme follows the system as a whole (the admin too) and an explicit choice wins; no page
 scrolls sideways at 390 px; a skip link comes first; targets are 44 px under a finger; a wide
-table scrolls in its own box; the rewind note is a warning only when something is lost."""
+table scrolls in its own box; the rewind note is a warning only when something is lost (the
+user's own upload too, counted)."""
 
 from __future__ import annotations
 
@@ -196,9 +197,26 @@ def test_the_rewind_note_warns_only_when_something_is_lost(page, app, llm):
         expect(note).to_have_class("muted")
         dialog.get_by_role("button", name="Cancel").click()
         expect(dialog).to_be_hidden()
+    # The user's own upload after the checkpoint: a rewind deletes it, and the note says so
+    # (issue 36: it said "nothing is deleted").
+    page.get_by_test_id("upload-files").set_input_files(
+        {"name": "notes.md", "mimeType": "text/markdown", "buffer": b"# mine\n"}
+    )
+    page.get_by_test_id("upload-submit").click()
+    expect(page.get_by_test_id("upload-done")).to_be_visible()
+    dialog = open_restore(page, "at-the-end")
+    note = dialog.get_by_test_id("rewind-warning")
+    expect(note).to_have_class("warning")
+    expect(note).to_have_text(
+        "Cuts the branch “main” back to this checkpoint: permanently deletes 0 later messages, "
+        "0 later checkpoints, 1 file version written after it (your own upload or edit)."
+    )
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
     llm.queue(Reply("two"))
     chat(page, "second")
     dialog = open_restore(page, "at-the-end")
     note = dialog.get_by_test_id("rewind-warning")
     expect(note).to_have_class("warning")
     expect(note).to_contain_text("permanently deletes 2 later messages")
+    expect(note).to_contain_text("1 file version written after it (your own upload or edit)")
