@@ -31,7 +31,7 @@ from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import JSON_MAX_DEPTH, clean_metadata, clean_name, clean_session_state
 from governance.selectors import may_govern
-from sessions_app.models import Branch, Message, Session
+from sessions_app.models import Branch, LedgerEntry, Message, Session
 
 
 def admin_link(obj: Model, text: str | None = None) -> str:
@@ -172,6 +172,8 @@ def deletion_summary(
         (Branch, Branch.objects.filter(session__in=sessions).count()),
         (Message, Message.objects.filter(branch__session__in=sessions).count()),
         (Checkpoint, Checkpoint.objects.filter(branch__session__in=sessions).count()),
+        # The only deletion that takes the effects ledger's entries (sessions_app.models.ledger).
+        (LedgerEntry, LedgerEntry.objects.filter(session__in=sessions).count()),
     ]
     model_count: dict[str, int] = {}
     perms_needed: set[str] = set()

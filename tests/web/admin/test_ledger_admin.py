@@ -211,3 +211,14 @@ def test_the_list_costs_the_same_queries_for_3_and_30_entries(admin_client_, ali
         response = admin_client_.get(LIST, {"session": session.pk})
     assert len(response.context["cl"].result_list) == 30
     assert len(many) == len(few)
+
+
+def test_deleting_a_session_says_its_entries_go_with_it_and_takes_them(admin_client_, ledgers):
+    mine, other, _ = ledgers
+    url = reverse("admin:sessions_app_session_delete", args=[mine.pk])
+    response = admin_client_.get(url)
+    assert response.status_code == 200
+    assert dict(response.context["model_count"])["effects ledger entries"] == 3
+    assert admin_client_.post(url, {"post": "yes"}).status_code == 302
+    assert not LedgerEntry.objects.filter(session_id=mine.pk).exists()
+    assert LedgerEntry.objects.filter(session=other).count() == 1
