@@ -30,6 +30,7 @@ from sessions_app.models import Session
 from sessions_app.services import lock_session, session_update
 
 from .models import McpCredential, McpServer, McpServerQuerySet
+from .scrub import secrets_of
 from .seen import seen_of
 
 if TYPE_CHECKING:
@@ -132,8 +133,9 @@ def servers_for(user: User, session: Session) -> TurnServers:
 
 def headers_for(server: McpServer, user: User | None) -> dict[str, str]:
     """The headers sent to `server` for `user`: the operator's, with the user's own values for
-    the names the server asks of users in their place. Every value is remembered by the log
-    filter (core.log_secrets), so no log line shows it."""
+    the names the server asks of users in their place. Every value, and every secret of the
+    server's URL (agents.mcp.scrub.secrets_of), is remembered by the log filter
+    (core.log_secrets), so no log line shows it."""
     headers = server.headers if isinstance(server.headers, dict) else {}
     merged = {str(k): str(v) for k, v in headers.items()}
     if user is not None and server.asked_headers:
@@ -142,7 +144,7 @@ def headers_for(server: McpServer, user: User | None) -> dict[str, str]:
             values = credentials_of(user, [server]).get(server.pk, {})
         asked = set(server.asked_headers)
         merged.update({k: v for k, v in values.items() if k in asked})
-    log_secrets.remember(merged.values())
+    log_secrets.remember(secrets_of(server.url, merged))
     return merged
 
 

@@ -249,3 +249,45 @@ def test_a_server_chosen_for_alice_is_never_offered_to_bob(fake_llm, alice, bob,
         fake_llm.queue(Reply("Hello."))
         ask(session_create(owner=alice, name="a"), "hello")
         assert "files__lookup" in offered(fake_llm.requests[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_erasure_deletes_the_users_own_credentials_and_keeps_everyone_elses(alice, bob):
+    from ops.audit import Who
+    from ops.erasure import user_erase
+
+    server = McpServer.objects.create(
+        name="tracker", url="http://127.0.0.1:9/mcp", user_headers=["X-Api-Key"]
+    )
+    mcp_credentials_set(user=alice, server=server, headers={"X-Api-Key": ALICE_TOKEN})
+    mcp_credentials_set(user=bob, server=server, headers={"X-Api-Key": "bob-own-token-1234"})
+    alice_id = alice.pk
+
+    record = user_erase(user=alice, who=Who.command("tests"))
+
+    assert record.details["rows"]["mcp_credentials"] == 1
+    assert not McpCredential.objects.filter(user_id=alice_id).exists()
+    assert McpCredential.objects.get(user=bob).headers == {"X-Api-Key": "bob-own-token-1234"}
+    assert McpServer.objects.filter(pk=server.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # SQLite's schema editor needs autocommit
+def test_the_migration_encrypts_the_headers_already_stored():
+    """agents 0002: rows written before it (plain JSON headers) come out sealed, same values."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("agents", "0001_initial")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps.get_model("agents", "McpServer")
+        row = old.objects.create(
+            name="legacy", url="http://127.0.0.1:9/mcp", headers={"X-Key": OPERATOR_TOKEN}
+        )
+        assert OPERATOR_TOKEN in raw_column(McpServer, row.pk)  # plain before
+    finally:
+        # Every migration applied again: the worker's later tests need today's schema.
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert OPERATOR_TOKEN not in raw_column(McpServer, row.pk)
+    assert McpServer.objects.get(pk=row.pk).headers == {"X-Key": OPERATOR_TOKEN}
