@@ -24,6 +24,7 @@ from .conftest import (
     sign_up,
     wait_ws_open,
 )
+from .test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
 
@@ -86,6 +87,7 @@ def test_the_tools_menu_turns_a_server_on_and_the_next_turn_uses_it(
     expect(server.get_by_test_id("tools-credentials-state")).to_contain_text(
         "Needs your own credentials"
     )
+    assert violations(page) == []  # the menu, open, as axe reads it
     server.get_by_test_id("tools-credential").fill(f"Bearer {TOKEN}")
     server.get_by_test_id("tools-credentials-save").click()
     expect(page.get_by_test_id("tools-saved")).to_be_visible()
@@ -115,3 +117,10 @@ def test_the_tools_menu_turns_a_server_on_and_the_next_turn_uses_it(
     assert "tracker__lookup" in offered(turn_requests(llm)[-2])
     assert mcp_server.calls == [("lookup", {"query": "rollback"})]
     assert f"Bearer {TOKEN}" in mcp_server.seen_authorization
+
+    # The profile says the credentials are set, never what they are.
+    page.goto(f"{tools_app.base_url}/accounts/profile/")
+    section = page.locator("[data-testid=mcp-credentials][data-server=tracker]")
+    expect(section.get_by_test_id("mcp-credentials-state")).to_have_text("set")
+    assert TOKEN not in page.content()
+    assert violations(page) == []

@@ -5,6 +5,7 @@ names users supply, the URL's secrets masked, header values never shown)."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from agents.models import McpCredential, McpServer
@@ -111,6 +112,10 @@ def test_the_profile_sets_and_removes_credentials_never_showing_them(as_alice, a
     assert "are saved; they are never shown again" in page
     assert "alice-page-token" not in page
     assert stored(alice) == [{"Authorization": TOKEN}]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT headers FROM agents_mcpcredential")
+        [(raw,)] = cursor.fetchall()
+    assert "alice-page-token" not in raw  # encrypted at rest
 
     page = as_alice.post(save, {"header:Other": "x"}, follow=True).content.decode()
     assert "headers.Other: not a header tracker asks for" in page
