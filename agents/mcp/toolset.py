@@ -1,4 +1,5 @@
-"""The MCP tools a turn offers: listed at the start of the turn from every enabled server,
+"""The MCP tools a turn offers: listed at the start of the turn from every server its user gets
+in its session (agents.mcp.access.servers_for, with agents.mcp.access.headers_for's headers),
 each offered to the model as `<server>__<tool>` with its description and input schema, its
 effect and approval read off its annotations and the server's `approval` list.
 
