@@ -153,3 +153,24 @@ def test_a_server_that_asks_for_nothing_takes_no_credentials(api, alice, servers
 def test_the_list_and_credentials_need_a_signed_in_user(client, servers):
     assert client.get(SERVERS).status_code in (401, 403)
     assert put(client, "tracker", {"headers": {"Authorization": TOKEN}}).status_code in (401, 403)
+
+
+def test_a_sessions_choice_of_servers_is_checked_when_patched(api, alice, servers):
+    from agents.mcp.access import servers_for
+    from sessions_app.models import Session
+    from sessions_app.services import session_create
+
+    session = session_create(owner=alice, name="s")
+    url = f"/api/v1/sessions/{session.pk}/"
+    for bad in ("alices", ["alices"], {"alices": "yes"}, {"x" * 41: True}):
+        answer = api.patch(url, {"metadata": {"settings": {"mcp_servers": bad}}}, format="json")
+        assert answer.status_code == 400, bad
+        assert "settings.mcp_servers" in answer.json()["detail"]
+    assert "mcp_servers" not in Session.objects.get(pk=session.pk).settings
+
+    answer = api.patch(
+        url, {"metadata": {"settings": {"mcp_servers": {"alices": True}}}}, format="json"
+    )
+    assert answer.status_code == 200
+    chosen = servers_for(alice, Session.objects.get(pk=session.pk)).servers
+    assert "alices" in [s.name for s in chosen]
