@@ -291,3 +291,36 @@ def test_the_migration_encrypts_the_headers_already_stored():
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert OPERATOR_TOKEN not in raw_column(McpServer, row.pk)
     assert McpServer.objects.get(pk=row.pk).headers == {"X-Key": OPERATOR_TOKEN}
+
+
+def test_a_dump_of_the_database_holds_the_sealed_values_and_loads_back(alice):
+    """`dumpdata` (a backup) writes the token, never the value; `loaddata` reads it back."""
+    import io
+    import json
+
+    from django.core import serializers
+
+    server = McpServer.objects.create(
+        name="tracker",
+        url="http://127.0.0.1:9/mcp",
+        headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+        user_headers=["X-Api-Key"],
+    )
+    mcp_credentials_set(user=alice, server=server, headers={"X-Api-Key": ALICE_TOKEN})
+    out = io.StringIO()
+    from django.core.management import call_command
+
+    call_command("dumpdata", "agents", stdout=out)
+    dumped = out.getvalue()
+    assert OPERATOR_TOKEN not in dumped
+    assert ALICE_TOKEN not in dumped
+    assert PREFIX in dumped
+
+    McpCredential.objects.all().delete()
+    McpServer.objects.all().delete()
+    for item in serializers.deserialize("json", json.dumps(json.loads(dumped))):
+        item.save()
+    assert McpServer.objects.get(name="tracker").headers == {
+        "Authorization": f"Bearer {OPERATOR_TOKEN}"
+    }
+    assert McpCredential.objects.get(user=alice).headers == {"X-Api-Key": ALICE_TOKEN}
