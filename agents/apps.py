@@ -9,6 +9,11 @@ class AgentsConfig(AppConfig):
     verbose_name = "Agents"
 
     def ready(self) -> None:
+        # No log line of the HTTP clients or the MCP SDK shows a URL's query or a header value
+        # (core.log_secrets), in every process, whatever handlers are configured.
+        from core import log_secrets
+
+        log_secrets.install()
         # Register the Celery tasks in every process, so agents.dispatch finds `agents.run_turn`
         # by name in the web process too (a worker would discover them on its own). The module
         # imports none of the turn's code (agno, openai): most processes never run a turn.

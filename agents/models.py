@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from .mcp.models import MCP_NAME_PATTERN, McpServer, McpServerQuerySet
+from .mcp.models import MCP_NAME_PATTERN, McpCredential, McpServer, McpServerQuerySet
 
-__all__ = ["MCP_NAME_PATTERN", "McpServer", "McpServerQuerySet"]
+__all__ = ["MCP_NAME_PATTERN", "McpCredential", "McpServer", "McpServerQuerySet"]

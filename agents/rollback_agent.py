@@ -241,7 +241,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
             self.tool_effects.pop(name, None)
             self.tool_approvals.discard(name)
         previous = {id(f) for f in self.mcp.functions}
-        self.mcp = mcp_toolset(taken=set(self.tool_effects))
+        self.mcp = mcp_toolset(session=self.external_session, taken=set(self.tool_effects))
         self.tool_effects.update(self.mcp.effects)
         self.tool_approvals |= self.mcp.approvals
         self.notices = list(self.mcp.notices)

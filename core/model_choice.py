@@ -160,3 +160,20 @@ def check_model_settings(metadata: object) -> None:
         chosen_temperature(chosen)
         chosen_context_tokens(chosen)
         chosen_instructions(chosen)
+        chosen_mcp_servers(chosen)
+
+
+def chosen_mcp_servers(session_settings: Mapping[str, object]) -> dict[str, bool]:
+    """The session's MCP servers turned on or off in its Tools menu (settings.mcp_servers: an
+    object of server names to true or false; agents.mcp.access reads it)."""
+    value = session_settings.get("mcp_servers")
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and len(k) <= 40 and isinstance(v, bool) for k, v in value.items()
+    ):
+        raise InvalidInput(
+            "The session's MCP servers (settings.mcp_servers) must be an object of server "
+            "names to true or false."
+        )
+    return dict(value)

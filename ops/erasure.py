@@ -2,7 +2,8 @@
 sessions (with branches, messages, summaries, checkpoints, turns, the effects ledger's entries
 and workspace files: every
 version and every content), memories (and their words in
-the search index), API keys, browser logins, the admin's log entries about them and their objects,
+the search index), API keys, their own credentials for MCP servers, browser logins, the
+admin's log entries about them and their objects,
 their name on audit records, and the account itself. Their open sockets close. The audit record of
 the erasure keeps counts and the user's former id, nothing of what they wrote or were called."""
 
@@ -19,6 +20,7 @@ from django.db.models import Model, Q
 
 from accounts.models import ApiKey
 from accounts.services import lock_user
+from agents.models import McpCredential
 from checkpoints.models import Checkpoint
 from core import events
 from governance.models import AuditRecord as GovernanceRecord
@@ -82,6 +84,7 @@ def user_holdings(user: User) -> dict[str, int]:
         "file_contents": WorkspaceBlob.objects.filter(session__owner=user).count(),
         "memories": Memory.objects.filter(user=user).count(),
         "api_keys": ApiKey.objects.filter(user=user).count(),
+        "mcp_credentials": McpCredential.objects.filter(user=user).count(),
         "browser_logins": sum(1 for _ in _login_sessions(user)),
         "admin_log_entries": LogEntry.objects.filter(_admin_log_about(user)).count(),
     }
@@ -143,6 +146,9 @@ def _erase(user: User, progress: Progress) -> None:
         session_delete(session=Session(pk=session_id))
         progress()
     LoginSession.objects.filter(session_key__in=logins).delete()
+    # Their own credentials for MCP servers (the account's deletion would take them too, by
+    # CASCADE: said here, since they are secrets).
+    McpCredential.objects.filter(user=user).delete()
     # Records of runs this user started by hand keep the run, not the name.
     AuditRecord.objects.filter(actor=user).update(actor=None, actor_name="")
     # So do the restores an administrator made on users' behalf (governance); the records about

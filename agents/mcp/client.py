@@ -54,8 +54,11 @@ class Endpoint:
     approval: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, row: McpServer) -> Endpoint:
-        headers = row.headers if isinstance(row.headers, dict) else {}
+    def of(cls, row: McpServer, headers: dict[str, str] | None = None) -> Endpoint:
+        """`headers`: what to send (agents.mcp.access.headers_for: the operator's merged with
+        the user's own); None, the operator's alone."""
+        if headers is None:
+            headers = row.headers if isinstance(row.headers, dict) else {}
         approval = row.approval if isinstance(row.approval, list) else []
         # Either spelling names a tool: the server's (`convert_time`), or the one the model and
         # the page show (`time__convert_time`), which once silently matched nothing.

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
+
+from core.sealed import SealedJSONField
 
 MCP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"
 
@@ -39,8 +43,8 @@ class McpServer(models.Model):
         ],
     )
     url = models.URLField(max_length=2000)
-    # {"Header-Name": "value"}: secrets, never shown again once saved.
-    headers = models.JSONField(default=dict, blank=True)
+    # {"Header-Name": "value"}: secrets, encrypted at rest (core.sealed), never shown again.
+    headers = SealedJSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
     # Names of its tools (as the server names them) that wait for the owner's approval, beside
     # those the server annotates destructive.
@@ -48,7 +52,21 @@ class McpServer(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
+    # --- Who gets it, and what each user brings (agents.mcp.access) ---------------------------
+    # Everyone, or only the chosen users and the members of the chosen groups.
+    for_everyone = models.BooleanField(default=True)
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    groups = models.ManyToManyField(Group, blank=True, related_name="+")
+    # Off in every session until its user turns it on in the chat's tools menu (a session's
+    # `metadata.settings.mcp_servers`); else on until turned off there.
+    per_session = models.BooleanField(default=False)
+    # Header names each user supplies for themselves (McpCredential), e.g. ["Authorization"]
+    # for a personal bearer token; a user who has not is not offered the server.
+    user_headers = models.JSONField(default=list, blank=True)
+
     objects = McpServerQuerySet.as_manager()
+    # Not a column: the user's own header values, when agents.mcp.access.servers_for read them.
+    user_values: dict[str, str] | None = None
 
     class Meta:
         verbose_name = "MCP server"
@@ -56,3 +74,30 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def asked_headers(self) -> list[str]:
+        """The header names each user must supply (none: the operator's headers serve all)."""
+        names = self.user_headers if isinstance(self.user_headers, list) else []
+        return [str(n) for n in names]
+
+
+class McpCredential(models.Model):
+    """One user's own header values for one server (those it asks for: `user_headers`),
+    encrypted at rest, never shown again; deleted with the user or the server."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_credentials"
+    )
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="credentials")
+    headers = SealedJSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "MCP credential"
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["user", "server"], name="one_mcp_credential_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"credentials of user {self.user_id} for {self.server_id}"

@@ -1,4 +1,5 @@
-"""The MCP tools a turn offers: listed at the start of the turn from every enabled server,
+"""The MCP tools a turn offers: listed at the start of the turn from every server its user gets
+in its session (agents.mcp.access.servers_for, with agents.mcp.access.headers_for's headers),
 each offered to the model as `<server>__<tool>` with its description and input schema, its
 effect and approval read off its annotations and the server's `approval` list.
 
@@ -24,11 +25,14 @@ from agno.tools.function import Function
 from django.conf import settings
 
 from ..tool_errors import ToolFailed
-from .models import McpServer
+from .access import headers_for, servers_for
+from .seen import note_listing
 from .services import mcp_servers_ensure
 
 if TYPE_CHECKING:
     from mcp.types import Tool
+
+    from sessions_app.models import Session
 
     from .client import Endpoint
 
@@ -158,18 +162,21 @@ def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: Mc
         )
 
 
-def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
-    """The tools of every enabled server for this turn (no server: no connection at all).
-    `taken`: names already offered; an MCP tool never replaces another tool."""
+def mcp_toolset(*, session: Session, taken: set[str] | None = None) -> McpToolset:
+    """The tools of the servers this turn's user gets in this session (agents.mcp.access; no
+    server: no connection at all), sent the user's own credentials where the server asks for
+    them. `taken`: names already offered; an MCP tool never replaces another tool."""
     mcp_servers_ensure()
-    rows = list(McpServer.objects.enabled())
-    toolset = McpToolset()
+    user = session.owner
+    chosen = servers_for(user, session)
+    rows = chosen.servers
+    toolset = McpToolset(notices=list(chosen.notices))
     if not rows:
         return toolset
     # The SDK takes a second or more to import: only a process that talks to a server pays it.
     from .client import Endpoint, McpFailure, list_tools
 
-    endpoints = [Endpoint.of(row) for row in rows]
+    endpoints = [Endpoint.of(row, headers_for(row, user)) for row in rows]
     names = set(taken or ())
     for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
         if isinstance(listed, McpFailure):
@@ -180,6 +187,8 @@ def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
             )
             log.warning("%s", notice)
             toolset.notices.append(notice)
+            note_listing(endpoint.name, reason=reason)
             continue
+        note_listing(endpoint.name, tools=[t.name for t in listed])
         _offered(endpoint, listed, names, toolset)
     return toolset

@@ -36,6 +36,23 @@ def _origins(origins: list[str], info: ValidationInfo) -> list[str]:
 
 
 Origins = Annotated[CommaList, AfterValidator(_origins)]
+
+
+def _fernet_keys(keys: list[str], info: ValidationInfo) -> list[str]:
+    from cryptography.fernet import Fernet
+
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key.encode())
+        except ValueError:
+            raise ValueError(
+                f"{info.field_name}: key {position} is not a Fernet key (32 url-safe base64-encoded"
+                " bytes, as `Fernet.generate_key()` makes)"
+            ) from None
+    return keys
+
+
+FernetKeys = Annotated[CommaList, AfterValidator(_fernet_keys)]
 # DRF's rates: a number, a slash, a period of which the first letter counts (s, m, h or d).
 Rate = Annotated[
     str,
@@ -78,6 +95,7 @@ class Env(Schema):
     ROLLBACK_LOGIN_LOCKOUT_SECONDS: int = Field(15 * 60, ge=1)
     ROLLBACK_SIGNUPS_PER_HOUR_PER_IP: Count = 10
     ROLLBACK_TRUSTED_PROXIES: Count = 0
+    ROLLBACK_ENCRYPTION_KEYS: FernetKeys = shown("derived from `DJANGO_SECRET_KEY`", [])
 
     # --- Files, logs (core.py) -----------------------------------------------------------------
     ROLLBACK_VAR_DIR: Path | None = shown("`var/`")

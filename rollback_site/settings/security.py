@@ -110,6 +110,9 @@ ROLLBACK_SIGNUPS_PER_HOUR_PER_IP = env.ROLLBACK_SIGNUPS_PER_HOUR_PER_IP
 # 0 (the default): the header is ignored and the connection's address is the client's; behind
 # proxies that set it, without this setting every client looks like the proxy.
 ROLLBACK_TRUSTED_PROXIES = env.ROLLBACK_TRUSTED_PROXIES
+# The keys that encrypt secrets at rest (MCP servers' headers, users' own MCP credentials:
+# core.sealed): the first encrypts, all decrypt. Unset: derived from SECRET_KEY and its fallbacks.
+ROLLBACK_ENCRYPTION_KEYS = env.ROLLBACK_ENCRYPTION_KEYS
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -49,7 +49,7 @@ from django_celery_beat.models import (
 
 from accounts.models import ApiKey, SiteSettings, User
 from accounts.services import apikey_create, apikey_revoke
-from agents.models import McpServer
+from agents.models import McpCredential, McpServer
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from core import events
@@ -133,6 +133,23 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/rename/": Rule(OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned"}),
     "/chat/<int:pk>/archive/": Rule(OWNER, ("POST",), {"pk": "session"}),
+    # The chat's Tools menu (MCP servers on or off in the session, one's own credentials), and
+    # the profile's credentials for a server: a server bob may not use is a 404 like a session.
+    "/chat/<int:pk>/tools/": Rule(
+        OWNER, ("GET", "POST"), {"pk": "session"}, {"server": "tracker", "on": "true"}
+    ),
+    "/chat/<int:pk>/tools/<str:name>/credentials/": Rule(
+        OWNER,
+        ("POST",),
+        {"pk": "session", "name": "mcp_private_name"},
+        {"header:Authorization": "Bearer pwned"},
+    ),
+    "/accounts/profile/mcp/<str:name>/": Rule(
+        OWNER, ("POST",), {"name": "mcp_private_name"}, {"header:Authorization": "Bearer pwned"}
+    ),
+    "/accounts/profile/mcp/<str:name>/remove/": Rule(
+        OWNER, ("POST",), {"name": "mcp_private_name"}
+    ),
     "/chat/<int:pk>/unarchive/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/pin/": Rule(OWNER, ("POST",), {"pk": "session"}),
     "/chat/<int:pk>/unpin/": Rule(OWNER, ("POST",), {"pk": "session"}),
@@ -255,6 +272,13 @@ API_RULES: dict[str, Rule] = {
         OWNER, ("GET", "PATCH", "DELETE"), {"pk": "memory"}, {"l0_abstract": "pwned"}
     ),
     "/api/v1/keys/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "key"}),
+    "/api/v1/mcp/servers/": Rule(LOGIN, ("GET",)),
+    "/api/v1/mcp/servers/<str:name>/credentials/": Rule(
+        OWNER,
+        ("PUT", "DELETE"),
+        {"name": "mcp_private_name"},
+        {"headers": {"Authorization": "Bearer pwned"}},
+    ),
     "/api/v1/sessions/<int:pk>/": Rule(
         OWNER,
         ("GET", "PATCH", "DELETE"),
@@ -564,6 +588,8 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "mcp_server": McpServer.objects.create(
             name="tracker", url="http://127.0.0.1:9/mcp", headers={"X-Key": SECRET}
         ).pk,
+        # A server for alice alone, with her own credentials for it.
+        "mcp_private_name": _alices_mcp_server(alice).name,
         "group": Group.objects.create(name=f"{SECRET} group").pk,
         "site_settings": SiteSettings.load().pk,
         "session_type": ContentType.objects.get_for_model(Session).pk,
@@ -594,6 +620,20 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     }
 
 
+def _alices_mcp_server(alice: User) -> McpServer:
+    server = McpServer.objects.create(
+        name="private",
+        url="http://127.0.0.1:9/mcp",
+        for_everyone=False,
+        user_headers=["Authorization"],
+    )
+    server.users.add(alice)
+    McpCredential.objects.create(
+        user=alice, server=server, headers={"Authorization": f"Bearer {SECRET}"}
+    )
+    return server
+
+
 class State:
     """Every row of alice's, the privileges of every user, the groups and the site settings: the
     same queries read again after each request. Each is compiled once (Django's compiler costs
@@ -621,6 +661,7 @@ class State:
             "files": FileVersion.objects.filter(branch__session__in=sessions).values(),
             "share links": ShareLink.objects.filter(owner_id=alice_pk).values(),
             "mcp servers": McpServer.objects.values(),
+            "mcp credentials": McpCredential.objects.filter(user_id=alice_pk).values(),
             "governance records": GovernanceRecord.objects.filter(user_id=alice_pk).values(),
             "telegram chats": TelegramChat.objects.filter(user_id=alice_pk).values(),
             "telegram link codes": TelegramLinkCode.objects.filter(user_id=alice_pk).values(),
@@ -874,7 +915,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 14, MIXED
+    assert len(MIXED) == 15, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

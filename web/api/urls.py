@@ -16,6 +16,7 @@ from web.api import checkpoints as checkpoints_api
 from web.api import compare as compare_api
 from web.api import effects as effects_api
 from web.api import files as files_api
+from web.api import mcp as mcp_api
 from web.api import memories as memories_api
 from web.api import sessions as sessions_api
 from web.api import shares as shares_api
@@ -77,6 +78,12 @@ urlpatterns = [
     path("keys/", accounts_api.KeyList.as_view(), name="keys"),
     path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
     path("telegram/link/", telegram_api.TelegramLink.as_view(), name="telegram-link"),
+    path("mcp/servers/", mcp_api.McpServerList.as_view(), name="mcp-servers"),
+    path(
+        "mcp/servers/<str:name>/credentials/",
+        mcp_api.McpCredentials.as_view(),
+        name="mcp-credentials",
+    ),
     path(
         "schema/",
         SchemaView.as_view(permission_classes=[AllowAny], authentication_classes=[]),

@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from web.pages import accounts as views
-from web.pages import telegram
+from web.pages import mcp, telegram
 
 app_name = "accounts"
 
@@ -16,6 +16,8 @@ urlpatterns = [
     path("profile/", views.profile, name="profile"),
     path("profile/api-keys/", views.apikey_create_view, name="apikey_create"),
     path("profile/api-keys/<int:key_id>/revoke/", views.apikey_revoke_view, name="apikey_revoke"),
+    path("profile/mcp/<str:name>/", mcp.credentials_save, name="mcp_credentials"),
+    path("profile/mcp/<str:name>/remove/", mcp.credentials_remove, name="mcp_credentials_remove"),
     path("profile/telegram/link/", views.telegram_link_view, name="telegram_link"),
     path(
         "profile/telegram/<int:chat_pk>/unlink/",

@@ -8,6 +8,7 @@ from web.pages import checkpoints as checkpoint_views
 from web.pages import compare as compare_views
 from web.pages import files as file_views
 from web.pages import governance as governance_views
+from web.pages import mcp as mcp_views
 from web.pages import session_list as list_views
 from web.pages import session_settings as settings_views
 
@@ -24,6 +25,12 @@ urlpatterns = [
     path("<int:pk>/unarchive/", list_views.session_unarchive, name="unarchive"),
     path("<int:pk>/delete/", list_views.session_remove, name="delete"),
     path("<int:pk>/settings/", settings_views.session_settings, name="session_settings"),
+    path("<int:pk>/tools/", mcp_views.session_tools, name="session_tools"),
+    path(
+        "<int:pk>/tools/<str:name>/credentials/",
+        mcp_views.session_tools_credentials,
+        name="session_tools_credentials",
+    ),
     path("<int:pk>/pin/", list_views.session_pin, name="pin"),
     path("<int:pk>/unpin/", list_views.session_unpin, name="unpin"),
     path("<int:pk>/export/", list_views.export, name="export"),

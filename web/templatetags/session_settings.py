@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 
+from agents.mcp.access import usable_servers
 from core.errors import InvalidInput
 from core.model_choice import allowed_models, chosen_instructions, chosen_model
 from sessions_app.models import Session
@@ -35,6 +36,8 @@ def picker_context(session: Session, *, error: str = "") -> dict[str, Any]:
         "models": models,
         "chosen_model": chosen,
         "has_instructions": has_instructions,
+        # The Tools menu, when its owner may use an MCP server (agents.mcp.access).
+        "has_tools": usable_servers(session.owner).exists(),
         "picker_error": error,
     }
 
