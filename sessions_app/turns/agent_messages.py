@@ -118,8 +118,8 @@ def ledger_record(
     an error (agents.history.from_agno: it raised, or never ran: an unknown tool, arguments
     that failed validation, a call past the limit). A refused call is stored with effect
     `none` (agents.turn.store), so it has no entry. Called in the transaction that stores
-    them. (An imported session's messages are history brought in, not calls this deployment
-    made: checkpoints.transfer records none.)"""
+    them. (An import records none from its messages: the document's own `effects` bring the
+    ledger it had, checkpoints.transfer_ledger.)"""
     entries = [
         LedgerEntry(
             session_id=session_id,
