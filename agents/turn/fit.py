@@ -8,7 +8,7 @@ long (`retry`): that second chance is the pipeline's, shared with the stream ste
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from agno.models.message import Message as AgnoMessage
 from django.conf import settings
@@ -75,10 +75,8 @@ def fit(
     if isinstance(agent.model, ChatModel):
         agent.model.begin_turn()
     # A tool's images reach a vision model only (agents.mcp.vision); the last few again.
-    vision = sees_images(agent.model)
-    agno_agent: Any = agent  # agno's Agent field, which the TurnAgent protocol does not name
-    agno_agent.send_media_to_model = vision
-    history = to_agno(run.fit.history, images=REPLAY_IMAGES if vision else 0)
+    # (the agent's agno Agent sends the turn's own ones: RollbackAgent, send_media_to_model).
+    history = to_agno(run.fit.history, images=REPLAY_IMAGES if sees_images(agent.model) else 0)
     if continues:
         return alternate(continuation_request(history))
     return alternate([*history, AgnoMessage(role="user", content=turn.message)])
