@@ -357,9 +357,7 @@ def test_each_turn_lists_the_tools_again(fake_llm, session, tracker, mcp_server)
     assert agent.last_turn.metadata["notices"][0].startswith("The MCP server gone")
 
 
-def test_an_image_whose_bytes_are_not_an_image_is_a_note_for_the_model(
-    fake_llm, session, tracker
-):
+def test_an_image_whose_bytes_are_not_an_image_is_a_note_for_the_model(fake_llm, session, tracker):
     fake_llm.queue(ToolCalls([ToolCall("tracker__chart", {})]), Reply("A chart."))
 
     turn = ask(session, "Draw it")
