@@ -43,6 +43,8 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from .vision import IMAGE_TYPES, image_type_of
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -53,21 +55,6 @@ MAX_RESULT_IMAGE_BYTES = 3 * 1024 * 1024
 # resource is never scrubbed whole); a secret longer than the margin could straddle the first
 # cut, but only past the final one.
 SCRUB_MARGIN = 4096
-# What a page may show inline and a model accepts: never SVG.
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-
-
-def image_type_of(data: bytes) -> str | None:
-    """The image type the bytes' signature shows, or None (not one of IMAGE_TYPES)."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 @dataclass(frozen=True)

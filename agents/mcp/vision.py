@@ -23,10 +23,25 @@ from django.conf import settings
 if TYPE_CHECKING:
     from agno.media import Image
 
+# What a page may show inline and a model accepts: never SVG (it can carry script).
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 # How many of the history's tool images a vision model gets again on a later turn.
 REPLAY_IMAGES = 4
 # agno's own text for the user message that carries a tool's media (models/base.py).
 MEDIA_NOTE = "The tool call above generated the attached media."
+
+
+def image_type_of(data: bytes) -> str | None:
+    """The image type the bytes' signature shows, or None (not one of IMAGE_TYPES)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def sees_images(model: Any) -> bool:
@@ -58,6 +73,15 @@ def image_bytes(stored: dict[str, Any]) -> bytes | None:
         return base64.b64decode(str(stored.get("data", "")), validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+def checked_image(stored: dict[str, Any]) -> tuple[str, bytes] | None:
+    """A stored image's type and bytes, when its bytes are still what its type says."""
+    data = image_bytes(stored)
+    mime = image_type_of(data) if data else None
+    if data is None or mime is None or mime != stored.get("mime"):
+        return None
+    return mime, data
 
 
 def agno_image(stored: dict[str, Any]) -> Image | None:
