@@ -130,3 +130,38 @@ def test_the_demo_model_never_sees_images(settings):
 
     settings.AGENT_VISION_MODELS = ["*"]
     assert not sees_images(DemoModel())
+
+
+def test_only_the_last_images_of_the_history_ride_again(session):
+    from agents.history import to_agno
+    from agents.mcp.vision import REPLAY_IMAGES
+    from sessions_app.models import Branch
+    from sessions_app.services import message_append
+
+    branch = Branch.objects.get(session=session, is_current=True)
+    png = base64.b64encode(tiny_png()).decode()
+    for n in range(3):  # three calls of two images each: six in all
+        message_append(branch=branch, role="user", content=f"picture {n}")
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "cam", "arguments": "{}"}}
+        message_append(branch=branch, role="assistant", tool_calls=[call])
+        images = [{"id": f"img-{n}-{i}", "mime": "image/png", "data": png} for i in (0, 1)]
+        message_append(
+            branch=branch,
+            role="tool",
+            tool_name="cam",
+            tool_call_id=f"c{n}",
+            tool_result="two",
+            metadata={"images": images},
+        )
+        message_append(branch=branch, role="assistant", content="seen")
+    history = list(Message.objects.filter(branch=branch).order_by("position"))
+
+    sent = to_agno(history, images=REPLAY_IMAGES)
+
+    carriers = [m for m in sent if m.images]
+    assert [[i.id for i in m.images] for m in carriers] == [
+        ["img-1-0", "img-1-1"],
+        ["img-2-0", "img-2-1"],
+    ]
+    assert all(sent[sent.index(m) - 1].role == "tool" for m in carriers)
+    assert not any(m.images for m in to_agno(history))  # a model that sees no images
