@@ -20,6 +20,7 @@ from sessions_app.models import Message
 from sessions_app.turns import NewMessage, without_cut_note
 
 from .markers import CONTINUE_MARKER
+from .mcp.vision import MEDIA_NOTE, agno_image, images_of_result, stored_images
 from .tools import DEFAULT_EFFECT
 
 # What a turn that continues a cut-off reply (sessions_app.turns.turn_continue) asks after the
@@ -40,15 +41,20 @@ def _call_ids(tool_calls: Any) -> list[str]:
     return ids
 
 
-def to_agno(messages: list[Message]) -> list[AgnoMessage]:
-    """The stored history as agno messages, none of which agno echoes back as new."""
+def to_agno(messages: list[Message], *, images: int = 0) -> list[AgnoMessage]:
+    """The stored history as agno messages, none of which agno echoes back as new. The last
+    `images` images of tool results ride again in a user message after their tool messages,
+    as agno sends them in the turn that got them (agents.mcp.vision)."""
     out: list[AgnoMessage] = []
     pending: set[str] = set()
+    replayed = _replayed(messages, images)
+    media: list[Any] = []
     for m in messages:
         if m.role == Message.Role.TOOL:
             if m.tool_call_id not in pending:
                 continue  # a result whose call is not in the history
             pending.discard(m.tool_call_id)
+            media += [agno_image(i) for i in stored_images(m.metadata) if i["id"] in replayed]
             out.append(
                 AgnoMessage(
                     role="tool",
@@ -59,6 +65,7 @@ def to_agno(messages: list[Message]) -> list[AgnoMessage]:
                 )
             )
             continue
+        _add_media(out, media)
         _drop_unanswered(out, pending)
         if m.role == Message.Role.ASSISTANT and m.tool_calls:
             calls = [c for c in m.tool_calls if isinstance(c, dict) and c.get("id")]
@@ -77,8 +84,30 @@ def to_agno(messages: list[Message]) -> list[AgnoMessage]:
             before.content = without_cut_note(str(before.content)) + m.content
             continue
         out.append(AgnoMessage(role=m.role, content=m.content, add_to_agent_memory=False))
+    _add_media(out, media)
     _drop_unanswered(out, pending)
     return alternate(out)
+
+
+def _replayed(messages: list[Message], count: int) -> set[str]:
+    """The ids of the last `count` images the history's tool messages hold."""
+    ids: list[str] = []
+    for m in reversed(messages):
+        if len(ids) >= count:
+            break
+        if m.role == Message.Role.TOOL:
+            ids += [i["id"] for i in reversed(stored_images(m.metadata))]
+    return set(ids[:count])
+
+
+def _add_media(out: list[AgnoMessage], media: list[Any]) -> None:
+    """The images of the tool results just added, in one user message after them."""
+    images = [image for image in media if image is not None]
+    media.clear()
+    if images:
+        out.append(
+            AgnoMessage(role="user", content=MEDIA_NOTE, images=images, add_to_agent_memory=False)
+        )
 
 
 def _continues(m: Message, out: list[AgnoMessage]) -> bool:
@@ -172,6 +201,7 @@ def from_agno(
     model: str,
     ran: set[str] | None = None,
     effects: Mapping[str, str] | None = None,
+    images: list[Any] | None = None,
 ) -> list[NewMessage]:
     """The messages a run added after the user's message, ready to store. A tool result is
     marked {"error": true} when its tool did not run: it raised (agno's `tool_call_error`), or
@@ -179,7 +209,10 @@ def from_agno(
     with arguments that are not JSON, or past the tool-call limit with an error text of its
     own and no flag). Each tool message records its tool's effect from `effects` (the agent's
     `tool_effects`); a name it does not know is `external`, the safe assumption. A call that
-    did not run still records its tool's effect: what the tool may do, not what it did."""
+    did not run still records its tool's effect: what the tool may do, not what it did.
+    A tool result keeps the run's `images` (`RunOutput.images`) it names (agents.mcp.results)
+    in `metadata["images"]`; the user message agno adds to carry them to the model is not
+    stored (agents.mcp.vision)."""
     new: list[NewMessage] = []
     names: dict[str, str] = {}
     seen_user = False
@@ -215,10 +248,19 @@ def from_agno(
                     tool_args=m.tool_args,
                     tool_result=result,
                     tool_call_id=m.tool_call_id or "",
-                    metadata={"error": True} if failed else {},
+                    metadata=_tool_metadata(result, failed, images),
                     effect=(effects or {}).get(name, DEFAULT_EFFECT),
                 )
             )
+        elif m.role == "user" and m.images and m.content == MEDIA_NOTE:
+            continue  # agno's carrier of the tools' images (agents.mcp.vision)
         elif m.role == "user":
             new.append(NewMessage(role="user", content=_text(m.content)))
     return new
+
+
+def _tool_metadata(result: str, failed: bool, images: list[Any] | None) -> dict[str, Any]:
+    if failed:
+        return {"error": True}
+    shown = images_of_result(result, images)
+    return {"images": shown} if shown else {}

@@ -32,6 +32,7 @@ from .builtin_tools import INTRO, REGISTRY
 from .checkpoint_tools import CheckpointTools
 from .file_tools import FileTools
 from .mcp.toolset import McpToolset, mcp_toolset
+from .mcp.vision import sees_images
 from .memory_tools import MemoryTools
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
@@ -194,6 +195,8 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         self.tools: list[Any] = [*kept, *custom]
         self.agent: AgnoAgent = Agent(
             model=model,
+            # A tool's images go to a model that sees images (agents.mcp.vision), else stay out.
+            send_media_to_model=sees_images(model),
             tools=agno_tools(self.tools),
             db=None,
             telemetry=False,

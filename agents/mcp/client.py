@@ -10,7 +10,6 @@ into a short reason that names neither the URL nor a header: both may carry secr
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,16 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import (
-    AudioContent,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-    Tool,
-)
+from mcp.types import CallToolResult, Tool
 
 from core import bridge
 
@@ -184,35 +174,3 @@ def reason_of(exc: BaseException, seconds: float) -> str:
         if reason is not None:
             return reason
     return f"it failed ({type(leaves[0]).__name__})"
-
-
-def _block_text(block: Any) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
-        size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # base64, not decoded
-        return f"[{kind} ({block.mime_type}), {size} bytes, not shown]"
-    if isinstance(block, ResourceLink):
-        return f"[resource link: {block.uri}]"
-    if isinstance(block, EmbeddedResource):
-        contents = block.resource
-        if isinstance(contents, TextResourceContents):
-            return contents.text
-        return f"[binary resource {contents.uri} ({contents.mime_type or 'unknown type'})]"
-    return f"[{type(block).__name__} content, not shown]"
-
-
-def result_text(result: CallToolResult, limit: int, scrub: Scrubber | None = None) -> str:
-    """A call's result as the model reads it: its text content, other content summarised,
-    scrubbed (before the cut, so no part of a secret survives it), cut at `limit` characters
-    (saying so)."""
-    parts = [_block_text(block) for block in result.content]
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    text = "\n".join(parts)
-    if scrub is not None:
-        text = scrub(text)
-    if len(text) > limit:
-        text = f"{text[:limit]}\n… (the result was cut at {limit} characters)"
-    return text

@@ -102,11 +102,12 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
 
 
 def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
-    from .client import McpFailure, call_tool, result_text
+    from .client import McpFailure, call_tool
+    from .results import tool_result_of
 
     scrub = endpoint.scrub
 
-    def call(**arguments: Any) -> str:
+    def call(**arguments: Any) -> Any:
         # What the server says is scrubbed of its own credentials (agents.mcp.scrub) before
         # the turn stores it, streams it or gives it to the model.
         try:
@@ -116,12 +117,13 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
             log.warning("MCP tool %s failed: %s", full, reason)
             raise McpToolError(f"✗ {full} failed: {reason}.") from None
         limit = _setting("AGENT_MCP_MAX_RESULT_CHARS", 20_000)
-        text = result_text(result, limit, scrub)
+        content = tool_result_of(result, limit=limit, scrub=scrub)
+        text = content.text
         if result.is_error:
             said = text or "the tool reported an error"
             log.warning("MCP tool %s failed: %s", full, said[:300])
             raise McpToolError(f"✗ {full} failed: {said}")
-        return text
+        return content.for_agno()  # the text, with its images when it has any
 
     call.__name__ = full
     return call

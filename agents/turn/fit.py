@@ -18,6 +18,7 @@ from sessions_app.turns import continued_reply
 from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
 from ..history import CONTINUE_INSTRUCTION, alternate, continuation_request, to_agno
 from ..instructions import owner_instructions
+from ..mcp.vision import REPLAY_IMAGES, sees_images
 from ..model import ChatModel
 from .common import TurnRun, fail_turn
 
@@ -73,9 +74,12 @@ def fit(
     agent.additional_context = "\n\n".join(notes) or None
     if isinstance(agent.model, ChatModel):
         agent.model.begin_turn()
+    # A tool's images reach a vision model only (agents.mcp.vision); the last few again.
+    # (the agent's agno Agent sends the turn's own ones: RollbackAgent, send_media_to_model).
+    history = to_agno(run.fit.history, images=REPLAY_IMAGES if sees_images(agent.model) else 0)
     if continues:
-        return alternate(continuation_request(to_agno(run.fit.history)))
-    return alternate([*to_agno(run.fit.history), AgnoMessage(role="user", content=turn.message)])
+        return alternate(continuation_request(history))
+    return alternate([*history, AgnoMessage(role="user", content=turn.message)])
 
 
 def _summary_failed(run: TurnRun, exc: SummaryFailed) -> None:

@@ -70,7 +70,11 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
     whose stream ended without a finish is kept too, with "interrupted"."""
     ran = {t.tool_call_id for t in output.tools or [] if t.tool_call_id and not t.tool_call_error}
     new = from_agno(
-        output.messages or [], model=meta["model"], ran=ran, effects=run.agent.tool_effects
+        output.messages or [],
+        model=meta["model"],
+        ran=ran,
+        effects=run.agent.tool_effects,
+        images=output.images,  # MCP tools' images, kept with the results that name them
     )
     report_unrun_tools(run, new, got)
     continues = continued_reply(run.turn)

@@ -49,6 +49,9 @@ AGENT_MCP_TIMEOUT = env.AGENT_MCP_TIMEOUT
 AGENT_MCP_MAX_TOOLS = env.AGENT_MCP_MAX_TOOLS
 AGENT_MCP_MAX_SCHEMA_CHARS = env.AGENT_MCP_MAX_SCHEMA_CHARS
 AGENT_MCP_MAX_RESULT_CHARS = env.AGENT_MCP_MAX_RESULT_CHARS
+# The models (shell-style patterns of their names) that are given a tool's images as image
+# content (agents.mcp.vision); any other model, and the demo model, gets their text line only.
+AGENT_VISION_MODELS = env.AGENT_VISION_MODELS
 
 # Pause between the demo model's streamed words, so its replies visibly stream in.
 DEMO_MODEL_WORD_DELAY = env.DEMO_MODEL_WORD_DELAY

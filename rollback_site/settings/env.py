@@ -145,6 +145,13 @@ class Env(Schema):
     AGENT_MCP_MAX_RESULT_CHARS: Count = Field(
         20_000, description="characters of an MCP tool's result"
     )
+    AGENT_VISION_MODELS: CommaList = [  # noqa: RUF012
+        "gpt-4o*",
+        "gpt-4.1*",
+        "gpt-5*",
+        "o3*",
+        "o4*",
+    ]
     AGENT_APPROVAL_SECONDS: Seconds = 600.0
     DEMO_MODEL_WORD_DELAY: BoundSeconds = Field(0.02, ge=0)
     MEMORY_L2_MAX_CHARS: int = Field(20_000, ge=1)

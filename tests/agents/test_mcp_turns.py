@@ -247,6 +247,7 @@ def test_tools_whose_names_do_not_fit_are_left_out_and_logged(
         "tracker__explode",
         "tracker__slow",
         "tracker__chart",
+        "tracker__snapshot",
     }
     [warning] = [r.getMessage() for r in log_records if "not offered" in r.getMessage()]
     assert "bad.name" in warning
@@ -272,7 +273,7 @@ def test_a_schema_past_the_size_limit_is_left_out(fake_llm, session, tracker, se
     agent = offered_agent(session)
 
     names = {n for n in agent.tool_effects if n.startswith("tracker__")}
-    assert names == {"tracker__explode", "tracker__slow", "tracker__chart"}
+    assert names == {"tracker__explode", "tracker__slow", "tracker__chart", "tracker__snapshot"}
 
 
 def test_a_long_result_is_cut_and_says_so(fake_llm, session, tracker, settings):
@@ -356,14 +357,18 @@ def test_each_turn_lists_the_tools_again(fake_llm, session, tracker, mcp_server)
     assert agent.last_turn.metadata["notices"][0].startswith("The MCP server gone")
 
 
-def test_non_text_content_is_summarised_for_the_model(fake_llm, session, tracker):
+def test_an_image_whose_bytes_are_not_an_image_is_a_note_for_the_model(fake_llm, session, tracker):
     fake_llm.queue(ToolCalls([ToolCall("tracker__chart", {})]), Reply("A chart."))
 
     turn = ask(session, "Draw it")
 
     [message] = tool_messages(turn)
-    assert message.tool_result == "A chart of the week:\n[image (image/png), 21 bytes, not shown]"
+    assert message.tool_result == (
+        "A chart of the week:\n"
+        "[image (image/png) left out: its bytes are not a PNG, JPEG, GIF or WebP]"
+    )
     assert not message.metadata.get("error")
+    assert "images" not in message.metadata
 
 
 def test_a_listing_from_a_thread_that_runs_an_event_loop_uses_a_loop_of_its_own(tracker):

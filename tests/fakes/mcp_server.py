@@ -3,13 +3,14 @@ streamable HTTP by uvicorn in a thread on a free local port, for tests.
 
 Its tools cover what the agent must handle: one annotated read-only (`lookup`), one that acts
 outside and records each call (`send_message`), one annotated destructive (`drop_table`), one
-that raises (`explode`), one that sleeps past a short timeout (`slow`), one that answers with
-an image beside its text (`chart`), and two whose names no model API accepts (`bad.name`, and
-one too long once prefixed). Every request must carry `Authorization: Bearer <token>`; one
-without it is refused with 401, so a test that gets an answer proves the secret header was
-sent. With `echoes=True` it also has two tools that repeat what the request carried (its
-Authorization header, its bare token and its URL's query): `whoami` in its result, `leak` in its
-error, as a careless server would::
+that raises (`explode`), one that sleeps past a short timeout (`slow`), one that answers with an
+image beside its text (`chart`, whose bytes are not a PNG), one that answers with a real PNG, a
+text resource, a binary resource and a resource link (`snapshot`), and two whose names no model
+API accepts (`bad.name`, and one too long once prefixed). Every request must carry
+`Authorization: Bearer <token>`; one without it is refused with 401, so a test that gets an
+answer proves the secret header was sent. With `echoes=True` it also has two tools that repeat
+what the request carried (its Authorization header, its bare token and its URL's query):
+`whoami` in its result, `leak` in its error, as a careless server would::
 
     with FakeMcpServer(token="s3cret").start() as server:
         server.url  # http://127.0.0.1:<port>/mcp
@@ -18,9 +19,12 @@ error, as a careless server would::
 
 from __future__ import annotations
 
+import base64
 import socket
+import struct
 import threading
 import time
+import zlib
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -29,9 +33,34 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
-from mcp.types import ToolAnnotations
+from mcp.types import (
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 
-__all__ = ["FakeMcpServer"]
+__all__ = ["FakeMcpServer", "tiny_png"]
+
+
+def tiny_png(rgb: tuple[int, int, int] = (200, 30, 30), side: int = 8) -> bytes:
+    """A real PNG: `side` x `side` pixels of one colour."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    row = b"\x00" + bytes(rgb) * side
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(row * side))
+        + chunk(b"IEND", b"")
+    )
 
 
 class _RequireToken:
@@ -120,6 +149,35 @@ class FakeMcpServer:
         def chart() -> list[str | Image]:
             """Draw a chart: a line of text and a picture."""
             return ["A chart of the week:", Image(data=b"\x89PNG fake image bytes", format="png")]
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+        def snapshot() -> list[Any]:
+            """A picture, the note it came with, an attachment and a link to the report."""
+            png = base64.b64encode(tiny_png()).decode()
+            return [
+                TextContent(type="text", text="The snapshot:"),
+                ImageContent(type="image", data=png, mime_type="image/png"),
+                EmbeddedResource(
+                    type="resource",
+                    resource=TextResourceContents(
+                        uri="file:///notes.txt", mime_type="text/plain", text="Meeting at noon"
+                    ),
+                ),
+                EmbeddedResource(
+                    type="resource",
+                    resource=BlobResourceContents(
+                        uri="file:///data.bin",
+                        mime_type="application/octet-stream",
+                        blob=base64.b64encode(b"\x00\x01\x02\x03").decode(),
+                    ),
+                ),
+                ResourceLink(
+                    type="resource_link",
+                    name="report",
+                    uri="https://reports.example/q3.pdf",
+                    mime_type="application/pdf",
+                ),
+            ]
 
         @mcp.tool(name="bad.name")
         def bad_name() -> str:

@@ -24,6 +24,7 @@ are real refusals, not a wrong address or a CSRF failure.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from sessions_app.services import branch_fork, message_append, session_create, s
 from sessions_app.turns import turn_fail, turn_start
 from sharing.models import ShareLink
 from sharing.services import share_create
+from tests.fakes.mcp_server import tiny_png
 from tests.security.conftest import bearer, browser, cookie_headers
 from web.ws.routing import websocket_urlpatterns
 from workspace.models import FileVersion
@@ -77,6 +79,7 @@ ALL = ("GET", "POST", "PUT", "PATCH", "DELETE")
 OWNER_ORDER = ("GET", "PUT", "PATCH", "POST", "DELETE")
 
 ALICES_KEY = "agent:shket:main:12345"
+PNG = base64.b64encode(tiny_png()).decode()
 PUBLIC, LOGIN, OWNER, STAFF, MODEL = "public", "login", "owner", "staff", "model"
 
 
@@ -185,6 +188,9 @@ PAGE_RULES: dict[str, Rule] = {
         {"pk": "session", "message_id": "assistant_message"},
         answers=(302,),
         to="/chat/",
+    ),
+    "/chat/<int:pk>/messages/<int:message_id>/images/<int:index>/": Rule(
+        OWNER, ("GET",), {"pk": "session", "message_id": "tool_message", "index": "image_index"}
     ),
     "/chat/<int:pk>/messages/<int:message_id>/branch/": Rule(
         OWNER, ("POST",), {"pk": "session", "message_id": "user_message"}
@@ -561,6 +567,14 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         l2_details=f"{SECRET} details",
     )
     file_write(branch=current_branch(session), path="notes/alice.md", content=f"{SECRET} file")
+    # A tool result with an image an MCP tool returned (agents.mcp.results).
+    pictured = message_append(
+        branch=current_branch(session),
+        role="tool",
+        tool_name="camera__snapshot",
+        tool_result=f"{SECRET} [image img-1: image/png]",
+        metadata={"images": [{"id": "img-1", "mime": "image/png", "data": PNG}]},
+    )
     share, _ = share_create(owner=alice, branch=first)
     session_create(owner=bob, name="bob's own")
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
@@ -573,6 +587,8 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "branch": first.pk,
         "user_message": question.pk,
         "assistant_message": answer.pk,
+        "tool_message": pictured.pk,
+        "image_index": 0,
         "checkpoint": checkpoint.pk,
         "turn": turn.pk,
         "summary": summary.pk,

@@ -11,6 +11,7 @@ from web.pages import governance as governance_views
 from web.pages import mcp as mcp_views
 from web.pages import session_list as list_views
 from web.pages import session_settings as settings_views
+from web.pages import tool_images as tool_image_views
 
 app_name = "chat"
 
@@ -47,6 +48,11 @@ urlpatterns = [
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
     path("<int:pk>/messages/<int:message_id>/continue/", views.continue_reply, name="continue"),
     path("<int:pk>/messages/<int:message_id>/branch/", views.message_branch, name="message_branch"),
+    path(
+        "<int:pk>/messages/<int:message_id>/images/<int:index>/",
+        tool_image_views.tool_image,
+        name="tool_image",
+    ),
     path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
     path(
         "<int:pk>/branches/<int:branch_id>/rename/",
