@@ -931,7 +931,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 15, MIXED
+    assert len(MIXED) == 16, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------
