@@ -148,7 +148,9 @@ def turn_keep_stopped(
     base = (turn.user_message_position or 0) + 1
     kept = Message.objects.filter(pk=row.reply_message_id).first() if row.reply_message_id else None
     if kept is not None:
-        return _add_to_kept(turn, row, branch, kept, messages, may_have_run, metadata, session)
+        return _add_to_kept(
+            turn, row, branch, kept, reply, messages, may_have_run, metadata, session
+        )
     if branch.message_count != base:
         return False
     text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
@@ -172,30 +174,41 @@ def _add_to_kept(
     row: Turn,
     branch: Branch,
     kept: Message,
+    reply: str,
     messages: list[NewMessage],
     may_have_run: Collection[str],
     metadata: JSONObject | None,
     session: Session,
 ) -> bool:
     """The cancel kept the reply shown: `messages` go in before it (it moves down by as many),
-    and the worker's metadata is added to it. Only once (its `stopped_calls` then name calls),
-    and only while the branch still ends with it and nothing was forked after the user's
-    message meanwhile."""
-    if not kept.metadata.get("stopped") or kept.metadata.get("stopped_calls"):
-        return not messages  # already complete: nothing to add
+    and the worker's metadata is added to it (its text too, when none had reached the pages).
+    Only once (`worker_kept`), and only while the branch still ends with it and nothing was
+    forked after the user's message meanwhile."""
+    if not kept.metadata.get("stopped") or kept.metadata.get("worker_kept"):
+        return False  # not a stopped reply, or the worker already added to it
     base = kept.position
     forked = Branch.objects.filter(parent_id=branch.pk, fork_position__gt=base).exists()
     if messages and (branch.message_count != base + 1 or forked):
         return False
     calls = stopped_calls(messages, may_have_run)
     extra = {k: v for k, v in (metadata or {}).items() if k not in ("stopped", "finish_reason")}
-    kept.metadata = storable_json({**kept.metadata, **extra, "stopped_calls": calls})
+    kept.metadata = storable_json(
+        {**kept.metadata, **extra, "stopped_calls": calls, "worker_kept": True}
+    )
+    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
+    changed = bool(messages) or (not kept.content and bool(text.strip()))
+    if not kept.content and text.strip():  # nothing had reached the pages: the worker's text
+        kept.content = text
+        kept.metadata["said"] = True
     kept.position = base + len(messages)
-    Message.objects.filter(pk=kept.pk).update(position=kept.position, metadata=kept.metadata)
+    Message.objects.filter(pk=kept.pk).update(
+        position=kept.position, metadata=kept.metadata, content=kept.content
+    )
     stored = stored_rows(branch, base, messages)
     if messages:
         Branch.objects.filter(pk=branch.pk).update(message_count=kept.position + 1)
-        events.branch_changed(session=turn.session_id, branch=branch.pk)  # pages show them
+    if changed:
+        events.branch_changed(session=turn.session_id, branch=branch.pk)  # pages show it
     _recorded(turn, row, session, stored, kept, calls, metadata)
     return True
 

@@ -78,18 +78,19 @@ def test_a_stop_keeps_the_reply_shown_so_far_before_it_is_announced(session, set
 def test_a_stop_before_any_text_keeps_an_empty_stopped_reply_and_the_worker_adds_to_it(session):
     """Issue 36: a stopped turn always ends in a reply marked stopped, even an empty one, so the
     page says "Stopped before the reply" with Regenerate, and the next message is never joined
-    to the stopped one."""
+    to the stopped one. The worker's text, which had not reached the pages, fills it in."""
     turn = turn_claim(turn_id=turn_start(session=session, message="hi").pk)
     assert turn is not None
     turn_cancel(turn=Turn.objects.get(pk=turn.pk))
     stored = branch_history(current_branch(session))
     assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "")]
     assert stored[-1].metadata["stopped"] is True
+    assert stopped_line(stored[-1].metadata) == "Stopped before the reply"
     assert turn_keep_stopped(turn=turn, reply="He", metadata={"latency_ms": 5})
     stored = branch_history(current_branch(session))
-    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "")]
+    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "He")]
     assert stored[-1].metadata["latency_ms"] == 5
-    assert stopped_line(stored[-1].metadata) == "Stopped before the reply"
+    assert not turn_keep_stopped(turn=turn, reply="Hello")  # once only
 
 
 def test_a_queued_turn_stopped_keeps_an_empty_stopped_reply(session):
