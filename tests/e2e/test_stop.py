@@ -151,6 +151,7 @@ def test_a_stop_during_an_approval_says_what_ran_and_what_did_not_and_regenerate
 
     llm.queue(Reply("Here it is again."))
     stopped = page.locator(FINISHED_ASSISTANT).filter(has=line)
+    stopped.hover()  # a message's actions show on hover
     stopped.get_by_test_id("regenerate").click()
     reply = page.locator(f"{FINISHED_ASSISTANT} .body").last
     expect(reply).to_contain_text("Here it is again.", timeout=TURN_TIMEOUT_MS)
