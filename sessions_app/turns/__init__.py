@@ -10,9 +10,10 @@ given up on can never store an answer after the turn was handed to another one
 (`turn_recover_stale`). One reply is stored, once.
 
 What the turn's agent wrote to the workspace goes with its tool messages: kept when the turn ends
-`done`, deleted (checkpoints.captures.turn_writes_drop, called through sessions_app.hooks,
-with the checkpoints and branches that captured them) in the same transaction when it fails, is
-stopped, or is claimed again to run from its start. Those changes take the session's lock first,
+`done` or is stopped (a stopped turn keeps the tool messages of its calls that ran: `stopped.py`),
+deleted (checkpoints.captures.turn_writes_drop, called through sessions_app.hooks, with the
+checkpoints and branches that captured them) in the same transaction when it fails or is claimed
+again to run from its start. Those changes take the session's lock first,
 like every writer of a session's rows, so an agent's write in flight is either dropped or refused.
 
 The modules: `start.py` (start, continue, retry, claim), `agent_messages.py` (the agent's messages),
