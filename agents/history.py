@@ -6,6 +6,12 @@ result without its call, as an imported document might hold) is repaired on the 
 model server never refuses it, and so is a user message that follows another one (a failed turn
 leaves its user message without an answer): `alternate` joins them into one, because the chat
 templates of many models accept only alternating roles.
+
+A stopped turn is never joined to the next: it always ends in an assistant message marked stopped
+(sessions_app.turns.stopped, empty when nothing was said), to which the model's input adds a note
+that the user stopped it, what ran and what did not (`stopped_note`); its calls that never
+answered get a result saying they did not run (or may have run). Both are built here, never
+stored: the stored rows stay what happened.
 """
 
 from __future__ import annotations
@@ -17,11 +23,22 @@ from typing import Any
 from agno.models.message import Message as AgnoMessage
 
 from sessions_app.models import Message
-from sessions_app.turns import NewMessage, without_cut_note
+from sessions_app.turns import NewMessage, stopped_line, without_cut_note
 
 from .markers import CONTINUE_MARKER
 from .mcp.vision import MEDIA_NOTE, agno_image, images_of_result, stored_images
 from .tools import DEFAULT_EFFECT
+
+# What the model gets for a stopped turn's call that never answered (built, never stored).
+NOT_RUN = "Not run: the user stopped the turn before this call of {tool} ran."
+MAY_HAVE_RUN = (
+    "No answer: the user stopped the turn while this call of {tool} was running; it may have run."
+)
+# The note after a stopped turn, so the next message is not taken as a repeat of it.
+STOPPED_NOTE = (
+    "[The user stopped this turn before it was finished{calls}. Do not redo the stopped request "
+    "unless the user asks for it again.]"
+)
 
 # What a turn that continues a cut-off reply (sessions_app.turns.turn_continue) asks after the
 # history that ends with that reply. Sent, never stored: the conversation shows the reply
@@ -33,27 +50,18 @@ CONTINUE_INSTRUCTION = (
 )
 
 
-def _call_ids(tool_calls: Any) -> list[str]:
-    ids = []
-    for call in tool_calls or []:
-        if isinstance(call, dict) and isinstance(call.get("id"), str):
-            ids.append(call["id"])
-    return ids
-
-
 def to_agno(messages: list[Message], *, images: int = 0) -> list[AgnoMessage]:
     """The stored history as agno messages, none of which agno echoes back as new. The last
     `images` images of tool results ride again in a user message after their tool messages,
     as agno sends them in the turn that got them (agents.mcp.vision)."""
     out: list[AgnoMessage] = []
-    pending: set[str] = set()
+    pending = _Pending()
     replayed = _replayed(messages, images)
     media: list[Any] = []
     for m in messages:
         if m.role == Message.Role.TOOL:
-            if m.tool_call_id not in pending:
+            if not pending.answer(m.tool_call_id):
                 continue  # a result whose call is not in the history
-            pending.discard(m.tool_call_id)
             media += [agno_image(i) for i in stored_images(m.metadata) if i["id"] in replayed]
             out.append(
                 AgnoMessage(
@@ -65,11 +73,11 @@ def to_agno(messages: list[Message], *, images: int = 0) -> list[AgnoMessage]:
                 )
             )
             continue
+        pending.close(out)  # before the images: tool results follow their call at once
         _add_media(out, media)
-        _drop_unanswered(out, pending)
         if m.role == Message.Role.ASSISTANT and m.tool_calls:
             calls = [c for c in m.tool_calls if isinstance(c, dict) and c.get("id")]
-            pending = set(_call_ids(calls))
+            pending.open(calls, m.metadata)
             out.append(
                 AgnoMessage(
                     role="assistant",
@@ -82,11 +90,68 @@ def to_agno(messages: list[Message], *, images: int = 0) -> list[AgnoMessage]:
         if _continues(m, out):  # the rest of a cut-off reply: one reply for the model
             before = out[-1]
             before.content = without_cut_note(str(before.content)) + m.content
-            continue
-        out.append(AgnoMessage(role=m.role, content=m.content, add_to_agent_memory=False))
+        else:
+            out.append(AgnoMessage(role=m.role, content=m.content, add_to_agent_memory=False))
+        note = stopped_note(m.metadata) if m.role == Message.Role.ASSISTANT else ""
+        if note:  # built here, never stored: the stored reply stays what was said
+            said = str(out[-1].content or "")
+            out[-1].content = f"{said}\n\n{note}" if said.strip() else note
+    pending.close(out)
     _add_media(out, media)
-    _drop_unanswered(out, pending)
     return alternate(out)
+
+
+class _Pending:
+    """The calls of the last assistant message still waiting for their results. Those of a
+    stopped turn (marked `stopped_turn` by sessions_app.turns.turn_keep_stopped) that never
+    answered get a result saying so; any other call without a result is removed."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, str] = {}  # id: tool
+        self.stopped = False
+        self.may_have_run: set[str] = set()
+
+    def open(self, calls: list[dict[str, Any]], metadata: Any) -> None:
+        self.calls = {c["id"]: _call_name(c) for c in calls}
+        metadata = metadata if isinstance(metadata, dict) else {}
+        self.stopped = bool(metadata.get("stopped_turn"))
+        started = metadata.get("may_have_run")
+        self.may_have_run = {str(i) for i in started} if isinstance(started, list) else set()
+
+    def answer(self, call_id: str) -> bool:
+        return self.calls.pop(call_id, None) is not None
+
+    def close(self, out: list[AgnoMessage]) -> None:
+        if self.stopped:
+            for call_id, tool in self.calls.items():
+                text = MAY_HAVE_RUN if call_id in self.may_have_run else NOT_RUN
+                out.append(
+                    AgnoMessage(
+                        role="tool",
+                        content=text.format(tool=tool or "the tool"),
+                        tool_call_id=call_id,
+                        tool_name=tool or None,
+                        add_to_agent_memory=False,
+                    )
+                )
+            self.calls.clear()
+        _drop_unanswered(out, set(self.calls))
+        self.calls.clear()
+
+
+def _call_name(call: dict[str, Any]) -> str:
+    fn = call.get("function")
+    return str(fn.get("name") or "") if isinstance(fn, dict) else ""
+
+
+def stopped_note(metadata: Any) -> str:
+    """What the model is told after a stopped turn (its reply, marked stopped): the user stopped
+    it, what ran and what did not, and not to redo it unasked. Empty for any other message."""
+    line = stopped_line(metadata)
+    if not line and not (isinstance(metadata, dict) and metadata.get("stopped")):
+        return ""
+    done = line.removeprefix("Stopped: ") if line.startswith("Stopped: ") else ""
+    return STOPPED_NOTE.format(calls=f" ({done})" if done else "")
 
 
 def _replayed(messages: list[Message], count: int) -> set[str]:

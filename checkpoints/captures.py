@@ -79,8 +79,8 @@ def turn_writes_drop(turn_id: int) -> list[str]:
     """Delete what a turn's agent wrote to the workspace, and every checkpoint and forked branch
     that captured any of it (an agent's checkpoint taken during the turn, a restore from one),
     announcing them. Called, under the session's lock and in the transaction that ends or
-    restarts the turn, whenever the turn's tool messages are not kept: it failed, was stopped,
-    or runs again from its start. Returns the paths touched."""
+    restarts the turn, whenever the turn's tool messages are not kept: it failed or runs again
+    from its start (a stopped turn keeps them, and its writes). Returns the paths touched."""
     firsts = (
         FileVersion.objects.filter(turn_id=turn_id)
         .order_by()

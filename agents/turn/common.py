@@ -1,18 +1,20 @@
 """What every step of the turn shares: the run in progress, the metadata stored with the
-turn, and the two ways a step ends a turn early (failed, or stopped keeping its partial reply)."""
+turn, and the two ways a step ends a turn early (failed, or stopped keeping what it did)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
-from sessions_app.turns import turn_fail, turn_keep_stopped
+from sessions_app.turns import UnstoredCall, turn_fail, turn_keep_stopped
 
 from ..model import redact
+from .stopped import Calls, stopped_messages
 
 if TYPE_CHECKING:
     from ..context import Fit
@@ -75,11 +77,26 @@ def fail_turn(turn: Turn, error: str, metadata: TurnMeta | None = None) -> None:
         )
 
 
-def keep_stopped(turn: Turn, reply: str, meta: TurnMeta) -> None:
-    """The turn was cancelled while this worker ran it: keep what was streamed so far as the
-    reply, marked stopped (the cancel already sent `turn.cancelled`)."""
+def keep_stopped(run: TurnRun, reply: str, seen: Iterable[UnstoredCall], meta: TurnMeta) -> bool:
+    """The turn was cancelled while this worker ran it: keep what it did (sessions_app.turns.
+    turn_keep_stopped): the messages of the calls the stream saw (`seen`: agents.turn.stopped)
+    and `reply`, what was streamed so far, as its stopped reply. False when they could not be
+    kept (the turn was not cancelled but taken over, its branch moved, the database failed):
+    the caller then puts its calls in the ledger without messages."""
+    agent = run.agent
+    calls = Calls(seen, agent.approvals.was_refused, agent.tool_effects, run.label)
+    messages, may_have_run = stopped_messages(calls)
     try:
-        if turn_keep_stopped(turn=turn, reply=reply, metadata=dict(meta)):
-            log.info("turn %s was stopped; its partial reply is kept", turn.pk)
+        kept = turn_keep_stopped(
+            turn=run.turn,
+            reply=reply,
+            messages=messages,
+            may_have_run=may_have_run,
+            metadata=dict(meta),
+        )
     except Exception:
-        log.exception("turn %s: could not keep its stopped reply", turn.pk)
+        log.exception("turn %s: could not keep what it did before it was stopped", run.turn.pk)
+        return False
+    if kept:
+        log.info("turn %s was stopped; its calls and partial reply are kept", run.turn.pk)
+    return kept

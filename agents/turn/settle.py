@@ -1,7 +1,7 @@
 """Step 4, settle: what the run came to. The model is calibrated against the tokens the
 server reported, the turn's metadata is gathered, and a turn that cannot be stored ends here:
-stopped (its partial reply kept), taken over by another worker (its answer dropped),
-interrupted, or failed with the model's own error."""
+stopped (its calls' messages and partial reply kept), taken over by another worker (its answer
+dropped), interrupted, or failed with the model's own error."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ def settle(run: TurnRun, got: Streamed) -> Settled | None:
     if run.fit is not None and got.output is not None and not is_demo():
         calibrate(run.label, estimated=run.fit.raw_tokens, reported=first_input_tokens(got.output))
     meta = turn_meta(run, got)
+    if _not_ours(run, got, meta):
+        return None
     settled = _settled(run, got, meta)
     if settled is None:
         record_unstored(run, got)
@@ -45,8 +47,6 @@ def settle(run: TurnRun, got: Streamed) -> Settled | None:
 
 
 def _settled(run: TurnRun, got: Streamed, meta: TurnMeta) -> Settled | None:
-    if _not_ours(run, got, meta):
-        return None
     output = got.output
     if output is not None and output.status == RunStatus.cancelled and not got.error:
         fail_turn(run.turn, "The reply was interrupted before it finished; it was not kept.", meta)
@@ -57,16 +57,26 @@ def _settled(run: TurnRun, got: Streamed, meta: TurnMeta) -> Settled | None:
     return Settled(output, meta)
 
 
-def record_unstored(run: TurnRun, got: Streamed) -> None:
+def stopped_or_recorded(run: TurnRun, got: Streamed, meta: TurnMeta) -> None:
+    """A stopped turn keeps what it did (common.keep_stopped), its calls that never answered
+    going into the ledger as calls that may have run; when it cannot, all its external calls go
+    into the ledger without messages."""
+    kept = keep_stopped(run, "".join(got.text), got.calls.values(), meta)
+    record_unstored(run, got, only_open=kept)
+
+
+def record_unstored(run: TurnRun, got: Streamed, *, only_open: bool = False) -> None:
     """The external calls this attempt made, into the session's effects ledger, for a turn that
     ends without storing its messages (stopped, failed, taken over): their effects happened. A
-    call its owner refused did not run, and a tool of another effect changed nothing outside."""
+    call its owner refused did not run, and a tool of another effect changed nothing outside.
+    `only_open`: only the calls that never answered (a stopped turn stored the others)."""
     effects, gate = run.agent.tool_effects, run.agent.approvals
     calls = [
         call
         for call_id, call in got.calls.items()
         if effects.get(call.tool_name, DEFAULT_EFFECT) == "external"
-        and not gate.was_refused(call_id, call.args)
+        and not gate.was_refused(call.call_id or call_id, call.args)
+        and not (only_open and call.result is not None)
     ]
     try:
         ledger_record_unstored(turn=run.turn, calls=calls)
@@ -93,16 +103,17 @@ def turn_meta(run: TurnRun, got: Streamed) -> TurnMeta:
 
 
 def _not_ours(run: TurnRun, got: Streamed, meta: TurnMeta) -> bool:
-    """Whether the turn stopped being this worker's: cancelled (the reply so far is kept) or
-    taken over (whoever holds it now finishes it)."""
+    """Whether the turn stopped being this worker's: cancelled (what it did is kept) or taken
+    over (whoever holds it now finishes it; its external calls go into the ledger)."""
     beat = run.beat
     if beat.lost and not beat.cancelled:
         beat.check_cancelled()
     if beat.cancelled:
-        keep_stopped(run.turn, "".join(got.text), meta)
+        stopped_or_recorded(run, got, meta)
         return True
     if beat.lost:
         log.info("turn %s was taken from this worker mid-run; its answer is dropped", run.turn.pk)
+        record_unstored(run, got)
         return True
     return False
 

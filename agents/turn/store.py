@@ -31,8 +31,8 @@ from sessions_app.turns import (
 from ..history import from_agno
 from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
 from ..tools import REFUSED
-from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
-from .settle import Settled, record_unstored
+from .common import TurnMeta, TurnRun, fail_turn
+from .settle import Settled, record_unstored, stopped_or_recorded
 from .stream import Streamed, flush, send_delta, send_tool_finished, send_tool_started
 
 log = logging.getLogger("agents.turn.store")
@@ -130,8 +130,9 @@ def _finish(
 
 
 def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool:
-    """Store the answer; False when the turn ended otherwise meanwhile (cancelled, taken
-    over, its branch moved), and nothing was stored."""
+    """Store the answer; False when the turn ended otherwise meanwhile and nothing holds its
+    calls (its branch moved). Cancelled or taken over just before: what it did is kept as a
+    stopped turn's, or its calls go into the ledger (settle.stopped_or_recorded)."""
     turn = run.turn
     try:
         with transaction.atomic():
@@ -150,8 +151,8 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool
                 raise TurnTakenOver("This turn ended elsewhere before its answer was stored.")
     except TurnTakenOver as exc:
         log.info("turn %s: %s", turn.pk, exc)
-        keep_stopped(turn, "".join(got.text), meta)  # when it was cancelled just before its end
-        return False
+        stopped_or_recorded(run, got, meta)  # when it was cancelled just before its end
+        return True  # its calls are on record, as messages or in the ledger
     except BranchMoved as exc:
         fail_turn(turn, str(exc), meta)
         return False

@@ -87,6 +87,7 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
         for item in items:
             run.beat.tick()
             if run.beat.lost:
+                note_finished(item, got)  # a call that answered as the turn stopped: it ran
                 got.output = got.error = None
                 return
             if isinstance(item, ToolCallStartedEvent) and item.tool is not None:
@@ -119,8 +120,11 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
             send_delta(got, item.content)
     elif isinstance(item, ToolCallStartedEvent) and item.tool is not None:
         got.started.add(item.tool.tool_call_id or "")
-        got.calls[_call_key(item.tool)] = UnstoredCall(
-            item.tool.tool_name or "", item.tool.tool_args, None
+        got.calls[_started_key(got, item.tool)] = UnstoredCall(
+            item.tool.tool_name or "",
+            item.tool.tool_args,
+            None,
+            call_id=item.tool.tool_call_id or "",
         )
         flush(got)  # the text before the tool goes out before it
         send_tool_started(
@@ -130,17 +134,40 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
         flush(got)
         release_pooled_connection()  # a tool that used the database is done with it
         tool = item.tool
-        got.calls[_call_key(tool)] = UnstoredCall(
-            tool.tool_name or "",
-            tool.tool_args,
-            str(tool.result or ""),
-            bool(tool.tool_call_error),
-        )
+        note_finished(item, got)
         send_tool_finished(
             turn, tool.tool_name or "", tool.tool_call_id, tool.result, bool(tool.tool_call_error)
         )
     elif isinstance(item, RunErrorEvent):
         got.error = item.content or "the model call failed"
+
+
+def note_finished(item: RunItem, got: Streamed) -> None:
+    """A call's answer, noted in `got.calls` (on the first of its key still open: model servers
+    repeat ids, so each start of a repeated id is a call of its own)."""
+    if not isinstance(item, ToolCallCompletedEvent) or item.tool is None:
+        return
+    tool = item.tool
+    key = _call_key(tool)
+    keys = [key, *(f"{key}#{n}" for n in range(2, len(got.calls) + 2))]
+    key = next((k for k in keys if k in got.calls and got.calls[k].result is None), key)
+    got.calls[key] = UnstoredCall(
+        tool.tool_name or "",
+        tool.tool_args,
+        str(tool.result or ""),
+        bool(tool.tool_call_error),
+        call_id=tool.tool_call_id or "",
+    )
+
+
+def _started_key(got: Streamed, tool: ToolExecution) -> str:
+    """A new call's key in `got.calls`: its id, or `id#2`, `id#3`... when the id was seen."""
+    key, n = _call_key(tool), 1
+    found = key
+    while found in got.calls:
+        n += 1
+        found = f"{key}#{n}"
+    return found
 
 
 def _call_key(tool: ToolExecution) -> str:

@@ -10,13 +10,15 @@ given up on can never store an answer after the turn was handed to another one
 (`turn_recover_stale`). One reply is stored, once.
 
 What the turn's agent wrote to the workspace goes with its tool messages: kept when the turn ends
-`done`, deleted (checkpoints.captures.turn_writes_drop, called through sessions_app.hooks,
-with the checkpoints and branches that captured them) in the same transaction when it fails, is
-stopped, or is claimed again to run from its start. Those changes take the session's lock first,
+`done` or is stopped (a stopped turn keeps the tool messages of its calls that ran: `stopped.py`),
+deleted (checkpoints.captures.turn_writes_drop, called through sessions_app.hooks, with the
+checkpoints and branches that captured them) in the same transaction when it fails or is claimed
+again to run from its start. Those changes take the session's lock first,
 like every writer of a session's rows, so an agent's write in flight is either dropped or refused.
 
 The modules: `start.py` (start, continue, retry, claim), `agent_messages.py` (the agent's messages),
-`ends.py` (finish, fail, cancel, keep a stopped reply), `recovery.py` (heartbeat, recovery from a
+`ends.py` (finish, fail, cancel), `stopped.py` (what a stopped turn keeps: its calls' messages
+and its reply, marked stopped), `recovery.py` (heartbeat, recovery from a
 dead worker), `texts.py` (the limits on a turn's texts), `attempts.py` (the attempt a worker
 holds, and ending a turn with its writes dropped).
 """
@@ -33,9 +35,10 @@ from .agent_messages import (
     turn_store_messages,
 )
 from .attempts import HELD
-from .ends import turn_cancel, turn_fail, turn_finish, turn_keep_stopped
+from .ends import turn_cancel, turn_fail, turn_finish
 from .recovery import NOT_PICKED_UP, WORKER_DIED, Recovery, turn_heartbeat, turn_recover_stale
 from .start import continued_reply, turn_claim, turn_continue, turn_retry, turn_start
+from .stopped import stopped_calls, stopped_line, turn_keep_stopped
 from .texts import (
     CUT_NOTE,
     CUT_OFF_REASONS,
@@ -66,6 +69,8 @@ __all__ = [
     "ledger_record",
     "ledger_record_unstored",
     "message_limits_check",
+    "stopped_calls",
+    "stopped_line",
     "turn_cancel",
     "turn_claim",
     "turn_continue",

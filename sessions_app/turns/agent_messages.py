@@ -78,7 +78,20 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
             "The conversation was rewound or changed while the agent was answering, "
             "so the reply was not added."
         )
-    start = branch.message_count
+    stored = stored_rows(branch, branch.message_count, messages)
+    ledger_record(
+        session_id=turn.session_id, turn_id=turn.pk, owner_id=session.owner_id, messages=stored
+    )
+    # The turn's reply is its last assistant message: turn_finish records the reference.
+    last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
+    turn.reply_message = last
+    Session.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
+    return branch
+
+
+def stored_rows(branch: Branch, start: int, messages: list[NewMessage]) -> list[Message]:
+    """`messages` stored on `branch` from position `start` on, text the database cannot store
+    cleaned; the branch's message count then ends after them. Under the session's lock."""
     limit = settings.AGENT_MAX_REPLY_CHARS
     stored = Message.objects.bulk_create(
         [
@@ -98,16 +111,10 @@ def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
             for i, m in enumerate(messages)
         ]
     )
-    ledger_record(
-        session_id=turn.session_id, turn_id=turn.pk, owner_id=session.owner_id, messages=stored
-    )
-    # The turn's reply is its last assistant message: turn_finish records the reference.
-    last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
-    turn.reply_message = last
-    branch.message_count = start + len(messages)
-    Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
-    Session.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
-    return branch
+    if messages:
+        branch.message_count = start + len(messages)
+        Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
+    return stored
 
 
 def ledger_record(
@@ -149,6 +156,7 @@ class UnstoredCall:
     args: Any
     result: str | None  # None: no answer came before the turn ended
     error: bool = False
+    call_id: str = ""  # the model's id of the call (empty when the server sent none)
 
 
 def ledger_record_unstored(*, turn: Turn, calls: list[UnstoredCall]) -> list[LedgerEntry]:

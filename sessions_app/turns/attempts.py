@@ -29,6 +29,18 @@ def end_dropping_writes(turn_id: int, session_id: int, rows: QuerySet[Turn], **v
     `rows.update(**values)`, under the session's lock, and delete its workspace writes in the
     same transaction (its tool messages are not kept either). False when the update matched
     nothing, or the session is gone."""
+    return _end(turn_id, session_id, rows, values, drop=True)
+
+
+def end_keeping_writes(turn_id: int, session_id: int, rows: QuerySet[Turn], **values: Any) -> bool:
+    """end_dropping_writes for a stopped turn, whose workspace writes stay: a write that ran is
+    the turn's, kept with its tool message (sessions_app.turns.stopped)."""
+    return _end(turn_id, session_id, rows, values, drop=False)
+
+
+def _end(
+    turn_id: int, session_id: int, rows: QuerySet[Turn], values: dict[str, Any], *, drop: bool
+) -> bool:
     with transaction.atomic():
         try:
             lock_session(session_id)
@@ -36,5 +48,6 @@ def end_dropping_writes(turn_id: int, session_id: int, rows: QuerySet[Turn], **v
             return False
         if not rows.update(**values):
             return False
-        turn_writes_drop(turn_id)
+        if drop:
+            turn_writes_drop(turn_id)
     return True

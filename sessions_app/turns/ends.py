@@ -1,5 +1,5 @@
-"""How a turn ends: done (`turn_finish`), failed (`turn_fail`) or cancelled (`turn_cancel`),
-and the reply a stopped turn had streamed, kept (`turn_keep_stopped`)."""
+"""How a turn ends: done (`turn_finish`), failed (`turn_fail`) or cancelled (`turn_cancel`;
+what it did before it stopped is kept by sessions_app.turns.stopped.turn_keep_stopped)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from core.model_choice import DEMO_MODEL_ID, chosen_model, is_demo
 from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import TurnAlreadyEnded
 
-from ..models import Branch, Message, Turn
+from ..models import Turn
 from ..reply_stream import stream_snapshot
-from ..services import lock_session, message_append
-from .attempts import end_dropping_writes, owned
-from .start import continued_reply
+from .attempts import end_dropping_writes, end_keeping_writes, owned
+from .stopped import turn_keep_stopped
 from .texts import bounded
 
 
@@ -101,17 +100,17 @@ def turn_cancel(*, turn: Turn) -> Turn:
     update decides a race with the turn's natural end: exactly one of them wins. The reply
     streamed so far (what every open page shows) is kept at once, in the same transaction, as
     the stopped reply (`_keep_shown`), so `turn.cancelled` finds the message in its final form;
-    the worker, once it notices, only adds its metadata. What the turn's
-    agent wrote to the workspace is deleted with it (its tool messages are never stored). A turn
-    paused for an approval ends its wait too (`tool.approval_answered`, reason "cancelled"): the
-    call never runs."""
+    the worker, once it notices, adds its metadata and the messages of its calls before it
+    (sessions_app.turns.stopped). What the turn's agent wrote to the workspace stays: a write
+    that ran is the turn's, and its tool message is kept. A turn paused for an approval ends its
+    wait too (`tool.approval_answered`, reason "cancelled"): the call never runs."""
     with transaction.atomic():
         waiting = (
             Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL)
             .values_list("pending_approval", flat=True)
             .first()
         )
-        cancelled = end_dropping_writes(
+        cancelled = end_keeping_writes(
             turn.pk,
             turn.session_id,
             Turn.objects.filter(pk=turn.pk, status__in=Turn.ACTIVE),
@@ -138,15 +137,17 @@ def turn_cancel(*, turn: Turn) -> Turn:
 
 def _keep_shown(turn_id: int) -> None:
     """Keep what a just-cancelled turn streamed so far (read from its stream: what the pages
-    show) as its stopped reply. Inside turn_cancel's transaction, under the session's lock."""
+    show) as its stopped reply, empty when nothing was (never claimed, or stopped before the
+    reply): the page then says "Stopped before the reply" and offers Regenerate. Inside
+    turn_cancel's transaction, under the session's lock."""
     turn = Turn.objects.select_related("session").filter(pk=turn_id).first()
-    if turn is None or not turn.attempts:
-        return  # never claimed: nothing was streamed
-    shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text
+    if turn is None:
+        return
+    shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text if turn.attempts else ""
     metadata: JSONObject = {"model": _model_label(turn)}
     if is_demo():
         metadata["demo"] = True
-    _keep_locked(turn, shown, metadata)
+    turn_keep_stopped(turn=turn, reply=shown, metadata=metadata)
 
 
 def _model_label(turn: Turn) -> str:
@@ -158,62 +159,3 @@ def _model_label(turn: Turn) -> str:
         return chosen_model(session_settings) or settings.AGENT_MODEL
     except InvalidInput:
         return str(settings.AGENT_MODEL)
-
-
-@transaction.atomic
-def turn_keep_stopped(*, turn: Turn, reply: str, metadata: JSONObject | None = None) -> bool:
-    """Store what the worker of `turn`'s attempt streamed before the turn was cancelled, as the
-    assistant's reply marked {"stopped": true}, so it can be continued or regenerated. Only once,
-    only for a cancelled turn of that attempt, and only while its branch still ends with the
-    turn's user message. When the cancel already kept the reply shown (`turn_cancel`), its text
-    stays as the pages show it and the worker's metadata (model, usage, latency) is added to it.
-    False when nothing was stored."""
-    if turn.branch_id is None:
-        return False
-    lock_session(turn.session_id)
-    kept = (
-        Turn.objects.filter(pk=turn.pk, status=Turn.Status.CANCELLED, attempts=turn.attempts)
-        .values_list("reply_message_id", flat=True)
-        .first()
-    )
-    if kept is not None:
-        shown = Message.objects.select_for_update().filter(pk=kept).first()
-        if shown is None or not shown.metadata.get("stopped"):
-            return False
-        extra = {k: v for k, v in (metadata or {}).items() if k not in ("stopped", "finish_reason")}
-        Message.objects.filter(pk=kept).update(metadata=storable_json({**shown.metadata, **extra}))
-        return False
-    return _keep_locked(turn, reply, metadata)
-
-
-def _keep_locked(turn: Turn, reply: str, metadata: JSONObject | None) -> bool:
-    """turn_keep_stopped's store, under the session's lock."""
-    text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
-    if not text.strip() or turn.branch_id is None:
-        return False
-    mine = Turn.objects.select_for_update().filter(
-        pk=turn.pk,
-        status=Turn.Status.CANCELLED,
-        attempts=turn.attempts,
-        reply_message__isnull=True,
-    )
-    if not mine.exists():
-        return False
-    branch = Branch.objects.select_for_update().filter(pk=turn.branch_id).first()
-    if branch is None or branch.message_count != (turn.user_message_position or 0) + 1:
-        return False
-    continues = continued_reply(turn)  # a stopped continuation still extends its reply
-    kept = message_append(
-        branch=branch,
-        role=Message.Role.ASSISTANT,
-        content=text,
-        metadata={
-            **(metadata or {}),
-            **({"continues": continues} if continues is not None else {}),
-            "stopped": True,
-            "finish_reason": "cancelled",
-        },
-    )
-    mine.update(reply_message=kept)
-    turn.reply_message = kept
-    return True

@@ -48,3 +48,21 @@ def log_in(service: str) -> str:
         f"could not log in to {service} at postgres://admin:hunter2@db.internal/prod "
         "with api_key=sk-live-4f9a8b7c6d5e4f3a2b1c"
     )
+
+
+# Slow tools, for the tests that Stop a turn while a tool runs (tests/agents/test_stopped_turns).
+def slow_send(to: str, text: str) -> str:
+    """Send a message outside, slowly (external): a Stop comes while it runs."""
+    import time
+
+    time.sleep(1.5)
+    SENT.append(f"{to}: {text}")
+    return f"sent to {to}"
+
+
+def slow_fail(title: str) -> str:
+    """File a ticket outside, slowly, and fail (external): a Stop comes while it runs."""
+    import time
+
+    time.sleep(1.5)
+    raise RuntimeError("the tracker refused the ticket")

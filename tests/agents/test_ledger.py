@@ -178,9 +178,8 @@ def test_a_rewind_keeps_what_an_earlier_rewind_left_behind(fake_llm, session, se
 def test_a_call_of_a_stopped_turn_stays_on_record_and_the_next_restore_lists_it(
     fake_llm, session, settings
 ):
-    """Issue 36: a turn stopped after its external call ran stores none of its tool messages;
-    the call still happened. Its ledger entry is kept (no message of its own), and a restore
-    past it lists it."""
+    """Issue 36: a turn stopped after its external call ran keeps its tool message; its ledger
+    entry names that message, and a restore past it lists it."""
     from sessions_app.models import Turn
     from sessions_app.turns import turn_cancel, turn_start
 
@@ -200,10 +199,10 @@ def test_a_call_of_a_stopped_turn_stays_on_record_and_the_next_restore_lists_it(
 
     run_hearing(turn, stop_once_sent)
     assert turn.status == "cancelled"
-    assert not any(m.role == "tool" for m in branch_history(current_branch(session)))
+    (tool,) = [m for m in branch_history(current_branch(session)) if m.role == "tool"]
     (entry,) = LedgerEntry.objects.filter(session=session)
     assert (entry.tool_name, entry.status, entry.turn_ref) == ("send_message", "ran", turn.pk)
-    assert entry.message_ref is None
+    assert entry.message_ref == tool.pk
     assert entry.tool_args == {"to": "bob", "text": "stopped"}
 
     result = checkpoint_restore(checkpoint=start, session=session, mode="rewind")

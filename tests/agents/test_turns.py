@@ -651,7 +651,7 @@ def test_a_queued_turn_cancelled_before_a_worker_took_it_never_runs(fake_llm, se
     assert turn.status == "cancelled"
     assert turn.attempts == 0
     assert fake_llm.requests == []
-    assert history(session) == [("user", "never mind")]
+    assert history(session) == [("user", "never mind"), ("assistant", "")]  # marked stopped
 
 
 @pytest.mark.postgres

@@ -1,16 +1,22 @@
 """Stop and the composer while the agent answers, in Chromium: the Stop button and Esc stop a
 slow reply (its text stays, marked stopped), and a draft typed meanwhile survives the reply's end
-and is sent right after it."""
+and is sent right after it. A Stop during an approval keeps the call that ran and says which did
+not, with Regenerate (issue 36)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.fakes.chat_server import Reply
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
 from .conftest import (
+    FINISHED_ASSISTANT,
     TURN_TIMEOUT_MS,
+    Services,
+    app_env,
     message_texts,
     new_session,
     send_message,
@@ -96,3 +102,57 @@ def test_a_draft_typed_during_the_reply_survives_and_is_sent_right_after(page, a
         "my next question",
         "Second.",
     ]
+
+
+@pytest.fixture(scope="module")
+def tools_app(model_server, tmp_path_factory) -> Iterator[Services]:
+    """The app served with a plain custom tool and one that needs approval (AGENT_TOOLS)."""
+    env = app_env(
+        tmp_path_factory.mktemp("stop-tools-var"),
+        model_server.base_url,
+        AGENT_TOOLS="tests.agents.custom_tools.send_message,tests.agents.approval_tools.send_email",
+        AGENT_APPROVAL_SECONDS="60",
+    )
+    services = Services(tmp_path_factory.mktemp("stop-tools-logs"))
+    try:
+        services.prepare(env)
+        services.start_daphne(env)
+        yield services
+    finally:
+        services.stop_all()
+
+
+def test_a_stop_during_an_approval_says_what_ran_and_what_did_not_and_regenerates(
+    page, tools_app, llm
+):
+    sign_up(page, tools_app.base_url)
+    new_session(page)
+    llm.queue(
+        ToolCalls(
+            [
+                ToolCall("send_message", {"to": "bob", "text": "hi"}, id="call_a"),
+                ToolCall("send_email", {"to": "bob@example.com", "subject": "hi"}, id="call_b"),
+            ]
+        )
+    )
+    send_message(page, "message bob, then email him")
+    expect(page.get_by_test_id("approval")).to_be_visible(timeout=TURN_TIMEOUT_MS)
+    page.get_by_test_id("stop").click()
+
+    line = page.get_by_test_id("stopped-line")
+    expect(line).to_have_text(
+        "Stopped: send_message ran; send_email did not", timeout=TURN_TIMEOUT_MS
+    )
+    expect(page.get_by_test_id("approval")).to_have_count(0)
+    expect(page.get_by_test_id("tool-call")).to_have_count(1)
+    page.reload()  # stored so
+    expect(line).to_have_text("Stopped: send_message ran; send_email did not")
+    expect(page.get_by_test_id("tool-call")).to_contain_text("send_message")
+
+    llm.queue(Reply("Here it is again."))
+    stopped = page.locator(FINISHED_ASSISTANT).filter(has=line)
+    stopped.hover()  # a message's actions show on hover
+    stopped.get_by_test_id("regenerate").click()
+    reply = page.locator(f"{FINISHED_ASSISTANT} .body").last
+    expect(reply).to_contain_text("Here it is again.", timeout=TURN_TIMEOUT_MS)
+    expect(page.get_by_test_id("stopped-line")).to_have_count(0)

@@ -14,6 +14,7 @@ from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import message_append
 from sessions_app.turns import (
     CUT_NOTE,
+    stopped_line,
     turn_cancel,
     turn_claim,
     turn_continue,
@@ -64,7 +65,7 @@ def test_a_stop_keeps_the_reply_shown_so_far_before_it_is_announced(session, set
 
     # The worker notices and keeps what it had (a little more): the text stays as shown, its
     # metadata is added, nothing is stored twice.
-    assert not turn_keep_stopped(
+    assert turn_keep_stopped(
         turn=turn, reply="Once upon a time there", metadata={"latency_ms": 12, "model": "m"}
     )
     stored = branch_history(current_branch(session))
@@ -74,21 +75,32 @@ def test_a_stop_keeps_the_reply_shown_so_far_before_it_is_announced(session, set
     assert current_branch(session).message_count == 2
 
 
-def test_a_stop_before_any_text_keeps_nothing_and_the_worker_keeps_its_own(session):
+def test_a_stop_before_any_text_keeps_an_empty_stopped_reply_and_the_worker_adds_to_it(session):
+    """Issue 36: a stopped turn always ends in a reply marked stopped, even an empty one, so the
+    page says "Stopped before the reply" with Regenerate, and the next message is never joined
+    to the stopped one. The worker's text, which had not reached the pages, fills it in."""
     turn = turn_claim(turn_id=turn_start(session=session, message="hi").pk)
     assert turn is not None
     turn_cancel(turn=Turn.objects.get(pk=turn.pk))
-    assert current_branch(session).message_count == 1
-    assert turn_keep_stopped(turn=turn, reply="He")
+    stored = branch_history(current_branch(session))
+    assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "")]
+    assert stored[-1].metadata["stopped"] is True
+    assert stopped_line(stored[-1].metadata) == "Stopped before the reply"
+    assert turn_keep_stopped(turn=turn, reply="He", metadata={"latency_ms": 5})
     stored = branch_history(current_branch(session))
     assert [(m.role, m.content) for m in stored] == [("user", "hi"), ("assistant", "He")]
+    assert stored[-1].metadata["latency_ms"] == 5
+    assert not turn_keep_stopped(turn=turn, reply="Hello")  # once only
 
 
-def test_a_queued_turn_stopped_keeps_nothing(session):
+def test_a_queued_turn_stopped_keeps_an_empty_stopped_reply(session):
     turn = turn_start(session=session, message="hi")
     turn_cancel(turn=turn)
-    assert current_branch(session).message_count == 1
-    assert Turn.objects.get(pk=turn.pk).reply == ""
+    assert current_branch(session).message_count == 2
+    turn = Turn.objects.get(pk=turn.pk)
+    assert turn.reply == ""
+    assert turn.reply_message is not None
+    assert turn.reply_message.metadata["stopped"] is True
 
 
 def test_a_stopped_continuation_still_extends_its_reply(session, branch):

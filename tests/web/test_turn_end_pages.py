@@ -11,7 +11,7 @@ from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import message_append, session_create
-from sessions_app.turns import turn_claim, turn_start
+from sessions_app.turns import NewMessage, turn_claim, turn_keep_stopped, turn_start
 from tests.conftest import say
 
 pytestmark = pytest.mark.django_db
@@ -67,3 +67,44 @@ def test_continue_of_a_message_of_another_session_is_not_found(as_alice, session
     response = as_alice.post(reverse("chat:continue", args=[session.pk, cut.pk]), **HX)
     assert response.status_code == 404
     assert not Turn.objects.exists()
+
+
+def test_a_stopped_turn_shows_what_ran_and_what_did_not_with_regenerate(as_alice, session):
+    """Issue 36: the page shows the stopped turn's tool message and its line ("Stopped: ...
+    ran; ... did not") with Regenerate; the API's turn says cancelled, with the tool that ran."""
+    turn = turn_claim(turn_id=turn_start(session=session, message="message bob, email him").pk)
+    assert turn is not None
+    as_alice.post(reverse("chat:cancel", args=[session.pk, turn.pk]), **HX)
+    calls = [
+        {"id": "a", "type": "function", "function": {"name": "notes__add_note", "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": "write_file", "arguments": "{}"}},
+    ]
+    ran = NewMessage(
+        role="tool",
+        content="added",
+        tool_name="notes__add_note",
+        tool_result="added",
+        tool_call_id="a",
+        effect="external",
+    )
+    assert turn_keep_stopped(
+        turn=turn, reply="", messages=[NewMessage(role="assistant", tool_calls=calls), ran]
+    )
+    html = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert "Stopped: notes__add_note ran; write_file did not" in html
+    assert 'data-testid="stopped-line"' in html
+    assert 'data-testid="regenerate"' in html
+    assert "tool: notes__add_note" in html
+
+    api = as_alice.get(f"/api/v1/turns/{turn.pk}/").json()
+    assert api["status"] == "cancelled"
+    assert api["finish_reason"] == "cancelled"
+    assert api["tools_used"] == ["notes__add_note"]
+
+
+def test_a_turn_stopped_before_it_ran_says_so_with_regenerate(as_alice, session):
+    turn = turn_start(session=session, message="never mind")
+    response = as_alice.post(reverse("chat:cancel", args=[session.pk, turn.pk]), **HX)
+    html = response.content.decode()
+    assert "Stopped before the reply" in html
+    assert 'data-testid="regenerate"' in html

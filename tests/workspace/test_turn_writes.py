@@ -1,5 +1,6 @@
 """What a turn's agent wrote to the workspace goes with the turn's tool messages: kept when the
-turn ends done, deleted when it fails, is stopped, or runs again from its start after a take-over.
+turn ends done or is stopped (a stopped turn keeps the tool messages of its calls that ran),
+deleted when it fails, or runs again from its start after a take-over.
 (The agent's file tools arrive separately: here the tests write as the agent would, naming the
 running turn, through workspace.services.file_write.)"""
 
@@ -89,18 +90,20 @@ def test_a_failed_turn_loses_its_writes_and_the_contents_only_they_used(
     assert _changed(changes) == [["a.txt", "b.txt", "kept.txt"]]
 
 
-def test_a_stopped_turn_loses_its_writes_and_its_late_writes_are_refused(session, branch):
+def test_a_stopped_turn_keeps_the_writes_that_ran_and_its_late_writes_are_refused(session, branch):
+    """Issue 36: a write that ran before the Stop is a real write of the turn, kept with its
+    tool message (sessions_app.turns.stopped); a write after the Stop is refused."""
     turn = _claimed(session)
     file_write(branch=branch, path="draft.md", content="half done", turn=turn, by="agent")
 
     turn_cancel(turn=turn)
 
-    assert paths(branch) == []
+    assert paths(branch) == ["draft.md"]
     with pytest.raises(TurnNoLongerWrites):  # the worker has not noticed the stop yet
         file_write(branch=branch, path="draft.md", content="more", turn=turn, by="agent")
     assert turn_keep_stopped(turn=turn, reply="I was writing")
-    assert paths(branch) == []
-    assert not FileVersion.objects.exists()
+    assert paths(branch) == ["draft.md"]
+    assert FileVersion.objects.filter(turn=turn).count() == 1
 
 
 def test_a_turn_taken_over_runs_again_without_its_first_attempts_writes(

@@ -7,6 +7,7 @@ from django import template
 from django.conf import settings
 from django.utils.safestring import SafeString
 
+from sessions_app.turns import stopped_line as turns_stopped_line
 from web.rendering import render_markdown
 
 register = template.Library()
@@ -44,6 +45,12 @@ def call_names(tool_calls: Any) -> str:
         if isinstance(fn, dict) and fn.get("name"):
             names.append(str(fn["name"]))
     return ", ".join(names)
+
+
+@register.filter
+def stopped_line(metadata: Any) -> str:
+    """A stopped reply's line: "Stopped: notes__add_note ran; write_file did not"."""
+    return turns_stopped_line(metadata)
 
 
 @register.simple_tag
