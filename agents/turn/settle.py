@@ -96,7 +96,9 @@ def _not_ours(run: TurnRun, got: Streamed, meta: TurnMeta) -> bool:
     """Whether the turn stopped being this worker's: cancelled (the reply so far is kept) or
     taken over (whoever holds it now finishes it)."""
     beat = run.beat
-    if beat.lost and not beat.cancelled:
+    ended = got.output is not None and got.output.status == RunStatus.cancelled
+    if (beat.lost or ended) and not beat.cancelled:
+        # A run that ended as cancelled: a tool's wait saw the Stop first (agents.tool_deadline)
         beat.check_cancelled()
     if beat.cancelled:
         keep_stopped(run.turn, "".join(got.text), meta)
