@@ -34,10 +34,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import nullcontext
 from functools import partial
 from inspect import isgenerator
@@ -91,18 +92,53 @@ class ToolStats(TypedDict):
     max_abandoned: int
 
 
+class ToolExecutor:
+    """At most `size` daemon threads, started as calls need them and kept for the next calls.
+    Not concurrent.futures' ThreadPoolExecutor: its threads are joined when the interpreter
+    exits, so one hung tool would keep a worker or a web server from ever stopping."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, call: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            self._queue.put((future, call))
+            if self._idle == 0 and self._threads < self.size:
+                self._threads += 1
+                threading.Thread(target=self._work, name=THREAD_NAME, daemon=True).start()
+            else:
+                self._idle = max(0, self._idle - 1)  # that idle thread takes it
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, call = self._queue.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del future, call
+            with self._lock:
+                self._idle += 1
+
+
 _lock = threading.Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool: tuple[int, ToolExecutor] | None = None
 _abandoned: set[Future[Any]] = set()
 _abandoned_total = 0
 
 
-def _executor() -> ThreadPoolExecutor:
+def _executor() -> ToolExecutor:
     """The process's tool executor (a forked child makes its own). Call with `_lock` held."""
     global _pool
     if _pool is None or _pool[0] != os.getpid():
-        size = settings.AGENT_TOOL_MAX_ABANDONED + RUNNING_THREADS
-        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=size, thread_name_prefix=THREAD_NAME))
+        _pool = (os.getpid(), ToolExecutor(settings.AGENT_TOOL_MAX_ABANDONED + RUNNING_THREADS))
     return _pool[1]
 
 

@@ -5,6 +5,10 @@ model server; the process's count of calls given up on, its bound, and /healthz.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -275,3 +279,25 @@ def test_the_agents_tool_timeouts_set_a_tools_deadline_as_the_mcp_toolset_fills_
     assert output.content == "Timed out."
     (tool,) = tool_messages(session)
     assert tool.tool_result.startswith("✗ Timeout: hang did not answer within 0.2 s")
+
+
+def test_a_process_holding_a_hung_tool_call_still_exits():
+    """The executor's threads are daemons: an abandoned call never keeps a worker or a web
+    server from stopping (concurrent.futures joins its threads at exit)."""
+    code = (
+        "import threading\n"
+        "from agents.tool_deadline import ToolExecutor\n"
+        "pool = ToolExecutor(2)\n"
+        "pool.submit(threading.Event().wait)\n"
+        "assert pool.submit(lambda: 7).result() == 7\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "rollback_site.settings"}
+    done = subprocess.run(  # noqa: S603 - this interpreter, our code
+        [sys.executable, "-c", "import django; django.setup()\n" + code],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
