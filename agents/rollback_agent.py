@@ -36,6 +36,7 @@ from .mcp.vision import sees_images
 from .memory_tools import MemoryTools
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
+from .tool_deadline import ToolDeadlines
 from .tool_errors import tool_errors_hook
 from .tools import (
     CHECKPOINT_TOOLS,
@@ -44,6 +45,7 @@ from .tools import (
     configured_tools,
     effects_of,
     names_of,
+    timeouts_of,
     without_replaced,
 )
 from .turn.pipeline import run_message
@@ -178,11 +180,22 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call
         # runs none.
         self.approvals = ApprovalGate(self.tool_approvals)
+        # Each tool's deadline in seconds, by name: the custom tools' own (tool_effect), and
+        # those the MCP toolset writes for its servers' tools; AGENT_TOOL_TIMEOUT_SECONDS else.
+        self.tool_timeouts: dict[str, float] = timeouts_of(custom)
+        self.deadlines = ToolDeadlines(
+            inline=self.builtin_tools,
+            timeouts=self.tool_timeouts,
+            turn_of=lambda: self.running_turn,
+        )
         # Inside the gate, an exception a tool raises reaches the model scrubbed
-        # (agents.tool_errors); the hooks given through `kwargs` run inside both.
+        # (agents.tool_errors); inside that, a custom or MCP tool runs off the turn's thread
+        # within its deadline, and a Stop ends the wait (agents.tool_deadline); the hooks given
+        # through `kwargs` run inside all three.
         kwargs["tool_hooks"] = [
             self.approvals.hook,
             tool_errors_hook,
+            self.deadlines.hook,
             *(kwargs.get("tool_hooks") or []),
         ]
         # The instructions: a line for each group of built-in tools (agents.builtin_tools).

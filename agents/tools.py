@@ -48,18 +48,32 @@ DEFAULT_EFFECT = "external"
 # How a built-in tool's result starts when it refused the call and did nothing (a path outside
 # the workspace, a checkpoint that is not there): it never raises, the model reads why.
 REFUSED = "✗ "
+# The longest deadline a custom tool may declare (a day).
+MAX_TIMEOUT = 24 * 3600
 
 T = TypeVar("T")
 
 
-def tool_effect(effect: str, *, approval: bool = False) -> Callable[[T], T]:
+def tool_effect(
+    effect: str, *, approval: bool = False, timeout: float | None = None
+) -> Callable[[T], T]:
     """Declare what a custom tool does, for seed 003's `RollbackAgent(tools=[...])` and
     AGENT_TOOLS: `@tool_effect("none")` on a function that only reads, `"workspace"` for one
     whose changes a restore undoes, `"external"` (the default for an undeclared tool) for one that
-    acts outside; `approval=True` makes each call wait for the owner's approval. Works on a
-    function, an agno Function or a Toolkit (for all its functions)."""
+    acts outside; `approval=True` makes each call wait for the owner's approval; `timeout`, its
+    calls' deadline in seconds (else AGENT_TOOL_TIMEOUT_SECONDS: agents.tool_deadline). Works on
+    a function, an agno Function or a Toolkit (for all its functions)."""
     if effect not in EFFECTS:
         raise ValueError(f"Unknown tool effect {effect!r}: use one of {', '.join(EFFECTS)}.")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise ValueError(
+            f"A tool's timeout is a number of seconds above 0 and at most {MAX_TIMEOUT}, "
+            f"not {timeout!r}."
+        )
 
     def declare(tool: T) -> T:
         holders: list[Any] = [tool]
@@ -68,6 +82,7 @@ def tool_effect(effect: str, *, approval: bool = False) -> Callable[[T], T]:
         for holder in holders:
             setattr(holder, "rollback_effect", effect)  # noqa: B010 - a function's own attribute
             setattr(holder, "rollback_approval", approval)  # noqa: B010
+            setattr(holder, "rollback_timeout", timeout)  # noqa: B010
         return tool
 
     return declare
@@ -89,6 +104,21 @@ def declared_effect(tool: Any) -> str:
 
 def declared_approval(tool: Any) -> bool:
     return bool(_declared(tool, "rollback_approval"))
+
+
+def timeouts_of(custom: Iterable[Any]) -> dict[str, float]:
+    """The deadline in seconds each custom tool declares (`tool_effect(..., timeout=...)`), by
+    the name the model calls it: a toolkit's function's own, else the toolkit's."""
+    timeouts: dict[str, float] = {}
+    for tool in custom:
+        functions = tool.functions if isinstance(tool, Toolkit) else {}
+        for name in tool_names(tool):
+            one = functions.get(name)
+            seconds = _declared(one, "rollback_timeout") if one is not None else None
+            seconds = seconds if seconds is not None else _declared(tool, "rollback_timeout")
+            if seconds is not None:
+                timeouts[name] = float(seconds)
+    return timeouts
 
 
 def effects_of(builtins: Iterable[Any], custom: Iterable[Any]) -> tuple[dict[str, str], set[str]]:

@@ -2,7 +2,10 @@
 process's pool): a whole turn through the API with `"wait": true`, and through the event stream
 (post, then hear `turn.finished`), against a raw `openai` client call to the same zero-delay
 fake Chat Completions server; and the time to the first token (`message.delta`) against the raw
-stream's first chunk. `python -m bench.turns VAR_DIR` is the process; `run_turns` drives it."""
+stream's first chunk. And a bystander's turn (`"wait": true`) with 8 turns whose custom tool
+hangs, each stopped while its tool ran (issue 36: their calls are abandoned on the tool executor,
+agents.tool_deadline, and the pool of 4 turn threads is free), beside the same turn without them.
+`python -m bench.turns VAR_DIR` is the process; `run_turns` drives it."""
 
 from __future__ import annotations
 
@@ -18,6 +21,15 @@ from bench.common import DASH, check
 from bench.runner import ROOT, System
 
 PROMPT = "Say something short."
+HUNG = 8
+# Released when the process quits: the hung calls' threads end.
+RELEASE = threading.Event()
+
+
+def hang(job: str) -> str:
+    """Start a job on the outside system (it never answers)."""
+    RELEASE.wait()
+    return f"finished {job}"
 
 
 class Turns:
@@ -35,6 +47,8 @@ class Turns:
                 "AGNO_TELEMETRY": "false",
                 "DJANGO_SETTINGS_MODULE": "rollback_site.settings",
                 "DJANGO_ALLOWED_HOSTS": "testserver,127.0.0.1",
+                # Offered to every turn, with and without hung calls: the same requests.
+                "AGENT_TOOLS": "bench.turns.hang",
             }
         )
         for name in ("DATABASE_URL", "REDIS_URL"):
@@ -123,12 +137,63 @@ class Turns:
             stop()
         return {"ms": (end - start) * 1000, "first_ms": ((first or [end])[0] - start) * 1000}
 
+    def hang_stopped(self) -> dict[str, float]:
+        """8 turns of 8 sessions whose tool hangs, each stopped once its tool runs; returns once
+        all 8 ended and their calls are abandoned (the process's count)."""
+        from agents import tool_deadline
+        from agents.services import turn_submit
+        from core import events
+        from sessions_app.models import Session, Turn
+        from sessions_app.turns import turn_cancel
+        from tests.fakes.chat_server import ToolCall, ToolCalls
+
+        before = tool_deadline.stats()["abandoned"]
+        calling: set[int] = set()
+
+        def heard(event: events.Event) -> None:
+            if event["type"] == "tool.started":
+                calling.add(int(event["turn"]))
+
+        sessions = [self._session() for _ in range(HUNG)]
+        self.fake.queue(*[ToolCalls([ToolCall("hang", {"job": f"job{i}"})]) for i in range(HUNG)])
+        stops = [events.listen(sid, heard) for sid in sessions]
+        try:
+            owned = Session.objects.filter(pk__in=sessions)
+            turns = [turn_submit(session=s, message="run the job") for s in owned]
+            stopped: set[int] = set()
+            deadline = time.monotonic() + 60
+            while len(stopped) < HUNG or tool_deadline.stats()["abandoned"] < before + HUNG:
+                check(time.monotonic() < deadline, f"stopped {len(stopped)} of {HUNG} hung turns")
+                for pk in set(calling) - stopped:
+                    turn_cancel(turn=Turn.objects.get(pk=pk))
+                    stopped.add(pk)
+                time.sleep(0.01)
+            ids = [t.pk for t in turns]
+            while Turn.objects.filter(pk__in=ids, status=Turn.Status.CANCELLED).count() < HUNG:
+                check(time.monotonic() < deadline, "the stopped turns did not end")
+                time.sleep(0.01)
+        finally:
+            for stop in stops:
+                stop()
+        return {"abandoned": float(tool_deadline.stats()["abandoned"])}
+
 
 def main() -> None:
     from bench.common import serve
 
     turns = Turns(sys.argv[1])
-    serve({"raw": turns.raw, "api": turns.api, "stream": turns.stream, "quit": lambda: None})
+    try:
+        serve(
+            {
+                "raw": turns.raw,
+                "api": turns.api,
+                "stream": turns.stream,
+                "hang_stopped": turns.hang_stopped,
+                "quit": lambda: None,
+            }
+        )
+    finally:
+        RELEASE.set()
 
 
 def _median(samples: list[dict[str, float]], key: str) -> float:
@@ -145,18 +210,28 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env["PYTHONPATH"] = str(ROOT)
     system = System("turns", "bench.turns", str(var), env=env)
-    samples: dict[str, list[dict[str, float]]] = {"raw": [], "api": [], "stream": []}
+    # The bystander's twin: the same process, with 8 calls hung past their turns' Stop; its
+    # turns interleave with the first's.
+    (var / "hung").mkdir(exist_ok=True)
+    hung_system = System("turns-hung", "bench.turns", str(var / "hung"), env=env)
+    samples: dict[str, list[dict[str, float]]] = {"raw": [], "api": [], "stream": [], "hung": []}
     per_round = 3 if smoke else 10
     try:
+        abandoned = hung_system.call("hang_stopped")["abandoned"]
         for r in range(rounds):
-            ops = ["raw", "api", "stream"]
-            ops = ops[r % 3 :] + ops[: r % 3]
+            ops = ["raw", "api", "stream", "hung"]
+            ops = ops[r % 4 :] + ops[: r % 4]
             for _ in range(per_round):
                 for op in ops:
-                    samples[op].append(system.call(op))
+                    if op == "hung":
+                        samples[op].append(hung_system.call("api"))
+                    else:
+                        samples[op].append(system.call(op))
     finally:
         system.close()
+        hung_system.close()
     raw, api, stream = (_median(samples[k], "ms") for k in ("raw", "api", "stream"))
+    hung = _median(samples["hung"], "ms")
     raw_first, stream_first = (
         _median(samples["raw"], "first_ms"),
         _median(samples["stream"], "first_ms"),
@@ -179,6 +254,15 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             f"| API (202), then the session's events | {_spread(samples['stream'], 'ms')} | "
             f"{_spread(samples['stream'], 'first_ms')} | **{stream - raw:.1f} ms** "
             f"(first token: **{stream_first - raw_first:.1f} ms**) |",
+            "",
+            f'A bystander\'s turn (`"wait": true`, the pool of 4 turn threads), without and '
+            f"with {HUNG} turns whose custom tool hangs, each stopped while its tool ran "
+            f"({abandoned:.0f} calls abandoned on the tool executor), in two processes of their "
+            f"own, interleaved ({len(samples['hung'])} samples each):",
+            "",
+            "| bystander's turn | without hung tools | with 8 hung past Stop |",
+            "| --- | --- | --- |",
+            f"| whole turn | {_spread(samples['api'], 'ms')} | {_spread(samples['hung'], 'ms')} |",
         ]
     )
     return {
@@ -195,6 +279,12 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
                 "added to a zero-latency model call ≤ 10 ms, Django's test client (events)",
                 f"{stream - raw:.1f} ms",
                 stream - raw <= 10,
+                "",
+            ),
+            (
+                "a bystander's turn with 8 tools hung past Stop ≤ 10 ms slower than without",
+                f"{hung - api:+.1f} ms",
+                hung - api <= 10,
                 "",
             ),
             (

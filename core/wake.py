@@ -25,7 +25,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import redis
 from django.conf import settings
@@ -104,16 +105,30 @@ def wait_until(
 def _wait_here(
     turn: int, types: frozenset[str], done: Callable[[], bool], deadline: float, poll: float
 ) -> None:
-    waiter = _Waiter(types)
-    with _waiters_lock:
-        _waiters.setdefault(turn, []).append(waiter)  # before the first check: nothing is missed
-    try:
+    with watching(turn, types) as rung:  # before the first check: nothing is missed
         while not done():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            waiter.rung.wait(min(poll, remaining))
-            waiter.rung.clear()
+            rung.wait(min(poll, remaining))
+            rung.clear()
+
+
+@contextmanager
+def watching(
+    turn: int, types: frozenset[str], rung: threading.Event | None = None
+) -> Iterator[threading.Event]:
+    """An event set whenever this process rings `turn`'s doorbell for one of `types` (the
+    caller's `rung`, which something else may set too, or a new one), while the block runs. Only
+    this process's rings: a waiter that must hear other processes polls the database as well
+    (agents.tool_deadline), or waits with `wait_until`."""
+    waiter = _Waiter(types)
+    if rung is not None:
+        waiter.rung = rung
+    with _waiters_lock:
+        _waiters.setdefault(turn, []).append(waiter)
+    try:
+        yield waiter.rung
     finally:
         with _waiters_lock:
             mine = _waiters.get(turn, [])

@@ -31,6 +31,8 @@ from django.core.files.storage import storages
 from django.db import DatabaseError, connection
 from psycopg_pool import PoolTimeout
 
+from agents.tool_deadline import ToolStats
+from agents.tool_deadline import stats as tool_stats
 from core.channel_layers import DROPS_KEY
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,19 @@ class ChannelLayerJSON(TypedDict):
     dropped: int | None
 
 
+class ToolsJSON(TypedDict):
+    """This process's tool calls given up on (agents.tool_deadline): still running past their
+    deadline or a Stop (`abandoned`), since the process started (`abandoned_total`), the most
+    it keeps (`max_abandoned`, AGENT_TOOL_MAX_ABANDONED), and whether it is at that most
+    (`full`: new custom and MCP calls are refused at once). Not a check: the server still
+    serves, and a refused call says why to the model and the page."""
+
+    abandoned: int
+    abandoned_total: int
+    max_abandoned: int
+    full: bool
+
+
 class ReportJSON(TypedDict):
     """/healthz's body."""
 
@@ -66,6 +81,7 @@ class ReportJSON(TypedDict):
     celery: str
     checks: dict[str, CheckJSON]
     channel_layer: ChannelLayerJSON
+    tools: ToolsJSON
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,7 @@ class Report:
     checks: dict[str, Check]
     celery: bool
     dropped: int | None = None  # messages the channel layer dropped (core.channel_layers)
+    tools: ToolStats | None = None  # this process's abandoned tool calls (agents.tool_deadline)
 
     @property
     def ok(self) -> bool:
@@ -105,7 +122,17 @@ class Report:
             "celery": "configured" if self.celery else "not configured (tasks run in process)",
             "checks": {name: check.as_json() for name, check in self.checks.items()},
             "channel_layer": {"dropped": self.dropped},
+            "tools": tools_json(self.tools if self.tools is not None else tool_stats()),
         }
+
+
+def tools_json(stats: ToolStats) -> ToolsJSON:
+    return {
+        "abandoned": stats["abandoned"],
+        "abandoned_total": stats["abandoned_total"],
+        "max_abandoned": stats["max_abandoned"],
+        "full": stats["abandoned"] >= stats["max_abandoned"],
+    }
 
 
 def celery_configured() -> bool:
@@ -134,7 +161,10 @@ def report() -> Report:
     _log_changes(checks)
     dropped = heartbeats.get(DROPS_KEY, 0) if cache_check.ok else None
     return Report(
-        checks=checks, celery=celery, dropped=dropped if isinstance(dropped, int) else None
+        checks=checks,
+        celery=celery,
+        dropped=dropped if isinstance(dropped, int) else None,
+        tools=tool_stats(),
     )
 
 

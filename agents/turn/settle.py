@@ -106,7 +106,9 @@ def _not_ours(run: TurnRun, got: Streamed, meta: TurnMeta) -> bool:
     """Whether the turn stopped being this worker's: cancelled (what it did is kept) or taken
     over (whoever holds it now finishes it; its external calls go into the ledger)."""
     beat = run.beat
-    if beat.lost and not beat.cancelled:
+    ended = got.output is not None and got.output.status == RunStatus.cancelled
+    if (beat.lost or ended) and not beat.cancelled:
+        # A run that ended as cancelled: a tool's wait saw the Stop first (agents.tool_deadline)
         beat.check_cancelled()
     if beat.cancelled:
         stopped_or_recorded(run, got, meta)

@@ -87,6 +87,8 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
             m.effect = "none"  # a call the owner refused did not run: it had no effect
         if m.tool_name in run.agent.builtin_tools and m.content.startswith(REFUSED):
             m.metadata["error"] = True  # a built-in that refused did nothing: no tool used
+        if run.agent.deadlines.may_have_run(m.tool_name, m.tool_args):
+            m.metadata["may_have_run"] = True  # given up on past its deadline (tool_deadline)
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     if not reply.strip():
         fail_turn(run.turn, "The model sent an empty reply.", meta)

@@ -58,6 +58,15 @@ class Gate(Protocol):
     def was_refused(self, call_id: str, args: object) -> bool: ...
 
 
+class Deadlines(Protocol):
+    """The agent's tool deadlines (agents.tool_deadline.ToolDeadlines), as the store step asks
+    them."""
+
+    # Whether a call of this tool and arguments was given up on after it started (its deadline
+    # passed): its tool message, and its ledger entry, say it may have run.
+    def may_have_run(self, tool: str, args: object) -> bool: ...
+
+
 class TurnAgent(Protocol):
     """The agent a turn runs (`agents.rollback_agent.RollbackAgent`), as the steps use it: its
     session and branch, its settings, the run's stream, the state its tools wrote and the
@@ -81,6 +90,9 @@ class TurnAgent(Protocol):
 
     @property
     def approvals(self) -> Gate: ...
+
+    @property
+    def deadlines(self) -> Deadlines: ...
 
     @property
     def model(self) -> Model | None: ...

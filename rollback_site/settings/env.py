@@ -153,6 +153,8 @@ class Env(Schema):
         "o4*",
     ]
     AGENT_APPROVAL_SECONDS: Seconds = 600.0
+    AGENT_TOOL_TIMEOUT_SECONDS: BoundSeconds = Field(60.0, gt=0, le=24 * 3600)
+    AGENT_TOOL_MAX_ABANDONED: int = Field(16, ge=1, le=1000)
     DEMO_MODEL_WORD_DELAY: BoundSeconds = Field(0.02, ge=0)
     MEMORY_L2_MAX_CHARS: int = Field(20_000, ge=1)
     MEMORY_MAX_PER_USER: Count = 5_000

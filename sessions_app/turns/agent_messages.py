@@ -196,5 +196,9 @@ def ledger_record_unstored(*, turn: Turn, calls: list[UnstoredCall]) -> list[Led
 
 
 def _status(m: Message) -> str:
-    failed = isinstance(m.metadata, dict) and bool(m.metadata.get("error"))
-    return LedgerEntry.Status.FAILED if failed else LedgerEntry.Status.RAN
+    """`may_have_run` for a call given up on after it started (past its deadline:
+    agents.tool_deadline), `failed` for one marked with an error, else `ran`."""
+    meta = m.metadata if isinstance(m.metadata, dict) else {}
+    if meta.get("may_have_run"):
+        return LedgerEntry.Status.MAY_HAVE_RUN
+    return LedgerEntry.Status.FAILED if meta.get("error") else LedgerEntry.Status.RAN
