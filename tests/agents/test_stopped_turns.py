@@ -122,7 +122,23 @@ def test_a_stop_during_an_approval_keeps_the_call_that_ran_and_says_the_other_di
     assert LedgerEntry.objects.filter(session=session).count() == 1
 
 
-def test_a_stop_while_a_tool_runs_keeps_it_as_ran_once_it_answers(fake_llm, session, tools):
+def _eventually(check, seconds: float = 15.0) -> bool:
+    """Whether `check()` holds within `seconds` (an abandoned tool's thread ends on its own)."""
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_a_stop_while_a_custom_tool_runs_ends_the_turn_and_keeps_the_call_as_may_have_run(
+    fake_llm, session, tools
+):
+    """Stop does not wait for the tool (agents.tool_deadline abandons it): the turn ends, the
+    call is on record as one that may have run, and the tool, which goes on, runs once."""
     fake_llm.queue(
         ToolCalls([ToolCall("slow_send", {"to": "ann", "text": "hi"}, id="call_s")]),
         Reply(LONG, delay=0.2),
@@ -131,18 +147,21 @@ def test_a_stop_while_a_tool_runs_keeps_it_as_ran_once_it_answers(fake_llm, sess
     run_hearing(turn, stop_on(turn, "tool.started"))
 
     assert turn.status == "cancelled"
-    assert custom_tools.SENT == ["ann: hi"]
-    assert turn.tools_used == ["slow_send"]
-    assert [r for r in rows(session) if r[0] == "tool"] == [("tool", "slow_send")]
+    assert custom_tools.SENT == []  # the turn ended before the tool did
+    assert turn.tools_used == []
+    assert [r for r in rows(session) if r[0] == "tool"] == []
     reply = branch_history(current_branch(session))[-1]
-    assert stopped_line(reply.metadata) == "Stopped: slow_send ran"
+    assert stopped_line(reply.metadata) == "Stopped: slow_send may have run"
     (entry,) = LedgerEntry.objects.filter(session=session)
-    assert entry.status == "ran"
-    assert entry.message_ref is not None
+    assert entry.status == "may_have_run"
     assert len(fake_llm.requests) == 1  # the model was not asked again after the Stop
+    assert _eventually(lambda: custom_tools.SENT == ["ann: hi"])  # it ran once, abandoned
+    assert LedgerEntry.objects.filter(session=session).count() == 1
 
 
-def test_a_stop_during_a_call_whose_tool_then_fails_records_it_failed(fake_llm, session, tools):
+def test_a_stop_during_a_call_whose_tool_then_fails_keeps_it_as_may_have_run(
+    fake_llm, session, tools
+):
     fake_llm.queue(
         ToolCalls([ToolCall("slow_fail", {"title": "bug"}, id="call_f")]),
         Reply("Filed."),
@@ -152,12 +171,10 @@ def test_a_stop_during_a_call_whose_tool_then_fails_records_it_failed(fake_llm, 
 
     assert turn.status == "cancelled"
     assert turn.tools_used == []
-    tool = next(m for m in branch_history(current_branch(session)) if m.role == "tool")
-    assert tool.metadata.get("error") is True
     reply = branch_history(current_branch(session))[-1]
-    assert stopped_line(reply.metadata) == "Stopped: slow_fail failed"
+    assert stopped_line(reply.metadata) == "Stopped: slow_fail may have run"
     (entry,) = LedgerEntry.objects.filter(session=session)
-    assert entry.status == "failed"
+    assert entry.status == "may_have_run"
 
 
 def test_a_stopped_turn_whose_calls_repeat_an_id_keeps_each_call(fake_llm, session, tools):
