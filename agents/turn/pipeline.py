@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from agno.run.agent import RunOutput
 
 from core import events, logs
+from sessions_app.approvals import paused_state
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
 
@@ -23,6 +24,7 @@ from .after import after, report_turn
 from .claim import Heartbeat, claim_message, claim_queued
 from .common import TurnRun, fail_turn
 from .fit import fit, memories_of
+from .resume import replay_batch, resumed_input
 from .settle import settle
 from .store import store
 from .stream import Streamed, stream
@@ -111,12 +113,15 @@ def _steps(run: TurnRun) -> RunOutput | None:
     agent.created_checkpoints = []
     agent.clear_rollback_request()
     agent.offer_mcp_tools()  # the MCP servers' tools for this turn, or a notice (agents.mcp)
+    run.resumed = paused_state(run.turn.metadata)  # a continuation resumes from its pause
     try:
         got = fit_and_stream(run)
     finally:
         agent.turn_position = None
         agent.running_turn = None
-    if got is None:
+    if got is None or run.paused:
+        # Paused: the turn awaits an approval with its state saved on its row, and this attempt
+        # ends here, holding nothing; the answer queues its continuation.
         return None
     settled = settle(run, got)
     if settled is None:
@@ -136,6 +141,9 @@ def fit_and_stream(run: TurnRun) -> Streamed | None:
             return None
         if isinstance(messages, str):  # AGAIN
             continue
+        if run.resumed is not None:
+            messages = resumed_input(messages, run.resumed)
+            replay_batch(run.agent.model, run.resumed)
         got = stream(run, messages)
         if retry or got.text or run.beat.lost or not is_context_overflow(str(got.failure)):
             return got

@@ -46,7 +46,12 @@ class AgnoAgent(Protocol):
 
 class Gate(Protocol):
     """Where the agent's calls that need approval wait (agents.approval_gate.ApprovalGate): told the
-    run they belong to, and each call's id as the stream sees it start."""
+    run they belong to, the state a continuation resumes from, and each call's id as the stream
+    sees it start; `paused` once a call paused the turn."""
+
+    paused: bool
+
+    def resume(self, state: dict[str, Any] | None) -> None: ...
 
     # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).
     def begin(self, run: Any) -> None: ...

@@ -42,4 +42,4 @@ def pause(turn, tool_call_id: str, args: dict, *, tool_name: str = "send_email",
     pending = pending_call(
         turn=turn, call=call, tool_call_id=tool_call_id, tool_name=tool_name, args=args
     )
-    return turn_await_approval(turn=turn, pending=pending)
+    return turn_await_approval(turn=turn, pending=pending, paused={})

@@ -9,6 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agents import dispatch
+from core import events
 from sessions_app.approvals import args_digest, turn_approve
 from sessions_app.errors import NothingAwaitsApproval, TurnInProgress
 from sessions_app.models import Message, Turn
@@ -58,6 +60,14 @@ def run_answering(
             answer(event)
 
     run_hearing(turn, on_event)
+    # The answer queued the turn's continuation (the attempt that asked ended, holding nothing):
+    # it runs on the embedded pool; wait for it, hearing its events too.
+    stop = events.listen(session.pk, on_event)
+    try:
+        dispatch.drain()
+    finally:
+        stop()
+    turn.refresh_from_db()
     return turn, seen
 
 
