@@ -322,18 +322,19 @@ def _refusal(row: Turn, call_id: str, call: int | None, attempt: int | None) -> 
     """Why an answer finds nothing to answer (the 409's detail)."""
     if not row.is_active:
         return ENDED.format(status=row.status)
-    if attempt is not None and attempt < row.attempts:
-        return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
-    if attempt is not None and attempt > row.attempts:
-        return NOT_WAITING
+    # An answered call: of this attempt, or of the one that paused and whose answer queued the
+    # continuation running now (the continuation is a new attempt).
+    recent = (row.attempts, row.attempts - 1) if attempt is None else (attempt,)
     for answer in _answers(row.metadata).values():
         if (
             isinstance(answer, dict)
-            and answer.get("attempt") == row.attempts
+            and answer.get("attempt") in recent
             and answer.get("tool_call_id") == call_id
             and (call is None or answer.get("call") == call)
         ):
             return ALREADY.format(reason=answer.get("reason", "answered"))
+    if attempt is not None and attempt < row.attempts:
+        return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
     return NOT_WAITING
 
 
