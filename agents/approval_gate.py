@@ -39,6 +39,8 @@ from sessions_app.approvals import (
     args_digest,
     call_key,
     pending_call,
+    result_key,
+    tool_call_key,
     turn_await_approval,
     turn_call_started,
     turn_note_may_have_run,
@@ -116,6 +118,9 @@ class ApprovalGate:
         self.replayed = {k: v for k, v in (results or {}).items() if isinstance(v, list)}
         pending = state.get("pending")
         self.resuming = cast("Pending", pending) if isinstance(pending, dict) else None
+        if self.resuming is not None and self.run is not None:
+            # The turn's calls that waited keep their numbers across its continuations.
+            self.run.approval_calls = max(self.run.approval_calls, int(self.resuming["call"]))
         started = state.get("started")
         self.started = started if isinstance(started, str) else None
 
@@ -148,7 +153,7 @@ class ApprovalGate:
         seen = self._take(function_name, arguments)
         if self.paused:  # the turn paused at an earlier call of this batch: nothing more runs
             raise StopAgentRun(PAUSED.format(tool=function_name))
-        saved = self.replayed.pop(seen.call_id, None)
+        saved = self.replayed.pop(result_key(seen.call_id, seen.args), None)
         if saved is not None and len(saved) == 2:  # it ran before the pause: not again
             if saved[1]:
                 raise ApprovalRefused(str(saved[0]))
@@ -158,12 +163,13 @@ class ApprovalGate:
         return self._call(seen, function_call, arguments)
 
     def _call(self, seen: Announced, function_call: Callable[..., Any], arguments: Any) -> Any:
+        key = result_key(seen.call_id, seen.args)
         try:
             result = function_call(**arguments)
         except Exception as exc:
-            self.results[seen.call_id] = [str(exc), True]
+            self.results[key] = [str(exc), True]
             raise
-        self.results[seen.call_id] = [result if isinstance(result, str) else str(result), False]
+        self.results[key] = [result if isinstance(result, str) else str(result), False]
         return result
 
     def _ask(self, function_name: str, seen: Announced, run_context: Any) -> None:
@@ -234,13 +240,13 @@ def saved_state(run_context: Any, results: dict[str, list[Any]]) -> dict[str, An
         new = new[1:]  # the turn's own message, stored when it started
     assistant = new.pop() if new and new[-1].role == "assistant" else None
     calls = [c for c in (assistant.tool_calls or []) if isinstance(c, dict)] if assistant else []
-    ids = {c.get("id") for c in calls}
+    keys = {tool_call_key(c) for c in calls}
     return {
         "messages": [message_dict(m) for m in new],
         "assistant": {"content": _text(assistant.content), "tool_calls": calls}
         if assistant
         else None,
-        "results": {k: v for k, v in results.items() if k in ids},
+        "results": {k: v for k, v in results.items() if k in keys},
     }
 
 

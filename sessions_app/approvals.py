@@ -123,6 +123,23 @@ def call_key(attempt: int, call: int) -> str:
     return f"{attempt}:{call}"
 
 
+def result_key(call_id: str, args: object) -> str:
+    """How a paused turn keeps a call's result: by its id and the hash of its arguments (model
+    servers repeat ids within one batch)."""
+    return f"{call_id}|{args_digest(args if args is not None else {})}"
+
+
+def tool_call_key(call: dict[str, Any]) -> str:
+    """`result_key` of a call as the assistant message holds it (arguments as JSON text)."""
+    fn = call.get("function") or {}
+    raw = fn.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+    except ValueError:
+        args = raw
+    return result_key(str(call.get("id") or ""), args)
+
+
 def _answers(metadata: object) -> dict[str, Any]:
     answers = metadata.get(APPROVALS_KEY) if isinstance(metadata, dict) else None
     return answers if isinstance(answers, dict) else {}
@@ -243,7 +260,7 @@ def paused_messages(turn: Turn) -> list[dict[str, Any]]:
     got_results = state.get("results")
     results: dict[str, Any] = got_results if isinstance(got_results, dict) else {}
     for call in assistant.get("tool_calls") or []:
-        got = results.get(str(call.get("id"))) if isinstance(call, dict) else None
+        got = results.get(tool_call_key(call)) if isinstance(call, dict) else None
         if isinstance(got, list) and len(got) == 2:
             fn = call.get("function") or {}
             out.append(

@@ -15,6 +15,8 @@ from typing import Any
 
 from agno.models.base import Model
 from agno.models.message import Message as AgnoMessage
+from agno.models.response import ToolExecution
+from agno.run.agent import RunOutput
 
 FIELDS = ("role", "content", "tool_calls", "tool_call_id", "tool_name", "tool_args")
 
@@ -44,3 +46,24 @@ def replay_batch(model: Model | None, state: dict[str, Any]) -> None:
         return iter(())
 
     model.process_response_stream = replayed  # type: ignore[assignment,method-assign]
+
+
+def count_saved_calls(output: RunOutput | None, state: dict[str, Any]) -> None:
+    """The calls the turn's earlier continuations ran (its saved messages' tool results) join
+    the run's tools, as the calls this attempt ran do: the turn's `tools_used` and its stored
+    tool messages count them (agents.turn.store reads `output.tools`)."""
+    if output is None:
+        return
+    saved = [
+        ToolExecution(
+            tool_call_id=m.get("tool_call_id"),
+            tool_name=m.get("tool_name"),
+            tool_args=m.get("tool_args"),
+            result=m.get("content"),
+            tool_call_error=bool(m.get("tool_call_error")),
+        )
+        for m in state.get("messages") or []
+        if isinstance(m, dict) and m.get("role") == "tool"
+    ]
+    if saved:
+        output.tools = [*saved, *(output.tools or [])]

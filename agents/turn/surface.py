@@ -81,6 +81,9 @@ class TurnAgent(Protocol):
     last_rollback: Checkpoint | None
     turn_position: int | None
     on_event: Callable[[Event], None] | None
+    # The Python API's answer to a call that needs approval (its `pending_approval` in, True
+    # approves), or None: the turn is left awaiting approval (agents.turn.pipeline.run_message).
+    approver: Callable[[Any], bool] | None
     notices: list[str]  # for the turn's metadata: an MCP server that was down
     mcp: McpToolset  # the MCP servers' tools offered this turn (offer_mcp_tools)
 

@@ -123,8 +123,11 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
     # The calls the dead attempt had approved may have run before it died: on record for good,
     # and the next attempt's card for the same call says so (sessions_app.approvals).
     recorded = with_may_have_run(turn.metadata, turn.attempts)
-    if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
-        taken = {**recorded, "taken_over": turn.metadata.get("taken_over", 0) + 1}
+    # The attempts that died, this one included: a continuation after an approval is an attempt
+    # too, and spends none of the budget.
+    died = int(turn.metadata.get("taken_over", 0)) + 1
+    if died < settings.AGENT_TURN_ATTEMPTS:
+        taken = {**recorded, "taken_over": died}
         if still_dead.update(
             status=Turn.Status.QUEUED,
             heartbeat_at=now,
@@ -135,7 +138,7 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
             done.requeued.append(turn)
         return
     stale = settings.AGENT_TURN_STALE_SECONDS
-    tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
+    tries = f"{died} time{'s' if died != 1 else ''}"
     error = WORKER_DIED.format(attempts=tries, seconds=stale)
     failed = end_dropping_writes(
         turn.pk,

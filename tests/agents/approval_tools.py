@@ -43,3 +43,13 @@ def pause(turn, tool_call_id: str, args: dict, *, tool_name: str = "send_email",
         turn=turn, call=call, tool_call_id=tool_call_id, tool_name=tool_name, args=args
     )
     return turn_await_approval(turn=turn, pending=pending, paused={})
+
+
+NOTED: list[str] = []
+
+
+@tool_effect("external")
+def note_outside(text: str) -> str:
+    """Write a note somewhere outside (needs no approval)."""
+    NOTED.append(text)
+    return f"noted {text}"
