@@ -53,3 +53,12 @@ def note_outside(text: str) -> str:
     """Write a note somewhere outside (needs no approval)."""
     NOTED.append(text)
     return f"noted {text}"
+
+
+@tool_effect("external", approval=True)
+def logged_send_email(to: str, subject: str) -> str:
+    """Send an email to someone (for the served tests: each run adds a line to the file
+    APPROVAL_TOOL_LOG names, so a test counts the runs across processes)."""
+    with Path(os.environ["APPROVAL_TOOL_LOG"]).open("a") as log:
+        log.write(f"{to} {subject}\n")
+    return f"sent to {to}"
