@@ -18,6 +18,7 @@ from bench.common import DASH, check
 from bench.runner import ROOT, System
 
 PROMPT = "Say something short."
+WAITING = 20  # turns paused for an approval while the bystander's turn runs
 
 
 class Turns:
@@ -35,6 +36,9 @@ class Turns:
                 "AGNO_TELEMETRY": "false",
                 "DJANGO_SETTINGS_MODULE": "rollback_site.settings",
                 "DJANGO_ALLOWED_HOSTS": "testserver,127.0.0.1",
+                # A tool that waits for its owner's approval: the bystander's part pauses turns
+                # on it (issue 36: a paused turn holds no pool thread).
+                "AGENT_TOOLS": "tests.agents.approval_tools.send_email",
             }
         )
         for name in ("DATABASE_URL", "REDIS_URL"):
@@ -123,12 +127,42 @@ class Turns:
             stop()
         return {"ms": (end - start) * 1000, "first_ms": ((first or [end])[0] - start) * 1000}
 
+    def pause(self, n: int) -> int:
+        """Start `n` turns, each in a session of its own, whose model asks for a call that needs
+        approval; return once they all wait (the number waiting)."""
+        from sessions_app.models import Turn
+        from tests.fakes.chat_server import ToolCall, ToolCalls
+
+        for i in range(n):
+            self.fake.queue(
+                ToolCalls([ToolCall("send_email", {"to": "a@b.c", "subject": "x"}, id=f"c{i}")])
+            )
+            response = self.client.post(
+                f"/api/v1/sessions/{self._session()}/turns/",
+                {"message": "mail"},
+                content_type="application/json",
+            )
+            check(response.status_code == 202, str(response.content))
+        deadline = time.monotonic() + 60
+        waiting = Turn.objects.filter(status=Turn.Status.AWAITING_APPROVAL)
+        while waiting.count() < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return waiting.count()
+
 
 def main() -> None:
     from bench.common import serve
 
     turns = Turns(sys.argv[1])
-    serve({"raw": turns.raw, "api": turns.api, "stream": turns.stream, "quit": lambda: None})
+    serve(
+        {
+            "raw": turns.raw,
+            "api": turns.api,
+            "stream": turns.stream,
+            "pause": turns.pause,
+            "quit": lambda: None,
+        }
+    )
 
 
 def _median(samples: list[dict[str, float]], key: str) -> float:
@@ -154,6 +188,12 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             for _ in range(per_round):
                 for op in ops:
                     samples[op].append(system.call(op))
+        # The bystander: its turn with 0, then with WAITING turns paused for an approval (the
+        # embedded pool has 4 threads: before issue 36, 4 waiting turns froze it).
+        samples["bystander_0"] = [system.call("api") for _ in range(per_round)]
+        waiting = system.call("pause", n=WAITING)
+        check(waiting >= WAITING, f"only {waiting} turns waited for an approval")
+        samples["bystander_waiting"] = [system.call("api") for _ in range(per_round)]
     finally:
         system.close()
     raw, api, stream = (_median(samples[k], "ms") for k in ("raw", "api", "stream"))
@@ -179,6 +219,15 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             f"| API (202), then the session's events | {_spread(samples['stream'], 'ms')} | "
             f"{_spread(samples['stream'], 'first_ms')} | **{stream - raw:.1f} ms** "
             f"(first token: **{stream_first - raw_first:.1f} ms**) |",
+            "",
+            f'A bystander\'s turn (`"wait": true`) with no turn and with {WAITING} turns '
+            "waiting for an approval (the embedded pool: 4 threads; a waiting turn holds none). "
+            "One Celery worker of concurrency 2 on PostgreSQL + Redis is not measured here.",
+            "",
+            "| turns waiting for an approval | bystander's whole turn |",
+            "| --- | --- |",
+            f"| 0 | {_spread(samples['bystander_0'], 'ms')} |",
+            f"| {WAITING} | {_spread(samples['bystander_waiting'], 'ms')} |",
         ]
     )
     return {

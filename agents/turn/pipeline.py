@@ -117,7 +117,10 @@ def _run_here(agent: TurnAgent, turn: Turn) -> RunOutput | None:
 
 
 def _answer_here(agent: TurnAgent, turn: Turn, approved: bool) -> RunOutput | None:
-    pending = turn.pending_approval if isinstance(turn.pending_approval, dict) else {}
+    turn.refresh_from_db()
+    pending = turn.pending_approval if isinstance(turn.pending_approval, dict) else None
+    if pending is None:
+        raise NothingAwaitsApproval("This turn is not waiting for an approval now.")
     turn_approve(
         turn=turn,
         tool_call_id=pending.get("tool_call_id"),

@@ -213,3 +213,47 @@ def test_a_call_whose_continuation_died_mid_call_is_may_have_run_never_run_again
     assert [r["tool_name"] for r in turn.metadata["may_have_run"]] == ["send_email"]
     told = [m for m in fake_llm.messages(-1) if m["role"] == "tool"]
     assert "may already have run" in told[0]["content"]
+
+
+def python_agent(session, alice):
+    from agents.model import build_model
+    from agents.rollback_agent import RollbackAgent
+
+    return RollbackAgent(
+        external_session_id=session.pk,
+        model=build_model(session.settings),
+        user=alice,
+        skip_session_creation=True,
+    )
+
+
+def test_the_python_api_answers_an_approval_in_process_with_a_callback(
+    fake_llm, tools, session, alice
+):
+    fake_llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_mail")]), Reply("Sent."))
+    agent = python_agent(session, alice)
+    asked: list[dict] = []
+    agent.approver = lambda pending: asked.append(pending) or True
+    output = agent.run("mail bob")
+    assert output is not None
+    assert output.content == "Sent."
+    assert [p["tool_name"] for p in asked] == ["send_email"]
+    assert agent.last_turn.status == "done"
+    assert tools.SENT == [("bob@example.com", "hello")]
+
+
+def test_the_python_api_leaves_the_turn_waiting_and_answer_approval_resumes_it(
+    fake_llm, tools, session, alice
+):
+    fake_llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_mail")]), Reply("Not sent."))
+    agent = python_agent(session, alice)
+    assert agent.run("mail bob") is None
+    assert agent.last_turn.status == "awaiting_approval"
+    assert tools.SENT == []
+    output = agent.answer_approval(False)
+    assert output is not None
+    assert output.content == "Not sent."
+    assert agent.last_turn.status == "done"
+    assert tools.SENT == []
+    with pytest.raises(NothingAwaitsApproval):
+        agent.answer_approval(True)

@@ -84,9 +84,7 @@ def test_a_waiting_turn_survives_a_restart_of_every_process_and_runs_its_tool_on
     stack.worker("worker2", pool="threads", concurrency=2)
     stack.beat()
     time.sleep(8)
-    (row,) = database.query(
-        "SELECT status, attempts FROM sessions_app_turn WHERE id = %s", turn_id
-    )
+    (row,) = database.query("SELECT status, attempts FROM sessions_app_turn WHERE id = %s", turn_id)
     assert row == ("awaiting_approval", 1)
     assert tool_log.read_text() == ""
 
