@@ -1,36 +1,24 @@
-"""Tool calls that wait for their owner's approval before they run.
+"""Tool calls that wait for their owner's approval before they run, holding no thread.
 
-The agent's tools whose names are in `RollbackAgent.tool_approvals` (custom tools declared with
-`tool_effect(..., approval=True)`, MCP tools that need it) pass through `ApprovalGate.hook`, an
-agno tool hook that wraps every call (installed on the agno agent, so no tool can slip past it,
-whatever the helper that adds names to the set does later). agno runs a sync run's tools on the
-thread that iterates its stream, right after it yields the call's ToolCallStarted event: the
-stream step announces the call id and the model's arguments it saw there (`announce`), and the
-hook, which agno gives only the tool's name and arguments, takes them. So the hook always runs
-on the worker's thread (a Celery worker, the embedded pool, or the Python API's caller), never
-on the web server's event loop.
+The agent's tools whose names are in `RollbackAgent.tool_approvals` pass through
+`ApprovalGate.hook`, an agno tool hook that wraps every call. The stream step announces each
+call's id and arguments as agno starts it (`announce`); the hook takes them.
 
-Each call that waits is one call of one attempt (sessions_app.approvals): it is numbered among
-the attempt's calls that waited (`TurnRun.approval_calls`) and carries its id, tool and the hash
-of its arguments, and only an answer to exactly that call lets it run. Two calls sharing an id
-are asked about one by one; an id the model server repeats later is asked about again.
+A call that needs approval and has no answer yet PAUSES the turn: the hook saves the run's
+state on the turn's row (`turn_await_approval`, with the state `sessions_app.approvals.
+paused_state` describes: the turn's messages before this batch, the batch's assistant message
+with its tool calls, the results of the batch's calls that already ran, the call that waits),
+raises agno's `StopAgentRun`, and the stream step closes agno's run before anything else of the
+batch runs. The attempt ends; the worker is free.
 
-The hook pauses the turn (`turn_await_approval`: `awaiting_approval`, `tool.approval_requested`)
-and waits, its heartbeat going on, until:
-- the owner approves (the tool runs; the turn is running again),
-- the owner refuses, or nobody answers in AGENT_APPROVAL_SECONDS (reason "timed_out"): the tool
-  does not run and the model gets a result saying so, marked as an error (not "used"),
-- the turn is cancelled or taken from this worker: the tool does not run and the run stops.
-It wakes on the answer's event (from any process, through the turn's doorbell, core.wake) and
-reads the turn's row every TURN_STOP_POLL_SECONDS at most, so an answer whose ring was lost is
-seen too.
-
-A worker that dies during the wait stops beating; the recovery job hands the turn to another
-worker, which runs it again from its user message and asks again. An approval is not carried
-over to the new attempt on purpose: the first worker may have run the tool before it died, and
-only the owner can say whether running it a second time is what they want. The recovery records
-each call the dead attempt approved as one that may have run, and the new attempt's card for the
-same call says so.
+The owner's answer (or the recovery job's time-out) queues the turn again; its continuation is
+a new attempt (agents.turn.resume): agno runs again on the history, the turn's saved messages
+and, instead of asking the model, the saved batch (the model's response replayed), so the batch
+goes through this hook again: a call that already ran gets its saved result without running
+(`replayed`), the answered call runs (recorded as started first: `turn_call_started`) or gets
+the refusal text, and the calls after it run (or pause again). A call recorded as started whose
+continuation died is never run again: the model is told it may have run, and it is on record
+(`metadata.may_have_run`).
 """
 
 from __future__ import annotations
@@ -39,23 +27,24 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from agno.exceptions import AgentRunException
+from agno.exceptions import AgentRunException, StopAgentRun
 from django.conf import settings
-from django.db import DatabaseError, connection
 
-from core import wake
 from sessions_app.approvals import (
+    MAY_HAVE_RUN_NOTE,
     Pending,
     answer_for,
     args_digest,
+    call_key,
     pending_call,
-    turn_approval_expire,
+    result_key,
+    tool_call_key,
     turn_await_approval,
+    turn_call_started,
+    turn_note_may_have_run,
 )
-from sessions_app.models import Turn
-from sessions_app.turns import HELD
 
 if TYPE_CHECKING:
     from .turn.common import TurnRun
@@ -71,9 +60,7 @@ TIMED_OUT = (
     "refused). Do not call it again unless the user asks for it."
 )
 STOPPED = "The turn was stopped while this call of {tool} waited for approval: it did not run."
-
-# The events that end a wait for an approval: the owner's answer, or the turn stopped.
-WAKES = frozenset({"tool.approval_answered", "turn.cancelled"})
+PAUSED = "This call of {tool} waits for its owner's approval; the turn is paused."
 
 
 class ApprovalRefused(AgentRunException):
@@ -81,12 +68,6 @@ class ApprovalRefused(AgentRunException):
     call's result, marked as an error (so the call is not among the turn's `tools_used`). An
     AgentRunException, which agno takes as the tool's own way to answer: a plain exception would
     be logged as a crash with its traceback, and a refusal is no crash."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    approved: bool
-    reason: str  # "approved", "refused", "timed_out", "cancelled", "lost"
 
 
 @dataclass(frozen=True)
@@ -99,8 +80,8 @@ class Announced:
 
 class ApprovalGate:
     """One agent's gate: the names of its tools that wait (the agent's own set, shared, so a
-    name added later counts), the run it belongs to while a turn runs, and the calls the stream
-    announced and the hook has not taken yet."""
+    name added later counts), the run it belongs to while a turn runs, the calls the stream
+    announced and the hook has not taken yet, and what a pause saves."""
 
     def __init__(self, names: set[str]) -> None:
         self.names = names
@@ -110,17 +91,42 @@ class ApprovalGate:
         # hash of their arguments (ids repeat): they did not run, so their tool messages record
         # no effect (agents.turn.store).
         self.refused: set[tuple[str, str]] = set()
+        # This run's calls that ran, by id: [result, error] (saved when the turn pauses).
+        self.results: dict[str, list[Any]] = {}
+        # A continuation's saved results of the batch it replays, and the answered call.
+        self.replayed: dict[str, list[Any]] = {}
+        self.resuming: Pending | None = None
+        self.started: str | None = None
+        self.paused = False
 
     def begin(self, run: TurnRun | None) -> None:
         """The turn whose calls this gate asks about (None once its stream ended)."""
         self.run = run
         self._announced.clear()
-        if run is not None and run.approval_calls == 0:
-            self.refused.clear()
+        if run is not None:
+            self.paused = False
+            self.results.clear()
+            if run.approval_calls == 0:
+                self.refused.clear()
+
+    def resume(self, state: dict[str, Any] | None) -> None:
+        """A continuation: the saved results of the batch it replays and the call answered."""
+        self.replayed, self.resuming, self.started = {}, None, None
+        if state is None:
+            return
+        results = state.get("results")
+        self.replayed = {k: v for k, v in (results or {}).items() if isinstance(v, list)}
+        pending = state.get("pending")
+        self.resuming = cast("Pending", pending) if isinstance(pending, dict) else None
+        if self.resuming is not None and self.run is not None:
+            # The turn's calls that waited keep their numbers across its continuations.
+            self.run.approval_calls = max(self.run.approval_calls, int(self.resuming["call"]))
+        started = state.get("started")
+        self.started = started if isinstance(started, str) else None
 
     def announce(self, tool_name: str | None, call_id: str | None, args: object = None) -> None:
         """The stream saw ToolCallStarted for this call: its tool runs next, on this thread."""
-        if tool_name in self.names and call_id:
+        if tool_name and call_id:
             given = dict(args) if isinstance(args, dict) else {}
             self._announced.setdefault(tool_name, []).append(Announced(call_id, given))
 
@@ -140,17 +146,53 @@ class ApprovalGate:
         function_name: str,
         function_call: Callable[..., Any],
         arguments: dict[str, Any],
+        run_context: Any = None,
     ) -> Any:
         """agno's tool hook around every call: runs the tool at once when it needs no approval,
-        else only once its owner approved this very call (ApprovalRefused otherwise)."""
-        if function_name not in self.names:
-            return function_call(**arguments)
+        else only once its owner approved this very call; pauses the turn when nobody has."""
         seen = self._take(function_name, arguments)
+        if self.paused:  # the turn paused at an earlier call of this batch: nothing more runs
+            raise StopAgentRun(PAUSED.format(tool=function_name))
+        saved = self.replayed.pop(result_key(seen.call_id, seen.args), None)
+        if saved is not None and len(saved) == 2:  # it ran before the pause: not again
+            if saved[1]:
+                raise ApprovalRefused(str(saved[0]))
+            return saved[0]
+        if function_name in self.names:
+            self._ask(function_name, seen, run_context)
+        return self._call(seen, function_call, arguments)
+
+    def _call(self, seen: Announced, function_call: Callable[..., Any], arguments: Any) -> Any:
+        key = result_key(seen.call_id, seen.args)
+        try:
+            result = function_call(**arguments)
+        except Exception as exc:
+            self.results[key] = [str(exc), True]
+            raise
+        self.results[key] = [result if isinstance(result, str) else str(result), False]
+        return result
+
+    def _ask(self, function_name: str, seen: Announced, run_context: Any) -> None:
+        """Returns when the call may run; raises when it may not, or pauses the turn."""
         run = self.run
         if run is None:
             raise ApprovalRefused(
                 f"{function_name} needs its owner's approval, and no turn is there to ask it in."
             )
+        digest = args_digest(seen.args)
+        resuming = self.resuming
+        if (
+            resuming is not None
+            and (resuming["tool_call_id"], resuming["tool_name"])
+            == (
+                seen.call_id,
+                function_name,
+            )
+            and resuming["args_sha256"] == digest
+        ):
+            self.resuming = None
+            self._answered(run, resuming, seen)
+            return
         run.approval_calls += 1  # its place among this attempt's calls that waited
         pending = pending_call(
             turn=run.turn,
@@ -159,19 +201,69 @@ class ApprovalGate:
             tool_name=function_name,
             args=seen.args,
         )
-        outcome = wait_for_answer(run, pending)
-        log.info(
-            "turn %s: %s (%s, call %s) %s",
-            run.turn.pk,
-            function_name,
-            seen.call_id,
-            pending["call"],
-            outcome.reason,
-        )
-        if outcome.approved:
-            return function_call(**arguments)
+        state = saved_state(run_context, self.results)
+        if not turn_await_approval(turn=run.turn, pending=pending, paused=state):
+            run.beat.check_cancelled()
+            run.beat.lost = True
+            raise ApprovalRefused(STOPPED.format(tool=function_name))
+        log.info("turn %s: %s (%s) waits for approval", run.turn.pk, function_name, seen.call_id)
+        self.paused = True
+        raise StopAgentRun(PAUSED.format(tool=function_name))
+
+    def _answered(self, run: TurnRun, pending: Pending, seen: Announced) -> None:
+        key = call_key(pending["attempt"], pending["call"])
+        if self.started == key:  # a continuation began it and died: never run again unasked
+            turn_note_may_have_run(turn=run.turn, pending=pending)
+            self.refused.add((seen.call_id, pending["args_sha256"]))
+            raise ApprovalRefused(MAY_HAVE_RUN_NOTE.format(attempt=pending["attempt"]))
+        answer = answer_for(run.turn.metadata, pending)
+        reason = str(answer["reason"]) if answer is not None else "lost"
+        log.info("turn %s: %s (%s) %s", run.turn.pk, seen.call_id, key, reason)
+        if answer is not None and answer["approved"]:
+            if turn_call_started(turn=run.turn, key=key):
+                return
+            reason = "lost"
         self.refused.add((seen.call_id, pending["args_sha256"]))
-        raise ApprovalRefused(refusal_text(function_name, outcome.reason))
+        raise ApprovalRefused(refusal_text(pending["tool_name"], reason))
+
+
+def saved_state(run_context: Any, results: dict[str, list[Any]]) -> dict[str, Any]:
+    """What a pause saves of agno's run (its live messages, from the hook's run context): the
+    turn's new messages before the batch, the batch's assistant message, its calls that ran."""
+    messages = list(getattr(run_context, "messages", None) or [])
+    new = [
+        m
+        for m in messages
+        if m.role not in ("system", "developer") and m.add_to_agent_memory and not m.from_history
+    ]
+    if new and new[0].role == "user":
+        new = new[1:]  # the turn's own message, stored when it started
+    assistant = new.pop() if new and new[-1].role == "assistant" else None
+    calls = [c for c in (assistant.tool_calls or []) if isinstance(c, dict)] if assistant else []
+    keys = {tool_call_key(c) for c in calls}
+    return {
+        "messages": [message_dict(m) for m in new],
+        "assistant": {"content": _text(assistant.content), "tool_calls": calls}
+        if assistant
+        else None,
+        "results": {k: v for k, v in results.items() if k in keys},
+    }
+
+
+def message_dict(m: Any) -> dict[str, Any]:
+    return {
+        "role": m.role,
+        "content": _text(m.content),
+        "tool_calls": m.tool_calls,
+        "tool_call_id": m.tool_call_id,
+        "tool_name": m.tool_name,
+        "tool_args": m.tool_args,
+        "tool_call_error": m.tool_call_error,
+    }
+
+
+def _text(content: Any) -> str | None:
+    return content if content is None or isinstance(content, str) else str(content)
 
 
 def model_args(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -189,77 +281,3 @@ def refusal_text(tool: str, reason: str) -> str:
     if reason == "timed_out":
         return TIMED_OUT.format(tool=tool, seconds=settings.AGENT_APPROVAL_SECONDS)
     return STOPPED.format(tool=tool)
-
-
-def wait_for_answer(run: TurnRun, pending: Pending) -> Outcome:
-    """Pause the turn for the call and wait for its end (module docstring)."""
-    turn = run.turn
-    if not turn_await_approval(turn=turn, pending=pending):
-        run.beat.check_cancelled()
-        run.beat.lost = True
-        return Outcome(False, "cancelled" if run.beat.cancelled else "lost")
-    seen: list[Outcome] = []
-
-    def ended() -> bool:
-        run.beat.tick()
-        try:
-            outcome = Outcome(False, "lost") if run.beat.lost else _read_answer(run, pending)
-        except DatabaseError:  # the database is away for a moment: look again next poll
-            log.warning("turn %s: could not read its approval", turn.pk, exc_info=True)
-            return False
-        if not connection.in_atomic_block and connection.settings_dict.get("OPTIONS", {}).get(
-            "pool"
-        ):
-            connection.close()  # the wait may be long: the pooled connection goes back
-        if outcome is not None:
-            seen.append(outcome)
-        return outcome is not None
-
-    poll = min(0.5, settings.TURN_STOP_POLL_SECONDS)
-    wake.wait_until(
-        turn=turn.pk,
-        types=WAKES,
-        done=ended,
-        timeout=settings.AGENT_APPROVAL_SECONDS,
-        poll=poll,
-    )
-    if seen:
-        return seen[-1]
-    if turn_approval_expire(turn=turn, pending=pending):
-        _took_answer(turn)
-        return Outcome(False, "timed_out")
-    # It ended otherwise just as the time ran out: read how.
-    return _read_answer(run, pending) or Outcome(False, "lost")
-
-
-def _read_answer(run: TurnRun, pending: Pending) -> Outcome | None:
-    """How the wait stands, from the turn's row: None while it still waits."""
-    turn = run.turn
-    row = Turn.objects.filter(pk=turn.pk).values_list("status", "attempts", "metadata").first()
-    if row is None:
-        run.beat.lost = True
-        return Outcome(False, "lost")
-    status, attempts, metadata = row
-    if status == Turn.Status.CANCELLED and attempts == turn.attempts:
-        run.beat.cancelled = run.beat.lost = True
-        return Outcome(False, "cancelled")
-    if attempts != turn.attempts or status not in HELD:
-        run.beat.lost = True
-        return Outcome(False, "lost")
-    answer = answer_for(metadata, pending)  # this very call's, of this attempt: never another's
-    if answer is None:
-        return None
-    # The answer is on the row: from now on the worker's copy of the metadata carries it, so
-    # the turn's end (which writes the metadata the worker holds) keeps it.
-    turn.metadata = metadata
-    turn.status = Turn.Status.RUNNING
-    turn.pending_approval = None
-    return Outcome(bool(answer["approved"]), str(answer["reason"]))
-
-
-def _took_answer(turn: Turn) -> None:
-    fresh = Turn.objects.filter(pk=turn.pk).values_list("metadata", flat=True).first()
-    if isinstance(fresh, dict):
-        turn.metadata = fresh
-    turn.status = Turn.Status.RUNNING
-    turn.pending_approval = None

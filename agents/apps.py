@@ -17,7 +17,14 @@ class AgentsConfig(AppConfig):
         # Register the Celery tasks in every process, so agents.dispatch finds `agents.run_turn`
         # by name in the web process too (a worker would discover them on its own). The module
         # imports none of the turn's code (agno, openai): most processes never run a turn.
+        # An answered approval queues its turn's continuation the way turns are run
+        # (sessions_app.approvals sits below this package).
+        from sessions_app.approvals import set_continuation
+
         from . import tasks  # noqa: F401
+        from .dispatch import enqueue_turn
+
+        set_continuation(enqueue_turn)
 
         # Every process that can build an agent (web, worker, commands) stops at the start with a
         # clear message when AGENT_TOOLS names something it cannot load, never at a turn. The

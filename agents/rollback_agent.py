@@ -48,7 +48,7 @@ from .tools import (
     timeouts_of,
     without_replaced,
 )
-from .turn.pipeline import run_message
+from .turn.pipeline import resume_message, run_message
 from .turn.surface import AgnoAgent, RunItem
 
 if TYPE_CHECKING:
@@ -158,6 +158,9 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         self.turn_position: int | None = None
         self.running_turn: Turn | None = None
         self.on_event: Callable[[events.Event], None] | None = None
+        # The Python API's answer to a call that needs approval (the turn's `pending_approval`
+        # in, True approves); None leaves the turn awaiting approval for `answer_approval`.
+        self.approver: Callable[[Any], bool] | None = None
         self.created_checkpoints: list[Checkpoint] = []
         custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
         # The built-in tools, in the registry's order (agents.builtin_tools).
@@ -291,6 +294,12 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         rollbacks itself (`carry_out_rollbacks`, the web and API turns). Returns agno's RunOutput
         (`.content` is the reply); the Turn is `self.last_turn`."""
         return run_message(self, message)
+
+    def answer_approval(self, approved: bool) -> RunOutput | None:
+        """Answer the tool call `self.last_turn` waits for (a `run` without `approver` left it
+        `awaiting_approval`) and resume the turn here: approved, the tool runs once; refused,
+        the model is told. Returns as `run` does; NothingAwaitsApproval when nothing waits."""
+        return resume_message(self, approved)
 
     def refresh_branch(self) -> Branch:
         self.internal_session.refresh_from_db()

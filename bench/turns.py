@@ -22,6 +22,7 @@ from bench.runner import ROOT, System
 
 PROMPT = "Say something short."
 HUNG = 8
+WAITING = 20  # turns paused for an approval while the bystander's turn runs
 # Released when the process quits: the hung calls' threads end.
 RELEASE = threading.Event()
 
@@ -47,8 +48,10 @@ class Turns:
                 "AGNO_TELEMETRY": "false",
                 "DJANGO_SETTINGS_MODULE": "rollback_site.settings",
                 "DJANGO_ALLOWED_HOSTS": "testserver,127.0.0.1",
-                # Offered to every turn, with and without hung calls: the same requests.
-                "AGENT_TOOLS": "bench.turns.hang",
+                # Offered to every turn: a tool that hangs (with and without hung calls: the
+                # same requests), and one that waits for its owner's approval (the bystander's
+                # part pauses turns on it: a paused turn holds no pool thread).
+                "AGENT_TOOLS": "bench.turns.hang,tests.agents.approval_tools.send_email",
             }
         )
         for name in ("DATABASE_URL", "REDIS_URL"):
@@ -177,6 +180,28 @@ class Turns:
                 stop()
         return {"abandoned": float(tool_deadline.stats()["abandoned"])}
 
+    def pause(self, n: int) -> int:
+        """Start `n` turns, each in a session of its own, whose model asks for a call that needs
+        approval; return once they all wait (the number waiting)."""
+        from sessions_app.models import Turn
+        from tests.fakes.chat_server import ToolCall, ToolCalls
+
+        for i in range(n):
+            self.fake.queue(
+                ToolCalls([ToolCall("send_email", {"to": "a@b.c", "subject": "x"}, id=f"c{i}")])
+            )
+            response = self.client.post(
+                f"/api/v1/sessions/{self._session()}/turns/",
+                {"message": "mail"},
+                content_type="application/json",
+            )
+            check(response.status_code == 202, str(response.content))
+        deadline = time.monotonic() + 60
+        waiting = Turn.objects.filter(status=Turn.Status.AWAITING_APPROVAL)
+        while waiting.count() < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return waiting.count()
+
 
 def main() -> None:
     from bench.common import serve
@@ -189,6 +214,7 @@ def main() -> None:
                 "api": turns.api,
                 "stream": turns.stream,
                 "hang_stopped": turns.hang_stopped,
+                "pause": turns.pause,
                 "quit": lambda: None,
             }
         )
@@ -227,6 +253,12 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
                         samples[op].append(hung_system.call("api"))
                     else:
                         samples[op].append(system.call(op))
+        # The bystander: its turn with 0, then with WAITING turns paused for an approval (the
+        # embedded pool has 4 threads: before issue 36, 4 waiting turns froze it).
+        samples["bystander_0"] = [system.call("api") for _ in range(per_round)]
+        waiting = system.call("pause", n=WAITING)
+        check(waiting >= WAITING, f"only {waiting} turns waited for an approval")
+        samples["bystander_waiting"] = [system.call("api") for _ in range(per_round)]
     finally:
         system.close()
         hung_system.close()
@@ -263,6 +295,15 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             "| bystander's turn | without hung tools | with 8 hung past Stop |",
             "| --- | --- | --- |",
             f"| whole turn | {_spread(samples['api'], 'ms')} | {_spread(samples['hung'], 'ms')} |",
+            "",
+            f'A bystander\'s turn (`"wait": true`) with no turn and with {WAITING} turns '
+            "waiting for an approval (the embedded pool: 4 threads; a waiting turn holds none). "
+            "One Celery worker of concurrency 2 on PostgreSQL + Redis is not measured here.",
+            "",
+            "| turns waiting for an approval | bystander's whole turn |",
+            "| --- | --- |",
+            f"| 0 | {_spread(samples['bystander_0'], 'ms')} |",
+            f"| {WAITING} | {_spread(samples['bystander_waiting'], 'ms')} |",
         ]
     )
     return {

@@ -1,5 +1,5 @@
 """A doorbell per turn, for the code that waits on a turn: `"wait": true` (web.api) waits for its
-end, a turn paused for an approval (agents.approval_gate) waits for the owner's answer.
+end or its pause for an approval (a paused turn itself waits on nothing: agents.approval_gate).
 
 `ring` is called by core.events for every event it sends; the events that end a wait (`RINGS`)
 ring the doorbell of their turn. `wait_until` waits for one of them, on every topology:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict, cast
 
 from django.db import transaction
@@ -49,6 +50,7 @@ from .errors import NothingAwaitsApproval, TurnNotFound
 from .models import Turn
 
 APPROVALS_KEY = "approvals"
+PAUSED_KEY = "paused"
 MAY_HAVE_RUN_KEY = "may_have_run"
 MAX_CALL_ID = 200
 
@@ -121,6 +123,23 @@ def call_key(attempt: int, call: int) -> str:
     return f"{attempt}:{call}"
 
 
+def result_key(call_id: str, args: object) -> str:
+    """How a paused turn keeps a call's result: by its id and the hash of its arguments (model
+    servers repeat ids within one batch)."""
+    return f"{call_id}|{args_digest(args if args is not None else {})}"
+
+
+def tool_call_key(call: dict[str, Any]) -> str:
+    """`result_key` of a call as the assistant message holds it (arguments as JSON text)."""
+    fn = call.get("function") or {}
+    raw = fn.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+    except ValueError:
+        args = raw
+    return result_key(str(call.get("id") or ""), args)
+
+
 def _answers(metadata: object) -> dict[str, Any]:
     answers = metadata.get(APPROVALS_KEY) if isinstance(metadata, dict) else None
     return answers if isinstance(answers, dict) else {}
@@ -176,19 +195,27 @@ def may_have_run_note(pending: object) -> str | None:
     return MAY_HAVE_RUN_NOTE.format(attempt=pending["may_have_run"])
 
 
-def turn_await_approval(*, turn: Turn, pending: Pending) -> bool:
+def turn_await_approval(*, turn: Turn, pending: Pending, paused: JSONObject) -> bool:
     """The worker holding `turn`'s attempt pauses it before the call `pending` (made by
-    `pending_call`). False when the turn is no longer its own (cancelled, taken over): the call
+    `pending_call`), saving the run's state `paused` (agents.approval_gate) on the turn's row in
+    the same update: the worker then ends its attempt, and the answer queues a continuation that
+    resumes from it. False when the turn is no longer its own (cancelled, taken over): the call
     must not run."""
     with transaction.atomic():
-        paused = Turn.objects.filter(
+        mine = Turn.objects.filter(
             pk=turn.pk, status=Turn.Status.RUNNING, attempts=pending["attempt"]
-        ).update(
+        )
+        metadata = mine.values_list("metadata", flat=True).first()
+        if not isinstance(metadata, dict):
+            return False
+        saved = {**metadata, PAUSED_KEY: {**paused, "pending": dict(pending)}}
+        paused_rows = mine.update(
             status=Turn.Status.AWAITING_APPROVAL,
             pending_approval=dict(pending),
             heartbeat_at=timezone.now(),
+            metadata=saved,
         )
-        if paused:
+        if paused_rows:
             events.tool_approval_requested(
                 session=turn.session_id,
                 turn=turn.pk,
@@ -199,10 +226,94 @@ def turn_await_approval(*, turn: Turn, pending: Pending) -> bool:
                 attempt=pending["attempt"],
                 note=may_have_run_note(pending),
             )
-    if paused:
+    if paused_rows:
         turn.status = Turn.Status.AWAITING_APPROVAL
         turn.pending_approval = dict(pending)
-    return paused == 1
+        turn.metadata = saved
+    return paused_rows == 1
+
+
+def paused_state(turn_metadata: object) -> dict[str, Any] | None:
+    """The state a paused turn saved (`metadata.paused`): `messages` (the turn's new messages
+    before the batch that paused, as dicts), `assistant` (that batch's assistant message: its
+    `content` and `tool_calls`), `results` (call id -> [result, error] of the batch's calls that
+    ran), `pending` (the call that waits) and `started` (the key of an approved call a
+    continuation began to run). None for a turn that never paused."""
+    state = turn_metadata.get(PAUSED_KEY) if isinstance(turn_metadata, dict) else None
+    return state if isinstance(state, dict) else None
+
+
+def paused_messages(turn: Turn) -> list[dict[str, Any]]:
+    """The messages of a paused (or stopped while paused) turn that already happened, oldest
+    first, as dicts of agno's Message fields (role, content, tool_calls, tool_call_id,
+    tool_name, tool_args, tool_call_error): the turn's earlier batches, then the assistant
+    message of the batch that paused and the results of that batch's calls that ran. Empty for a
+    turn that never paused."""
+    state = paused_state(turn.metadata)
+    if state is None:
+        return []
+    out = [m for m in state.get("messages") or [] if isinstance(m, dict)]
+    assistant = state.get("assistant")
+    if not isinstance(assistant, dict):
+        return out
+    out.append({"role": "assistant", **assistant})
+    got_results = state.get("results")
+    results: dict[str, Any] = got_results if isinstance(got_results, dict) else {}
+    for call in assistant.get("tool_calls") or []:
+        got = results.get(tool_call_key(call)) if isinstance(call, dict) else None
+        if isinstance(got, list) and len(got) == 2:
+            fn = call.get("function") or {}
+            out.append(
+                {
+                    "role": "tool",
+                    "content": got[0],
+                    "tool_call_id": call.get("id"),
+                    "tool_name": fn.get("name"),
+                    "tool_args": fn.get("arguments"),
+                    "tool_call_error": bool(got[1]),
+                }
+            )
+    return out
+
+
+def turn_call_started(*, turn: Turn, key: str) -> bool:
+    """A continuation holding `turn`'s attempt is about to run the approved call `key`
+    ("<attempt>:<call>"): recorded first, so a worker killed during the call leaves it on record
+    as one that may have run, and the next continuation never runs it again unasked."""
+    with transaction.atomic():
+        mine = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts)
+        metadata = mine.values_list("metadata", flat=True).first()
+        state = paused_state(metadata)
+        if not isinstance(metadata, dict) or state is None:
+            return False
+        saved = {**metadata, PAUSED_KEY: {**state, "started": key}}
+        if not mine.update(metadata=saved):
+            return False
+    turn.metadata = saved
+    return True
+
+
+def turn_note_may_have_run(*, turn: Turn, pending: Pending) -> None:
+    """The approved call `pending` was started by a continuation whose worker died: on record
+    (`metadata.may_have_run`) for good; it is not run again."""
+    record = {
+        "tool_call_id": pending["tool_call_id"],
+        "tool_name": pending["tool_name"],
+        "args": pending["args"],
+        "args_sha256": pending["args_sha256"],
+        "attempt": pending["attempt"],
+        "call": pending["call"],
+        "answered_at": "",
+        "recorded_at": timezone.now().isoformat(),
+    }
+    records = [dict(r) for r in may_have_run(turn.metadata)]
+    if any(
+        r.get("attempt") == record["attempt"] and r.get("call") == record["call"] for r in records
+    ):
+        return
+    metadata = {**turn.metadata, MAY_HAVE_RUN_KEY: [*records, record]}
+    if Turn.objects.filter(pk=turn.pk, attempts=turn.attempts).update(metadata=metadata):
+        turn.metadata = metadata
 
 
 def clean_answer(
@@ -228,18 +339,19 @@ def _refusal(row: Turn, call_id: str, call: int | None, attempt: int | None) -> 
     """Why an answer finds nothing to answer (the 409's detail)."""
     if not row.is_active:
         return ENDED.format(status=row.status)
-    if attempt is not None and attempt < row.attempts:
-        return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
-    if attempt is not None and attempt > row.attempts:
-        return NOT_WAITING
+    # An answered call: of this attempt, or of the one that paused and whose answer queued the
+    # continuation running now (the continuation is a new attempt).
+    recent = (row.attempts, row.attempts - 1) if attempt is None else (attempt,)
     for answer in _answers(row.metadata).values():
         if (
             isinstance(answer, dict)
-            and answer.get("attempt") == row.attempts
+            and answer.get("attempt") in recent
             and answer.get("tool_call_id") == call_id
             and (call is None or answer.get("call") == call)
         ):
             return ALREADY.format(reason=answer.get("reason", "answered"))
+    if attempt is not None and attempt < row.attempts:
+        return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
     return NOT_WAITING
 
 
@@ -279,6 +391,7 @@ def turn_approve(
     approved: object,
     call: object = None,
     attempt: object = None,
+    resume: bool = True,
 ) -> Turn:
     """The owner's answer to the call `turn` waits for (the caller looked the turn up for its
     owner). The turn goes back to running and its worker runs the tool, or tells the model it was
@@ -300,19 +413,28 @@ def turn_approve(
         wrong = _mismatch(row, pending, call_id, place, given_attempt)
         if wrong is not None:
             raise NothingAwaitsApproval(wrong)
-        _answer(row, cast("Pending", pending), yes)
+        _answer(row, cast("Pending", pending), yes, resume=resume)
     return Turn.objects.select_related("user_message", "reply_message").get(pk=turn.pk)
 
 
-def _answer(row: Turn, pending: Pending, yes: bool) -> None:
+def _answer(row: Turn, pending: Pending, yes: bool, *, resume: bool = True) -> None:
     reason = "approved" if yes else "refused"
     answer = _answer_of(pending, approved=yes, reason=reason)
     metadata = _with_answer(row.metadata, answer)
+    now = timezone.now()
     answered = Turn.objects.filter(
         pk=row.pk, status=Turn.Status.AWAITING_APPROVAL, attempts=row.attempts
-    ).update(status=Turn.Status.RUNNING, pending_approval=None, metadata=metadata)
+    ).update(
+        status=Turn.Status.QUEUED,
+        pending_approval=None,
+        metadata=metadata,
+        heartbeat_at=now,
+        dispatched_at=now,
+    )
     if not answered:  # cannot happen under the row's lock; said plainly if it ever does
         raise NothingAwaitsApproval(NOT_WAITING)
+    if resume:
+        _continue_after_commit(row.pk)
     events.tool_approval_answered(
         session=row.session_id,
         turn=row.pk,
@@ -342,31 +464,54 @@ def _with_answer(metadata: JSONObject, answer: Answer) -> JSONObject:
     return {**metadata, APPROVALS_KEY: kept}
 
 
-def turn_approval_expire(*, turn: Turn, pending: Pending) -> bool:
-    """Nobody answered within AGENT_APPROVAL_SECONDS: the worker holding `turn`'s attempt
-    records a refusal (reason "timed_out") and the turn goes back to running. False when the
-    wait had already ended otherwise (answered, cancelled, taken over)."""
+def turn_approval_expire(*, turn: Turn) -> bool:
+    """Nobody answered within AGENT_APPROVAL_SECONDS (the recovery job finds it): a refusal is
+    recorded (reason "timed_out") and the turn is queued for its continuation, which tells the
+    model. False when the wait had already ended otherwise (answered, cancelled)."""
     with transaction.atomic():
-        waiting = Turn.objects.filter(
-            pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL, attempts=pending["attempt"]
+        waiting = Turn.objects.select_for_update().filter(
+            pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL
         )
-        row = waiting.values("metadata", "pending_approval").first()
-        if row is None or not same_call(row["pending_approval"], pending):
+        row = waiting.first()
+        if row is None or not isinstance(row.pending_approval, dict):
             return False
+        pending = cast("Pending", row.pending_approval)
         answer = _answer_of(pending, approved=False, reason="timed_out")
-        metadata = _with_answer(row["metadata"] or {}, answer)
+        metadata = _with_answer(row.metadata or {}, answer)
+        now = timezone.now()
         expired = waiting.update(
-            status=Turn.Status.RUNNING, pending_approval=None, metadata=metadata
+            status=Turn.Status.QUEUED,
+            pending_approval=None,
+            metadata=metadata,
+            heartbeat_at=now,
+            dispatched_at=now,
         )
         if expired:
             events.tool_approval_answered(
-                session=turn.session_id,
-                turn=turn.pk,
+                session=row.session_id,
+                turn=row.pk,
                 tool_call_id=pending["tool_call_id"],
                 approved=False,
                 reason="timed_out",
             )
     return expired == 1
+
+
+# Who runs a continuation: set at start by the package that runs turns (agents.apps sets
+# agents.dispatch.enqueue_turn), which this package sits below.
+_continuation: Callable[[int], None] | None = None
+
+
+def set_continuation(run: Callable[[int], None]) -> None:
+    """How an answered turn's continuation is queued (called once, by agents.apps)."""
+    global _continuation
+    _continuation = run
+
+
+def _continue_after_commit(turn_id: int) -> None:
+    run = _continuation
+    if run is not None:
+        transaction.on_commit(lambda: run(turn_id))
 
 
 def with_may_have_run(metadata: JSONObject, attempt: int) -> JSONObject:

@@ -55,6 +55,11 @@ class TurnRun:
     # How many of this attempt's tool calls have waited for approval: each is named by its
     # place (agents.approval_gate), so calls whose ids repeat are never taken for one another.
     approval_calls: int = 0
+    # A continuation: the state the turn saved when it paused (sessions_app.approvals
+    # paused_state), or None for a turn run from its user message.
+    resumed: dict[str, Any] | None = None
+    # This attempt ended paused for an approval: its state is on the turn's row.
+    paused: bool = False
 
 
 def fail_turn(turn: Turn, error: str, metadata: TurnMeta | None = None) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from agno.run.agent import RunOutput
 
 from core import events, logs
+from sessions_app.approvals import Pending, paused_state, turn_approve
+from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
 
@@ -23,6 +25,7 @@ from .after import after, report_turn
 from .claim import Heartbeat, claim_message, claim_queued
 from .common import TurnRun, fail_turn
 from .fit import fit, memories_of
+from .resume import count_saved_calls, replay_batch, resumed_input
 from .settle import settle
 from .store import store
 from .stream import Streamed, stream
@@ -67,24 +70,70 @@ def _run_built(turn: Turn, agent_for: Callable[[Turn], TurnAgent]) -> bool:
 def run_message(agent: TurnAgent, message: str) -> RunOutput | None:
     """The Python API's turn, synchronously, on the agent's branch; `agent.last_turn` is the
     Turn after it. Its events reach `agent.on_event` too. No after-work: seed 003's callers
-    name their sessions themselves, and their model gets no requests they did not make."""
+    name their sessions themselves, and their model gets no requests they did not make.
+
+    No worker runs its continuations: a call that needs approval is answered here, by
+    `agent.approver` (called with the turn's `pending_approval`, True approves), and the turn
+    resumes in this thread; without an approver the turn is left `awaiting_approval` (returned
+    None) and `resume_message(agent, approved)` answers it and resumes it."""
     stop = events.listen(agent.external_session.pk, agent.on_event) if agent.on_event else None
     try:
         turn, claimed = claim_message(agent, message)
         if not claimed:
             agent.last_turn = turn
             return None
-        with logs.bound(**turn.log_ids()):
-            try:
-                output = execute(agent, turn)
-            finally:
-                report_turn(turn)
-        turn.refresh_from_db()
-        agent.last_turn = turn
-        return output
+        return _run_here(agent, turn)
     finally:
         if stop is not None:
             stop()
+
+
+def resume_message(agent: TurnAgent, approved: bool) -> RunOutput | None:
+    """Answer the call `agent.last_turn` waits for (NothingAwaitsApproval when none does) and
+    resume the turn in this thread, as `run_message` would have with an approver."""
+    turn = agent.last_turn
+    if turn is None:
+        raise NothingAwaitsApproval("This agent has run no turn.")
+    stop = events.listen(agent.external_session.pk, agent.on_event) if agent.on_event else None
+    try:
+        return _answer_here(agent, turn, approved)
+    finally:
+        if stop is not None:
+            stop()
+
+
+def _run_here(agent: TurnAgent, turn: Turn) -> RunOutput | None:
+    with logs.bound(**turn.log_ids()):
+        try:
+            output = execute(agent, turn)
+        finally:
+            report_turn(turn)
+    turn.refresh_from_db()
+    agent.last_turn = turn
+    if turn.status == Turn.Status.AWAITING_APPROVAL and agent.approver is not None:
+        pending = cast("Pending", turn.pending_approval)
+        return _answer_here(agent, turn, bool(agent.approver(pending)))
+    return output
+
+
+def _answer_here(agent: TurnAgent, turn: Turn, approved: bool) -> RunOutput | None:
+    turn.refresh_from_db()
+    pending = turn.pending_approval if isinstance(turn.pending_approval, dict) else None
+    if pending is None:
+        raise NothingAwaitsApproval("This turn is not waiting for an approval now.")
+    turn_approve(
+        turn=turn,
+        tool_call_id=pending.get("tool_call_id"),
+        approved=approved,
+        call=pending.get("call"),
+        attempt=pending.get("attempt"),
+        resume=False,  # no worker: the continuation runs here
+    )
+    claimed = claim_queued(turn.pk)
+    if claimed is None:  # cannot happen unless something else runs it: say where it stands
+        agent.last_turn = Turn.objects.get(pk=turn.pk)
+        return None
+    return _run_here(agent, claimed)
 
 
 def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
@@ -111,13 +160,18 @@ def _steps(run: TurnRun) -> RunOutput | None:
     agent.created_checkpoints = []
     agent.clear_rollback_request()
     agent.offer_mcp_tools()  # the MCP servers' tools for this turn, or a notice (agents.mcp)
+    run.resumed = paused_state(run.turn.metadata)  # a continuation resumes from its pause
     try:
         got = fit_and_stream(run)
     finally:
         agent.turn_position = None
         agent.running_turn = None
-    if got is None:
+    if got is None or run.paused:
+        # Paused: the turn awaits an approval with its state saved on its row, and this attempt
+        # ends here, holding nothing; the answer queues its continuation.
         return None
+    if run.resumed is not None:
+        count_saved_calls(got.output, run.resumed)
     settled = settle(run, got)
     if settled is None:
         return None if run.beat.lost else got.output
@@ -136,6 +190,9 @@ def fit_and_stream(run: TurnRun) -> Streamed | None:
             return None
         if isinstance(messages, str):  # AGAIN
             continue
+        if run.resumed is not None:
+            messages = resumed_input(messages, run.resumed)
+            replay_batch(run.agent.model, run.resumed)
         got = stream(run, messages)
         if retry or got.text or run.beat.lost or not is_context_overflow(str(got.failure)):
             return got

@@ -82,10 +82,16 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
     release_pooled_connection()  # the model may take seconds: the stream needs no database
     gate = run.agent.approvals
     gate.begin(run)  # a call that needs approval pauses this turn (agents.approval_gate)
+    gate.resume(run.resumed)
     items = run.agent.stream(messages)
     try:
         for item in items:
             run.beat.tick()
+            if gate.paused:
+                # A call waits for approval: the turn's state is saved and agno's run is closed
+                # here, before anything else of its batch runs (agents.approval_gate).
+                run.paused = True
+                return
             if run.beat.lost:
                 note_finished(item, got)  # a call that answered as the turn stopped: it ran
                 got.output = got.error = None

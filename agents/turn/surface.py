@@ -46,7 +46,12 @@ class AgnoAgent(Protocol):
 
 class Gate(Protocol):
     """Where the agent's calls that need approval wait (agents.approval_gate.ApprovalGate): told the
-    run they belong to, and each call's id as the stream sees it start."""
+    run they belong to, the state a continuation resumes from, and each call's id as the stream
+    sees it start; `paused` once a call paused the turn."""
+
+    paused: bool
+
+    def resume(self, state: dict[str, Any] | None) -> None: ...
 
     # The run is a TurnRun (agents.turn.common, which imports this module: named by Any here).
     def begin(self, run: Any) -> None: ...
@@ -85,6 +90,9 @@ class TurnAgent(Protocol):
     last_rollback: Checkpoint | None
     turn_position: int | None
     on_event: Callable[[Event], None] | None
+    # The Python API's answer to a call that needs approval (its `pending_approval` in, True
+    # approves), or None: the turn is left awaiting approval (agents.turn.pipeline.run_message).
+    approver: Callable[[Any], bool] | None
     notices: list[str]  # for the turn's metadata: an MCP server that was down
     mcp: McpToolset  # the MCP servers' tools offered this turn (offer_mcp_tools)
 

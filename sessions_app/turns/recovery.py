@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from core import events
 
-from ..approvals import with_may_have_run
+from ..approvals import turn_approval_expire, with_may_have_run
 from ..models import Turn
-from .attempts import HELD, end_dropping_writes, owned
+from .attempts import end_dropping_writes, owned
 
 
 def turn_heartbeat(*, turn: Turn) -> bool:
@@ -63,11 +63,15 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     qcut = now - timedelta(seconds=settings.TURN_QUEUE_TIMEOUT)
     rcut = now - timedelta(seconds=settings.TURN_REDISPATCH_SECONDS)
     turns = Turn.objects.all() if session_id is None else Turn.objects.filter(session_id=session_id)
-    dead = Q(_silent_since(cutoff), status__in=HELD)
+    # A turn awaiting approval holds no worker (its state is saved on its row): never dead; it
+    # expires after AGENT_APPROVAL_SECONDS instead, and its continuation is queued.
+    dead = Q(_silent_since(cutoff), status=Turn.Status.RUNNING)
+    acut = now - timedelta(seconds=settings.AGENT_APPROVAL_SECONDS)
+    expired = Q(status=Turn.Status.AWAITING_APPROVAL, heartbeat_at__lt=acut)
     lost = Q(_unclaimed_since(qcut), status=Turn.Status.QUEUED)
     unsent = Q(status=Turn.Status.QUEUED, dispatched_at__lt=rcut)
     candidates = list(
-        turns.filter(dead | lost | unsent)
+        turns.filter(dead | lost | unsent | expired)
         .only(
             "id",
             "session_id",
@@ -83,8 +87,10 @@ def turn_recover_stale(*, session_id: int | None = None) -> Recovery:
     )
     done = Recovery()
     for turn in candidates:
-        if turn.status in HELD:
+        if turn.status == Turn.Status.RUNNING:
             _recover_dead(turn, cutoff, now, done)
+        elif turn.status == Turn.Status.AWAITING_APPROVAL and turn_approval_expire(turn=turn):
+            done.requeued.append(turn)  # its continuation tells the model (reason "timed_out")
     for turn in candidates:
         if turn.status == Turn.Status.QUEUED and _is_unclaimed_since(turn, qcut):
             _fail_lost(turn, qcut, now, done)
@@ -112,13 +118,16 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
     message and asks again for the calls that need approval (no answer of the dead attempt
     counts for the next; those it approved are recorded as calls that may have run)."""
     still_dead = Turn.objects.filter(
-        _silent_since(cutoff), pk=turn.pk, status__in=HELD, attempts=turn.attempts
+        _silent_since(cutoff), pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts
     )
     # The calls the dead attempt had approved may have run before it died: on record for good,
     # and the next attempt's card for the same call says so (sessions_app.approvals).
     recorded = with_may_have_run(turn.metadata, turn.attempts)
-    if turn.attempts < settings.AGENT_TURN_ATTEMPTS:
-        taken = {**recorded, "taken_over": turn.metadata.get("taken_over", 0) + 1}
+    # The attempts that died, this one included: a continuation after an approval is an attempt
+    # too, and spends none of the budget.
+    died = int(turn.metadata.get("taken_over", 0)) + 1
+    if died < settings.AGENT_TURN_ATTEMPTS:
+        taken = {**recorded, "taken_over": died}
         if still_dead.update(
             status=Turn.Status.QUEUED,
             heartbeat_at=now,
@@ -129,7 +138,7 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
             done.requeued.append(turn)
         return
     stale = settings.AGENT_TURN_STALE_SECONDS
-    tries = f"{turn.attempts} time{'s' if turn.attempts != 1 else ''}"
+    tries = f"{died} time{'s' if died != 1 else ''}"
     error = WORKER_DIED.format(attempts=tries, seconds=stale)
     failed = end_dropping_writes(
         turn.pk,

@@ -13,6 +13,7 @@ from core import events, logs
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound, SessionNotFound, TurnInProgress
 
+from ..approvals import PAUSED_KEY
 from ..hooks import turn_writes_drop
 from ..models import Branch, Message, Session, Turn
 from ..reply_stream import stream_reset
@@ -195,7 +196,9 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
             turn.save(
                 update_fields=["status", "attempts", "started_at", "heartbeat_at", "metadata"]
             )
-            if turn.attempts > 1:
+            if turn.attempts > 1 and PAUSED_KEY not in turn.metadata:
+                # A paused turn's continuation resumes from its saved state: what its earlier
+                # attempts wrote stays (sessions_app.approvals).
                 turn_writes_drop(turn.pk)
             events.turn_started(
                 session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=turn.attempts

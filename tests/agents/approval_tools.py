@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -42,4 +43,36 @@ def pause(turn, tool_call_id: str, args: dict, *, tool_name: str = "send_email",
     pending = pending_call(
         turn=turn, call=call, tool_call_id=tool_call_id, tool_name=tool_name, args=args
     )
-    return turn_await_approval(turn=turn, pending=pending)
+    # The state a worker's pause saves (agents.approval_gate.saved_state): the batch that holds
+    # the call, nothing of it run yet.
+    batch = {
+        "content": "",
+        "tool_calls": [
+            {
+                "id": tool_call_id,
+                "type": "function",
+                "function": {"name": tool_name, "arguments": json.dumps(args)},
+            }
+        ],
+    }
+    state = {"messages": [], "assistant": batch, "results": {}}
+    return turn_await_approval(turn=turn, pending=pending, paused=state)
+
+
+NOTED: list[str] = []
+
+
+@tool_effect("external")
+def note_outside(text: str) -> str:
+    """Write a note somewhere outside (needs no approval)."""
+    NOTED.append(text)
+    return f"noted {text}"
+
+
+@tool_effect("external", approval=True)
+def logged_send_email(to: str, subject: str) -> str:
+    """Send an email to someone (for the served tests: each run adds a line to the file
+    APPROVAL_TOOL_LOG names, so a test counts the runs across processes)."""
+    with Path(os.environ["APPROVAL_TOOL_LOG"]).open("a") as log:
+        log.write(f"{to} {subject}\n")
+    return f"sent to {to}"

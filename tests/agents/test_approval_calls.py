@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agents.worker import run_turn
 from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.approvals import MAY_HAVE_RUN_KEY, turn_approve
 from sessions_app.errors import NothingAwaitsApproval
@@ -96,7 +97,8 @@ def test_two_parallel_calls_sharing_an_id_are_asked_about_one_by_one(
     assert "did not run" in told[1]
     answers = turn.metadata["approvals"]
     assert (answers["1:1"]["reason"], answers["1:1"]["args"]) == ("approved", TO_BOB)
-    assert (answers["1:2"]["reason"], answers["1:2"]["args"]) == ("timed_out", TO_EVE)
+    # Asked by the continuation (attempt 2) that ran the first: its answer is under that attempt.
+    assert (answers["2:2"]["reason"], answers["2:2"]["args"]) == ("timed_out", TO_EVE)
 
 
 def test_an_id_that_comes_again_in_the_next_response_needs_its_own_answer(
@@ -162,12 +164,10 @@ def test_a_call_approved_by_a_worker_that_died_mid_call_is_recorded_and_asked_ab
     settings.TURN_HEARTBEAT_SECONDS = 600  # the first worker's heartbeat stays quiet
     settings.AGENT_TURN_STALE_SECONDS = 15
     checkpoint = checkpoint_create(branch=current_branch(session), name="before")
-    # The first attempt: the call, approved; its worker dies while the tool runs (the model's
-    # answer to it is never stored). The second attempt: the model asks for the same call,
-    # with the same id (the server restarted its ids).
+    # The call, approved; the continuation's worker dies while the tool runs (the model's
+    # answer to it is never stored).
     fake_llm.queue(ToolCalls([ToolCall("send_email", TO_BOB, id="call_1")]))
     fake_llm.queue(Reply("(the dead worker's reply, never stored)"))
-    fake_llm.queue(ToolCalls([ToolCall("send_email", TO_BOB, id="call_1")]))
     fake_llm.queue(Reply("I did not send it again."))
     turn = turn_start(session=session, message="mail bob")
     requeued = worker_dies_mid_call(session)
@@ -177,6 +177,14 @@ def test_a_call_approved_by_a_worker_that_died_mid_call_is_recorded_and_asked_ab
     approval_tools.DURING.clear()
     assert turn.status == "queued"
     assert email_tool == [("bob@example.com", "hello")]  # it ran once
+    # Issue 36: the continuation that ran it recorded it as started first, so the next one
+    # (the recovery's) never runs it again unasked: it is on record as one that may have run,
+    # and the model is told so.
+    run_turn(turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == "done"
+    assert turn.reply == "I did not send it again."
+    assert email_tool == [("bob@example.com", "hello")]  # not run a second time
     (record,) = turn.metadata[MAY_HAVE_RUN_KEY]
     assert (record["tool_call_id"], record["tool_name"], record["args"]) == (
         "call_1",
@@ -184,40 +192,12 @@ def test_a_call_approved_by_a_worker_that_died_mid_call_is_recorded_and_asked_ab
         TO_BOB,
     )
     assert (record["attempt"], record["call"]) == (1, 1)
-
-    # The second attempt asks again (the first's answer does not count for it), and says the
-    # call may have run; the page's card and the API show it waiting.
-    cards: list[dict] = []
-
-    def look(event: dict) -> None:  # and leave it unanswered
-        waiting = Turn.objects.get(pk=event["turn"])
-        assert waiting.status == "awaiting_approval"
-        cards.append({**waiting.pending_approval, "note": event["note"]})
-        # The first attempt's answer, repeated late, answers nothing here: naming its attempt
-        # it is stale; without the attempt (the id and place alone fit both) it is ambiguous.
-        with pytest.raises(NothingAwaitsApproval, match="belongs to attempt 1"):
-            turn_approve(turn=waiting, tool_call_id="call_1", approved=True, call=1, attempt=1)
-        for place in (1, None):
-            with pytest.raises(NothingAwaitsApproval, match="Several calls"):
-                turn_approve(turn=waiting, tool_call_id="call_1", approved=True, call=place)
-
-    turn, _ = run_answering(session, turn, look)
-    assert turn.attempts == 2
-    assert turn.status == "done"
-    assert email_tool == [("bob@example.com", "hello")]  # not run a second time
-    (card,) = cards
-    assert (card["tool_call_id"], card["attempt"], card["call"], card["may_have_run"]) == (
-        "call_1",
-        2,
-        1,
-        1,
-    )
-    assert "may already have run" in card["note"]
+    told = [m["content"] for m in fake_llm.messages(-1) if m["role"] == "tool"]
+    assert "may already have run" in told[0]
     # The record stays: through the turn's end, and a rewind past the turn.
-    assert len(turn.metadata[MAY_HAVE_RUN_KEY]) == 1
     checkpoint_restore(checkpoint=checkpoint, session=session, mode="rewind")
     turn.refresh_from_db()
     assert [r["args"] for r in turn.metadata[MAY_HAVE_RUN_KEY]] == [TO_BOB]
-    # An answer to the first attempt's call now is a 409 that says so.
-    with pytest.raises(NothingAwaitsApproval, match="ended"):
+    # An answer to the call now is a 409.
+    with pytest.raises(NothingAwaitsApproval):
         turn_approve(turn=turn, tool_call_id="call_1", approved=True, call=1, attempt=1)

@@ -1,6 +1,8 @@
-"""A turn paused for an approval by a process that died: the restarted process's recovery job
-takes it over (attempt 2), runs it again, asks again, and the owner's approval through the API
-lets it finish. Served for real (daphne, the embedded mode), like test_recovery_embedded."""
+"""A turn paused for an approval by a process that died: it holds nothing, so the restarted
+process's recovery job leaves it paused (issue 36; it used to take it over and ask again), and
+the owner's approval through the API queues its continuation (attempt 2), which runs the call
+once and finishes the turn. Served for real (daphne, the embedded mode), like
+test_recovery_embedded."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.fakes.chat_server import Reply
 from tests.procs import Services, app_env
 
 SETUP = """
@@ -31,12 +33,13 @@ Turn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now() + timedelta(h
 print(session.pk, turn.pk)
 """
 
-# The process that paused the turn dies: its heartbeat stops.
+# The process that paused the turn dies: its last sign of life is older than
+# AGENT_TURN_STALE_SECONDS (not than AGENT_APPROVAL_SECONDS, which would expire the wait).
 STALE = """
 from datetime import timedelta
 from django.utils import timezone
 from sessions_app.models import Turn
-Turn.objects.filter(pk=%d).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+Turn.objects.filter(pk=%d).update(heartbeat_at=timezone.now() - timedelta(seconds=30))
 """
 
 EMAIL = {"to": "bob@example.com", "subject": "hello"}
@@ -48,6 +51,7 @@ def served(llm, tmp_path):
         tmp_path / "var",
         llm.base_url,
         TURN_RECOVERY_SECONDS="1",
+        AGENT_TURN_STALE_SECONDS="5",  # its last sign of life (30 s ago) is long past this
         AGENT_TOOLS="tests.agents.approval_tools.send_email",
         AGENT_APPROVAL_SECONDS="60",
     )
@@ -59,13 +63,12 @@ def served(llm, tmp_path):
         services.stop_all()
 
 
-def test_a_turn_paused_by_a_dead_process_is_taken_over_asked_again_and_approved(served, llm):
+def test_a_turn_paused_by_a_dead_process_stays_paused_and_its_approval_finishes_it(served, llm):
     from websockets.sync.client import connect
 
     services, env = served
     out, key = services.setup_with_key(env, SETUP, "approver")
     session_id, turn_id = map(int, out.strip().splitlines()[-1].split())
-    llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_second")]))
     llm.queue(Reply("Sent."))
     base = services.start_daphne(env)
     auth = {"Authorization": f"Bearer {key}"}
@@ -73,25 +76,22 @@ def test_a_turn_paused_by_a_dead_process_is_taken_over_asked_again_and_approved(
     url = base.replace("http://", "ws://") + f"/ws/v1/sessions/{session_id}/"
     with connect(url, additional_headers=auth, open_timeout=20) as ws:
         services.manage(env, "shell", "-c", STALE % turn_id)
+        time.sleep(3)  # the recovery job (every second) runs: a paused turn is not dead
+        waiting = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
+        assert waiting["status"] == "awaiting_approval"
+        assert waiting["pending_approval"]["tool_call_id"] == "call_first"
+        answer = httpx.post(
+            f"{base}/api/v1/turns/{turn_id}/approve/",
+            json={"tool_call_id": "call_first", "approved": True},
+            headers=auth,
+        )
+        assert answer.status_code == 200, answer.text
         deadline = time.monotonic() + 40
         while not any(e["type"] == "turn.finished" for e in events):
             assert time.monotonic() < deadline, events
-            event = json.loads(ws.recv(timeout=deadline - time.monotonic()))
-            events.append(event)
-            if event["type"] == "tool.approval_requested":
-                waiting = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
-                assert waiting["status"] == "awaiting_approval"
-                assert waiting["pending_approval"]["tool_call_id"] == "call_second"
-                answer = httpx.post(
-                    f"{base}/api/v1/turns/{turn_id}/approve/",
-                    json={"tool_call_id": event["tool_call_id"], "approved": True},
-                    headers=auth,
-                )
-                assert answer.status_code == 200, answer.text
+            events.append(json.loads(ws.recv(timeout=deadline - time.monotonic())))
     assert [e.get("attempt") for e in events if e["type"] == "turn.started"] == [2]
-    assert [e["tool_call_id"] for e in events if e["type"] == "tool.approval_requested"] == [
-        "call_second"
-    ]
+    assert not [e for e in events if e["type"] == "tool.approval_requested"]
     turn = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
     assert turn["status"] == "done"
     assert turn["tools_used"] == ["send_email"]

@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from agents.context import tokens
+from agents.dispatch import drain
 from agents.mcp.toolset import McpToolError
 from agents.model import build_model
 from agents.models import McpServer
@@ -85,6 +86,8 @@ def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
     stop = listen(session.pk, owner_approves)
     try:
         turn = ask(session, "Tell bob hi")
+        drain()  # the answer queued the turn's continuation on the embedded pool
+        turn.refresh_from_db()
     finally:
         stop()
 

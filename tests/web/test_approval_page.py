@@ -63,7 +63,7 @@ def test_approve_from_the_page_lets_the_turn_go_on_and_the_card_goes(alice, sess
     assert response.status_code == 200
     assert response.content == b""
     turn.refresh_from_db()
-    assert turn.status == "running"
+    assert turn.status in ("queued", "running", "done")  # its continuation is queued
     assert turn.metadata["approvals"]["1:1"]["approved"] is True
     page = logged_in(alice).get(f"/chat/{session.pk}/").content.decode()
     assert 'data-testid="approval"' not in page

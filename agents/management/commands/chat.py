@@ -21,10 +21,10 @@ from agents.rollback_agent import RollbackAgent
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.selectors import find_session_checkpoint
 from core.errors import DomainError
-from core.events import Event, ToolApprovalRequested
+from core.events import Event
 from core.model_choice import is_demo
 from core.validation import JSONObject
-from sessions_app.approvals import turn_approve
+from sessions_app.approvals import may_have_run_note
 from sessions_app.errors import SessionNotFound
 from sessions_app.models import Turn
 from sessions_app.selectors import get_session_for_user
@@ -160,10 +160,12 @@ class Command(BaseCommand):
         self._streamed = False
         self._started = timezone.now()
         agent.on_event = self._on_event
+        agent.approver = self._approve  # asked here; the turn resumes in this process
         try:
             output = agent.run(text)
         finally:
             agent.on_event = None
+            agent.approver = None
         turn = agent.last_turn
         if turn is None:
             return
@@ -212,8 +214,6 @@ class Command(BaseCommand):
             result = str(event["result"] or "").replace("\n", "\n      ")
             failed = " (failed)" if event["error"] else ""
             self._event_line(f"  [tool] {event['tool']}({shown}) -> {result}{failed}")
-        elif event["type"] == "tool.approval_requested":
-            self._approve(event)
         elif event["type"] == "checkpoint.created":
             if event["is_auto"]:
                 self._event_line(f"  [checkpoint] {event['name']} (auto)")
@@ -222,29 +222,20 @@ class Command(BaseCommand):
                 name = made[0].checkpoint_name if made else f"#{event['checkpoint']}"
                 self._event_line(f"  [checkpoint] {name}")
 
-    def _approve(self, event: ToolApprovalRequested) -> None:
-        """A tool call waits for the owner's approval: ask here. The turn waits on this very
-        thread (the event is heard where it is sent), so the answer is read before it goes on."""
+    def _approve(self, pending: Any) -> bool:
+        """A tool call waits for the owner's approval (the turn's `pending_approval`): ask here.
+        The turn's attempt has ended, holding nothing; the answer resumes it in this process
+        (agents.turn.pipeline.run_message)."""
         self._end_line()
-        args = json.dumps(event["args"], ensure_ascii=False)
-        self._line(f"  [approval] {event['tool_name']}({args}) waits for your approval.")
-        if event.get("note"):
-            self._line(f"  [approval] {event['note']}")
+        args = json.dumps(pending["args"], ensure_ascii=False)
+        self._line(f"  [approval] {pending['tool_name']}({args}) waits for your approval.")
+        note = may_have_run_note(pending)
+        if note:
+            self._line(f"  [approval] {note}")
         try:
-            approved = input("  Approve? [y/N] ").strip().lower() in ("y", "yes")
+            return input("  Approve? [y/N] ").strip().lower() in ("y", "yes")
         except EOFError:
-            approved = False
-        turn = Turn.objects.get(pk=event["turn"])
-        try:
-            turn_approve(
-                turn=turn,
-                tool_call_id=event["tool_call_id"],
-                approved=approved,
-                call=event["call"],
-                attempt=event["attempt"],
-            )
-        except DomainError as exc:
-            self._line(f"  [error] {exc.message}")
+            return False
 
     # --- helpers ----------------------------------------------------------------------------
 
