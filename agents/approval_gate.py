@@ -42,9 +42,8 @@ from sessions_app.approvals import (
     result_key,
     tool_call_key,
     turn_await_approval,
-    turn_call_started,
-    turn_note_may_have_run,
 )
+from sessions_app.paused import turn_call_started, turn_note_may_have_run
 
 if TYPE_CHECKING:
     from .turn.common import TurnRun
@@ -202,6 +201,9 @@ class ApprovalGate:
             args=seen.args,
         )
         state = saved_state(run_context, self.results)
+        # Each tool's effect, so a Stop of the paused turn stores its calls as they are
+        # (sessions_app.paused.paused_new_messages), with no agent at hand.
+        state["effects"] = dict(getattr(run.agent, "tool_effects", None) or {})
         if not turn_await_approval(turn=run.turn, pending=pending, paused=state):
             run.beat.check_cancelled()
             run.beat.lost = True

@@ -140,7 +140,7 @@ def tool_call_key(call: dict[str, Any]) -> str:
     return result_key(str(call.get("id") or ""), args)
 
 
-def _answers(metadata: object) -> dict[str, Any]:
+def answers_of(metadata: object) -> dict[str, Any]:
     answers = metadata.get(APPROVALS_KEY) if isinstance(metadata, dict) else None
     return answers if isinstance(answers, dict) else {}
 
@@ -158,7 +158,7 @@ def same_call(record: object, pending: Pending) -> bool:
 def answer_for(turn_metadata: object, pending: Pending) -> Answer | None:
     """The answer recorded for exactly this call (its attempt, place, id, tool and arguments),
     or None while nobody answered it."""
-    answer = _answers(turn_metadata).get(call_key(pending["attempt"], pending["call"]))
+    answer = answers_of(turn_metadata).get(call_key(pending["attempt"], pending["call"]))
     return cast("Answer", answer) if same_call(answer, pending) else None
 
 
@@ -233,89 +233,6 @@ def turn_await_approval(*, turn: Turn, pending: Pending, paused: JSONObject) -> 
     return paused_rows == 1
 
 
-def paused_state(turn_metadata: object) -> dict[str, Any] | None:
-    """The state a paused turn saved (`metadata.paused`): `messages` (the turn's new messages
-    before the batch that paused, as dicts), `assistant` (that batch's assistant message: its
-    `content` and `tool_calls`), `results` (call id -> [result, error] of the batch's calls that
-    ran), `pending` (the call that waits) and `started` (the key of an approved call a
-    continuation began to run). None for a turn that never paused."""
-    state = turn_metadata.get(PAUSED_KEY) if isinstance(turn_metadata, dict) else None
-    return state if isinstance(state, dict) else None
-
-
-def paused_messages(turn: Turn) -> list[dict[str, Any]]:
-    """The messages of a paused (or stopped while paused) turn that already happened, oldest
-    first, as dicts of agno's Message fields (role, content, tool_calls, tool_call_id,
-    tool_name, tool_args, tool_call_error): the turn's earlier batches, then the assistant
-    message of the batch that paused and the results of that batch's calls that ran. Empty for a
-    turn that never paused."""
-    state = paused_state(turn.metadata)
-    if state is None:
-        return []
-    out = [m for m in state.get("messages") or [] if isinstance(m, dict)]
-    assistant = state.get("assistant")
-    if not isinstance(assistant, dict):
-        return out
-    out.append({"role": "assistant", **assistant})
-    got_results = state.get("results")
-    results: dict[str, Any] = got_results if isinstance(got_results, dict) else {}
-    for call in assistant.get("tool_calls") or []:
-        got = results.get(tool_call_key(call)) if isinstance(call, dict) else None
-        if isinstance(got, list) and len(got) == 2:
-            fn = call.get("function") or {}
-            out.append(
-                {
-                    "role": "tool",
-                    "content": got[0],
-                    "tool_call_id": call.get("id"),
-                    "tool_name": fn.get("name"),
-                    "tool_args": fn.get("arguments"),
-                    "tool_call_error": bool(got[1]),
-                }
-            )
-    return out
-
-
-def turn_call_started(*, turn: Turn, key: str) -> bool:
-    """A continuation holding `turn`'s attempt is about to run the approved call `key`
-    ("<attempt>:<call>"): recorded first, so a worker killed during the call leaves it on record
-    as one that may have run, and the next continuation never runs it again unasked."""
-    with transaction.atomic():
-        mine = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, attempts=turn.attempts)
-        metadata = mine.values_list("metadata", flat=True).first()
-        state = paused_state(metadata)
-        if not isinstance(metadata, dict) or state is None:
-            return False
-        saved = {**metadata, PAUSED_KEY: {**state, "started": key}}
-        if not mine.update(metadata=saved):
-            return False
-    turn.metadata = saved
-    return True
-
-
-def turn_note_may_have_run(*, turn: Turn, pending: Pending) -> None:
-    """The approved call `pending` was started by a continuation whose worker died: on record
-    (`metadata.may_have_run`) for good; it is not run again."""
-    record = {
-        "tool_call_id": pending["tool_call_id"],
-        "tool_name": pending["tool_name"],
-        "args": pending["args"],
-        "args_sha256": pending["args_sha256"],
-        "attempt": pending["attempt"],
-        "call": pending["call"],
-        "answered_at": "",
-        "recorded_at": timezone.now().isoformat(),
-    }
-    records = [dict(r) for r in may_have_run(turn.metadata)]
-    if any(
-        r.get("attempt") == record["attempt"] and r.get("call") == record["call"] for r in records
-    ):
-        return
-    metadata = {**turn.metadata, MAY_HAVE_RUN_KEY: [*records, record]}
-    if Turn.objects.filter(pk=turn.pk, attempts=turn.attempts).update(metadata=metadata):
-        turn.metadata = metadata
-
-
 def clean_answer(
     tool_call_id: object, approved: object, call: object = None, attempt: object = None
 ) -> tuple[str, bool]:
@@ -342,7 +259,7 @@ def _refusal(row: Turn, call_id: str, call: int | None, attempt: int | None) -> 
     # An answered call: of this attempt, or of the one that paused and whose answer queued the
     # continuation running now (the continuation is a new attempt).
     recent = (row.attempts, row.attempts - 1) if attempt is None else (attempt,)
-    for answer in _answers(row.metadata).values():
+    for answer in answers_of(row.metadata).values():
         if (
             isinstance(answer, dict)
             and answer.get("attempt") in recent
@@ -373,7 +290,7 @@ def _mismatch(
         )
     # Without `call` or `attempt`, the answer is enough unless an answered call of this turn
     # fits it too: then it could be a late or repeated answer to that one.
-    for answer in _answers(row.metadata).values() if call is None or attempt is None else ():
+    for answer in answers_of(row.metadata).values() if call is None or attempt is None else ():
         if (
             isinstance(answer, dict)
             and answer.get("tool_call_id") == call_id
@@ -459,7 +376,7 @@ def _answer_of(pending: Pending, *, approved: bool, reason: str) -> Answer:
 
 
 def _with_answer(metadata: JSONObject, answer: Answer) -> JSONObject:
-    kept = dict(_answers(metadata))
+    kept = dict(answers_of(metadata))
     kept[call_key(answer["attempt"], answer["call"])] = dict(answer)
     return {**metadata, APPROVALS_KEY: kept}
 
@@ -512,33 +429,3 @@ def _continue_after_commit(turn_id: int) -> None:
     run = _continuation
     if run is not None:
         transaction.on_commit(lambda: run(turn_id))
-
-
-def with_may_have_run(metadata: JSONObject, attempt: int) -> JSONObject:
-    """`metadata` with the calls attempt `attempt` approved added to its `may_have_run` record:
-    its worker died (the recovery takes the turn over or fails it), and each may have run
-    before it did. The record is never shortened; a call already on it is not added twice."""
-    records = list(may_have_run(metadata))
-    known = {(r.get("attempt"), r.get("call")) for r in records}
-    now = timezone.now().isoformat()
-    answers = [a for a in _answers(metadata).values() if isinstance(a, dict)]
-    for answer in sorted(answers, key=lambda a: int(a.get("call") or 0)):
-        if not answer.get("approved"):
-            continue
-        if answer.get("attempt") != attempt or (attempt, answer.get("call")) in known:
-            continue
-        records.append(
-            {
-                "tool_call_id": str(answer.get("tool_call_id", "")),
-                "tool_name": str(answer.get("tool_name", "")),
-                "args": answer.get("args"),
-                "args_sha256": str(answer.get("args_sha256", "")),
-                "attempt": attempt,
-                "call": int(answer.get("call") or 0),
-                "answered_at": str(answer.get("answered_at", "")),
-                "recorded_at": now,
-            }
-        )
-    if len(records) == len(may_have_run(metadata)):
-        return metadata
-    return {**metadata, MAY_HAVE_RUN_KEY: [dict(r) for r in records]}

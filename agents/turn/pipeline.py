@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, cast
 from agno.run.agent import RunOutput
 
 from core import events, logs
-from sessions_app.approvals import Pending, paused_state, turn_approve
+from sessions_app.approvals import Pending, turn_approve
 from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
+from sessions_app.paused import paused_state
 from sessions_app.reply_stream import ReplyStream
 
 from ..context import overflowed

@@ -14,6 +14,7 @@ from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import TurnAlreadyEnded
 
 from ..models import Turn
+from ..paused import paused_new_messages
 from ..reply_stream import stream_snapshot
 from .attempts import end_dropping_writes, end_keeping_writes, owned
 from .stopped import turn_keep_stopped
@@ -105,11 +106,10 @@ def turn_cancel(*, turn: Turn) -> Turn:
     that ran is the turn's, and its tool message is kept. A turn paused for an approval ends its
     wait too (`tool.approval_answered`, reason "cancelled"): the call never runs."""
     with transaction.atomic():
-        waiting = (
-            Turn.objects.filter(pk=turn.pk, status=Turn.Status.AWAITING_APPROVAL)
-            .values_list("pending_approval", flat=True)
-            .first()
-        )
+        before = Turn.objects.filter(pk=turn.pk).values_list("status", "pending_approval").first()
+        status, waiting = before if before is not None else ("", None)
+        # No worker holds it: paused for an answer, or answered and queued for its continuation.
+        paused = status in (Turn.Status.AWAITING_APPROVAL, Turn.Status.QUEUED)
         cancelled = end_keeping_writes(
             turn.pk,
             turn.session_id,
@@ -119,9 +119,13 @@ def turn_cancel(*, turn: Turn) -> Turn:
             pending_approval=None,
         )
         if cancelled:
-            _keep_shown(turn.pk)
+            _keep_shown(turn.pk, paused=paused)
             events.turn_cancelled(session=turn.session_id, turn=turn.pk)
-            if isinstance(waiting, dict) and isinstance(waiting.get("tool_call_id"), str):
+            if (
+                status == Turn.Status.AWAITING_APPROVAL
+                and isinstance(waiting, dict)
+                and isinstance(waiting.get("tool_call_id"), str)
+            ):
                 events.tool_approval_answered(
                     session=turn.session_id,
                     turn=turn.pk,
@@ -135,7 +139,7 @@ def turn_cancel(*, turn: Turn) -> Turn:
     return turn
 
 
-def _keep_shown(turn_id: int) -> None:
+def _keep_shown(turn_id: int, *, paused: bool) -> None:
     """Keep what a just-cancelled turn streamed so far (read from its stream: what the pages
     show) as its stopped reply, empty when nothing was (never claimed, or stopped before the
     reply): the page then says "Stopped before the reply" and offers Regenerate. Inside
@@ -143,11 +147,17 @@ def _keep_shown(turn_id: int) -> None:
     turn = Turn.objects.select_related("session").filter(pk=turn_id).first()
     if turn is None:
         return
-    shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text if turn.attempts else ""
+    # A turn stopped while paused for an approval (or queued for its continuation) has no
+    # worker to notice: what it did before the pause is kept from its saved state, the call
+    # that waited as one that did not run.
+    ran = paused_new_messages(turn) if paused else []
+    shown = ""
+    if not ran and turn.attempts:
+        shown = stream_snapshot(turn_id=turn.pk, attempt=turn.attempts).text
     metadata: JSONObject = {"model": _model_label(turn)}
     if is_demo():
         metadata["demo"] = True
-    turn_keep_stopped(turn=turn, reply=shown, metadata=metadata)
+    turn_keep_stopped(turn=turn, reply=shown, messages=ran, metadata=metadata)
 
 
 def _model_label(turn: Turn) -> str:

@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from core import events
 
-from ..approvals import turn_approval_expire, with_may_have_run
+from ..approvals import turn_approval_expire
 from ..models import Turn
+from ..paused import with_may_have_run
 from .attempts import end_dropping_writes, owned
 
 

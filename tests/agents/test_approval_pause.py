@@ -7,7 +7,8 @@ import pytest
 
 from agents import dispatch
 from agents.worker import run_turn
-from sessions_app.approvals import paused_messages, paused_state, turn_approve
+from sessions_app.approvals import turn_approve
+from sessions_app.paused import paused_messages, paused_state
 from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
 from sessions_app.services import session_create
