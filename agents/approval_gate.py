@@ -43,7 +43,7 @@ from sessions_app.approvals import (
     tool_call_key,
     turn_await_approval,
 )
-from sessions_app.paused import turn_call_started, turn_note_may_have_run
+from sessions_app.turns.paused import turn_call_started, turn_note_may_have_run
 
 if TYPE_CHECKING:
     from .turn.common import TurnRun
@@ -202,7 +202,7 @@ class ApprovalGate:
         )
         state = saved_state(run_context, self.results)
         # Each tool's effect, so a Stop of the paused turn stores its calls as they are
-        # (sessions_app.paused.paused_new_messages), with no agent at hand.
+        # (sessions_app.turns.paused.paused_new_messages), with no agent at hand.
         state["effects"] = dict(getattr(run.agent, "tool_effects", None) or {})
         if not turn_await_approval(turn=run.turn, pending=pending, paused=state):
             run.beat.check_cancelled()

@@ -17,8 +17,8 @@ from core import events, logs
 from sessions_app.approvals import Pending, turn_approve
 from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
-from sessions_app.paused import paused_state
 from sessions_app.reply_stream import ReplyStream
+from sessions_app.turns.paused import paused_state
 
 from ..context import overflowed
 from ..model import is_context_overflow, model_label

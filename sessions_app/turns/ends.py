@@ -14,9 +14,9 @@ from core.validation import JSONObject, storable_json, storable_text
 from sessions_app.errors import TurnAlreadyEnded
 
 from ..models import Turn
-from ..paused import paused_new_messages
 from ..reply_stream import stream_snapshot
 from .attempts import end_dropping_writes, end_keeping_writes, owned
+from .paused import paused_new_messages
 from .stopped import turn_keep_stopped
 from .texts import bounded
 

@@ -15,8 +15,8 @@ from core import events
 
 from ..approvals import turn_approval_expire
 from ..models import Turn
-from ..paused import with_may_have_run
 from .attempts import end_dropping_writes, owned
+from .paused import with_may_have_run
 
 
 def turn_heartbeat(*, turn: Turn) -> bool:

@@ -8,11 +8,11 @@ import pytest
 from agents import dispatch
 from agents.worker import run_turn
 from sessions_app.approvals import turn_approve
-from sessions_app.paused import paused_messages, paused_state
 from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
 from sessions_app.services import session_create
 from sessions_app.turns import turn_cancel, turn_start
+from sessions_app.turns.paused import paused_messages, paused_state
 from tests.agents import approval_tools
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.waits import until

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from core.validation import JSONObject
 
-from .approvals import (
+from ..approvals import (
     MAY_HAVE_RUN_KEY,
     PAUSED_KEY,
     Pending,
@@ -21,8 +21,8 @@ from .approvals import (
     may_have_run,
     tool_call_key,
 )
-from .models import Effect, Message, Turn
-from .turns.agent_messages import NewMessage
+from ..models import Effect, Message, Turn
+from .agent_messages import NewMessage
 
 
 def paused_state(turn_metadata: object) -> dict[str, Any] | None:
