@@ -60,6 +60,15 @@ def recover_turns_task() -> dict[str, int]:
     return {"requeued": len(done.requeued), "failed": len(done.failed)}
 
 
+@task(name="agents.refresh_mcp_catalogues", ignore_result=True)
+def refresh_mcp_catalogues_task(names: list[str] | None = None) -> dict[str, str]:
+    """List the MCP servers' tools again (all enabled, or those named: the admin's check)."""
+    from .mcp.services import mcp_catalogue_refresh, mcp_servers_ensure
+
+    mcp_servers_ensure()
+    return mcp_catalogue_refresh(names=names)
+
+
 @task(name="agents.summarise_branch", ignore_result=True)
 def summarise_branch_task(branch_id: int) -> int:
     """Summarise a branch's history ahead of need (agents.summaries); idempotent, and harmless

@@ -23,8 +23,12 @@ class McpServerQuerySet(models.QuerySet["McpServer"]):
         return self.filter(enabled=True)
 
 
+TRANSPORTS = (("http", "Streamable HTTP"), ("sse", "SSE"), ("stdio", "stdio (a command)"))
+
+
 class McpServer(models.Model):
-    """One MCP server (streamable HTTP) whose tools the agent is offered."""
+    """One MCP server whose tools the agent is offered: streamable HTTP or SSE at `url`, or a
+    stdio `command` (with `args`, `env`) that a worker starts."""
 
     # The prefix of its tools' names: letters, digits, _ and -, so `<name>__<tool>` is a name
     # every model API accepts.
@@ -38,7 +42,17 @@ class McpServer(models.Model):
             )
         ],
     )
-    url = models.URLField(max_length=2000)
+    transport = models.CharField(max_length=8, choices=TRANSPORTS, default="http")
+    url = models.URLField(max_length=2000, blank=True)
+    # stdio: the program, its arguments and its environment (beside PATH, HOME and the like).
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    # Seconds a listing or a call waits; None: AGENT_MCP_TIMEOUT.
+    timeout = models.FloatField(null=True, blank=True)
+    # Tool names (as the server names them): `allow` non-empty offers only those; `deny` never.
+    allow = models.JSONField(default=list, blank=True)
+    deny = models.JSONField(default=list, blank=True)
     # {"Header-Name": "value"}: secrets, never shown again once saved.
     headers = models.JSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
@@ -47,6 +61,17 @@ class McpServer(models.Model):
     approval = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The catalogue cache (agents.mcp.catalogue): the server's tools as it listed them (each a
+    # tools/list entry: name, description, inputSchema, annotations), read by every turn.
+    catalogue = models.JSONField(null=True, blank=True)
+    catalogue_at = models.DateTimeField(null=True, blank=True)
+    # Status: the last time it answered, the last failure (a safe reason), and the circuit
+    # breaker: no turn contacts it before `down_until`.
+    last_contact = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    failures = models.PositiveIntegerField(default=0)
+    down_until = models.DateTimeField(null=True, blank=True)
 
     objects = McpServerQuerySet.as_manager()
 

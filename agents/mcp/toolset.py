@@ -1,8 +1,10 @@
-"""The MCP tools a turn offers: listed at the start of the turn from every enabled server,
-each offered to the model as `<server>__<tool>` with its description and input schema, its
-effect and approval read off its annotations and the server's `approval` list.
+"""The MCP tools a turn offers: read from each enabled server's cached catalogue (a server
+with none yet is listed now, once; agents.mcp.catalogue), a server whose breaker is open skipped
+with a notice and not contacted; each offered to the model as `<server>__<tool>` with its
+description and input schema, its effect and approval read off its annotations and the server's
+`approval` list, less its `deny` list (and only its `allow` list when it has one).
 
-Bounded: a listing waits AGENT_MCP_TIMEOUT at most (all servers at once), a server offers at
+Bounded: a listing waits the server's timeout at most (all servers at once), a server offers at
 most AGENT_MCP_MAX_TOOLS tools, a schema is at most AGENT_MCP_MAX_SCHEMA_CHARS of JSON, a
 result at most AGENT_MCP_MAX_RESULT_CHARS characters. A server that is down leaves its tools out
 of the turn with a notice (the turn's metadata["notices"]); the turn goes on. A call that fails
@@ -42,7 +44,12 @@ MAX_DESCRIPTION = 2000
 
 class McpToolError(ToolFailed):
     """A call that failed: its text ("✗ ...", already safe to show: agents.mcp.scrub) is the
-    tool's result, marked as an error."""
+    tool's result, marked as an error. `may_have_run`: no answer came (a timeout, a lost
+    connection, a server process that died), so the server may have done it."""
+
+    def __init__(self, text: str, *, may_have_run: bool = False) -> None:
+        super().__init__(text)
+        self.may_have_run = may_have_run
 
 
 @dataclass
@@ -98,6 +105,7 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
 
 
 def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
+    from .catalogue import server_failed
     from .client import McpFailure, call_tool, result_text
 
     scrub = endpoint.scrub
@@ -110,6 +118,12 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
         except McpFailure as failure:
             reason = scrub(failure.reason)
             log.warning("MCP tool %s failed: %s", full, reason)
+            if failure.down:
+                # No answer came: the server may have done it (a lost connection, a timeout).
+                server_failed(server_id=endpoint.server_id, reason=reason)
+                raise McpToolError(
+                    f"✗ {full} failed: {reason}; it may have run.", may_have_run=True
+                ) from None
             raise McpToolError(f"✗ {full} failed: {reason}.") from None
         limit = _setting("AGENT_MCP_MAX_RESULT_CHARS", 20_000)
         text = result_text(result, limit, scrub)
@@ -123,12 +137,25 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
     return call
 
 
+def _for_the_model(tool: Tool, endpoint: Endpoint) -> bool:
+    """Not denied, allowed (when the server has an allow list), and not hidden from the model:
+    MCP 2025-11's Apps extension marks a tool `_meta.ui.visibility` without "model" as one only
+    an app calls; the SDK's Tool has no other "not callable" mark."""
+    if tool.name in endpoint.deny or (endpoint.allow and tool.name not in endpoint.allow):
+        return False
+    ui = (tool.meta or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return not (isinstance(visibility, list) and "model" not in visibility)
+
+
 def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: McpToolset) -> None:
     limit = _setting("AGENT_MCP_MAX_TOOLS", 100)
     scrub = endpoint.scrub
     skipped: list[str] = []
     offered = 0
     for tool in tools:
+        if not _for_the_model(tool, endpoint):
+            continue
         full = f"{endpoint.name}{SEPARATOR}{tool.name}"
         schema = _schema(tool)
         if offered >= limit or not TOOL_NAME.match(full) or full in taken or schema is None:
@@ -158,28 +185,58 @@ def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: Mc
         )
 
 
-def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
-    """The tools of every enabled server for this turn (no server: no connection at all).
-    `taken`: names already offered; an MCP tool never replaces another tool."""
+def enabled_servers() -> list[McpServer]:
+    """The servers this turn may use (the one place: per-user choice of servers goes here)."""
     mcp_servers_ensure()
-    rows = list(McpServer.objects.enabled())
+    return list(McpServer.objects.enabled())
+
+
+def _notice(toolset: McpToolset, endpoint: Endpoint, reason: str) -> None:
+    notice = (
+        f"The MCP server {endpoint.name} is unavailable ({endpoint.scrub(reason)}); its tools "
+        "were left out of this turn."
+    )
+    log.warning("%s", notice)
+    toolset.notices.append(notice)
+
+
+def _catalogues(rows: list[McpServer], toolset: McpToolset) -> list[tuple[Endpoint, list[Tool]]]:
+    """Each usable server's tools: from its cached catalogue, or listed now when it has none
+    (and stored); a server whose breaker is open gets a notice and no contact."""
+    from mcp.types import Tool
+
+    from .catalogue import catalogue_store, is_down, server_failed
+    from .client import Endpoint, McpFailure, list_tools
+
+    ready: list[tuple[Endpoint, list[Tool]]] = []
+    unlisted: list[Endpoint] = []
+    for row in rows:
+        endpoint = Endpoint.of(row)
+        if is_down(row):
+            _notice(toolset, endpoint, row.last_error or "it failed recently")
+        elif row.catalogue is None:
+            unlisted.append(endpoint)
+        else:
+            ready.append((endpoint, [Tool.model_validate(t) for t in row.catalogue]))
+    for endpoint, listed in zip(unlisted, list_tools(unlisted), strict=True):
+        if isinstance(listed, McpFailure):
+            _notice(toolset, endpoint, listed.reason)
+            server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
+            continue
+        catalogue_store(server_id=endpoint.server_id, tools=listed)
+        ready.append((endpoint, listed))
+    return ready
+
+
+def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
+    """The tools of every enabled server for this turn, from the catalogue cache (no server, or
+    every catalogue known: no connection at all). `taken`: names already offered; an MCP tool
+    never replaces another tool."""
+    rows = enabled_servers()
     toolset = McpToolset()
     if not rows:
         return toolset
-    # The SDK takes a second or more to import: only a process that talks to a server pays it.
-    from .client import Endpoint, McpFailure, list_tools
-
-    endpoints = [Endpoint.of(row) for row in rows]
     names = set(taken or ())
-    for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
-        if isinstance(listed, McpFailure):
-            reason = endpoint.scrub(listed.reason)
-            notice = (
-                f"The MCP server {endpoint.name} is unavailable ({reason}); its tools "
-                "were left out of this turn."
-            )
-            log.warning("%s", notice)
-            toolset.notices.append(notice)
-            continue
-        _offered(endpoint, listed, names, toolset)
+    for endpoint, tools in _catalogues(rows, toolset):
+        _offered(endpoint, tools, names, toolset)
     return toolset

@@ -46,6 +46,10 @@ AGENT_TOOLS = env.AGENT_TOOLS
 # result is cut at AGENT_MCP_MAX_RESULT_CHARS characters.
 AGENT_MCP_SERVERS = env.AGENT_MCP_SERVERS
 AGENT_MCP_TIMEOUT = env.AGENT_MCP_TIMEOUT
+# A server that failed is not contacted for this long (doubling per failure in a row, at most
+# 16 times); the catalogues of the servers' tools are listed again this often (beat).
+AGENT_MCP_BACKOFF_SECONDS = env.AGENT_MCP_BACKOFF_SECONDS
+AGENT_MCP_REFRESH_SECONDS = env.AGENT_MCP_REFRESH_SECONDS
 AGENT_MCP_MAX_TOOLS = env.AGENT_MCP_MAX_TOOLS
 AGENT_MCP_MAX_SCHEMA_CHARS = env.AGENT_MCP_MAX_SCHEMA_CHARS
 AGENT_MCP_MAX_RESULT_CHARS = env.AGENT_MCP_MAX_RESULT_CHARS
