@@ -1,5 +1,9 @@
-"""Admin console for the operator's MCP servers: name, URL, enabled, the tools that need
-approval, and the headers.
+"""Admin console for the operator's MCP servers: name, transport (streamable HTTP or SSE at a
+URL, or a stdio command with its arguments and environment), timeout, enabled, the tools allowed,
+denied and needing approval (checked against the server's tools once it has listed them), the
+headers; its status (last contact, last error, the breaker) and its tools with their annotations;
+and "Test connection", which queues a listing on a worker (agents.check_mcp_server: a web request
+never starts a stdio server) whose result the status shows on the next load.
 
 The headers are secrets (an API key, a bearer token). The change form never shows their values:
 its headers field is write-only (left blank, the stored headers stay; a JSON object replaces
@@ -17,12 +21,24 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
+from django.utils.html import format_html_join
 
-from agents.mcp.config import check_headers
-from agents.mcp.services import mcp_server_save
+from agents.dispatch import enqueue
+from agents.mcp.catalogue import is_down
+from agents.mcp.config import MAX_TIMEOUT, check_headers
+from agents.mcp.services import approval_check, mcp_server_save
 from agents.models import McpServer
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+def tool_names_of(raw: str) -> list[str]:
+    """Tool names, one per line or separated by commas (forms.ValidationError for a bad one)."""
+    names = [n.strip() for n in re.split(r"[,\n]", raw) if n.strip()]
+    bad = [n for n in names if not TOOL_NAME.match(n)]
+    if bad:
+        raise forms.ValidationError(f"Not a tool name: {bad[0][:60]!r}.")
+    return list(dict.fromkeys(names))
 
 
 def header_names(server: McpServer) -> str:
@@ -42,15 +58,44 @@ class McpServerForm(forms.ModelForm):
     url = forms.URLField(
         label="URL",
         max_length=2000,
+        required=False,
         assume_scheme="https",
-        help_text="The server's streamable HTTP endpoint, e.g. https://mcp.example.com/mcp.",
+        help_text="http and sse: the server's endpoint, e.g. https://mcp.example.com/mcp "
+        "(streamable HTTP) or https://mcp.example.com/sse (SSE).",
+    )
+    args_lines = forms.CharField(
+        label="Arguments",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="stdio: the command's arguments, one per line.",
+    )
+    new_env = forms.CharField(
+        label="Environment",
+        required=False,
+        strip=True,
+        widget=WriteOnlyTextarea(attrs={"rows": 2, "autocomplete": "off"}),
+        help_text='stdio: a JSON object of variables, e.g. {"API_KEY": "..."}. Leave blank to '
+        "keep the stored ones; {} removes them. The values are never shown again.",
+    )
+    allow_names = forms.CharField(
+        label="Only these tools",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Tool names; when set, the server's other tools are not offered.",
+    )
+    deny_names = forms.CharField(
+        label="Never these tools",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Tool names never offered.",
     )
     approval_names = forms.CharField(
         label="Tools needing approval",
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="The names of this server's tools (as the server names them), one per line "
-        "or separated by commas. Tools the server annotates destructive need approval anyway.",
+        help_text="The names of this server's tools (`tool` or `server__tool`), one per line "
+        "or separated by commas; checked against its tools once it has listed them. Tools the "
+        "server annotates destructive need approval anyway.",
     )
     new_headers = forms.CharField(
         label="Headers",
@@ -64,26 +109,74 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ("name", "url", "enabled")
+        fields = ("name", "transport", "url", "command", "timeout", "enabled")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        approval = self.instance.approval if isinstance(self.instance.approval, list) else []
-        self.fields["approval_names"].initial = "\n".join(str(a) for a in approval)
+        for field, attr in (
+            ("approval_names", "approval"),
+            ("allow_names", "allow"),
+            ("deny_names", "deny"),
+            ("args_lines", "args"),
+        ):
+            value = getattr(self.instance, attr)
+            self.fields[field].initial = "\n".join(
+                str(a) for a in (value if isinstance(value, list) else [])
+            )
 
     def clean_url(self) -> str:
-        url: str = self.cleaned_data["url"]
-        if not url.lower().startswith(("http://", "https://")):
+        url: str = self.cleaned_data.get("url") or ""
+        if url and not url.lower().startswith(("http://", "https://")):
             raise forms.ValidationError("An MCP server's URL starts with http:// or https://.")
         return url
 
+    def clean_timeout(self) -> float | None:
+        value: float | None = self.cleaned_data.get("timeout")
+        if value is not None and not 0 < value <= MAX_TIMEOUT:
+            raise forms.ValidationError("Seconds in (0, 600]; blank for AGENT_MCP_TIMEOUT.")
+        return value
+
+    def clean_args_lines(self) -> list[str]:
+        raw = self.cleaned_data.get("args_lines") or ""
+        return [line.strip() for line in raw.splitlines() if line.strip()]
+
     def clean_approval_names(self) -> list[str]:
-        raw = self.cleaned_data.get("approval_names") or ""
-        names = [n.strip() for n in re.split(r"[,\n]", raw) if n.strip()]
-        bad = [n for n in names if not TOOL_NAME.match(n)]
-        if bad:
-            raise forms.ValidationError(f"Not a tool name: {bad[0][:60]!r}.")
-        return list(dict.fromkeys(names))
+        names = tool_names_of(self.cleaned_data.get("approval_names") or "")
+        try:
+            return approval_check(self.instance, names, where="Approval")
+        except ImproperlyConfigured as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_allow_names(self) -> list[str]:
+        return tool_names_of(self.cleaned_data.get("allow_names") or "")
+
+    def clean_deny_names(self) -> list[str]:
+        return tool_names_of(self.cleaned_data.get("deny_names") or "")
+
+    def clean_new_env(self) -> dict[str, str] | None:
+        raw = self.cleaned_data.get("new_env") or ""
+        if not raw:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            raise forms.ValidationError(
+                'Not valid JSON: write an object such as {"A": "b"}.'
+            ) from None
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise forms.ValidationError("An object of names to strings.")
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        transport = data.get("transport")
+        if transport in ("http", "sse") and not data.get("url"):
+            self.add_error("url", "An http or sse server needs its URL.")
+        if transport == "stdio" and not (data.get("command") or "").strip():
+            self.add_error("command", "A stdio server needs its command (a program).")
+        return data
 
     def clean_new_headers(self) -> dict[str, str] | None:
         raw = self.cleaned_data.get("new_headers") or ""
@@ -102,28 +195,95 @@ class McpServerForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from None
 
 
+def _hints(tool: dict[str, Any]) -> str:
+    hints = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
+    said = [k.removesuffix("Hint") for k, v in (hints or {}).items() if v is True]
+    return ", ".join(said) or "no annotations"
+
+
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
-    list_display = ("name", "url", "enabled", "approval_list", "headers_set", "updated_at")
-    list_filter = ("enabled",)
+    list_display = ("name", "transport", "where", "enabled", "status", "updated_at")
+    list_filter = ("enabled", "transport")
     search_fields = ("name",)
+    actions = ("test_connection",)
     fields = (
         "name",
+        "transport",
         "url",
+        "command",
+        "args_lines",
+        "stored_env",
+        "new_env",
+        "timeout",
         "enabled",
+        "allow_names",
+        "deny_names",
         "approval_names",
         "stored_headers",
         "new_headers",
+        "status",
+        "tools",
         "created_at",
         "updated_at",
     )
-    readonly_fields = ("stored_headers", "created_at", "updated_at")
+    readonly_fields = (
+        "stored_headers",
+        "stored_env",
+        "status",
+        "tools",
+        "created_at",
+        "updated_at",
+    )
 
-    @admin.display(description="Tools needing approval")
-    def approval_list(self, server: McpServer) -> str:
-        approval = server.approval if isinstance(server.approval, list) else []
-        return ", ".join(str(a) for a in approval) or "—"
+    @admin.display(description="URL or command")
+    def where(self, server: McpServer) -> str:
+        return server.command if server.transport == "stdio" else server.url
+
+    @admin.display(description="Status")
+    def status(self, server: McpServer) -> str:
+        contact = (
+            f"last contact {server.last_contact:%Y-%m-%d %H:%M:%S}"
+            if server.last_contact
+            else "never contacted"
+        )
+        parts = [contact]
+        if server.last_error:
+            parts.append(f"last error: {server.last_error}")
+        if is_down(server):
+            parts.append(f"skipped until {server.down_until:%H:%M:%S} (failed {server.failures}x)")
+        return "; ".join(parts)
+
+    @admin.display(description="Tools")
+    def tools(self, server: McpServer) -> str:
+        if server.catalogue is None:
+            return "not listed yet (Test connection lists them)"
+        approval = {str(a).removeprefix(f"{server.name}__") for a in server.approval or []}
+        rows = [
+            (
+                f"{server.name}__{t.get('name')}",
+                _hints(t),
+                " (needs approval)" if t.get("name") in approval else "",
+            )
+            for t in server.catalogue
+            if isinstance(t, dict)
+        ]
+        return format_html_join("", "<div><code>{}</code>: {}{}</div>", rows) or "none"
+
+    @admin.display(description="Stored environment (names only)")
+    def stored_env(self, server: McpServer) -> str:
+        env = server.env if isinstance(server.env, dict) else {}
+        return ", ".join(sorted(str(k) for k in env)) or "none"
+
+    @admin.action(description="Test connection (list its tools on a worker)")
+    def test_connection(self, request: HttpRequest, queryset: Any) -> None:
+        for server in queryset:
+            enqueue("agents.check_mcp_server", server.pk)
+        self.message_user(
+            request,
+            "Queued: a worker lists the tools of each; their status shows the result on reload.",
+        )
 
     @admin.display(description="Headers")
     def headers_set(self, server: McpServer) -> str:
@@ -135,4 +295,12 @@ class McpServerAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
         obj.approval = form.cleaned_data["approval_names"]
+        obj.allow = form.cleaned_data["allow_names"]
+        obj.deny = form.cleaned_data["deny_names"]
+        obj.args = form.cleaned_data["args_lines"]
+        if form.cleaned_data["new_env"] is not None:
+            obj.env = form.cleaned_data["new_env"]
+        if change:  # an admin change: the next turn lists its tools again
+            obj.catalogue = None
+            obj.down_until = None
         mcp_server_save(server=obj, headers=form.cleaned_data["new_headers"])
