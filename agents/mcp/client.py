@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -138,7 +138,7 @@ def _on_message(endpoint: Endpoint) -> Any:
     return handle
 
 
-def _drain_changed() -> None:
+def drain_changed() -> None:
     from .catalogue import catalogue_stale
 
     while _changed:
@@ -192,7 +192,7 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], second
         return await client.call_tool(tool, arguments)
 
 
-async def bounded(coro: Coroutine[Any, Any, T], seconds: float) -> T:
+async def bounded(coro: Awaitable[T], seconds: float) -> T:
     """The coroutine's result, or McpFailure with a short reason (a timeout included)."""
     try:
         return await asyncio.wait_for(coro, seconds)
@@ -225,7 +225,7 @@ def list_tools(endpoints: list[Endpoint]) -> list[list[Tool] | McpFailure]:
     try:
         return bridge.call(every)
     finally:
-        _drain_changed()
+        drain_changed()
 
 
 def call_tool(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> CallToolResult:
@@ -238,7 +238,7 @@ def call_tool(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> CallT
     try:
         result = bridge.call(one)
     finally:
-        _drain_changed()
+        drain_changed()
     if not isinstance(result, CallToolResult):
         raise McpFailure(f"it answered with {type(result).__name__}, not a tool result")
     return result

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mcp.types import Tool
 
     from .client import Endpoint
+    from .sessions import TurnSessions
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,13 @@ class McpToolset:
     effects: dict[str, str] = field(default_factory=dict)
     approvals: set[str] = field(default_factory=set)
     notices: list[str] = field(default_factory=list)
+    # The turn's MCP sessions (agents.mcp.sessions), opened on first use; None: no server.
+    sessions: TurnSessions | None = None
+
+    def close(self) -> None:
+        """The end of the turn's attempt: its MCP sessions are closed."""
+        if self.sessions is not None:
+            self.sessions.close()
 
     @property
     def schema_chars(self) -> int:
@@ -104,9 +112,9 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
     return schema if size <= _setting("AGENT_MCP_MAX_SCHEMA_CHARS", 16_000) else None
 
 
-def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
+def _caller(endpoint: Endpoint, tool: str, full: str, sessions: TurnSessions) -> Any:
     from .catalogue import server_failed
-    from .client import McpFailure, call_tool, result_text
+    from .client import McpFailure, result_text
 
     scrub = endpoint.scrub
 
@@ -114,7 +122,7 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
         # What the server says is scrubbed of its own credentials (agents.mcp.scrub) before
         # the turn stores it, streams it or gives it to the model.
         try:
-            result = call_tool(endpoint, tool, arguments)
+            result = sessions.call(endpoint, tool, arguments)
         except McpFailure as failure:
             reason = scrub(failure.reason)
             log.warning("MCP tool %s failed: %s", full, reason)
@@ -148,7 +156,13 @@ def _for_the_model(tool: Tool, endpoint: Endpoint) -> bool:
     return not (isinstance(visibility, list) and "model" not in visibility)
 
 
-def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: McpToolset) -> None:
+def _offered(
+    endpoint: Endpoint,
+    tools: list[Tool],
+    taken: set[str],
+    toolset: McpToolset,
+    sessions: TurnSessions,
+) -> None:
     limit = _setting("AGENT_MCP_MAX_TOOLS", 100)
     scrub = endpoint.scrub
     skipped: list[str] = []
@@ -168,7 +182,7 @@ def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: Mc
                 name=full,
                 description=scrub(tool.description or tool.title or tool.name)[:MAX_DESCRIPTION],
                 parameters=schema,
-                entrypoint=_caller(endpoint, tool.name, full),
+                entrypoint=_caller(endpoint, tool.name, full, sessions),
                 skip_entrypoint_processing=True,
             )
         )
@@ -236,7 +250,10 @@ def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
     toolset = McpToolset()
     if not rows:
         return toolset
+    from .sessions import TurnSessions
+
+    sessions = toolset.sessions = TurnSessions()
     names = set(taken or ())
     for endpoint, tools in _catalogues(rows, toolset):
-        _offered(endpoint, tools, names, toolset)
+        _offered(endpoint, tools, names, toolset, sessions)
     return toolset

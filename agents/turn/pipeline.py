@@ -116,6 +116,7 @@ def _steps(run: TurnRun) -> RunOutput | None:
     finally:
         agent.turn_position = None
         agent.running_turn = None
+        agent.close_mcp_sessions()  # one MCP session per server per turn (agents.mcp.sessions)
     if got is None:
         return None
     settled = settle(run, got)

@@ -236,6 +236,44 @@ def test_a_stdio_command_missing_or_exiting_at_once_leaves_a_notice(session, com
     assert row.down_until is not None
 
 
+def test_one_session_per_server_per_turn_keeps_state_within_the_turn_not_across(
+    fake_llm, session
+):
+    stdio_row()
+    fake_llm.queue(
+        ToolCalls([ToolCall("local__counter", {})]),
+        ToolCalls([ToolCall("local__counter", {})]),
+        Reply("Counted."),
+        ToolCalls([ToolCall("local__counter", {})]),
+        Reply("Again."),
+    )
+
+    ask(session, "count twice")
+    turn = ask(session, "count once")
+
+    # The first turn's two calls share one process and session; the second turn starts anew.
+    assert tool_results(turn) == ["1", "2", "1"]
+
+
+def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, session):
+    stdio_row(timeout=10)
+    fake_llm.queue(
+        ToolCalls([ToolCall("local__counter", {})]),
+        ToolCalls([ToolCall("local__die", {})]),
+        ToolCalls([ToolCall("local__counter", {})]),
+        Reply("Restarted."),
+    )
+
+    turn = ask(session, "count, die, count")
+
+    results = tool_results(turn)
+    assert results[0] == "1"
+    assert results[1].endswith("it may have run.")
+    # The lost call opens the breaker for later turns; within the turn the next call starts
+    # the process again (a new session), whose count starts anew.
+    assert results[2] == "1"
+
+
 # --- faults ---------------------------------------------------------------------------------
 
 
