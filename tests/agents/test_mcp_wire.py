@@ -236,9 +236,7 @@ def test_a_stdio_command_missing_or_exiting_at_once_leaves_a_notice(session, com
     assert row.down_until is not None
 
 
-def test_one_session_per_server_per_turn_keeps_state_within_the_turn_not_across(
-    fake_llm, session
-):
+def test_one_session_per_server_per_turn_keeps_state_within_the_turn_not_across(fake_llm, session):
     stdio_row()
     fake_llm.queue(
         ToolCalls([ToolCall("local__counter", {})]),
