@@ -162,6 +162,7 @@ def _offered(
     taken: set[str],
     toolset: McpToolset,
     sessions: TurnSessions,
+    fresh: bool = False,
 ) -> None:
     limit = _setting("AGENT_MCP_MAX_TOOLS", 100)
     scrub = endpoint.scrub
@@ -190,7 +191,9 @@ def _offered(
         if needs_approval(tool, endpoint):
             toolset.approvals.add(full)
     if skipped:
-        log.warning(
+        # Once per catalogue (when listed), not at every turn that reads it from the cache.
+        log.log(
+            logging.WARNING if fresh else logging.DEBUG,
             "MCP server %s: %d tools not offered (a name the model API refuses, taken, past "
             "AGENT_MCP_MAX_TOOLS, or a schema too big): %s",
             endpoint.name,
@@ -205,40 +208,60 @@ def enabled_servers() -> list[McpServer]:
     return list(McpServer.objects.enabled())
 
 
-def _notice(toolset: McpToolset, endpoint: Endpoint, reason: str) -> None:
+def _notice(
+    toolset: McpToolset, endpoint: Endpoint, reason: str, level: int = logging.WARNING
+) -> None:
     notice = (
         f"The MCP server {endpoint.name} is unavailable ({endpoint.scrub(reason)}); its tools "
         "were left out of this turn."
     )
-    log.warning("%s", notice)
+    log.log(level, "%s", notice)
     toolset.notices.append(notice)
 
 
-def _catalogues(rows: list[McpServer], toolset: McpToolset) -> list[tuple[Endpoint, list[Tool]]]:
-    """Each usable server's tools: from its cached catalogue, or listed now when it has none
-    (and stored); a server whose breaker is open gets a notice and no contact."""
+# The catalogues parsed into the SDK's Tool objects, per process, by (server id, listed at):
+# a turn that reads an unchanged catalogue does not validate it again.
+_parsed: dict[tuple[int, str], list[Tool]] = {}
+
+
+def _tools_of(row: McpServer) -> list[Tool]:
     from mcp.types import Tool
 
+    key = (row.pk, str(row.catalogue_at))
+    tools = _parsed.get(key)
+    if tools is None:
+        if len(_parsed) > 256:
+            _parsed.clear()
+        tools = _parsed[key] = [Tool.model_validate(t) for t in row.catalogue or []]
+    return tools
+
+
+def _catalogues(
+    rows: list[McpServer], toolset: McpToolset
+) -> list[tuple[Endpoint, list[Tool], bool]]:
+    """Each usable server's tools: from its cached catalogue, or listed now when it has none
+    (and stored); a server whose breaker is open gets a notice and no contact."""
     from .catalogue import catalogue_store, is_down, server_failed
     from .client import Endpoint, McpFailure, list_tools
 
-    ready: list[tuple[Endpoint, list[Tool]]] = []
+    ready: list[tuple[Endpoint, list[Tool], bool]] = []
     unlisted: list[Endpoint] = []
     for row in rows:
         endpoint = Endpoint.of(row)
         if is_down(row):
-            _notice(toolset, endpoint, row.last_error or "it failed recently")
+            # Logged when it failed; each turn that skips it says so to its owner only.
+            _notice(toolset, endpoint, row.last_error or "it failed recently", logging.DEBUG)
         elif row.catalogue is None:
             unlisted.append(endpoint)
         else:
-            ready.append((endpoint, [Tool.model_validate(t) for t in row.catalogue]))
+            ready.append((endpoint, _tools_of(row), False))
     for endpoint, listed in zip(unlisted, list_tools(unlisted), strict=True):
         if isinstance(listed, McpFailure):
             _notice(toolset, endpoint, listed.reason)
             server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
             continue
         catalogue_store(server_id=endpoint.server_id, tools=listed)
-        ready.append((endpoint, listed))
+        ready.append((endpoint, listed, True))
     return ready
 
 
@@ -254,6 +277,6 @@ def mcp_toolset(*, taken: set[str] | None = None) -> McpToolset:
 
     sessions = toolset.sessions = TurnSessions()
     names = set(taken or ())
-    for endpoint, tools in _catalogues(rows, toolset):
-        _offered(endpoint, tools, names, toolset, sessions)
+    for endpoint, tools, fresh in _catalogues(rows, toolset):
+        _offered(endpoint, tools, names, toolset, sessions, fresh)
     return toolset
