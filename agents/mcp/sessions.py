@@ -18,6 +18,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from mcp.types import CallToolResult
 
 from core import bridge
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
 
 # How long the end of a turn waits for its sessions to close (a stdio process to exit).
 CLOSE_SECONDS = 5.0
+# The stdio server processes this process runs now (every turn's), counted on the bridge loop.
+_stdio_running = 0
+
+
+def stdio_running() -> int:
+    return _stdio_running
 
 
 @dataclass
@@ -47,10 +54,18 @@ class TurnSessions:
     held: dict[int, _Held] = field(default_factory=dict)
 
     async def _open(self, endpoint: Endpoint) -> Client:
+        stdio = endpoint.transport == "stdio"
+        limit = int(getattr(settings, "AGENT_MCP_MAX_STDIO", 8))
+        if stdio and _stdio_running >= limit:
+            raise McpFailure(
+                f"this worker already runs {limit} stdio servers (AGENT_MCP_MAX_STDIO)", down=False
+            )
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         done = asyncio.Event()
 
         async def hold() -> None:
+            global _stdio_running
+            _stdio_running += stdio
             try:
                 async with connected(endpoint, endpoint.timeout) as client:
                     ready.set_result(client)
@@ -58,6 +73,8 @@ class TurnSessions:
             except BaseException as exc:
                 if not ready.done():
                     ready.set_exception(exc)
+            finally:
+                _stdio_running -= stdio
 
         task = asyncio.create_task(hold(), name=f"mcp-session-{endpoint.name}")
         try:

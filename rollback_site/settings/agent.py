@@ -50,6 +50,9 @@ AGENT_MCP_TIMEOUT = env.AGENT_MCP_TIMEOUT
 # 16 times); the catalogues of the servers' tools are listed again this often (beat).
 AGENT_MCP_BACKOFF_SECONDS = env.AGENT_MCP_BACKOFF_SECONDS
 AGENT_MCP_REFRESH_SECONDS = env.AGENT_MCP_REFRESH_SECONDS
+# At most this many stdio servers run at once in one process (every turn's sessions together);
+# a turn's call past it fails with a clear result.
+AGENT_MCP_MAX_STDIO = env.AGENT_MCP_MAX_STDIO
 AGENT_MCP_MAX_TOOLS = env.AGENT_MCP_MAX_TOOLS
 AGENT_MCP_MAX_SCHEMA_CHARS = env.AGENT_MCP_MAX_SCHEMA_CHARS
 AGENT_MCP_MAX_RESULT_CHARS = env.AGENT_MCP_MAX_RESULT_CHARS

@@ -272,6 +272,21 @@ def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, sess
     assert results[2] == "1"
 
 
+def test_a_stdio_server_past_the_workers_bound_fails_the_call_clearly(fake_llm, session, settings):
+    settings.AGENT_MCP_MAX_STDIO = 0
+    stdio_row()
+    mcp_catalogue_refresh(names=["local"])  # a listing is not a turn's session
+    fake_llm.queue(ToolCalls([ToolCall("local__echo", {"text": "hi"})]), Reply("No room."))
+
+    turn = ask(session, "echo")
+
+    assert turn.status == "done"
+    assert tool_results(turn) == [
+        "✗ local__echo failed: this worker already runs 0 stdio servers (AGENT_MCP_MAX_STDIO)."
+    ]
+    assert McpServer.objects.get(name="local").down_until is None  # not the server's fault
+
+
 # --- faults ---------------------------------------------------------------------------------
 
 
