@@ -269,7 +269,7 @@ def _reason_of_one(exc: BaseException, seconds: float) -> str | None:
             return waited
         if exc.code == CONNECTION_CLOSED:
             return "the connection to it was lost"
-        return f"it answered with an error: {exc.message[:200]}"
+        return f"it answered with an error: {' '.join(exc.message.split())[:200]}"
     return None
 
 

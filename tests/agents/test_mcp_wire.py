@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -290,11 +291,47 @@ def test_a_stdio_server_past_the_workers_bound_fails_the_call_clearly(fake_llm, 
 # --- faults ---------------------------------------------------------------------------------
 
 
-def test_a_server_that_answers_garbage_first_still_works_or_fails_clearly(session):
+def test_a_stdio_server_writing_a_garbage_line_still_offers_its_tools(session):
     stdio_row("noisy", "garbage", timeout=5)
     agent = offered_agent(session)
     # The SDK skips a line that is not JSON-RPC; the server's tools are offered.
-    assert "noisy__echo" in agent.tool_effects or agent.notices
+    assert "noisy__echo" in agent.tool_effects
+    assert agent.notices == []
+
+
+class GarbageHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = b"<html>this is not an MCP server</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_http_server_answering_garbage_leaves_a_notice_and_opens_the_breaker(session):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
+    thread = threading.Thread(target=server.serve_forever, name="garbage-mcp", daemon=True)
+    thread.start()
+    try:
+        McpServer.objects.create(
+            name="junk", url=f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout=3
+        )
+        agent = offered_agent(session)
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+    [notice] = agent.notices
+    assert notice.startswith(
+        "The MCP server junk is unavailable (it answered with an error: Failed to parse JSON"
+    )
+    assert "\n" not in notice
+    assert not any(n.startswith("junk__") for n in agent.tool_effects)
+    assert McpServer.objects.get(name="junk").down_until is not None
 
 
 @pytest.fixture(scope="module")
