@@ -28,6 +28,9 @@ PY := $(VENV)/bin/python
 # LiteLLM's proxy for tests/gateway, in a virtualenv of its own: it pins openai<3, websockets<16
 # and rich<14, older than the app's environment has.
 GATEWAY_VENV := .venv-gateway
+# Published MCP servers (mcp-server-time, mcp-server-git, mcp-proxy) for tests/agents/
+# test_mcp_published.py, in a virtualenv of their own: their pins are theirs, not the app's.
+MCP_VENV := .venv-mcp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/rollback
@@ -80,8 +83,14 @@ $(GATEWAY_VENV)/.installed: requirements/gateway.txt | $(UV_VENV)/.installed-$(U
 	$(UV_INSTALL) --python $(GATEWAY_VENV)/bin/python -r requirements/gateway.txt
 	touch $@
 
-# What the tests need: the dev tools and the gateway (bench-smoke adds the bench extra itself).
-install: $(VENV)/.dev-installed $(GATEWAY_VENV)/.installed
+$(MCP_VENV)/.installed: requirements/mcp.txt | $(UV_VENV)/.installed-$(UV_VERSION)
+	test -x $(MCP_VENV)/bin/python || $(UV_ENV) $(UV) venv --quiet --seed --python $(PYTHON) $(MCP_VENV)
+	$(UV_INSTALL) --python $(MCP_VENV)/bin/python -r requirements/mcp.txt
+	touch $@
+
+# What the tests need: the dev tools, the gateway and the published MCP servers (bench-smoke
+# adds the bench extra itself).
+install: $(VENV)/.dev-installed $(GATEWAY_VENV)/.installed $(MCP_VENV)/.installed
 
 # The locks are made for Python 3.11, the oldest the project supports, whatever python3 is here.
 # --upgrade (or --upgrade-package NAME) in LOCK_ARGS takes newer versions; without it, the
@@ -97,6 +106,7 @@ lock: $(UV_VENV)/.installed-$(UV_VERSION)
 	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra dev --extra bench -c requirements/dev.txt \
 		-o requirements/bench.txt
 	$(UV_COMPILE) $(LOCK_ARGS) tests/gateway/requirements.txt -o requirements/gateway.txt
+	$(UV_COMPILE) $(LOCK_ARGS) tests/mcp_servers/requirements.txt -o requirements/mcp.txt
 
 run: $(VENV)/.run-installed
 	$(PY) manage.py migrate --noinput

@@ -38,3 +38,8 @@ class AgentsConfig(AppConfig):
         from .mcp.config import configured_servers
 
         configured_servers()
+        # The embedded mode (no beat) lists the MCP servers' tools again from its own rounds.
+        from .mcp.services import mcp_catalogues_when_due
+        from .services import in_process_job
+
+        in_process_job(mcp_catalogues_when_due)

@@ -252,6 +252,10 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         """One agno run on `messages`, streamed: its events, then its RunOutput."""
         return self.agent.run(messages, stream=True, stream_events=True, yield_run_output=True)
 
+    def close_mcp_sessions(self) -> None:
+        """The end of a turn's attempt: its MCP sessions (one per server used) are closed."""
+        self.mcp.close()
+
     def offer_mcp_tools(self) -> None:
         """At the start of a turn (under its heartbeat: a listing may wait AGENT_MCP_TIMEOUT):
         the tools of the enabled MCP servers, in place of the last turn's, with their effects
@@ -259,10 +263,13 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         for name in self.mcp.effects:
             self.tool_effects.pop(name, None)
             self.tool_approvals.discard(name)
+            self.tool_timeouts.pop(name, None)
         previous = {id(f) for f in self.mcp.functions}
+        self.mcp.close()  # the last turn's sessions, if its end did not close them
         self.mcp = mcp_toolset(session=self.external_session, taken=set(self.tool_effects))
         self.tool_effects.update(self.mcp.effects)
         self.tool_approvals |= self.mcp.approvals
+        self.tool_timeouts.update(self.mcp.timeouts)  # the same dict as the deadlines' (in place)
         self.notices = list(self.mcp.notices)
         current = self.agent.tools if isinstance(self.agent.tools, list) else []
         kept = [t for t in current if id(t) not in previous]

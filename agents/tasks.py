@@ -60,6 +60,26 @@ def recover_turns_task() -> dict[str, int]:
     return {"requeued": len(done.requeued), "failed": len(done.failed)}
 
 
+@task(name="agents.refresh_mcp_catalogues", ignore_result=True)
+def refresh_mcp_catalogues_task(names: list[str] | None = None) -> dict[str, str]:
+    """List the MCP servers' tools again (all enabled, or those named: the admin's check)."""
+    from .mcp.services import mcp_catalogue_refresh, mcp_servers_ensure
+
+    mcp_servers_ensure()
+    return mcp_catalogue_refresh(names=names)
+
+
+@task(name="agents.check_mcp_server", ignore_result=True)
+def check_mcp_server_task(server_id: int) -> dict[str, str]:
+    """The admin's "Test connection": list one server's tools now (on a worker, or the embedded
+    pool: never in a web request, which must not start a stdio server); the row keeps the result."""
+    from .mcp.services import mcp_catalogue_refresh
+    from .models import McpServer
+
+    name = McpServer.objects.filter(pk=server_id).values_list("name", flat=True).first()
+    return mcp_catalogue_refresh(names=[name]) if name is not None else {}
+
+
 @task(name="agents.summarise_branch", ignore_result=True)
 def summarise_branch_task(branch_id: int) -> int:
     """Summarise a branch's history ahead of need (agents.summaries); idempotent, and harmless

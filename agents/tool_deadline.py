@@ -227,7 +227,15 @@ class ToolDeadlines:
             if not future.cancelled():  # it started: whatever it does, it may have done
                 self.given_up.add((function_name, args_digest(arguments)))
             raise
-        return as_text(future.result())
+        try:
+            result = future.result()
+        except Exception as exc:
+            # A failure that says no answer came (agents.mcp: a lost connection, the server's
+            # timeout): the call started, so it may have run.
+            if getattr(exc, "may_have_run", False):
+                self.given_up.add((function_name, args_digest(arguments)))
+            raise
+        return as_text(result)
 
     def _wait(self, tool: str, future: Future[Any], seconds: float, turn: Turn | None) -> None:
         """Return once the call answered; raise when the deadline or the turn's end came

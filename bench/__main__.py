@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to leave out: store,storage,turns,served,stack",
+        help="comma-separated parts to leave out: store,storage,turns,mcp,served,stack",
     )
     parser.add_argument(
         "--synchronous",
@@ -165,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["turns"] = run_turns(var / "turns", rounds=rounds, smoke=args.smoke)
         _log(f"turns in {time.monotonic() - started:.0f} s")
+    if "mcp" not in skip:
+        from bench.mcp import run_mcp
+
+        started = time.monotonic()
+        results["mcp"] = run_mcp(var / "mcp", rounds=rounds, smoke=args.smoke)
+        _log(f"mcp in {time.monotonic() - started:.0f} s")
     if "served" not in skip:
         from bench.served import run_served
 
@@ -190,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     if skip and previous.exists() and not args.smoke:
         # A part left out keeps its figures from the previous full run, and says so.
         old = json.loads(previous.read_text())
-        for part in ("store", "storage", "turns", "served", "stack"):
+        for part in ("store", "storage", "turns", "mcp", "served", "stack"):
             if part in skip and part in old:
                 results[part] = old[part]
                 results.setdefault("notes", []).append(

@@ -107,6 +107,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
         rows.append(tuple(row))
     for row in results.get("turns", {}).get("targets", []):
         rows.append(tuple(row))
+    for row in results.get("mcp", {}).get("targets", []):
+        rows.append(tuple(row))
     for row in results.get("stack", {}).get("targets", []):
         rows.append(tuple(row))
     return rows

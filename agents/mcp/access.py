@@ -188,7 +188,7 @@ def server_views(user: User, session: Session | None = None) -> list[ServerView]
     choices = session_choices(session) if session is not None else {}
     views = []
     for server in servers:
-        seen = seen_of(server.name)
+        seen = seen_of(server)
         missing = missing_headers(server, given.get(server.pk, {}))
         views.append(
             ServerView(

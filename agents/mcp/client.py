@@ -1,28 +1,34 @@
-"""Talking to one MCP server through the official SDK (`mcp.Client` over streamable HTTP).
+"""Talking to one MCP server through the official SDK (`mcp.Client` over streamable HTTP, SSE,
+or stdio: the SDK's `stdio_client` starts the server's command as a child of the worker).
 
 Each listing and each call opens its own connection, with the server's headers on its own
-httpx client, and is bounded by AGENT_MCP_TIMEOUT. The agent's tools run synchronously in the
-worker's thread (agno runs sync tools there), so every call here goes through the one bridge
-(`core.bridge`), on the process's bridge loop (never the web server's). What fails is classified
-into a short reason that names neither the URL nor a header: both may carry secrets.
+httpx client, and is bounded by the server's `timeout` (else AGENT_MCP_TIMEOUT). The agent's
+tools run synchronously in the worker's thread (agno runs sync tools there), so every call here
+goes through the one bridge (`core.bridge`), on the process's bridge loop (never the web
+server's). What fails is classified into a short reason that names neither the URL nor a
+header: both may carry secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
+import anyio
 import httpx2
 from django.conf import settings
 from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, Tool
+from mcp.types import CallToolResult, Tool, ToolListChangedNotification
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from core import bridge
 
@@ -42,49 +48,120 @@ class Endpoint:
     url: str = field(repr=False)
     headers: dict[str, str] = field(repr=False, default_factory=dict)
     approval: frozenset[str] = frozenset()
+    server_id: int = 0
+    transport: str = "http"
+    command: str = field(repr=False, default="")
+    args: tuple[str, ...] = field(repr=False, default=())
+    env: dict[str, str] = field(repr=False, default_factory=dict)
+    seconds: float | None = None
+    allow: frozenset[str] = frozenset()
+    deny: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, row: McpServer, headers: dict[str, str] | None = None) -> Endpoint:
         """`headers`: what to send (agents.mcp.access.headers_for: the operator's merged with
         the user's own); None, the operator's alone."""
-        if headers is None:
-            headers = row.headers if isinstance(row.headers, dict) else {}
-        approval = row.approval if isinstance(row.approval, list) else []
         # Either spelling names a tool: the server's (`convert_time`), or the one the model and
         # the page show (`time__convert_time`), which once silently matched nothing.
         shown = f"{row.name}__"
+
+        def names(value: object) -> frozenset[str]:
+            items = value if isinstance(value, list) else []
+            return frozenset(str(a).removeprefix(shown) for a in items)
+
+        env = row.env if isinstance(row.env, dict) else {}
         return cls(
             name=row.name,
             url=row.url,
-            headers={str(k): str(v) for k, v in headers.items()},
-            approval=frozenset(str(a).removeprefix(shown) for a in approval),
+            headers=endpoint_headers(row) if headers is None else headers,
+            approval=names(row.approval),
+            server_id=row.pk or 0,
+            transport=row.transport,
+            command=row.command,
+            args=tuple(str(a) for a in row.args or []),
+            env={str(k): str(v) for k, v in env.items()},
+            seconds=row.timeout,
+            allow=names(row.allow),
+            deny=names(row.deny),
         )
+
+    @property
+    def timeout(self) -> float:
+        return self.seconds if self.seconds is not None else timeout()
 
     @cached_property
     def scrub(self) -> Scrubber:
         """What takes this server's own credentials out of what it says (made once)."""
-        return Scrubber(secrets_of(self.url, self.headers))
+        return Scrubber(secrets_of(self.url, {**self.headers, **self.env}))
+
+
+def endpoint_headers(row: McpServer) -> dict[str, str]:
+    """The headers sent to the server (the one place: per-user credentials merge here)."""
+    headers = row.headers if isinstance(row.headers, dict) else {}
+    return {str(k): str(v) for k, v in headers.items()}
 
 
 class McpFailure(Exception):
     """A listing or a call that did not work; `reason` is safe to show and to log."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, down: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        # True when it says the server is unreachable, hung or broken (the breaker opens);
+        # False for an error the server answered with (a tool's own error).
+        self.down = down
 
 
 def timeout() -> float:
     return float(getattr(settings, "AGENT_MCP_TIMEOUT", 30))
 
 
+# Servers that said `notifications/tools/list_changed` (their ids), drained by the sync side
+# after each bridge call: their catalogue is marked stale (agents.mcp.catalogue).
+_changed: set[int] = set()
+
+
+def _on_message(endpoint: Endpoint) -> Any:
+    async def handle(message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            _changed.add(endpoint.server_id)
+
+    return handle
+
+
+def drain_changed() -> None:
+    from .catalogue import catalogue_stale
+
+    while _changed:
+        catalogue_stale(server_id=_changed.pop())
+
+
 @asynccontextmanager
 async def connected(endpoint: Endpoint, seconds: float) -> AsyncIterator[Client]:
+    handler = _on_message(endpoint)
+    if endpoint.transport == "stdio":
+        params = StdioServerParameters(
+            command=endpoint.command, args=list(endpoint.args), env=endpoint.env or None
+        )
+        async with Client(
+            params, read_timeout_seconds=seconds, cache=None, message_handler=handler
+        ) as client:
+            yield client
+        return
+    if endpoint.transport == "sse":
+        sse = sse_client(endpoint.url, headers=endpoint.headers or None, timeout=seconds)
+        async with Client(
+            sse, read_timeout_seconds=seconds, cache=None, message_handler=handler
+        ) as client:
+            yield client
+        return
     async with create_mcp_http_client(
         headers=endpoint.headers or None, timeout=httpx2.Timeout(seconds)
     ) as http:
         transport = streamable_http_client(endpoint.url, http_client=http)
-        async with Client(transport, read_timeout_seconds=seconds, cache=None) as client:
+        async with Client(
+            transport, read_timeout_seconds=seconds, cache=None, message_handler=handler
+        ) as client:
             yield client
 
 
@@ -106,19 +183,26 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], second
         return await client.call_tool(tool, arguments)
 
 
-async def bounded(coro: Coroutine[Any, Any, T], seconds: float) -> T:
+async def bounded(coro: Awaitable[T], seconds: float) -> T:
     """The coroutine's result, or McpFailure with a short reason (a timeout included)."""
     try:
         return await asyncio.wait_for(coro, seconds)
     except Exception as exc:
-        raise McpFailure(reason_of(exc, seconds)) from None
+        answered = any(
+            isinstance(leaf, MCPError)
+            and leaf.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+            and "timed out" not in leaf.message
+            for leaf in _leaves(exc)
+        )
+        raise McpFailure(reason_of(exc, seconds), down=not answered) from None
 
 
 def list_tools(endpoints: list[Endpoint]) -> list[list[Tool] | McpFailure]:
-    """Every server's tools, listed at once: each its tools or the reason it gave none."""
-    seconds = timeout()
+    """Every server's tools, listed at once (each within its own timeout): each its tools or
+    the reason it gave none."""
 
     async def one(endpoint: Endpoint) -> list[Tool] | McpFailure:
+        seconds = endpoint.timeout
         try:
             return await bounded(_list(endpoint, seconds), seconds)
         except McpFailure as failure:
@@ -127,17 +211,25 @@ def list_tools(endpoints: list[Endpoint]) -> list[list[Tool] | McpFailure]:
     async def every() -> list[list[Tool] | McpFailure]:
         return list(await asyncio.gather(*(one(e) for e in endpoints)))
 
-    return bridge.call(every)
+    if not endpoints:
+        return []
+    try:
+        return bridge.call(every)
+    finally:
+        drain_changed()
 
 
 def call_tool(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> CallToolResult:
     """One call; McpFailure when the server could not be reached, timed out or refused it."""
-    seconds = timeout()
+    seconds = endpoint.timeout
 
     async def one() -> Any:
         return await bounded(_call(endpoint, tool, arguments, seconds), seconds)
 
-    result = bridge.call(one)
+    try:
+        result = bridge.call(one)
+    finally:
+        drain_changed()
     if not isinstance(result, CallToolResult):
         raise McpFailure(f"it answered with {type(result).__name__}, not a tool result")
     return result
@@ -159,10 +251,16 @@ def _reason_of_one(exc: BaseException, seconds: float) -> str | None:
         return f"it answered HTTP {exc.response.status_code}"
     if isinstance(exc, httpx2.TransportError):
         return "the connection to it failed"
+    if isinstance(exc, FileNotFoundError):
+        return "its command was not found"
+    if isinstance(exc, OSError | anyio.BrokenResourceError | anyio.EndOfStream):
+        return "its process could not be started or ended"
     if isinstance(exc, MCPError):
-        if "timed out" in exc.message:
+        if exc.code == REQUEST_TIMEOUT or "timed out" in exc.message:
             return waited
-        return f"it answered with an error: {exc.message[:200]}"
+        if exc.code == CONNECTION_CLOSED:
+            return "the connection to it was lost"
+        return f"it answered with an error: {' '.join(exc.message.split())[:200]}"
     return None
 
 

@@ -27,8 +27,12 @@ class McpServerQuerySet(models.QuerySet["McpServer"]):
         return self.filter(enabled=True)
 
 
+TRANSPORTS = (("http", "Streamable HTTP"), ("sse", "SSE"), ("stdio", "stdio (a command)"))
+
+
 class McpServer(models.Model):
-    """One MCP server (streamable HTTP) whose tools the agent is offered."""
+    """One MCP server whose tools the agent is offered: streamable HTTP or SSE at `url`, or a
+    stdio `command` (with `args`, `env`) that a worker starts."""
 
     # The prefix of its tools' names: letters, digits, _ and -, so `<name>__<tool>` is a name
     # every model API accepts.
@@ -42,7 +46,17 @@ class McpServer(models.Model):
             )
         ],
     )
-    url = models.URLField(max_length=2000)
+    transport = models.CharField(max_length=8, choices=TRANSPORTS, default="http")
+    url = models.URLField(max_length=2000, blank=True)
+    # stdio: the program, its arguments and its environment (beside PATH, HOME and the like).
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = SealedJSONField(default=dict, blank=True)  # may hold secrets: sealed like headers
+    # Seconds a listing or a call waits; None: AGENT_MCP_TIMEOUT.
+    timeout = models.FloatField(null=True, blank=True)
+    # Tool names (as the server names them): `allow` non-empty offers only those; `deny` never.
+    allow = models.JSONField(default=list, blank=True)
+    deny = models.JSONField(default=list, blank=True)
     # {"Header-Name": "value"}: secrets, encrypted at rest (core.sealed), never shown again.
     headers = SealedJSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
@@ -51,6 +65,17 @@ class McpServer(models.Model):
     approval = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The catalogue cache (agents.mcp.catalogue): the server's tools as it listed them (each a
+    # tools/list entry: name, description, inputSchema, annotations), read by every turn.
+    catalogue = models.JSONField(null=True, blank=True)
+    catalogue_at = models.DateTimeField(null=True, blank=True)
+    # Status: the last time it answered, the last failure (a safe reason), and the circuit
+    # breaker: no turn contacts it before `down_until`.
+    last_contact = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    failures = models.PositiveIntegerField(default=0)
+    down_until = models.DateTimeField(null=True, blank=True)
 
     # --- Who gets it, and what each user brings (agents.mcp.access) ---------------------------
     # Everyone, or only the chosen users and the members of the chosen groups.

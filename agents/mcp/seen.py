@@ -1,21 +1,19 @@
-"""What a user may know of a server they may use: its tools' names and whether it answered, as
-the last turn that listed it saw (GET /api/v1/mcp/servers/, the chat's Tools menu).
-
-Kept in the cache (shared by every process when REDIS_URL is set) by `note_listing`, called by
-the turn's listing (agents.mcp.toolset); a server no turn has listed yet is `unknown`. Reading
-it never contacts the server: a page or an API call never waits for one. (The lead may point
-`seen_of` at the catalogue the transport work keeps, with the same answer.)
-"""
+"""What a user may know of a server they may use: its tools' names and whether it answers, as
+the catalogue cache and the server's status keep them (agents.mcp.catalogue: the last listing,
+the refresh job's or a turn's, and the circuit breaker), for GET /api/v1/mcp/servers/ and the
+chat's Tools menu. Reading it never contacts the server: a page or an API call never waits for
+one. A server never listed and never failed is `unknown`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from django.core.cache import cache
+from .catalogue import is_down
 
-KEY = "mcp:seen:{name}"
-KEEP_SECONDS = 7 * 24 * 3600
+if TYPE_CHECKING:
+    from .models import McpServer
+
 MAX_NAMES = 1000
 
 Status = Literal["available", "unavailable", "unknown"]
@@ -28,23 +26,14 @@ class Seen:
     reason: str = ""
 
 
-def note_listing(name: str, *, tools: list[str] | None = None, reason: str = "") -> None:
-    """A listing of server `name`: its tools (as the server names them), or why it gave none
-    (a reason already scrubbed of the server's secrets)."""
-    if tools is not None:
-        value = {"status": "available", "tools": [t[:128] for t in tools[:MAX_NAMES]]}
-    else:
-        value = {"status": "unavailable", "tools": [], "reason": reason[:300]}
-    cache.set(KEY.format(name=name), value, KEEP_SECONDS)
-
-
-def seen_of(name: str) -> Seen:
-    value = cache.get(KEY.format(name=name))
-    if not isinstance(value, dict) or value.get("status") not in ("available", "unavailable"):
-        return Seen()
-    tools = value.get("tools")
-    return Seen(
-        status=value["status"],
-        tools=[str(t) for t in tools] if isinstance(tools, list) else [],
-        reason=str(value.get("reason") or ""),
-    )
+def seen_of(server: McpServer) -> Seen:
+    """The server as its row last saw it (its reason is already scrubbed of its secrets)."""
+    entries = server.catalogue if isinstance(server.catalogue, list) else None
+    names = [str(t.get("name"))[:128] for t in entries or [] if isinstance(t, dict)]
+    if is_down(server):
+        return Seen("unavailable", names[:MAX_NAMES], (server.last_error or "")[:300])
+    if entries is not None:
+        return Seen("available", names[:MAX_NAMES])
+    if server.last_error:
+        return Seen("unavailable", [], server.last_error[:300])
+    return Seen()

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from .catalogue import unknown_tools
 from .config import McpServerEntry, configured_servers
 from .models import McpServer
 
@@ -16,6 +20,7 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _synced = False
+_refreshed_at: float | None = None
 
 
 def mcp_servers_sync(*, entries: list[McpServerEntry]) -> list[McpServer]:
@@ -29,10 +34,17 @@ def mcp_servers_sync(*, entries: list[McpServerEntry]) -> list[McpServer]:
             if row is None:
                 row = McpServer(name=entry.name, created_at=now)
             row.url = entry.url
+            row.transport = entry.transport
+            row.command = entry.command
+            for key in ("args", "env", "allow", "deny"):
+                if getattr(entry, key) is not None:
+                    setattr(row, key, getattr(entry, key))
+            if "timeout" in entry.given:
+                row.timeout = entry.timeout
             if entry.headers is not None:
                 row.headers = entry.headers
             if entry.approval is not None:
-                row.approval = entry.approval
+                row.approval = approval_check(row, entry.approval, where="AGENT_MCP_SERVERS")
             if entry.enabled is not None:
                 row.enabled = entry.enabled
             row.updated_at = now
@@ -77,3 +89,56 @@ def mcp_server_save(*, server: McpServer, headers: dict[str, str] | None = None)
     server.full_clean()
     server.save()
     return server
+
+
+def approval_check(row: McpServer, names: list[str], *, where: str) -> list[str]:
+    """The approval list, each name in either spelling (`tool` or `<server>__tool`), checked
+    against the server's tools when its catalogue is known (ImproperlyConfigured naming the
+    unknown ones and the server's list). Before the first listing nothing can be checked: the
+    list is kept, and the first listing records any unknown name as the server's last error."""
+    unknown = unknown_tools(row, names)
+    if unknown:
+        listed = ", ".join(t["name"] for t in row.catalogue or []) or "none"
+        raise ImproperlyConfigured(
+            f"{where} ({row.name}): approval names {', '.join(unknown)}, not among its tools "
+            f"({listed[:1000]})."
+        )
+    return names
+
+
+def mcp_catalogue_refresh(*, names: list[str] | None = None) -> dict[str, str]:
+    """List the enabled servers (or those named, enabled or not) now, whatever their breaker
+    says, and store what each answered: {name: "ok, N tools" or the reason it failed}. Run by a
+    worker (beat, the admin's queued check) or the embedded runner, never by a web request: it
+    may start a stdio server."""
+    from .catalogue import catalogue_store, server_failed
+    from .client import Endpoint, McpFailure, list_tools
+
+    rows = McpServer.objects.all() if names is not None else McpServer.objects.enabled()
+    if names is not None:
+        rows = rows.filter(name__in=names)
+    endpoints = [Endpoint.of(row) for row in rows]
+    outcome: dict[str, str] = {}
+    for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
+        if isinstance(listed, McpFailure):
+            reason = endpoint.scrub(listed.reason)
+            server_failed(server_id=endpoint.server_id, reason=reason)
+            outcome[endpoint.name] = reason
+        else:
+            catalogue_store(server_id=endpoint.server_id, tools=listed)
+            outcome[endpoint.name] = f"ok, {len(listed)} tools"
+    return outcome
+
+
+def mcp_catalogues_when_due() -> None:
+    """The embedded mode's schedule (a job of its recovery rounds): the catalogues listed again
+    once AGENT_MCP_REFRESH_SECONDS have passed since this process last did it."""
+    global _refreshed_at
+    every = float(getattr(settings, "AGENT_MCP_REFRESH_SECONDS", 300.0))
+    now = time.monotonic()
+    if _refreshed_at is not None and now - _refreshed_at < every:
+        return
+    _refreshed_at = now
+    mcp_servers_ensure()
+    if McpServer.objects.enabled().exists():
+        mcp_catalogue_refresh()

@@ -1,9 +1,12 @@
-"""The MCP tools a turn offers: listed at the start of the turn from every server its user gets
-in its session (agents.mcp.access.servers_for, with agents.mcp.access.headers_for's headers),
-each offered to the model as `<server>__<tool>` with its description and input schema, its
-effect and approval read off its annotations and the server's `approval` list.
+"""The MCP tools a turn offers: the servers its user gets in its session
+(agents.mcp.access.servers_for, each sent agents.mcp.access.headers_for's headers), read from
+each one's cached catalogue (a server with none yet is listed now, once; agents.mcp.catalogue), a
+server whose breaker is open skipped with a notice and not contacted; each offered to the model
+as `<server>__<tool>` with its description and input schema, its effect and approval read off
+its annotations and the server's `approval` list, less its `deny` list (and only its `allow`
+list when it has one).
 
-Bounded: a listing waits AGENT_MCP_TIMEOUT at most (all servers at once), a server offers at
+Bounded: a listing waits the server's timeout at most (all servers at once), a server offers at
 most AGENT_MCP_MAX_TOOLS tools, a schema is at most AGENT_MCP_MAX_SCHEMA_CHARS of JSON, a
 result at most AGENT_MCP_MAX_RESULT_CHARS characters. A server that is down leaves its tools out
 of the turn with a notice (the turn's metadata["notices"]); the turn goes on. A call that fails
@@ -26,7 +29,6 @@ from django.conf import settings
 
 from ..tool_errors import ToolFailed
 from .access import headers_for, servers_for
-from .seen import note_listing
 from .services import mcp_servers_ensure
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from sessions_app.models import Session
 
     from .client import Endpoint
+    from .models import McpServer
+    from .sessions import TurnSessions
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +50,12 @@ MAX_DESCRIPTION = 2000
 
 class McpToolError(ToolFailed):
     """A call that failed: its text ("✗ ...", already safe to show: agents.mcp.scrub) is the
-    tool's result, marked as an error."""
+    tool's result, marked as an error. `may_have_run`: no answer came (a timeout, a lost
+    connection, a server process that died), so the server may have done it."""
+
+    def __init__(self, text: str, *, may_have_run: bool = False) -> None:
+        super().__init__(text)
+        self.may_have_run = may_have_run
 
 
 @dataclass
@@ -57,6 +66,16 @@ class McpToolset:
     effects: dict[str, str] = field(default_factory=dict)
     approvals: set[str] = field(default_factory=set)
     notices: list[str] = field(default_factory=list)
+    # Each tool's deadline (agents.tool_deadline): its server's timeout and a second more, so
+    # the transport's own timeout answers first, with its reason.
+    timeouts: dict[str, float] = field(default_factory=dict)
+    # The turn's MCP sessions (agents.mcp.sessions), opened on first use; None: no server.
+    sessions: TurnSessions | None = None
+
+    def close(self) -> None:
+        """The end of the turn's attempt: its MCP sessions are closed."""
+        if self.sessions is not None:
+            self.sessions.close()
 
     @property
     def schema_chars(self) -> int:
@@ -101,8 +120,9 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
     return schema if size <= _setting("AGENT_MCP_MAX_SCHEMA_CHARS", 16_000) else None
 
 
-def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
-    from .client import McpFailure, call_tool
+def _caller(endpoint: Endpoint, tool: str, full: str, sessions: TurnSessions) -> Any:
+    from .catalogue import server_failed
+    from .client import McpFailure
     from .results import tool_result_of
 
     scrub = endpoint.scrub
@@ -111,10 +131,16 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
         # What the server says is scrubbed of its own credentials (agents.mcp.scrub) before
         # the turn stores it, streams it or gives it to the model.
         try:
-            result = call_tool(endpoint, tool, arguments)
+            result = sessions.call(endpoint, tool, arguments)
         except McpFailure as failure:
             reason = scrub(failure.reason)
             log.warning("MCP tool %s failed: %s", full, reason)
+            if failure.down:
+                # No answer came: the server may have done it (a lost connection, a timeout).
+                server_failed(server_id=endpoint.server_id, reason=reason)
+                raise McpToolError(
+                    f"✗ {full} failed: {reason}; it may have run.", may_have_run=True
+                ) from None
             raise McpToolError(f"✗ {full} failed: {reason}.") from None
         limit = _setting("AGENT_MCP_MAX_RESULT_CHARS", 20_000)
         content = tool_result_of(result, limit=limit, scrub=scrub)
@@ -129,12 +155,32 @@ def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
     return call
 
 
-def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: McpToolset) -> None:
+def _for_the_model(tool: Tool, endpoint: Endpoint) -> bool:
+    """Not denied, allowed (when the server has an allow list), and not hidden from the model:
+    MCP 2025-11's Apps extension marks a tool `_meta.ui.visibility` without "model" as one only
+    an app calls; the SDK's Tool has no other "not callable" mark."""
+    if tool.name in endpoint.deny or (endpoint.allow and tool.name not in endpoint.allow):
+        return False
+    ui = (tool.meta or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return not (isinstance(visibility, list) and "model" not in visibility)
+
+
+def _offered(
+    endpoint: Endpoint,
+    tools: list[Tool],
+    taken: set[str],
+    toolset: McpToolset,
+    sessions: TurnSessions,
+    fresh: bool = False,
+) -> None:
     limit = _setting("AGENT_MCP_MAX_TOOLS", 100)
     scrub = endpoint.scrub
     skipped: list[str] = []
     offered = 0
     for tool in tools:
+        if not _for_the_model(tool, endpoint):
+            continue
         full = f"{endpoint.name}{SEPARATOR}{tool.name}"
         schema = _schema(tool)
         if offered >= limit or not TOOL_NAME.match(full) or full in taken or schema is None:
@@ -147,15 +193,18 @@ def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: Mc
                 name=full,
                 description=scrub(tool.description or tool.title or tool.name)[:MAX_DESCRIPTION],
                 parameters=schema,
-                entrypoint=_caller(endpoint, tool.name, full),
+                entrypoint=_caller(endpoint, tool.name, full, sessions),
                 skip_entrypoint_processing=True,
             )
         )
         toolset.effects[full] = effect_of(tool)
+        toolset.timeouts[full] = endpoint.timeout + 1.0
         if needs_approval(tool, endpoint):
             toolset.approvals.add(full)
     if skipped:
-        log.warning(
+        # Once per catalogue (when listed), not at every turn that reads it from the cache.
+        log.log(
+            logging.WARNING if fresh else logging.DEBUG,
             "MCP server %s: %d tools not offered (a name the model API refuses, taken, past "
             "AGENT_MCP_MAX_TOOLS, or a schema too big): %s",
             endpoint.name,
@@ -164,33 +213,79 @@ def _offered(endpoint: Endpoint, tools: list[Tool], taken: set[str], toolset: Mc
         )
 
 
+def _notice(
+    toolset: McpToolset, endpoint: Endpoint, reason: str, level: int = logging.WARNING
+) -> None:
+    notice = (
+        f"The MCP server {endpoint.name} is unavailable ({endpoint.scrub(reason)}); its tools "
+        "were left out of this turn."
+    )
+    log.log(level, "%s", notice)
+    toolset.notices.append(notice)
+
+
+# The catalogues parsed into the SDK's Tool objects, per process, by (server id, listed at):
+# a turn that reads an unchanged catalogue does not validate it again.
+_parsed: dict[tuple[int, str], list[Tool]] = {}
+
+
+def _tools_of(row: McpServer) -> list[Tool]:
+    from mcp.types import Tool
+
+    key = (row.pk, str(row.catalogue_at))
+    tools = _parsed.get(key)
+    if tools is None:
+        if len(_parsed) > 256:
+            _parsed.clear()
+        tools = _parsed[key] = [Tool.model_validate(t) for t in row.catalogue or []]
+    return tools
+
+
+def _catalogues(
+    rows: list[McpServer], toolset: McpToolset, user: Any
+) -> list[tuple[Endpoint, list[Tool], bool]]:
+    """Each usable server's tools: from its cached catalogue, or listed now when it has none
+    (and stored); a server whose breaker is open gets a notice and no contact."""
+    from .catalogue import catalogue_store, is_down, server_failed
+    from .client import Endpoint, McpFailure, list_tools
+
+    ready: list[tuple[Endpoint, list[Tool], bool]] = []
+    unlisted: list[Endpoint] = []
+    for row in rows:
+        endpoint = Endpoint.of(row, headers_for(row, user))
+        if is_down(row):
+            # Logged when it failed; each turn that skips it says so to its owner only.
+            _notice(toolset, endpoint, row.last_error or "it failed recently", logging.DEBUG)
+        elif row.catalogue is None:
+            unlisted.append(endpoint)
+        else:
+            ready.append((endpoint, _tools_of(row), False))
+    for endpoint, listed in zip(unlisted, list_tools(unlisted), strict=True):
+        if isinstance(listed, McpFailure):
+            _notice(toolset, endpoint, listed.reason)
+            server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
+            continue
+        catalogue_store(server_id=endpoint.server_id, tools=listed)
+        ready.append((endpoint, listed, True))
+    return ready
+
+
 def mcp_toolset(*, session: Session, taken: set[str] | None = None) -> McpToolset:
-    """The tools of the servers this turn's user gets in this session (agents.mcp.access; no
-    server: no connection at all), sent the user's own credentials where the server asks for
-    them. `taken`: names already offered; an MCP tool never replaces another tool."""
+    """The tools of the servers this turn's user gets in this session (agents.mcp.access), from
+    the catalogue cache (no server, or every catalogue known: no connection at all), sent the
+    user's own credentials where the server asks for them. `taken`: names already offered; an
+    MCP tool never replaces another tool."""
     mcp_servers_ensure()
     user = session.owner
     chosen = servers_for(user, session)
-    rows = chosen.servers
+    rows = list(chosen.servers)
     toolset = McpToolset(notices=list(chosen.notices))
     if not rows:
         return toolset
-    # The SDK takes a second or more to import: only a process that talks to a server pays it.
-    from .client import Endpoint, McpFailure, list_tools
+    from .sessions import TurnSessions
 
-    endpoints = [Endpoint.of(row, headers_for(row, user)) for row in rows]
+    sessions = toolset.sessions = TurnSessions()
     names = set(taken or ())
-    for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
-        if isinstance(listed, McpFailure):
-            reason = endpoint.scrub(listed.reason)
-            notice = (
-                f"The MCP server {endpoint.name} is unavailable ({reason}); its tools "
-                "were left out of this turn."
-            )
-            log.warning("%s", notice)
-            toolset.notices.append(notice)
-            note_listing(endpoint.name, reason=reason)
-            continue
-        note_listing(endpoint.name, tools=[t.name for t in listed])
-        _offered(endpoint, listed, names, toolset)
+    for endpoint, tools, fresh in _catalogues(rows, toolset, user):
+        _offered(endpoint, tools, names, toolset, sessions, fresh)
     return toolset

@@ -167,6 +167,7 @@ def _steps(run: TurnRun) -> RunOutput | None:
     finally:
         agent.turn_position = None
         agent.running_turn = None
+        agent.close_mcp_sessions()  # one MCP session per server per turn (agents.mcp.sessions)
     if got is None or run.paused:
         # Paused: the turn awaits an approval with its state saved on its row, and this attempt
         # ends here, holding nothing; the answer queues its continuation.

@@ -50,6 +50,13 @@ AGENT_MCP_TIMEOUT = env.AGENT_MCP_TIMEOUT
 # (agents.tool_deadline); a process keeps at most AGENT_TOOL_MAX_ABANDONED such calls running.
 AGENT_TOOL_TIMEOUT_SECONDS = env.AGENT_TOOL_TIMEOUT_SECONDS
 AGENT_TOOL_MAX_ABANDONED = env.AGENT_TOOL_MAX_ABANDONED
+# A server that failed is not contacted for this long (doubling per failure in a row, at most
+# 16 times); the catalogues of the servers' tools are listed again this often (beat).
+AGENT_MCP_BACKOFF_SECONDS = env.AGENT_MCP_BACKOFF_SECONDS
+AGENT_MCP_REFRESH_SECONDS = env.AGENT_MCP_REFRESH_SECONDS
+# At most this many stdio servers run at once in one process (every turn's sessions together);
+# a turn's call past it fails with a clear result.
+AGENT_MCP_MAX_STDIO = env.AGENT_MCP_MAX_STDIO
 AGENT_MCP_MAX_TOOLS = env.AGENT_MCP_MAX_TOOLS
 AGENT_MCP_MAX_SCHEMA_CHARS = env.AGENT_MCP_MAX_SCHEMA_CHARS
 AGENT_MCP_MAX_RESULT_CHARS = env.AGENT_MCP_MAX_RESULT_CHARS

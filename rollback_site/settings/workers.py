@@ -75,6 +75,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": TURN_RECOVERY_SECONDS,
         "options": {"expires": 30},
     },
+    # The MCP servers' tool catalogues, listed again (agents.mcp.catalogue).
+    "mcp-catalogue": {
+        "task": "agents.refresh_mcp_catalogues",
+        "schedule": max(10.0, env.AGENT_MCP_REFRESH_SECONDS),
+        "options": {"expires": 60},
+    },
     # The Telegram bridge's replies no relay delivered (the process that ran the turn died
     # between its end and the delivery); nothing to do, and no query, while it is off.
     "telegram-replies": {

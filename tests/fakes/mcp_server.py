@@ -98,7 +98,9 @@ class FakeMcpServer:
         token: str = "test-token",  # noqa: S107 - a test server's token
         name: str = "fake",
         echoes: bool = False,
+        sse: bool = False,
     ) -> None:
+        self.sse = sse  # served over SSE (`/sse`) instead of streamable HTTP (`/mcp`)
         self.token = token
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.seen_authorization: list[str] = []
@@ -213,13 +215,14 @@ class FakeMcpServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}/{'sse' if self.sse else 'mcp'}"
 
     def start(self) -> FakeMcpServer:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        app = _RequireToken(self.mcp.streamable_http_app(), self)
+        inner = self.mcp.sse_app() if self.sse else self.mcp.streamable_http_app()
+        app = _RequireToken(inner, self)
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
         )

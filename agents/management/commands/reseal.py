@@ -1,6 +1,7 @@
 """`manage.py reseal`: encrypt every secret kept at rest again under the first of
-ROLLBACK_ENCRYPTION_KEYS (the MCP servers' headers, the users' own MCP credentials), the step
-of a key rotation between adding the new key first and dropping the old one (core.sealed)."""
+ROLLBACK_ENCRYPTION_KEYS (the MCP servers' headers and stdio environments, the users' own MCP
+credentials), the step of a key rotation between adding the new key first and dropping the old
+one (core.sealed)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ class Command(BaseCommand):
     help = "Encrypt the secrets kept at rest again under the first ROLLBACK_ENCRYPTION_KEYS key."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for model in (McpServer, McpCredential):
-            done, unreadable = reseal_column(model, "headers")
-            label = model._meta.verbose_name_plural
+        columns = ((McpServer, "headers"), (McpServer, "env"), (McpCredential, "headers"))
+        for model, column in columns:
+            done, unreadable = reseal_column(model, column)
+            label = f"{model._meta.verbose_name_plural} ({column})"
             self.stdout.write(f"{label}: {done} resealed")
             if unreadable:
                 self.stderr.write(

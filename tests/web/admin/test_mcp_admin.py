@@ -37,6 +37,7 @@ def server():
 def form(**overrides):
     data = {
         "name": "tracker",
+        "transport": "http",
         "url": "https://mcp.example.com/mcp",
         "enabled": "on",
         "approval_names": "send_message",
@@ -147,3 +148,96 @@ def test_the_mcp_admin_is_for_staff_only(client, alice, server):
         response = client.get(url)
         assert response.status_code == 302
         assert "/login/" in response["Location"]
+
+
+def test_a_stdio_server_needs_a_command_and_an_http_one_a_url(admin_client_):
+    stdio = admin_client_.post(ADD, form(name="local", transport="stdio", url=""))
+    http = admin_client_.post(ADD, form(name="remote", transport="sse", url=""))
+
+    assert stdio.status_code == 200
+    assert "A stdio server needs its command" in stdio.content.decode()
+    assert "An http or sse server needs its URL" in http.content.decode()
+    assert not McpServer.objects.filter(name__in=["local", "remote"]).exists()
+
+
+def test_a_stdio_server_is_stored_with_its_arguments_env_and_timeout(admin_client_):
+    response = admin_client_.post(
+        ADD,
+        form(
+            name="time",
+            transport="stdio",
+            url="",
+            command="mcp-server-time",
+            args_lines="--local-timezone\nUTC",
+            new_env='{"TZ_SECRET": "env-secret-9"}',
+            timeout="5",
+            deny_names="convert_time",
+        ),
+    )
+
+    assert response.status_code == 302
+    row = McpServer.objects.get(name="time")
+    assert (row.command, row.args, row.env, row.timeout) == (
+        "mcp-server-time",
+        ["--local-timezone", "UTC"],
+        {"TZ_SECRET": "env-secret-9"},
+        5.0,
+    )
+    assert row.deny == ["convert_time"]
+    page = admin_client_.get(change_url(row)).content.decode()
+    assert "TZ_SECRET" in page
+    assert "env-secret-9" not in page
+
+
+def test_an_approval_name_not_among_the_listed_tools_is_refused_with_the_list(
+    admin_client_, server
+):
+    McpServer.objects.filter(pk=server.pk).update(
+        catalogue=[
+            {"name": "lookup", "inputSchema": {"type": "object"}},
+            {"name": "send_message", "inputSchema": {"type": "object"}},
+        ]
+    )
+    refused = admin_client_.post(change_url(server), form(approval_names="tracker__nope"))
+    taken = admin_client_.post(change_url(server), form(approval_names="tracker__lookup"))
+
+    assert refused.status_code == 200
+    assert "tracker__nope, not among its tools (lookup, send_message)" in refused.content.decode()
+    assert taken.status_code == 302
+    server.refresh_from_db()
+    assert server.approval == ["tracker__lookup"]
+
+
+def test_the_change_page_shows_status_and_tools_with_their_annotations(admin_client_, server):
+    McpServer.objects.filter(pk=server.pk).update(
+        catalogue=[
+            {
+                "name": "send_message",
+                "inputSchema": {"type": "object"},
+                "annotations": {"destructiveHint": True},
+            }
+        ],
+        last_error="it could not be reached",
+    )
+    page = admin_client_.get(change_url(server)).content.decode()
+
+    assert "tracker__send_message" in page
+    assert "destructive" in page
+    assert "(needs approval)" in page
+    assert "last error: it could not be reached" in page
+
+
+def test_test_connection_lists_the_tools_on_a_worker_and_the_status_shows_it(
+    admin_client_, settings
+):
+    settings.ROLLBACK_RUN_TURNS_INLINE = True
+    row = McpServer.objects.create(name="gone", url="http://127.0.0.1:9/mcp", timeout=2)
+
+    response = admin_client_.post(LIST, {"action": "test_connection", "_selected_action": [row.pk]})
+
+    assert response.status_code == 302
+    row.refresh_from_db()
+    assert row.last_error == "it could not be reached"
+    assert (
+        "last error: it could not be reached" in admin_client_.get(change_url(row)).content.decode()
+    )

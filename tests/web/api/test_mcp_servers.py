@@ -10,7 +10,6 @@ import json
 import pytest
 from django.db import connection
 
-from agents.mcp.seen import note_listing
 from agents.models import McpCredential, McpServer
 
 pytestmark = pytest.mark.django_db
@@ -52,8 +51,14 @@ def stored(user) -> list[dict]:
 
 
 def test_the_list_holds_the_servers_you_may_use_without_urls_or_headers(api, bob_api, servers):
-    note_listing("open", tools=["lookup", "send_message"])
-    note_listing("tracker", reason="it answered HTTP 401")
+    # As the catalogue cache keeps them (agents.mcp.catalogue): one listed, one that failed.
+    McpServer.objects.filter(name="open").update(
+        catalogue=[
+            {"name": "lookup", "inputSchema": {}},
+            {"name": "send_message", "inputSchema": {}},
+        ]
+    )
+    McpServer.objects.filter(name="tracker").update(last_error="it answered HTTP 401")
     answer = api.get(SERVERS)
     assert answer.status_code == 200
     body = answer.json()

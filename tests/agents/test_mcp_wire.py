@@ -1,0 +1,469 @@
+"""MCP servers as users have them: the transports (streamable HTTP, SSE, stdio), the catalogue
+cache, the circuit breaker, the per-server timeout, allow/deny lists and approval lists checked
+against the server's tools; and the faults (a hung server, garbage, a 50 MB result, 1,000 tools,
+a process that dies mid-call, a stdio command that is missing or exits at once). Real servers:
+tests.fakes.mcp_server (HTTP, SSE) and tests.fakes.mcp_stdio_server (stdio, its own process)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from agents.mcp.config import configured_servers
+from agents.mcp.services import (
+    approval_check,
+    forget_sync,
+    mcp_catalogue_refresh,
+    mcp_servers_sync,
+)
+from agents.models import McpServer
+from agents.rollback_agent import RollbackAgent
+from sessions_app.models import Message
+from tests.conftest import ask
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.fakes.mcp_server import FakeMcpServer
+from tests.fakes.mcp_stdio_server import build as build_stdio_fake
+
+pytestmark = pytest.mark.django_db
+
+STDIO_SERVER = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_stdio_server.py")
+TOKEN = "wire-token"  # noqa: S105 - a test server's token
+
+
+def stdio_row(name: str = "local", *args: str, **fields: object) -> McpServer:
+    return McpServer.objects.create(
+        name=name,
+        transport="stdio",
+        command=sys.executable,
+        args=[STDIO_SERVER, *args],
+        **fields,
+    )
+
+
+def offered_agent(session) -> RollbackAgent:
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    agent.offer_mcp_tools()
+    return agent
+
+
+def tool_results(turn) -> list[str]:
+    rows = Message.objects.filter(branch_id=turn.branch_id, role="tool").order_by("position")
+    return [m.content for m in rows]
+
+
+class SilentServer:
+    """Accepts connections and never answers; counts the connections it accepted."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.accepted: list[socket.socket] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, name="silent-mcp", daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/mcp"
+
+    def _accept(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join(timeout=5)
+        for conn in self.accepted:
+            conn.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def silent():
+    server = SilentServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def http_server():
+    with FakeMcpServer(token=TOKEN).start() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sse_server():
+    with FakeMcpServer(token=TOKEN, sse=True).start() as server:
+        yield server
+
+
+# --- the catalogue cache and the breaker ----------------------------------------------------
+
+
+def test_a_second_turn_reads_the_catalogue_and_does_not_contact_the_server(session, http_server):
+    http_server.reset()
+    McpServer.objects.create(
+        name="tracker", url=http_server.url, headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    first = offered_agent(session)
+    contacted = len(http_server.seen_authorization)
+    second = offered_agent(session)
+
+    assert "tracker__lookup" in first.tool_effects
+    assert contacted > 0
+    assert len(http_server.seen_authorization) == contacted  # no request for the second turn
+    assert set(second.tool_effects) == set(first.tool_effects)
+    row = McpServer.objects.get(name="tracker")
+    assert "lookup" in [t["name"] for t in row.catalogue]
+    assert row.last_contact is not None
+
+
+def test_a_hung_server_costs_the_first_turn_its_timeout_and_later_turns_nothing(
+    session, silent, settings
+):
+    settings.AGENT_MCP_TIMEOUT = 30
+    McpServer.objects.create(name="hung", url=silent.url, timeout=1)  # its own timeout
+
+    first = offered_agent(session)
+    accepted = len(silent.accepted)
+    second = offered_agent(session)
+
+    assert first.notices == [
+        "The MCP server hung is unavailable (it did not answer within 1 seconds); its tools "
+        "were left out of this turn."
+    ]
+    assert accepted >= 1
+    assert len(silent.accepted) == accepted  # the breaker is open: not contacted again
+    assert second.notices == first.notices
+    row = McpServer.objects.get(name="hung")
+    assert row.down_until > timezone.now()
+    assert row.failures == 1
+    assert row.last_error == "it did not answer within 1 seconds"
+
+
+def test_a_refresh_closes_the_breaker_of_a_server_that_answers_again(session, http_server):
+    row = McpServer.objects.create(
+        name="back",
+        url=http_server.url,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        failures=3,
+        down_until=timezone.now() + timezone.timedelta(hours=1),
+        last_error="it could not be reached",
+    )
+    assert offered_agent(session).notices  # skipped while the breaker is open
+
+    outcome = mcp_catalogue_refresh(names=["back"])
+
+    row.refresh_from_db()
+    assert outcome["back"].startswith("ok, ")
+    assert row.down_until is None
+    assert row.failures == 0
+    assert "back__lookup" in offered_agent(session).tool_effects
+
+
+# --- transports -----------------------------------------------------------------------------
+
+
+def test_an_sse_server_runs_a_tool_in_a_real_turn(fake_llm, session, sse_server):
+    sse_server.reset()
+    McpServer.objects.create(
+        name="ssesrv",
+        transport="sse",
+        url=sse_server.url,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    fake_llm.queue(ToolCalls([ToolCall("ssesrv__lookup", {"query": "wire"})]), Reply("Done."))
+
+    turn = ask(session, "look it up")
+
+    assert turn.status == "done"
+    assert tool_results(turn) == ["definition of wire"]
+    assert sse_server.calls == [("lookup", {"query": "wire"})]
+
+
+def test_a_stdio_server_runs_a_tool_in_a_real_turn_and_hides_an_app_only_tool(fake_llm, session):
+    stdio_row()
+    fake_llm.queue(ToolCalls([ToolCall("local__echo", {"text": "hi"})]), Reply("Done."))
+
+    turn = ask(session, "echo")
+
+    assert turn.status == "done"
+    assert tool_results(turn) == ["echo: hi"]
+    offered = {t["function"]["name"] for t in fake_llm.requests[0]["tools"]}
+    assert "local__echo" in offered
+    assert "local__app_only" not in offered  # _meta.ui.visibility: ["app"]
+
+
+def test_a_tool_named_like_a_built_in_never_shadows_it(session):
+    stdio_row()
+    agent = offered_agent(session)
+
+    assert agent.tool_effects["write_file"] == "workspace"  # the built-in, unchanged
+    assert "local__write_file" in agent.tool_effects
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "reason"),
+    [
+        ("/nonexistent/mcp-server", [], "its command was not found"),
+        (sys.executable, [STDIO_SERVER, "exit"], None),
+    ],
+)
+def test_a_stdio_command_missing_or_exiting_at_once_leaves_a_notice(session, command, args, reason):
+    McpServer.objects.create(
+        name="broken", transport="stdio", command=command, args=args, timeout=5
+    )
+    agent = offered_agent(session)
+
+    [notice] = agent.notices
+    assert notice.startswith("The MCP server broken is unavailable (")
+    if reason:
+        assert f"({reason})" in notice
+    row = McpServer.objects.get(name="broken")
+    assert row.last_error
+    assert row.down_until is not None
+
+
+def test_one_session_per_server_per_turn_keeps_state_within_the_turn_not_across(fake_llm, session):
+    stdio_row()
+    fake_llm.queue(
+        ToolCalls([ToolCall("local__counter", {})]),
+        ToolCalls([ToolCall("local__counter", {})]),
+        Reply("Counted."),
+        ToolCalls([ToolCall("local__counter", {})]),
+        Reply("Again."),
+    )
+
+    ask(session, "count twice")
+    turn = ask(session, "count once")
+
+    # The first turn's two calls share one process and session; the second turn starts anew.
+    assert tool_results(turn) == ["1", "2", "1"]
+
+
+def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, session):
+    stdio_row(timeout=10)
+    fake_llm.queue(
+        ToolCalls([ToolCall("local__counter", {})]),
+        ToolCalls([ToolCall("local__die", {})]),
+        ToolCalls([ToolCall("local__counter", {})]),
+        Reply("Restarted."),
+    )
+
+    turn = ask(session, "count, die, count")
+
+    results = tool_results(turn)
+    assert results[0] == "1"
+    assert results[1].endswith("it may have run.")
+    # The lost call opens the breaker for later turns; within the turn the next call starts
+    # the process again (a new session), whose count starts anew.
+    assert results[2] == "1"
+
+
+def test_a_stdio_server_past_the_workers_bound_fails_the_call_clearly(fake_llm, session, settings):
+    settings.AGENT_MCP_MAX_STDIO = 0
+    stdio_row()
+    mcp_catalogue_refresh(names=["local"])  # a listing is not a turn's session
+    fake_llm.queue(ToolCalls([ToolCall("local__echo", {"text": "hi"})]), Reply("No room."))
+
+    turn = ask(session, "echo")
+
+    assert turn.status == "done"
+    assert tool_results(turn) == [
+        "✗ local__echo failed: this worker already runs 0 stdio servers (AGENT_MCP_MAX_STDIO)."
+    ]
+    assert McpServer.objects.get(name="local").down_until is None  # not the server's fault
+
+
+# --- faults ---------------------------------------------------------------------------------
+
+
+def test_a_stdio_server_writing_a_garbage_line_still_offers_its_tools(session):
+    stdio_row("noisy", "garbage", timeout=5)
+    agent = offered_agent(session)
+    # The SDK skips a line that is not JSON-RPC; the server's tools are offered.
+    assert "noisy__echo" in agent.tool_effects
+    assert agent.notices == []
+
+
+class GarbageHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = b"<html>this is not an MCP server</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_http_server_answering_garbage_leaves_a_notice_and_opens_the_breaker(session):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
+    thread = threading.Thread(target=server.serve_forever, name="garbage-mcp", daemon=True)
+    thread.start()
+    try:
+        McpServer.objects.create(
+            name="junk", url=f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout=3
+        )
+        agent = offered_agent(session)
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+    [notice] = agent.notices
+    assert notice.startswith(
+        "The MCP server junk is unavailable (it answered with an error: Failed to parse JSON"
+    )
+    assert "\n" not in notice
+    assert not any(n.startswith("junk__") for n in agent.tool_effects)
+    assert McpServer.objects.get(name="junk").down_until is not None
+
+
+@pytest.fixture(scope="module")
+def big_server():
+    """The stdio fake's tools served over streamable HTTP (a 50 MB line over stdio takes the
+    SDK's reader minutes: there it ends at the server's timeout)."""
+    fake = FakeMcpServer(token=TOKEN)
+    fake.mcp = build_stdio_fake("")
+    with fake.start() as server:
+        yield server
+
+
+def test_a_50_mb_result_is_cut_with_a_note(fake_llm, session, settings, big_server):
+    settings.AGENT_MCP_MAX_RESULT_CHARS = 1000
+    McpServer.objects.create(
+        name="local",
+        url=big_server.url,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=120,
+    )
+    fake_llm.queue(ToolCalls([ToolCall("local__big", {"megabytes": 50})]), Reply("Long."))
+
+    turn = ask(session, "big")
+
+    [result] = tool_results(turn)
+    assert result.endswith("(the result was cut at 1000 characters)")
+    assert len(result) < 1100
+
+
+def test_a_server_listing_1000_tools_offers_the_first_allowed_ones(session, settings):
+    settings.AGENT_MCP_MAX_TOOLS = 100
+    stdio_row("many", "many")
+    agent = offered_agent(session)
+
+    offered = [n for n in agent.tool_effects if n.startswith("many__")]
+    assert len(offered) == 100
+    assert len(McpServer.objects.get(name="many").catalogue) == 1000  # the first 1,000 kept
+
+
+def test_a_server_process_that_dies_mid_call_may_have_run(fake_llm, session):
+    stdio_row(timeout=10)
+    fake_llm.queue(ToolCalls([ToolCall("local__die", {})]), Reply("It died."))
+
+    turn = ask(session, "die")
+
+    assert turn.status == "done"
+    [result] = tool_results(turn)
+    assert result.startswith("✗ local__die failed: ")
+    assert result.endswith("it may have run.")
+    assert McpServer.objects.get(name="local").down_until is not None
+
+
+# --- allow, deny, approval ------------------------------------------------------------------
+
+
+def test_allow_and_deny_lists_choose_the_tools_offered(session):
+    stdio_row("a", allow=["echo", "a__counter"])
+    stdio_row("d", deny=["d__echo", "die"])
+    agent = offered_agent(session)
+
+    assert sorted(n for n in agent.tool_effects if n.startswith("a__")) == [
+        "a__counter",
+        "a__echo",
+    ]
+    d = {n for n in agent.tool_effects if n.startswith("d__")}
+    assert "d__echo" not in d
+    assert "d__die" not in d
+    assert "d__counter" in d
+
+
+def test_an_approval_name_is_checked_against_the_servers_tools_either_spelling(session):
+    row = stdio_row()
+    assert approval_check(row, ["nope"], where="admin") == ["nope"]  # not known yet: kept
+    mcp_catalogue_refresh(names=["local"])
+    row.refresh_from_db()
+
+    assert approval_check(row, ["echo", "local__counter"], where="admin") == [
+        "echo",
+        "local__counter",
+    ]
+    with pytest.raises(ImproperlyConfigured) as refused:
+        approval_check(row, ["local__nope"], where="admin")
+    assert "local__nope" in str(refused.value)
+    assert "counter, echo" in str(refused.value)
+
+
+def test_an_unknown_approval_name_in_the_setting_is_refused_once_the_catalogue_is_known(
+    session, settings
+):
+    stdio_row()
+    mcp_catalogue_refresh(names=["local"])
+    settings.AGENT_MCP_SERVERS = (
+        f'[{{"name": "local", "command": "{sys.executable}", "approval": ["nope"]}}]'
+    )
+    forget_sync()
+
+    with pytest.raises(ImproperlyConfigured, match="nope, not among its tools"):
+        mcp_servers_sync(entries=configured_servers())
+
+
+def test_an_unknown_approval_name_before_the_first_listing_is_recorded_at_it(session):
+    stdio_row(approval=["local__nope"])
+    mcp_catalogue_refresh(names=["local"])
+
+    row = McpServer.objects.get(name="local")
+    assert row.last_error.startswith("approval names local__nope are not among its tools")
+
+
+def test_the_setting_takes_each_transport(settings):
+    settings.AGENT_MCP_SERVERS = (
+        '[{"name": "t", "command": "uvx", "args": ["mcp-server-time"], "timeout": 5},'
+        ' {"name": "s", "transport": "sse", "url": "http://127.0.0.1:1/sse"},'
+        ' {"name": "h", "url": "http://127.0.0.1:1/mcp", "deny": ["x"]}]'
+    )
+    t, s, h = configured_servers()
+    assert (t.transport, t.command, t.args, t.timeout) == ("stdio", "uvx", ["mcp-server-time"], 5)
+    assert s.transport == "sse"
+    assert h.transport == "http"
+    assert h.deny == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{"name": "x", "transport": "stdio"}', "needs a command"),
+        ('{"name": "x", "transport": "ftp", "url": "http://a.b/"}', "transport must be"),
+        ('{"name": "x", "url": "http://example.com/mcp", "timeout": 0}', "timeout must be"),
+        ('{"name": "x", "command": "a", "env": {"A": 1}}', "env must be"),
+        ('{"name": "x", "command": "a", "args": "b"}', "args must be"),
+    ],
+)
+def test_a_bad_transport_entry_is_refused_naming_it(settings, entry, message):
+    settings.AGENT_MCP_SERVERS = f"[{entry}]"
+    with pytest.raises(ImproperlyConfigured, match=message):
+        configured_servers()
