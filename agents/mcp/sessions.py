@@ -23,6 +23,7 @@ from mcp.types import CallToolResult
 
 from core import bridge
 
+from .catalogue import server_failed
 from .client import McpFailure, bounded, connected, drain_changed
 
 if TYPE_CHECKING:
@@ -52,6 +53,14 @@ class TurnSessions:
     """The open sessions of one turn, by server id."""
 
     held: dict[int, _Held] = field(default_factory=dict)
+    # The servers that failed during the turn, with their reasons: their breaker opens when
+    # the turn closes its sessions, on the turn's own thread (a call runs on the tool executor,
+    # agents.tool_deadline, which must not write the database: its connection is not the
+    # turn's, and under a transaction it would wait for it).
+    failed: list[tuple[int, str]] = field(default_factory=list)
+
+    def note_failed(self, server_id: int, reason: str) -> None:
+        self.failed.append((server_id, reason))
 
     async def _open(self, endpoint: Endpoint) -> Client:
         stdio = endpoint.transport == "stdio"
@@ -113,16 +122,26 @@ class TurnSessions:
                 raise
             return result
 
-        try:
-            result = bridge.call(one)
-        finally:
-            drain_changed()
+        result = bridge.call(one)
         if not isinstance(result, CallToolResult):
             raise McpFailure(f"it answered with {type(result).__name__}, not a tool result")
         return result
 
     def close(self) -> None:
-        """Close every session of the turn (at its end); never raises."""
+        """Close every session of the turn (at its end), then record what the turn learnt of
+        its servers (failures: the breaker; `tools/list_changed`: a stale catalogue); never
+        raises."""
+        try:
+            self._close_held()
+        finally:
+            failed, self.failed = self.failed, []
+            for server_id, reason in failed:
+                with contextlib.suppress(Exception):
+                    server_failed(server_id=server_id, reason=reason)
+            with contextlib.suppress(Exception):
+                drain_changed()
+
+    def _close_held(self) -> None:
         if not self.held:
             return
 

@@ -66,8 +66,8 @@ class McpToolset:
     effects: dict[str, str] = field(default_factory=dict)
     approvals: set[str] = field(default_factory=set)
     notices: list[str] = field(default_factory=list)
-    # Each tool's deadline (agents.tool_deadline): its server's timeout and a second more, so
-    # the transport's own timeout answers first, with its reason.
+    # Each tool's deadline (agents.tool_deadline): its server's timeout and half as much again
+    # (2 s at least), so the transport's own timeout answers first, with its reason.
     timeouts: dict[str, float] = field(default_factory=dict)
     # The turn's MCP sessions (agents.mcp.sessions), opened on first use; None: no server.
     sessions: TurnSessions | None = None
@@ -121,7 +121,6 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
 
 
 def _caller(endpoint: Endpoint, tool: str, full: str, sessions: TurnSessions) -> Any:
-    from .catalogue import server_failed
     from .client import McpFailure
     from .results import tool_result_of
 
@@ -137,7 +136,7 @@ def _caller(endpoint: Endpoint, tool: str, full: str, sessions: TurnSessions) ->
             log.warning("MCP tool %s failed: %s", full, reason)
             if failure.down:
                 # No answer came: the server may have done it (a lost connection, a timeout).
-                server_failed(server_id=endpoint.server_id, reason=reason)
+                sessions.note_failed(endpoint.server_id, reason)  # the breaker, at the turn's end
                 raise McpToolError(
                     f"✗ {full} failed: {reason}; it may have run.", may_have_run=True
                 ) from None
@@ -198,7 +197,7 @@ def _offered(
             )
         )
         toolset.effects[full] = effect_of(tool)
-        toolset.timeouts[full] = endpoint.timeout + 1.0
+        toolset.timeouts[full] = endpoint.timeout + max(2.0, endpoint.timeout / 2)
         if needs_approval(tool, endpoint):
             toolset.approvals.add(full)
     if skipped:

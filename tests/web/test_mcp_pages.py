@@ -146,6 +146,7 @@ def test_the_admin_masks_the_urls_secrets_and_never_shows_a_header_value(admin_c
         change,
         {
             "name": "tracker",
+            "transport": "http",
             "url": "https://mcp.example.com/mcp?key=***",
             "enabled": "on",
             "approval_names": "",
@@ -170,6 +171,7 @@ def test_the_admin_masks_the_urls_secrets_and_never_shows_a_header_value(admin_c
         change,
         {
             "name": "tracker",
+            "transport": "http",
             "url": "https://other.example.com/mcp",
             "enabled": "on",
             "for_everyone": "on",
