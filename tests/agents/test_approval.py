@@ -240,7 +240,10 @@ def test_a_second_answer_to_an_answered_call_or_to_another_call_conflicts(
         outcomes.append("checked")
 
     turn, seen = run_answering(session, turn, answer_twice)
-    assert outcomes == ["queued", "checked"]  # queued for its continuation
+    # Queued for its continuation, which the pool may already have claimed (or finished) by the
+    # time the answer reads the turn back: never still waiting, never failed.
+    assert outcomes[0] in {"queued", "running", "done"}
+    assert outcomes[1:] == ["checked"]
     assert email_tool == [("bob@example.com", "hello")]
     assert [e["type"] for e in seen].count("tool.approval_answered") == 1
 

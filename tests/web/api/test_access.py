@@ -8,6 +8,7 @@ import pytest
 from django.urls import URLPattern
 
 from accounts.services import apikey_create
+from agents.models import McpServer
 from checkpoints.services import checkpoint_create
 from memories.services import memory_create
 from sessions_app.models import Message, Turn
@@ -18,7 +19,16 @@ from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
 PUBLIC = {"schema", "docs"}
-WITHOUT_ID = {"sessions", "session-import", "keys", "chat", "memories", "shares", "telegram-link"}
+WITHOUT_ID = {
+    "sessions",
+    "session-import",
+    "keys",
+    "chat",
+    "memories",
+    "shares",
+    "telegram-link",
+    "mcp-servers",
+}
 
 
 def _routes():
@@ -45,6 +55,11 @@ def alices_objects(alice, session, branch):
     memory = memory_create(user=alice, key="editor", category="Project", l0_abstract="Helix")
     file_write(branch=branch, path="notes/a.md", content="alice's notes")
     share, _ = share_create(owner=alice, branch=branch)
+    # An MCP server for alice alone: bob may not use it, so it is not his to find.
+    server = McpServer.objects.create(
+        name="alices", url="http://127.0.0.1:9/mcp", for_everyone=False
+    )
+    server.users.add(alice)
     return {
         "session": session.pk,
         "messages": session.pk,
@@ -68,16 +83,18 @@ def alices_objects(alice, session, branch):
         "diff": session.pk,
         "branch-share": branch.pk,
         "share": share.pk,
+        "mcp-credentials": server.name,
     }
 
 
 def _url(route: str, pk) -> str:
-    return "/api/v1/" + route.replace("<int:pk>", str(pk)).replace("<path:path>", "notes/a.md")
+    route = route.replace("<int:pk>", str(pk)).replace("<str:name>", str(pk))
+    return "/api/v1/" + route.replace("<path:path>", "notes/a.md")
 
 
 def test_every_route_is_listed_here():
     for name, route, _ in _routes():
-        assert name in PUBLIC | WITHOUT_ID or "<int:pk>" in route, name
+        assert name in PUBLIC | WITHOUT_ID or "<int:pk>" in route or "<str:name>" in route, name
 
 
 def test_another_users_objects_are_404_on_every_route_and_method(bob_api, alices_objects):

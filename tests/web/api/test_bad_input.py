@@ -12,6 +12,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from accounts.models import ApiKey
+from agents.models import McpServer
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
 from checkpoints.transfer import session_export
@@ -63,6 +64,7 @@ def objects(alice, session, branch):
     turn_fail(turn=turn, error="no")
     memory = memory_create(user=alice, key="k", category="Project", l0_abstract="line")
     key = ApiKey.objects.filter(user=alice).first()
+    McpServer.objects.create(name="tracker", url="http://127.0.0.1:9/mcp", user_headers=["X-Key"])
     return {
         "sessions": session.pk,
         "branches": branch.pk,
@@ -76,8 +78,10 @@ def objects(alice, session, branch):
 def address(route: str, objects: dict[str, int]) -> str:
     """The route with the id of one of alice's objects of the kind it names."""
     kind = route.split("/")[3]
-    return re.sub(r"<int:pk>", str(objects.get(kind, 0)), route).replace(
-        "<path:path>", "notes/body.txt"
+    return (
+        re.sub(r"<int:pk>", str(objects.get(kind, 0)), route)
+        .replace("<path:path>", "notes/body.txt")
+        .replace("<str:name>", "tracker")  # an MCP server alice may use
     )
 
 
