@@ -117,8 +117,15 @@ def mcp_catalogue_refresh(*, names: list[str] | None = None) -> dict[str, str]:
     rows = McpServer.objects.all() if names is not None else McpServer.objects.enabled()
     if names is not None:
         rows = rows.filter(name__in=names)
-    endpoints = [Endpoint.of(row) for row in rows]
     outcome: dict[str, str] = {}
+    endpoints = []
+    for row in rows:
+        if row.asked_headers:
+            # The operator's headers alone would be refused: a turn of a user who gave their own
+            # lists it (agents.mcp.toolset), and its failures open no breaker for the others.
+            outcome[row.name] = "listed by the turns of users who gave their own credentials"
+        else:
+            endpoints.append(Endpoint.of(row))
     for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
         if isinstance(listed, McpFailure):
             reason = endpoint.scrub(listed.reason)

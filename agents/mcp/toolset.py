@@ -250,6 +250,7 @@ def _catalogues(
 
     ready: list[tuple[Endpoint, list[Tool], bool]] = []
     unlisted: list[Endpoint] = []
+    own: set[int] = set()  # the servers listed with this user's own credentials
     for row in rows:
         endpoint = Endpoint.of(row, headers_for(row, user))
         if is_down(row):
@@ -257,12 +258,15 @@ def _catalogues(
             _notice(toolset, endpoint, row.last_error or "it failed recently", logging.DEBUG)
         elif row.catalogue is None:
             unlisted.append(endpoint)
+            if row.asked_headers:
+                own.add(endpoint.server_id)
         else:
             ready.append((endpoint, _tools_of(row), False))
     for endpoint, listed in zip(unlisted, list_tools(unlisted), strict=True):
         if isinstance(listed, McpFailure):
             _notice(toolset, endpoint, listed.reason)
-            server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
+            if endpoint.server_id not in own:  # one user's credentials never close it to all
+                server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
             continue
         catalogue_store(server_id=endpoint.server_id, tools=listed)
         ready.append((endpoint, listed, True))
