@@ -1,32 +1,29 @@
 """Approvals: a tool call that waits for its owner's answer before it runs.
 
 An approval belongs to one call of one attempt of a turn, never to a tool-call id alone: model
-servers repeat ids (two parallel calls sharing one, `call_1` again after a restart), and an
-answer keyed by the id would let a second call with other arguments run unasked. So a call that
-waits is named by the turn's attempt and its place among that attempt's calls that waited
-(`call`: 1, 2, ...), and carries its id, its tool and a hash of its exact arguments
-(`args_sha256`, of their canonical JSON). An answer is kept under that attempt and place
-(`metadata.approvals["<attempt>:<call>"]`) with the same four facts, and the worker takes it only
+servers repeat ids, and an answer keyed by the id would let a second call with other arguments
+run unasked. So a call that waits is named by the turn's attempt and its place among that
+attempt's calls that waited (`call`: 1, 2, ...), and carries its id, its tool and a hash of its
+exact arguments (`args_sha256`). An answer is kept under that attempt and place
+(`metadata.approvals["<attempt>:<call>"]`) with the same facts, and a continuation takes it only
 when all of them match the call it is about to run.
 
-The worker running a turn asks (`turn_await_approval`): the turn goes to `awaiting_approval` with
-the call in `pending_approval`, fenced by the worker's attempt like every other update the worker
-makes, and `tool.approval_requested` goes out. The owner answers (`turn_approve`, from the API,
-the page, Telegram or the terminal): the turn goes back to `running` and the answer is kept in
-the turn's metadata, where the waiting worker reads it. Nobody answering within
-AGENT_APPROVAL_SECONDS counts as a refusal: the worker records it itself (`turn_approval_expire`,
-reason "timed_out"). A cancel during the wait ends it too (sessions_app.turns.turn_cancel, reason
-"cancelled"). Each end is said once, with `tool.approval_answered`. An answer to anything but the
-call that waits now (the turn ended, the call was answered already, a call of an earlier attempt,
-another call that shares its id) is refused with `NothingAwaitsApproval` (409) and a detail that
-says which.
+A turn that meets such a call pauses holding nothing (`turn_await_approval`): it goes to
+`awaiting_approval` with the call in `pending_approval` and the run's state saved in
+`metadata.paused` (sessions_app.turns.paused; agents.approval_gate builds it), fenced by the
+worker's attempt, and `tool.approval_requested` goes out; the worker's task then ends. The owner
+answers (`turn_approve`, from the API, the page, Telegram or the terminal): the answer is kept,
+the turn goes back to `queued`, and its continuation is queued after commit (`set_continuation`:
+agents.dispatch), which resumes from the saved state on any worker. Nobody answering within
+AGENT_APPROVAL_SECONDS counts as a refusal: the recovery job records it (`turn_approval_expire`,
+reason "timed_out") and queues the continuation. A Stop ends the wait too
+(sessions_app.turns.turn_cancel, reason "cancelled"). Each end is said once, with
+`tool.approval_answered`. An answer to anything but the call that waits now is refused with
+`NothingAwaitsApproval` (409) saying why (sessions_app.approval_checks).
 
-A take-over (the worker died; another runs the turn again as a new attempt) never carries an
-answer to the new attempt. The calls the dead attempt had approved may have run before it died:
-the recovery records them on the turn (`metadata.may_have_run`, `with_may_have_run`), a record
-no rewind, restore, Stop or later take-over removes (it lives on the turn's row), and when the
-new attempt asks for the same tool with the same arguments again, its card says plainly that the
-call may already have run.
+A call that a dead worker's attempt (or a continuation killed mid-call) may have run is on record
+in `metadata.may_have_run`, which no rewind, restore, Stop or take-over removes; it is never run
+again unasked, and a new attempt's card for the same call says it may already have run.
 
 Every change is one conditional update on the turn's status, so of an answer, a time-out and a
 cancel arriving together exactly one wins, and the others change nothing.
@@ -43,40 +40,26 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import events
-from core.errors import InvalidInput
 from core.validation import JSONObject, storable_json
 
+from .approval_checks import (
+    APPROVALS_KEY,
+    NOT_WAITING,
+    answers_of,
+    clean_answer,
+    mismatch,
+    refusal,
+)
 from .errors import NothingAwaitsApproval, TurnNotFound
 from .models import Turn
 
-APPROVALS_KEY = "approvals"
 PAUSED_KEY = "paused"
 MAY_HAVE_RUN_KEY = "may_have_run"
-MAX_CALL_ID = 200
 
 MAY_HAVE_RUN_NOTE = (
     "This call may already have run: attempt {attempt} of this turn approved the same call "
     "(same tool, same arguments) and its worker stopped before it could say whether the tool "
     "finished. Approving runs it again."
-)
-ENDED = "This turn has ended ({status}): nothing waits for an approval any more."
-NOT_WAITING = "This turn is not waiting for an approval now."
-ALREADY = "This call was already answered ({reason}); nothing waits for it any more."
-GONE_ATTEMPT = (
-    "That call belongs to attempt {given} of this turn, which ended when its worker stopped: "
-    "its answer no longer counts. The turn is {status} now."
-)
-EARLIER_ATTEMPT = (
-    "That call belongs to attempt {given} of this turn, which ended when its worker stopped; "
-    "the turn now waits for call {call} of attempt {attempt}: answer that one."
-)
-OTHER_CALL = (
-    "This turn waits for another call: {tool} (tool_call_id {id!r}, call {call} of attempt "
-    "{attempt}). Answer that one."
-)
-AMBIGUOUS = (
-    "Several calls of this turn had the tool_call_id {id!r}: say which one you answer with "
-    "`call` and `attempt` (from the turn's pending_approval)."
 )
 
 
@@ -138,11 +121,6 @@ def tool_call_key(call: dict[str, Any]) -> str:
     except ValueError:
         args = raw
     return result_key(str(call.get("id") or ""), args)
-
-
-def answers_of(metadata: object) -> dict[str, Any]:
-    answers = metadata.get(APPROVALS_KEY) if isinstance(metadata, dict) else None
-    return answers if isinstance(answers, dict) else {}
 
 
 def same_call(record: object, pending: Pending) -> bool:
@@ -233,74 +211,6 @@ def turn_await_approval(*, turn: Turn, pending: Pending, paused: JSONObject) -> 
     return paused_rows == 1
 
 
-def clean_answer(
-    tool_call_id: object, approved: object, call: object = None, attempt: object = None
-) -> tuple[str, bool]:
-    """An approval's body: `tool_call_id` a non-empty text, `approved` true or false, `call`
-    and `attempt` (optional) positive whole numbers."""
-    if not isinstance(tool_call_id, str) or not tool_call_id.strip():
-        raise InvalidInput("tool_call_id must be the id of the tool call that waits (a text).")
-    if len(tool_call_id) > MAX_CALL_ID:
-        raise InvalidInput(f"tool_call_id is longer than {MAX_CALL_ID} characters.")
-    if not isinstance(approved, bool):
-        raise InvalidInput("approved must be true or false.")
-    for name, value in (("call", call), ("attempt", attempt)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise InvalidInput(f"{name} must be a whole number (from the turn's pending_approval).")
-        if isinstance(value, int) and value < 1:
-            raise InvalidInput(f"{name} must be 1 or more (from the turn's pending_approval).")
-    return tool_call_id, approved
-
-
-def _refusal(row: Turn, call_id: str, call: int | None, attempt: int | None) -> str:
-    """Why an answer finds nothing to answer (the 409's detail)."""
-    if not row.is_active:
-        return ENDED.format(status=row.status)
-    # An answered call: of this attempt, or of the one that paused and whose answer queued the
-    # continuation running now (the continuation is a new attempt).
-    recent = (row.attempts, row.attempts - 1) if attempt is None else (attempt,)
-    for answer in answers_of(row.metadata).values():
-        if (
-            isinstance(answer, dict)
-            and answer.get("attempt") in recent
-            and answer.get("tool_call_id") == call_id
-            and (call is None or answer.get("call") == call)
-        ):
-            return ALREADY.format(reason=answer.get("reason", "answered"))
-    if attempt is not None and attempt < row.attempts:
-        return GONE_ATTEMPT.format(given=attempt, status=row.status.replace("_", " "))
-    return NOT_WAITING
-
-
-def _mismatch(
-    row: Turn, pending: dict[str, Any], call_id: str, call: int | None, attempt: int | None
-) -> str | None:
-    """Why an answer does not name the call that waits (None: it does)."""
-    if attempt is not None and attempt < int(pending.get("attempt") or 0):
-        return EARLIER_ATTEMPT.format(
-            given=attempt, call=pending.get("call"), attempt=pending.get("attempt")
-        )
-    other = attempt is not None and attempt != pending.get("attempt")
-    if other or pending.get("tool_call_id") != call_id or call not in (None, pending.get("call")):
-        return OTHER_CALL.format(
-            tool=pending.get("tool_name"),
-            id=pending.get("tool_call_id"),
-            call=pending.get("call"),
-            attempt=pending.get("attempt"),
-        )
-    # Without `call` or `attempt`, the answer is enough unless an answered call of this turn
-    # fits it too: then it could be a late or repeated answer to that one.
-    for answer in answers_of(row.metadata).values() if call is None or attempt is None else ():
-        if (
-            isinstance(answer, dict)
-            and answer.get("tool_call_id") == call_id
-            and call in (None, answer.get("call"))
-            and attempt in (None, answer.get("attempt"))
-        ):
-            return AMBIGUOUS.format(id=call_id)
-    return None
-
-
 def turn_approve(
     *,
     turn: Turn,
@@ -326,8 +236,8 @@ def turn_approve(
             raise TurnNotFound()
         pending = row.pending_approval if isinstance(row.pending_approval, dict) else None
         if row.status != Turn.Status.AWAITING_APPROVAL or pending is None:
-            raise NothingAwaitsApproval(_refusal(row, call_id, place, given_attempt))
-        wrong = _mismatch(row, pending, call_id, place, given_attempt)
+            raise NothingAwaitsApproval(refusal(row, call_id, place, given_attempt))
+        wrong = mismatch(row, pending, call_id, place, given_attempt)
         if wrong is not None:
             raise NothingAwaitsApproval(wrong)
         _answer(row, cast("Pending", pending), yes, resume=resume)

@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from core.validation import JSONObject
 
+from ..approval_checks import answers_of
 from ..approvals import (
     MAY_HAVE_RUN_KEY,
     PAUSED_KEY,
     Pending,
-    answers_of,
     may_have_run,
     tool_call_key,
 )
