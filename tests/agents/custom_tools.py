@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from agents.tools import tool_effect
 
 CALLS: list[str] = []
@@ -51,18 +53,19 @@ def log_in(service: str) -> str:
 
 
 # Slow tools, for the tests that Stop a turn while a tool runs (tests/agents/test_stopped_turns).
+# What lets the slow tools below finish: a test sets it once the turn has given up on them (a
+# Stop), so "the Stop came while the tool ran" holds however slow the machine is.
+RELEASE = threading.Event()
+
+
 def slow_send(to: str, text: str) -> str:
     """Send a message outside, slowly (external): a Stop comes while it runs."""
-    import time
-
-    time.sleep(1.5)
+    RELEASE.wait(30)
     SENT.append(f"{to}: {text}")
     return f"sent to {to}"
 
 
 def slow_fail(title: str) -> str:
     """File a ticket outside, slowly, and fail (external): a Stop comes while it runs."""
-    import time
-
-    time.sleep(1.5)
+    RELEASE.wait(30)
     raise RuntimeError("the tracker refused the ticket")
