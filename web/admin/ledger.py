@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -19,7 +18,13 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from sessions_app.models import LEDGER_TEXT_LIMIT, Branch, LedgerEntry, Message, Session, Turn
-from web.admin.support import ConversationAdmin, OwnerFilter, ReadOnlyAdmin, admin_link
+from web.admin.support import (
+    ChosenFilter,
+    ConversationAdmin,
+    OwnerFilter,
+    ReadOnlyAdmin,
+    admin_link,
+)
 
 PREVIEW_CHARS = 80
 # The most tool names the tool filter lists (those of the session chosen).
@@ -42,31 +47,19 @@ class LedgerUserFilter(OwnerFilter):
     owner_path = "user"
 
 
-class LedgerSessionFilter(admin.SimpleListFilter):
+class LedgerSessionFilter(ChosenFilter):
     """One session's entries (the session page's link, or ?session=<id>); lists only the
     session chosen, never every session."""
 
     title = "session"
     parameter_name = "session"
 
-    def lookups(
-        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
-    ) -> list[tuple[str, str]]:
-        value = self.value()
-        if value is None:
-            return []
-        pk = _positive_int(value)
-        session = Session.objects.filter(pk=pk).only("session_name").first() if pk else None
-        return [(value, session.session_name if session else f"session {value}")]
+    def related(self) -> str:
+        return "session"
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if value is None:
-            return queryset
-        pk = _positive_int(value)
-        if pk is None:
-            raise IncorrectLookupParameters(f"Unknown session {value!r}.")
-        return queryset.filter(session_id=pk)
+    def label(self, pk: int | None, value: str) -> str:
+        session = Session.objects.filter(pk=pk).only("session_name").first() if pk else None
+        return session.session_name if session else f"session {value}"
 
 
 class ToolFilter(admin.SimpleListFilter):

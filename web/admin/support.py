@@ -123,13 +123,16 @@ def _positive_int(value: Any) -> int | None:
     return number if 0 < number < 2**63 else None
 
 
-class OwnerFilter(admin.SimpleListFilter):
-    """Filter by owner without loading every user: the only choice listed is the owner chosen
-    (follow a count in the user list, or add ?owner=<user id> to the address)."""
+class ChosenFilter(admin.SimpleListFilter):
+    """A filter by one related object's id that never loads every object: the only choice
+    listed is the one chosen (followed from a link, or `?<parameter>=<id>` in the address)."""
 
-    title = "owner"
-    parameter_name = "owner"
-    owner_path = "owner"
+    def related(self) -> str:
+        """The path to the related object's id, less its `_id`."""
+        raise NotImplementedError
+
+    def label(self, pk: int | None, value: str) -> str:
+        raise NotImplementedError
 
     def lookups(
         self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
@@ -137,9 +140,7 @@ class OwnerFilter(admin.SimpleListFilter):
         value = self.value()
         if value is None:
             return []
-        pk = _positive_int(value)
-        user = get_user_model().objects.filter(pk=pk).first() if pk else None
-        return [(value, user.get_username() if user else f"user {value}")]
+        return [(value, self.label(_positive_int(value), value))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Model]) -> QuerySet[Model]:
         value = self.value()
@@ -147,8 +148,24 @@ class OwnerFilter(admin.SimpleListFilter):
             return queryset
         pk = _positive_int(value)
         if pk is None:
-            raise IncorrectLookupParameters(f"Unknown owner {value!r}.")
-        return queryset.filter(**{f"{self.owner_path}_id": pk})
+            raise IncorrectLookupParameters(f"Unknown {self.title} {value!r}.")
+        return queryset.filter(**{f"{self.related()}_id": pk})
+
+
+class OwnerFilter(ChosenFilter):
+    """Filter by owner without loading every user (follow a count in the user list, or add
+    ?owner=<user id> to the address)."""
+
+    title = "owner"
+    parameter_name = "owner"
+    owner_path = "owner"
+
+    def related(self) -> str:
+        return self.owner_path
+
+    def label(self, pk: int | None, value: str) -> str:
+        user = get_user_model().objects.filter(pk=pk).first() if pk else None
+        return user.get_username() if user else f"user {value}"
 
 
 class SessionOwnerFilter(OwnerFilter):
