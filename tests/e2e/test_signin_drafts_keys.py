@@ -112,6 +112,57 @@ def test_logging_out_in_another_tab_leads_this_one_to_the_sign_in_and_back(conte
         expect(page.get_by_test_id("message-input")).to_have_value(f"typed at {size['width']}")
 
 
+# Keeps the page's sockets and its htmx socket wrapper within the test's reach.
+KEEP_SOCKETS = """
+(function () {
+  var Native = window.WebSocket;
+  window.__rbSockets = [];
+  function Kept(url, protocols) {
+    var socket = protocols === undefined ? new Native(url) : new Native(url, protocols);
+    window.__rbSockets.push(socket);
+    return socket;
+  }
+  Kept.prototype = Native.prototype;
+  ["CONNECTING", "OPEN", "CLOSING", "CLOSED"].forEach(function (k) { Kept[k] = Native[k]; });
+  window.WebSocket = Kept;
+  document.addEventListener("htmx:wsOpen", function (e) {
+    window.__rbWrapper = e.detail.socketWrapper;
+  });
+})();
+"""
+
+
+def test_a_socket_back_after_its_login_ended_leads_to_the_sign_in_and_back(contexts, app, llm):
+    """The page's socket was away (a restart, an outage's 4503) when its login ended in another
+    tab: the handshake it opens again is refused with 4401, and the page goes to the sign-in. (A
+    refused handshake is a bare 1006 to a browser, which htmx's ws extension retries for ever.)"""
+    context = contexts.new()
+    context.add_init_script(KEEP_SOCKETS)
+    page = context.new_page()
+    username = sign_up(page, app.base_url)
+    sid = new_session(page)
+    for size, scheme in ((NARROW, "dark"), (WIDE, "light")):
+        look(page, size, scheme)
+        wait_ws_open(page)
+        page.get_by_test_id("message-input").fill(f"typed while away at {size['width']}")
+        page.evaluate("() => window.__rbSockets[window.__rbSockets.length - 1].close()")
+        page.wait_for_function("() => window.__e2eWsOpen === 0")  # away: it hears no close
+        other = context.new_page()
+        other.goto(page.url)
+        wait_ws_open(other)
+        other.evaluate("() => document.querySelector('[data-testid=logout]').form.submit()")
+        other.wait_for_url(re.compile(r"/accounts/login/$"))
+        other.close()
+        expect(page.get_by_test_id("message-input")).to_be_visible()  # nothing told this tab
+        page.evaluate("() => window.__rbWrapper.reconnect()")
+        on_login_for(page, sid)
+        sign_in(page, username)
+        wait_ws_open(page)
+        expect(page.get_by_test_id("message-input")).to_have_value(
+            f"typed while away at {size['width']}"
+        )
+
+
 def test_drafts_are_kept_per_session_and_leave_once_the_message_is_sent(contexts, app, llm):
     context = contexts.new()
     page = context.new_page()

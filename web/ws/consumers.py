@@ -11,8 +11,9 @@ ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the 
 the database changed by hand, the session given to another user) closes too. A socket whose
 access ended is closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key
 revoked, user deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_FOUND`: the
-session is gone or no longer theirs), the codes that refuse such a handshake. The chat page's
-page does not reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
+session is gone or no longer theirs); a handshake without that access is refused (the chat
+page's after accepting it, with the same codes: see `tells_why_refused`). The chat page does not
+reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
 of the login that changed the password get, as that login goes on under a new key.
 
 A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.reply_stream, which
@@ -77,6 +78,10 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     login_key: str | None = None  # else the browser login's session key
     joined: tuple[str, ...] = ()
     closing = False
+    # A refused handshake reaches a client as no code at all (a browser sees 1006), so a refusal
+    # is an accepted socket closed at once with its code, before any event, for the consumers
+    # whose clients act on the code; the others' handshakes are refused (HTTP 403).
+    tells_why_refused = False
     checked_at = -math.inf  # when a check last passed (time.monotonic)
     rechecks: asyncio.Task[None] | None = None
 
@@ -134,9 +139,12 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
 
     async def refuse(self, code: int) -> NoReturn:
         """Close a socket that was never accepted and end this consumer at once, leaving the
-        groups it joined: nothing waits for the client's goodbye."""
+        groups it joined: nothing waits for the client's goodbye. A consumer that
+        `tells_why_refused` accepts the handshake first, so the client sees the code."""
         if not self.closing:
             self.closing = True
+            if self.tells_why_refused:
+                await self.accept()
             await self.close(code=code)
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
@@ -266,6 +274,11 @@ class ChatConsumer(SessionConsumer):
     turn's start is always sent (it only has the page fetch its refresh)."""
 
     repeats_starts = True
+    # The page must learn why: htmx's ws extension opens again, for ever, a socket closed with
+    # 1006, which is all a browser sees of a refused handshake. With 4401 the page goes to the
+    # sign-in (a login that ended while its socket was away: a restart, an outage's 4503), with
+    # 4404 it stays closed (static/rollback/live.js).
+    tells_why_refused = True
     tab: str | None = None  # the tab of the page that opened it (its `?tab=`)
 
     async def connect(self) -> None:
