@@ -8,10 +8,13 @@ import pytest
 
 from agents.context import LEDGER_NOTE_ARGS_CHARS, LEDGER_NOTE_EFFECTS, left_behind_note
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.models import Branch, LedgerEntry
+from sessions_app.models import Branch, LedgerEntry, Turn
 from sessions_app.selectors import branch_history, current_branch
+from sessions_app.turns import turn_cancel, turn_start
+from tests.agents import custom_tools
 from tests.conftest import ask, run_hearing
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.waits import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,10 +109,15 @@ def test_every_restore_lists_every_call_that_ran_past_it_and_the_model_is_told_t
     fake_llm, session, settings
 ):
     """Issue 36: a call, a rewind, a second call (beside one that never ran), a second rewind,
-    then a restore as a branch. Each restore lists every call that ran past the checkpoint,
-    those of the part an earlier rewind cut included; the model is told the same; the ledger
-    still holds every call."""
-    settings.AGENT_TOOLS = ["tests.agents.custom_tools.send_message"]
+    a restore as a branch, then a Stop during a third call on that branch and a rewind past
+    it. Each restore lists every call that ran past the checkpoint, those of the part an earlier
+    rewind cut included, and the stopped one as one that may have run; the model is told of
+    all three (the branch inherits what its restore left behind); the ledger holds every call."""
+    settings.AGENT_TOOLS = [
+        "tests.agents.custom_tools.send_message",
+        "tests.agents.custom_tools.slow_send",
+    ]
+    custom_tools.RELEASE.clear()
     fake_llm.queue(Reply("Hello."))
     ask(session, "hi")
     start = checkpoint_create(branch=current_branch(session), name="start")
@@ -121,8 +129,8 @@ def test_every_restore_lists_every_call_that_ran_past_it_and_the_model_is_told_t
         )
         assert ask(session, f"tell bob {text}").status == "done"
 
-    def restore(mode: str) -> list[str]:
-        result = checkpoint_restore(checkpoint=start, session=session, mode=mode)
+    def restore(mode: str, checkpoint=start) -> list[str]:
+        result = checkpoint_restore(checkpoint=checkpoint, session=session, mode=mode)
         return [m.tool_args["text"] for m in result.irreversible]
 
     tell("first")
@@ -130,18 +138,43 @@ def test_every_restore_lists_every_call_that_ran_past_it_and_the_model_is_told_t
     tell("second", ToolCall("no_such_tool", {}))  # that one never ran
     assert restore("rewind") == ["first", "second"]
     assert restore("branch") == ["first", "second"]
+    fork = checkpoint_create(branch=current_branch(session), name="fork")
+    fake_llm.queue(
+        ToolCalls([ToolCall("slow_send", {"to": "bob", "text": "third"})]),
+        Reply("Sent."),
+    )
+    third = turn_start(session=session, message="tell bob third")
+    run_hearing(third, stop_when_started(third))
+    assert third.status == "cancelled"
+    custom_tools.RELEASE.set()  # the abandoned call goes on to its end, within the test
+    until(lambda: "bob: third" in custom_tools.SENT, "the abandoned call to end")
+    # Past "fork", the stopped call, on record as one that may have run; the first two were
+    # already behind that point (the restore that made the branch left them there).
+    assert restore("rewind", fork) == ["third"]
     fake_llm.queue(Reply("Where were we?"))
     ask(session, "where were we?")
     note = system_prompt(fake_llm).split("<left_behind>", 1)[1].split("</left_behind>", 1)[0]
     assert "first" in note
     assert "second" in note
+    assert "third" in note
     assert "no_such_tool" not in note
     entries = LedgerEntry.objects.filter(session=session)
     assert sorted((e.tool_name, e.status) for e in entries) == [
         ("no_such_tool", "failed"),
         ("send_message", "ran"),
         ("send_message", "ran"),
+        ("slow_send", "may_have_run"),
     ]
+
+
+def stop_when_started(turn: Turn):
+    """An event listener that stops `turn` (as Stop does from another tab) once a tool starts."""
+
+    def on_event(event: dict) -> None:
+        if event["type"] == "tool.started":
+            turn_cancel(turn=Turn.objects.get(pk=turn.pk))
+
+    return on_event
 
 
 def test_a_rewind_keeps_what_an_earlier_rewind_left_behind(fake_llm, session, settings):
