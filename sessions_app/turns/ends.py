@@ -16,7 +16,7 @@ from sessions_app.errors import TurnAlreadyEnded
 from ..models import Turn
 from ..reply_stream import stream_snapshot
 from .attempts import end_dropping_writes, end_keeping_writes, owned
-from .paused import paused_new_messages
+from .paused import paused_new_messages, without_pause
 from .stopped import turn_keep_stopped
 from .texts import bounded
 
@@ -33,7 +33,7 @@ def turn_finish(
     """Mark the caller's running attempt of the turn done. False when the turn is no longer the
     caller's (taken over, or failed meanwhile): then nothing changes."""
     text = bounded(storable_text(reply), settings.AGENT_MAX_REPLY_CHARS)
-    meta = {**turn.metadata, **(metadata or {})}
+    meta = without_pause({**turn.metadata, **(metadata or {})})
     stored = turn.reply_message  # set by turn_store_messages: its last assistant message
     if text and (stored is None or stored.content != text):
         # No stored message holds this reply (the run's last message was not the assistant's,
@@ -84,7 +84,7 @@ def turn_fail(*, turn: Turn, error: str, metadata: JSONObject | None = None) -> 
         error=storable_text(error)[:4000],
         finished_at=timezone.now(),
         pending_approval=None,
-        metadata=storable_json({**turn.metadata, **(metadata or {})}),
+        metadata=storable_json(without_pause({**turn.metadata, **(metadata or {})})),
     )
     if failed:
         turn.refresh_from_db()

@@ -35,6 +35,12 @@ def paused_state(turn_metadata: object) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
+def without_pause(metadata: JSONObject) -> JSONObject:
+    """A turn's metadata once the turn has ended: the state it saved for its continuation (a
+    copy of its messages so far) is of no more use, and goes."""
+    return {k: v for k, v in metadata.items() if k != PAUSED_KEY}
+
+
 def paused_messages(turn: Turn) -> list[dict[str, Any]]:
     """The messages of a paused (or stopped while paused) turn that already happened, oldest
     first, as dicts of agno's Message fields (role, content, tool_calls, tool_call_id,

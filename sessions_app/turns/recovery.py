@@ -16,7 +16,7 @@ from core import events
 from ..approvals import turn_approval_expire
 from ..models import Turn
 from .attempts import end_dropping_writes, owned
-from .paused import with_may_have_run
+from .paused import with_may_have_run, without_pause
 
 
 def turn_heartbeat(*, turn: Turn) -> bool:
@@ -149,7 +149,7 @@ def _recover_dead(turn: Turn, cutoff: datetime, now: datetime, done: Recovery) -
         error=error,
         finished_at=now,
         pending_approval=None,
-        metadata=recorded,
+        metadata=without_pause(recorded),
     )
     if failed:
         turn.error = error

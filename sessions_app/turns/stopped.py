@@ -22,6 +22,7 @@ from core.validation import JSONObject, storable_json, storable_text
 from ..models import Branch, Message, Session, Turn
 from ..services import lock_session, message_append
 from .agent_messages import NewMessage, ledger_record, stored_rows
+from .paused import without_pause
 from .start import continued_reply
 from .texts import bounded
 
@@ -233,7 +234,7 @@ def _recorded(
         if m.role == Message.Role.TOOL and m.tool_name and not m.metadata.get("error")
     ]
     worker = {k: v for k, v in (extra or {}).items() if k not in ("stopped", "finish_reason")}
-    meta = {**row.metadata, **worker, "stopped_calls": calls}
+    meta = {**without_pause(row.metadata), **worker, "stopped_calls": calls}
     Turn.objects.filter(pk=turn.pk).update(
         reply_message=last, tools_used=storable_json(used), metadata=storable_json(meta)
     )

@@ -9,7 +9,7 @@ from agents import dispatch
 from agents.worker import run_turn
 from sessions_app.approvals import turn_approve
 from sessions_app.errors import NothingAwaitsApproval
-from sessions_app.models import Turn
+from sessions_app.models import Message, Turn
 from sessions_app.services import session_create
 from sessions_app.turns import turn_cancel, turn_start
 from sessions_app.turns.paused import paused_messages, paused_state
@@ -119,6 +119,7 @@ def test_the_paused_state_is_on_the_row_and_the_continuation_runs_the_rest_of_th
     # The model resumed from the whole batch's results, in order.
     told = [m for m in fake_llm.messages(-1) if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in told] == ["call_note", "call_mail", "call_after"]
+    assert paused_state(turn.metadata) is None  # its copy of the messages went with the pause
 
 
 def test_a_refusal_reaches_the_model_and_the_tool_never_runs(fake_llm, tools, session):
@@ -166,9 +167,13 @@ def test_a_stop_ends_a_paused_turn_at_once_and_its_ran_calls_stay_readable(
         turn_approve(turn=turn, tool_call_id="call_mail", approved=True)
     dispatch.drain()
     assert tools.SENT == []
-    ran = paused_messages(turn)
-    assert ran[-1]["role"] == "tool"
-    assert ran[-1]["tool_call_id"] == "call_note"
+    # What ran before the pause is stored as the stopped turn's; the saved state is gone.
+    stored = [
+        (m.role, m.tool_call_id or "")
+        for m in Message.objects.filter(branch_id=turn.branch_id).order_by("position")
+    ]
+    assert stored[-3:] == [("assistant", ""), ("tool", "call_note"), ("assistant", "")]
+    assert paused_state(turn.metadata) is None
 
 
 def test_a_continuation_whose_session_was_deleted_ends_cleanly(fake_llm, tools, session):
