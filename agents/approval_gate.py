@@ -96,6 +96,10 @@ class ApprovalGate:
         self.replayed: dict[str, list[Any]] = {}
         self.resuming: Pending | None = None
         self.started: str | None = None
+        # The replayed calls whose start (and, with a saved result, whose end) the attempt that
+        # paused already announced: a continuation does not announce them again.
+        self._told_started: set[str] = set()
+        self._told_finished: set[str] = set()
         self.paused = False
 
     def begin(self, run: TurnRun | None) -> None:
@@ -111,6 +115,7 @@ class ApprovalGate:
     def resume(self, state: dict[str, Any] | None) -> None:
         """A continuation: the saved results of the batch it replays and the call answered."""
         self.replayed, self.resuming, self.started = {}, None, None
+        self._told_started, self._told_finished = set(), set()
         if state is None:
             return
         results = state.get("results")
@@ -128,6 +133,30 @@ class ApprovalGate:
         if tool_name and call_id:
             given = dict(args) if isinstance(args, dict) else {}
             self._announced.setdefault(tool_name, []).append(Announced(call_id, given))
+            key = result_key(call_id, given)
+            resuming = self.resuming
+            if key in self.replayed:  # it ran before the pause: its start and end were told
+                self._told_started.add(key)
+                self._told_finished.add(key)
+            elif (
+                resuming is not None
+                and (resuming["tool_call_id"], resuming["tool_name"]) == (call_id, tool_name)
+                and resuming["args_sha256"] == args_digest(given)
+            ):
+                self._told_started.add(key)  # the call that waited: its start was told
+
+    def already_told(self, call_id: str | None, args: object, *, finished: bool) -> bool:
+        """Whether the attempt that paused already sent this event of a replayed call
+        (`tool.started`, or with `finished` `tool.finished`): once is what the pages and the
+        API's clients hear of each call. Each answers once (ids repeat)."""
+        if not call_id:
+            return False
+        told = self._told_finished if finished else self._told_started
+        key = result_key(call_id, dict(args) if isinstance(args, dict) else {})
+        if key not in told:
+            return False
+        told.discard(key)
+        return True
 
     def _take(self, tool_name: str, arguments: dict[str, Any]) -> Announced:
         waiting = self._announced.get(tool_name)

@@ -96,10 +96,16 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
                 note_finished(item, got)  # a call that answered as the turn stopped: it ran
                 got.output = got.error = None
                 return
+            told = False
             if isinstance(item, ToolCallStartedEvent) and item.tool is not None:
                 # Its tool runs next, on this thread: the gate learns which call it is.
                 gate.announce(item.tool.tool_name, item.tool.tool_call_id, item.tool.tool_args)
-            relay(run.turn, item, got)
+            if isinstance(item, ToolCallStartedEvent | ToolCallCompletedEvent) and item.tool:
+                # A continuation replays the batch that paused: what of it was told is not again.
+                finished = isinstance(item, ToolCallCompletedEvent)
+                tool = item.tool
+                told = gate.already_told(tool.tool_call_id, tool.tool_args, finished=finished)
+            relay(run.turn, item, got, told=told)
     finally:
         gate.begin(None)
         if got.partial is not None:
@@ -114,8 +120,9 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
             gc.collect()
 
 
-def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
-    """One item of agno's stream: noted in `got`, and sent on to the browser."""
+def relay(turn: Turn, item: RunItem, got: Streamed, *, told: bool = False) -> None:
+    """One item of agno's stream: noted in `got`, and sent on to the browser (a tool event
+    unless the attempt that paused already sent it: `told`)."""
     if isinstance(item, RunOutput):
         got.output = item
     elif isinstance(item, RunContentEvent):
@@ -133,17 +140,23 @@ def relay(turn: Turn, item: RunItem, got: Streamed) -> None:
             call_id=item.tool.tool_call_id or "",
         )
         flush(got)  # the text before the tool goes out before it
-        send_tool_started(
-            turn, item.tool.tool_name or "", item.tool.tool_args, item.tool.tool_call_id
-        )
+        if not told:
+            send_tool_started(
+                turn, item.tool.tool_name or "", item.tool.tool_args, item.tool.tool_call_id
+            )
     elif isinstance(item, ToolCallCompletedEvent) and item.tool is not None:
         flush(got)
         release_pooled_connection()  # a tool that used the database is done with it
         tool = item.tool
         note_finished(item, got)
-        send_tool_finished(
-            turn, tool.tool_name or "", tool.tool_call_id, tool.result, bool(tool.tool_call_error)
-        )
+        if not told:
+            send_tool_finished(
+                turn,
+                tool.tool_name or "",
+                tool.tool_call_id,
+                tool.result,
+                bool(tool.tool_call_error),
+            )
     elif isinstance(item, RunErrorEvent):
         got.error = item.content or "the model call failed"
 

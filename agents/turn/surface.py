@@ -58,6 +58,9 @@ class Gate(Protocol):
 
     def announce(self, tool_name: str | None, call_id: str | None, args: object = None) -> None: ...
 
+    # Whether the attempt that paused already sent this event of a call a continuation replays.
+    def already_told(self, call_id: str | None, args: object, *, finished: bool) -> bool: ...
+
     # Whether it refused the call of this id and arguments (the owner refused, or no answer came
     # in time): it did not run, so its tool message records no effect.
     def was_refused(self, call_id: str, args: object) -> bool: ...

@@ -14,6 +14,7 @@ from sessions_app.services import session_create
 from sessions_app.turns import turn_cancel, turn_start
 from sessions_app.turns.paused import paused_messages, paused_state
 from tests.agents import approval_tools
+from tests.conftest import run_hearing
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.waits import until
 
@@ -120,6 +121,43 @@ def test_the_paused_state_is_on_the_row_and_the_continuation_runs_the_rest_of_th
     told = [m for m in fake_llm.messages(-1) if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in told] == ["call_note", "call_mail", "call_after"]
     assert paused_state(turn.metadata) is None  # its copy of the messages went with the pause
+
+
+def test_each_call_of_the_batch_is_announced_once_across_the_pause(fake_llm, tools, session):
+    """The pages and the API hear one tool.started and one tool.finished per call: the
+    continuation replays the batch without announcing again what the paused attempt did."""
+    heard: list[dict] = []
+    fake_llm.queue(
+        ToolCalls(
+            [
+                ToolCall("note_outside", {"text": "first"}, id="call_note"),
+                ToolCall("send_email", EMAIL, id="call_mail"),
+                ToolCall("note_outside", {"text": "after"}, id="call_after"),
+            ]
+        )
+    )
+    turn = turn_start(session=session, message="mail bob")
+    run_hearing(turn, heard.append)
+    assert turn.status == Turn.Status.AWAITING_APPROVAL
+    answer(turn, True, resume=False)
+    fake_llm.queue(Reply("Mailed and noted."))
+    run_hearing(turn, heard.append)
+    assert turn.status == "done"
+
+    told = [
+        (e["type"], e.get("call_id") or e.get("tool_call_id"))
+        for e in heard
+        if e["type"].startswith("tool.")
+    ]
+    assert told == [
+        ("tool.started", "call_note"),
+        ("tool.finished", "call_note"),
+        ("tool.started", "call_mail"),
+        ("tool.approval_requested", "call_mail"),
+        ("tool.finished", "call_mail"),
+        ("tool.started", "call_after"),
+        ("tool.finished", "call_after"),
+    ]
 
 
 def test_a_refusal_reaches_the_model_and_the_tool_never_runs(fake_llm, tools, session):
