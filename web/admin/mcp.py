@@ -272,31 +272,36 @@ class McpServerAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     filter_horizontal = ("users", "groups")
     actions = ("test_connection",)
-    fields = (
-        "name",
-        "transport",
-        "url",
-        "command",
-        "args_lines",
-        "stored_env",
-        "new_env",
-        "timeout",
-        "enabled",
-        "allow_names",
-        "deny_names",
-        "approval_names",
-        "stored_headers",
-        "new_headers",
-        "for_everyone",
-        "users",
-        "groups",
-        "per_session",
-        "user_header_names",
-        "status",
-        "tools",
-        "created_at",
-        "updated_at",
+    # Each transport's own fields in a fieldset of their own; static/rollback/admin-mcp.js
+    # shows only the chosen transport's (without scripts, both show, each titled).
+    fieldsets = (
+        (None, {"fields": ("name", "transport", "enabled", "timeout")}),
+        (
+            "Streamable HTTP and SSE",
+            {
+                "fields": ("url", "stored_headers", "new_headers", "user_header_names"),
+                "classes": ("mcp-transport", "mcp-http"),
+                "description": "For the transports http and sse: the server's address and the "
+                "headers sent to it.",
+            },
+        ),
+        (
+            "stdio",
+            {
+                "fields": ("command", "args_lines", "stored_env", "new_env"),
+                "classes": ("mcp-transport", "mcp-stdio"),
+                "description": "For the transport stdio: the command a worker starts, with its "
+                "arguments and environment (a web process never starts it).",
+            },
+        ),
+        ("Tools", {"fields": ("allow_names", "deny_names", "approval_names")}),
+        ("Who gets it", {"fields": ("for_everyone", "users", "groups", "per_session")}),
+        ("State", {"fields": ("status", "tools", "created_at", "updated_at")}),
     )
+
+    class Media:
+        js = ("rollback/admin-mcp.js",)
+
     readonly_fields = (
         "stored_headers",
         "stored_env",

@@ -1,0 +1,42 @@
+"""The MCP server's admin form in Chromium: only the chosen transport's fields show (streamable
+HTTP and SSE: the URL and headers; stdio: the command, its arguments and environment), switching
+as the transport changes, in both themes."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import sign_in_as_staff
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_form_shows_the_fields_of_the_chosen_transport(page, app, app_settings, scheme):
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    sign_in_as_staff(page, app, app_settings)
+    page.goto(f"{app.base_url}/admin/agents/mcpserver/add/")
+    url, command = page.locator("#id_url"), page.locator("#id_command")
+    transport = page.locator("#id_transport")
+
+    assert transport.input_value() == "http"
+    expect(url).to_be_visible()
+    expect(command).to_be_hidden()
+    transport.select_option("stdio")
+    expect(command).to_be_visible()
+    expect(page.locator("#id_args_lines")).to_be_visible()
+    expect(url).to_be_hidden()
+    transport.select_option("sse")
+    expect(url).to_be_visible()
+    expect(command).to_be_hidden()
+
+    # Saved as stdio, the form opens again on the stdio fields.
+    transport.select_option("stdio")
+    page.locator("#id_name").fill(f"local-{scheme}")
+    command.fill("/usr/bin/true")
+    page.locator("input[name=_continue]").click()
+    expect(page.locator(".messagelist .success")).to_be_visible()
+    expect(command).to_be_visible()
+    expect(url).to_be_hidden()
