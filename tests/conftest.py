@@ -236,6 +236,16 @@ def _no_turn_outlives_its_test():
 
 
 @pytest.fixture(autouse=True)
+def _no_mcp_server_outlives_its_test():
+    """The stdio MCP servers a test started are kept by the process (agents.mcp.kept) for the
+    next turns: closed after each test, so none leaks into the next or outlives the run."""
+    yield
+    from agents.mcp import kept
+
+    kept.close_all()
+
+
+@pytest.fixture(autouse=True)
 def _one_loop_channel_layer(request, settings):
     """Sockets driven in this process (WebsocketCommunicator) run each test in an event loop of
     its own, and channels_redis keeps its receiving state across loops (a receiver left by one
