@@ -226,6 +226,18 @@ def _no_background_recovery(settings):
 
 
 @pytest.fixture(autouse=True)
+def _no_mcp_server_outlives_its_test():
+    """The stdio MCP servers a test started are kept by the process (agents.mcp.kept) for the
+    next turns: closed after each test, once its turns on the embedded pool have ended (set up
+    before `_no_turn_outlives_its_test`, it is torn down after it), so none leaks into the next
+    test or outlives the run."""
+    yield
+    from agents.mcp import kept
+
+    kept.close_all()
+
+
+@pytest.fixture(autouse=True)
 def _no_turn_outlives_its_test():
     """A turn submitted without `inline_turns` runs on the embedded mode's thread pool: wait
     for it before the database is emptied (SQLite answers "table is locked" otherwise)."""

@@ -4,9 +4,14 @@ database: shared by every process).
 The catalogue is the server's tools as it listed them (tools/list entries, JSON), refreshed by
 `agents.mcp.services.mcp_catalogue_refresh`: on a schedule (beat's `mcp-catalogue`; in the
 embedded mode, a job of its recovery rounds), on an admin change ("Test connection", a save) and
-when a server says
-`notifications/tools/list_changed` during a turn (the row is marked stale: the next turn lists it
-again). A turn reads the rows and lists only a server that has no catalogue yet.
+when a server says `notifications/tools/list_changed` (the row is marked stale: the next turn
+lists it again). A turn reads the rows and lists only a server that has no catalogue yet.
+
+A server says its tools changed on the bridge loop (agents.mcp.client's message handler, or a
+kept stdio server's `subscriptions/listen` stream: agents.mcp.kept), which must not touch the
+database: it only notes the server (`note_changed`); the row is written by `drain_changed`, on a
+thread that may write: at the start of each turn with MCP servers, at a turn's end, after each
+listing.
 
 The breaker: a server that fails (a listing or a call that could not reach it, timed out or broke
 the connection) is not contacted before `down_until`, AGENT_MCP_BACKOFF_SECONDS after its first
@@ -103,6 +108,26 @@ def server_failed(*, server_id: int, reason: str) -> None:
     row = McpServer.objects.filter(pk=server_id).only("failures").first()
     if row is not None:
         McpServer.objects.filter(pk=server_id).update(down_until=now + backoff(row.failures))
+
+
+# Servers that said their tools changed (their ids), noted on the bridge loop, drained by the
+# sync side (set.add and set.pop are atomic: no lock).
+_changed: set[int] = set()
+
+
+def note_changed(server_id: int) -> None:
+    """On the bridge loop: the server said `notifications/tools/list_changed`."""
+    _changed.add(server_id)
+
+
+def drain_changed() -> None:
+    """The noted servers' catalogues marked stale (on a thread that may write the database)."""
+    while _changed:
+        try:
+            server_id = _changed.pop()
+        except KeyError:  # another thread drained it meanwhile
+            return
+        catalogue_stale(server_id=server_id)
 
 
 def catalogue_stale(*, server_id: int) -> None:

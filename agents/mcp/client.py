@@ -1,12 +1,13 @@
 """Talking to one MCP server through the official SDK (`mcp.Client` over streamable HTTP, SSE,
 or stdio: the SDK's `stdio_client` starts the server's command as a child of the worker).
 
-Each listing and each call opens its own connection, with the server's headers on its own
-httpx client, and is bounded by the server's `timeout` (else AGENT_MCP_TIMEOUT). The agent's
-tools run synchronously in the worker's thread (agno runs sync tools there), so every call here
-goes through the one bridge (`core.bridge`), on the process's bridge loop (never the web
-server's). What fails is classified into a short reason that names neither the URL nor a
-header: both may carry secrets.
+`connected` opens one session, with the server's headers on its own httpx client; a listing or
+a call is bounded (`bounded`) by the server's `timeout` (else AGENT_MCP_TIMEOUT). Who opens the
+sessions: agents.mcp.listing (listings), agents.mcp.sessions (a turn's calls) and
+agents.mcp.kept (the stdio server processes a process keeps). The agent's tools run
+synchronously in the worker's threads, so every call goes through the one bridge
+(`core.bridge`), on the process's bridge loop (never the web server's). What fails is
+classified into a short reason that names neither the URL nor a header: both may carry secrets.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, Tool, ToolListChangedNotification
+from mcp.types import Tool, ToolListChangedNotification
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from core import bridge
-
+from .catalogue import note_changed
 from .models import McpServer
 from .scrub import Scrubber, secrets_of
 
@@ -56,6 +56,9 @@ class Endpoint:
     seconds: float | None = None
     allow: frozenset[str] = frozenset()
     deny: frozenset[str] = frozenset()
+    # The row's config version (its `updated_at`): a kept stdio process of another version is
+    # never reused (agents.mcp.kept).
+    version: str = ""
 
     @classmethod
     def of(cls, row: McpServer, headers: dict[str, str] | None = None) -> Endpoint:
@@ -83,6 +86,7 @@ class Endpoint:
             seconds=row.timeout,
             allow=names(row.allow),
             deny=names(row.deny),
+            version=str(row.updated_at),
         )
 
     @property
@@ -112,28 +116,26 @@ class McpFailure(Exception):
         self.down = down
 
 
+class McpBusy(McpFailure):
+    """This worker already runs as many stdio servers as it may, each in use: not the server's
+    fault (no breaker opens)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"this worker already runs {limit} stdio servers (AGENT_MCP_MAX_STDIO)", down=False
+        )
+
+
 def timeout() -> float:
     return float(getattr(settings, "AGENT_MCP_TIMEOUT", 30))
-
-
-# Servers that said `notifications/tools/list_changed` (their ids), drained by the sync side
-# after each bridge call: their catalogue is marked stale (agents.mcp.catalogue).
-_changed: set[int] = set()
 
 
 def _on_message(endpoint: Endpoint) -> Any:
     async def handle(message: Any) -> None:
         if isinstance(message, ToolListChangedNotification):
-            _changed.add(endpoint.server_id)
+            note_changed(endpoint.server_id)
 
     return handle
-
-
-def drain_changed() -> None:
-    from .catalogue import catalogue_stale
-
-    while _changed:
-        catalogue_stale(server_id=_changed.pop())
 
 
 @asynccontextmanager
@@ -165,28 +167,25 @@ async def connected(endpoint: Endpoint, seconds: float) -> AsyncIterator[Client]
             yield client
 
 
-async def _list(endpoint: Endpoint, seconds: float) -> list[Tool]:
+async def list_pages(client: Client) -> list[Tool]:
+    """The tools a connected server lists (at most MAX_PAGES pages)."""
     tools: list[Tool] = []
-    async with connected(endpoint, seconds) as client:
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
     return tools
-
-
-async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], seconds: float) -> Any:
-    async with connected(endpoint, seconds) as client:
-        return await client.call_tool(tool, arguments)
 
 
 async def bounded(coro: Awaitable[T], seconds: float) -> T:
     """The coroutine's result, or McpFailure with a short reason (a timeout included)."""
     try:
         return await asyncio.wait_for(coro, seconds)
+    except McpFailure:
+        raise
     except Exception as exc:
         answered = any(
             isinstance(leaf, MCPError)
@@ -195,44 +194,6 @@ async def bounded(coro: Awaitable[T], seconds: float) -> T:
             for leaf in _leaves(exc)
         )
         raise McpFailure(reason_of(exc, seconds), down=not answered) from None
-
-
-def list_tools(endpoints: list[Endpoint]) -> list[list[Tool] | McpFailure]:
-    """Every server's tools, listed at once (each within its own timeout): each its tools or
-    the reason it gave none."""
-
-    async def one(endpoint: Endpoint) -> list[Tool] | McpFailure:
-        seconds = endpoint.timeout
-        try:
-            return await bounded(_list(endpoint, seconds), seconds)
-        except McpFailure as failure:
-            return failure
-
-    async def every() -> list[list[Tool] | McpFailure]:
-        return list(await asyncio.gather(*(one(e) for e in endpoints)))
-
-    if not endpoints:
-        return []
-    try:
-        return bridge.call(every)
-    finally:
-        drain_changed()
-
-
-def call_tool(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> CallToolResult:
-    """One call; McpFailure when the server could not be reached, timed out or refused it."""
-    seconds = endpoint.timeout
-
-    async def one() -> Any:
-        return await bounded(_call(endpoint, tool, arguments, seconds), seconds)
-
-    try:
-        result = bridge.call(one)
-    finally:
-        drain_changed()
-    if not isinstance(result, CallToolResult):
-        raise McpFailure(f"it answered with {type(result).__name__}, not a tool result")
-    return result
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -110,9 +110,11 @@ def mcp_catalogue_refresh(*, names: list[str] | None = None) -> dict[str, str]:
     """List the enabled servers (or those named, enabled or not) now, whatever their breaker
     says, and store what each answered: {name: "ok, N tools" or the reason it failed}. Run by a
     worker (beat, the admin's queued check) or the embedded runner, never by a web request: it
-    may start a stdio server."""
+    may start a stdio server (kept by this process, agents.mcp.kept, for its turns)."""
+    from . import kept
     from .catalogue import catalogue_store, server_failed
-    from .client import Endpoint, McpFailure, list_tools
+    from .client import Endpoint, McpBusy, McpFailure
+    from .listing import list_tools
 
     rows = McpServer.objects.all() if names is not None else McpServer.objects.enabled()
     if names is not None:
@@ -129,11 +131,13 @@ def mcp_catalogue_refresh(*, names: list[str] | None = None) -> dict[str, str]:
     for endpoint, listed in zip(endpoints, list_tools(endpoints), strict=True):
         if isinstance(listed, McpFailure):
             reason = endpoint.scrub(listed.reason)
-            server_failed(server_id=endpoint.server_id, reason=reason)
+            if not isinstance(listed, McpBusy):  # this worker's bound is not the server's fault
+                server_failed(server_id=endpoint.server_id, reason=reason)
             outcome[endpoint.name] = reason
         else:
             catalogue_store(server_id=endpoint.server_id, tools=listed)
             outcome[endpoint.name] = f"ok, {len(listed)} tools"
+    kept.sync_versions()  # the stdio servers of changed or disabled rows (one listed now too)
     return outcome
 
 

@@ -1,14 +1,17 @@
-"""One MCP session per server per turn: opened at the turn's first call to that server, kept
+"""The MCP sessions of one turn, by server: taken at the turn's first call to that server, kept
 for the rest of the turn (so a tool that keeps state in its session, a toggle, a login, a
-browser, works across the turn's calls; a stdio server is one process for the turn), closed when
-the turn's attempt ends (agents.rollback_agent.RollbackAgent.close_mcp_sessions).
+browser, works across the turn's calls), given back when the turn's attempt ends
+(agents.rollback_agent.RollbackAgent.close_mcp_sessions).
 
-Each session is held open by a task of its own on the process's bridge loop (`core.bridge`):
-the SDK's transports are entered and left in one task (anyio's cancel scopes require it), so the
-task enters `connected(...)`, hands the client over, and waits for the turn's end. A call that
-loses the server (a timeout, a dropped connection, a process that died) closes that session; the
-turn's next call to it opens a new one. Nothing holds across turns but the catalogue cache and
-the breaker (agents.mcp.catalogue): a new turn is a new session.
+- HTTP and SSE: a session of the turn's own, held open by a task of its own on the process's
+  bridge loop (`core.bridge`; the SDK's transports are entered and left in one task, as anyio's
+  cancel scopes require), closed at the turn's end: the next turn opens a new one.
+- stdio: the process's kept server process (agents.mcp.kept), started if there is none, held by
+  the turn and released at its end, not closed: the next turns of this process (and those
+  running at once) use the same process and session.
+
+A call that loses the server (a timeout, a dropped connection, a process that died) closes that
+session (a stdio process with it); the turn's next call to it opens a new one.
 """
 
 from __future__ import annotations
@@ -18,27 +21,21 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from mcp.types import CallToolResult
 
 from core import bridge
 
-from .catalogue import server_failed
-from .client import McpFailure, bounded, connected, drain_changed
+from . import kept
+from .catalogue import drain_changed, server_failed
+from .client import McpFailure, bounded, connected
 
 if TYPE_CHECKING:
     from mcp import Client
 
     from .client import Endpoint
 
-# How long the end of a turn waits for its sessions to close (a stdio process to exit).
+# How long the end of a turn waits for its sessions to close.
 CLOSE_SECONDS = 5.0
-# The stdio server processes this process runs now (every turn's), counted on the bridge loop.
-_stdio_running = 0
-
-
-def stdio_running() -> int:
-    return _stdio_running
 
 
 @dataclass
@@ -52,7 +49,8 @@ class _Held:
 class TurnSessions:
     """The open sessions of one turn, by server id."""
 
-    held: dict[int, _Held] = field(default_factory=dict)
+    held: dict[int, _Held] = field(default_factory=dict)  # HTTP and SSE: the turn's own
+    stdio: dict[int, kept.Kept] = field(default_factory=dict)  # stdio: the process's, held
     # The servers that failed during the turn, with their reasons: their breaker opens when
     # the turn closes its sessions, on the turn's own thread (a call runs on the tool executor,
     # agents.tool_deadline, which must not write the database: its connection is not the
@@ -63,18 +61,10 @@ class TurnSessions:
         self.failed.append((server_id, reason))
 
     async def _open(self, endpoint: Endpoint) -> Client:
-        stdio = endpoint.transport == "stdio"
-        limit = int(getattr(settings, "AGENT_MCP_MAX_STDIO", 8))
-        if stdio and _stdio_running >= limit:
-            raise McpFailure(
-                f"this worker already runs {limit} stdio servers (AGENT_MCP_MAX_STDIO)", down=False
-            )
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         done = asyncio.Event()
 
         async def hold() -> None:
-            global _stdio_running
-            _stdio_running += stdio
             try:
                 async with connected(endpoint, endpoint.timeout) as client:
                     ready.set_result(client)
@@ -82,8 +72,6 @@ class TurnSessions:
             except BaseException as exc:
                 if not ready.done():
                     ready.set_exception(exc)
-            finally:
-                _stdio_running -= stdio
 
         task = asyncio.create_task(hold(), name=f"mcp-session-{endpoint.name}")
         try:
@@ -105,10 +93,44 @@ class TurnSessions:
         except (TimeoutError, Exception):
             held.task.cancel()
 
+    async def _take(self, endpoint: Endpoint) -> kept.Kept:
+        """The kept stdio process the turn holds for the server (taken now if it holds none,
+        or the one it held was lost)."""
+        server_id = endpoint.server_id
+        held = self.stdio.get(server_id)
+        if held is not None and held.usable:
+            return held
+        if held is not None:
+            del self.stdio[server_id]
+            await kept.release(held)
+        taken = await kept.take(endpoint)
+        other = self.stdio.get(server_id)  # a call of the turn running at once took it too
+        if other is not None:
+            await kept.release(taken)
+            return other
+        self.stdio[server_id] = taken
+        return taken
+
+    async def _call_kept(self, endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> Any:
+        process = await self._take(endpoint)
+        try:
+            return await bounded(process.client.call_tool(tool, arguments), endpoint.timeout)
+        except McpFailure as failure:
+            if failure.down:  # lost, or not to be trusted: the next call starts a new one
+                await kept.drop(process)
+            raise
+
+    async def _release(self, server_id: int) -> None:
+        held = self.stdio.pop(server_id, None)
+        if held is not None:
+            await kept.release(held)
+
     def call(self, endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """One call in the turn's session with the server (opened now if it is not yet)."""
 
         async def one() -> Any:
+            if endpoint.transport == "stdio":
+                return await self._call_kept(endpoint, tool, arguments)
             held = self.held.get(endpoint.server_id)
             if held is not None and held.task.done():  # the session ended (the process died)
                 await self._drop(endpoint.server_id)
@@ -128,9 +150,9 @@ class TurnSessions:
         return result
 
     def close(self) -> None:
-        """Close every session of the turn (at its end), then record what the turn learnt of
-        its servers (failures: the breaker; `tools/list_changed`: a stale catalogue); never
-        raises."""
+        """Close the turn's own sessions and release its kept stdio processes (at its end), then
+        record what the turn learnt of its servers (failures: the breaker; `tools/list_changed`:
+        a stale catalogue); never raises."""
         try:
             self._close_held()
         finally:
@@ -142,11 +164,14 @@ class TurnSessions:
                 drain_changed()
 
     def _close_held(self) -> None:
-        if not self.held:
+        if not self.held and not self.stdio:
             return
 
         async def every() -> None:
-            await asyncio.gather(*(self._drop(sid) for sid in list(self.held)))
+            await asyncio.gather(
+                *(self._drop(sid) for sid in list(self.held)),
+                *(self._release(sid) for sid in list(self.stdio)),
+            )
 
         with contextlib.suppress(Exception):
             bridge.call(every)

@@ -28,7 +28,9 @@ from agno.tools.function import Function
 from django.conf import settings
 
 from ..tool_errors import ToolFailed
+from . import kept
 from .access import headers_for, servers_for
+from .catalogue import drain_changed
 from .services import mcp_servers_ensure
 
 if TYPE_CHECKING:
@@ -246,7 +248,8 @@ def _catalogues(
     """Each usable server's tools: from its cached catalogue, or listed now when it has none
     (and stored); a server whose breaker is open gets a notice and no contact."""
     from .catalogue import catalogue_store, is_down, server_failed
-    from .client import Endpoint, McpFailure, list_tools
+    from .client import Endpoint, McpBusy, McpFailure
+    from .listing import list_tools
 
     ready: list[tuple[Endpoint, list[Tool], bool]] = []
     unlisted: list[Endpoint] = []
@@ -265,7 +268,8 @@ def _catalogues(
     for endpoint, listed in zip(unlisted, list_tools(unlisted), strict=True):
         if isinstance(listed, McpFailure):
             _notice(toolset, endpoint, listed.reason)
-            if endpoint.server_id not in own:  # one user's credentials never close it to all
+            # One user's credentials never close it to all; nor does this worker's bound.
+            if endpoint.server_id not in own and not isinstance(listed, McpBusy):
                 server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
             continue
         catalogue_store(server_id=endpoint.server_id, tools=listed)
@@ -279,6 +283,8 @@ def mcp_toolset(*, session: Session, taken: set[str] | None = None) -> McpToolse
     user's own credentials where the server asks for them. `taken`: names already offered; an
     MCP tool never replaces another tool."""
     mcp_servers_ensure()
+    drain_changed()  # servers that said their tools changed since: listed again below
+    kept.sync_versions()  # this process's stdio servers whose row changed: closed
     user = session.owner
     chosen = servers_for(user, session)
     rows = list(chosen.servers)

@@ -54,9 +54,11 @@ AGENT_TOOL_MAX_ABANDONED = env.AGENT_TOOL_MAX_ABANDONED
 # 16 times); the catalogues of the servers' tools are listed again this often (beat).
 AGENT_MCP_BACKOFF_SECONDS = env.AGENT_MCP_BACKOFF_SECONDS
 AGENT_MCP_REFRESH_SECONDS = env.AGENT_MCP_REFRESH_SECONDS
-# At most this many stdio servers run at once in one process (every turn's sessions together);
-# a turn's call past it fails with a clear result.
+# At most this many stdio servers run at once in one process, kept between turns and shared by
+# them (agents.mcp.kept); at the bound an idle one is closed, and when every one is in use a
+# turn's call fails with a clear result. One unused for AGENT_MCP_STDIO_IDLE_SECONDS is closed.
 AGENT_MCP_MAX_STDIO = env.AGENT_MCP_MAX_STDIO
+AGENT_MCP_STDIO_IDLE_SECONDS = env.AGENT_MCP_STDIO_IDLE_SECONDS
 AGENT_MCP_MAX_TOOLS = env.AGENT_MCP_MAX_TOOLS
 AGENT_MCP_MAX_SCHEMA_CHARS = env.AGENT_MCP_MAX_SCHEMA_CHARS
 AGENT_MCP_MAX_RESULT_CHARS = env.AGENT_MCP_MAX_RESULT_CHARS

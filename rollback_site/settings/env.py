@@ -140,6 +140,7 @@ class Env(Schema):
     AGENT_MCP_TIMEOUT: Seconds = 30.0
     AGENT_MCP_BACKOFF_SECONDS: Seconds = 60.0
     AGENT_MCP_MAX_STDIO: Count = Field(8, description="stdio MCP server processes per worker")
+    AGENT_MCP_STDIO_IDLE_SECONDS: Seconds = 300.0
     AGENT_MCP_REFRESH_SECONDS: Seconds = 300.0
     AGENT_MCP_MAX_TOOLS: Count = Field(100, description="tools per MCP server")
     AGENT_MCP_MAX_SCHEMA_CHARS: Count = Field(

@@ -5,6 +5,7 @@ stdio; mcp-proxy serving mcp-server-time over SSE and streamable HTTP."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -36,8 +37,21 @@ def time_turn(fake_llm, session, name: str) -> str:
     )
     turn = ask(session, "what time is it in UTC?")
     assert turn.status == "done"
-    [result] = results(turn)
-    return result
+    return results(turn)[-1]  # the branch's last tool message: this turn's
+
+
+def children(name: str) -> list[int]:
+    """The running child processes of this one whose command line holds `name`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, parent = stat.read_text().rsplit(")", 1)[1].split()[:2]
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(parent) == os.getpid() and state != "Z" and name.encode() in command:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def test_mcp_server_time_over_stdio(fake_llm, session):
@@ -46,6 +60,18 @@ def test_mcp_server_time_over_stdio(fake_llm, session):
     )
     result = time_turn(fake_llm, session, "time")
     assert '"timezone": "UTC"' in result
+
+
+def test_mcp_server_time_is_one_process_kept_for_the_next_turns(fake_llm, session):
+    McpServer.objects.create(
+        name="time", transport="stdio", command=str(BIN / "mcp-server-time"), timeout=30
+    )
+    time_turn(fake_llm, session, "time")
+    [process] = children("mcp-server-time")
+    result = time_turn(fake_llm, session, "time")
+
+    assert '"timezone": "UTC"' in result
+    assert children("mcp-server-time") == [process]  # the same process answered
 
 
 def test_mcp_server_git_over_stdio(fake_llm, session, tmp_path):

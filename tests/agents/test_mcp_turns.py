@@ -378,7 +378,8 @@ def test_an_image_whose_bytes_are_not_an_image_is_a_note_for_the_model(fake_llm,
 
 
 def test_a_listing_from_a_thread_that_runs_an_event_loop_uses_a_loop_of_its_own(tracker):
-    from agents.mcp.client import Endpoint, list_tools
+    from agents.mcp.client import Endpoint
+    from agents.mcp.listing import list_tools
 
     endpoint = Endpoint.of(tracker)
 

@@ -237,7 +237,7 @@ def test_a_stdio_command_missing_or_exiting_at_once_leaves_a_notice(session, com
     assert row.down_until is not None
 
 
-def test_one_session_per_server_per_turn_keeps_state_within_the_turn_not_across(fake_llm, session):
+def test_a_stdio_servers_session_keeps_its_state_within_a_turn_and_across_turns(fake_llm, session):
     stdio_row()
     fake_llm.queue(
         ToolCalls([ToolCall("local__counter", {})]),
@@ -250,8 +250,9 @@ def test_one_session_per_server_per_turn_keeps_state_within_the_turn_not_across(
     ask(session, "count twice")
     turn = ask(session, "count once")
 
-    # The first turn's two calls share one process and session; the second turn starts anew.
-    assert tool_results(turn) == ["1", "2", "1"]
+    # One process and session, kept by the worker for its next turns (agents.mcp.kept;
+    # tests/agents/test_mcp_kept.py).
+    assert tool_results(turn) == ["1", "2", "3"]
 
 
 def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, session):
@@ -271,21 +272,6 @@ def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, sess
     # The lost call opens the breaker for later turns; within the turn the next call starts
     # the process again (a new session), whose count starts anew.
     assert results[2] == "1"
-
-
-def test_a_stdio_server_past_the_workers_bound_fails_the_call_clearly(fake_llm, session, settings):
-    settings.AGENT_MCP_MAX_STDIO = 0
-    stdio_row()
-    mcp_catalogue_refresh(names=["local"])  # a listing is not a turn's session
-    fake_llm.queue(ToolCalls([ToolCall("local__echo", {"text": "hi"})]), Reply("No room."))
-
-    turn = ask(session, "echo")
-
-    assert turn.status == "done"
-    assert tool_results(turn) == [
-        "✗ local__echo failed: this worker already runs 0 stdio servers (AGENT_MCP_MAX_STDIO)."
-    ]
-    assert McpServer.objects.get(name="local").down_until is None  # not the server's fault
 
 
 # --- faults ---------------------------------------------------------------------------------
