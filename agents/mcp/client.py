@@ -59,11 +59,17 @@ class Endpoint:
     # The row's config version (its `updated_at`): a kept stdio process of another version is
     # never reused (agents.mcp.kept).
     version: str = ""
+    # The user whose turns call it (0: none, a listing or a check): a kept stdio process serves
+    # one user, so what a server keeps in its session (a login, a browser, a toggle) is never
+    # another user's (agents.mcp.kept).
+    user_id: int = 0
 
     @classmethod
-    def of(cls, row: McpServer, headers: dict[str, str] | None = None) -> Endpoint:
+    def of(
+        cls, row: McpServer, headers: dict[str, str] | None = None, user_id: int = 0
+    ) -> Endpoint:
         """`headers`: what to send (agents.mcp.access.headers_for: the operator's merged with
-        the user's own); None, the operator's alone."""
+        the user's own); None, the operator's alone. `user_id`: whose turn calls it."""
         # Either spelling names a tool: the server's (`convert_time`), or the one the model and
         # the page show (`time__convert_time`), which once silently matched nothing.
         shown = f"{row.name}__"
@@ -87,6 +93,7 @@ class Endpoint:
             allow=names(row.allow),
             deny=names(row.deny),
             version=str(row.updated_at),
+            user_id=user_id,
         )
 
     @property

@@ -3,11 +3,11 @@ alive and reused by the next turns of the same process, started again when they 
 
 One pool per process, on the bridge loop (`core.bridge`): its state is touched there only
 (every `async def` here runs on it), so it needs no lock. A server process is kept under a key
-made of all that makes it: the server's id and config version (its row's `updated_at`), its
-command, args and env, and the headers sent for the turn's user (the operator's merged with the
-user's own, agents.mcp.access.headers_for), hashed (no secret sits in a key). Two users with
-different credentials never share a process; the turns of users with the same ones (a server
-that asks none) do, and so share what it keeps in its session (a login, a toggle).
+made of all that makes it: the server's id and config version (its row's `updated_at`), the
+user whose turns use it, its command, args and env, and the headers sent for that user (the
+operator's merged with the user's own, agents.mcp.access.headers_for), hashed (no secret sits in
+a key). Two users never share a process, so what a server keeps in its session (a login, a
+toggle) is never another user's; a listing or a check (no user) has its own.
 
 - A turn's first call to a server takes its process (`take`) and holds it until the turn's end
   (`release`, agents.mcp.sessions); a listing holds it for the listing. Turns running at once
@@ -118,6 +118,7 @@ def _idle_seconds() -> float:
 def key_of(endpoint: Endpoint) -> str:
     made = [
         endpoint.server_id,
+        endpoint.user_id,
         endpoint.version,
         endpoint.command,
         list(endpoint.args),

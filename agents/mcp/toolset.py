@@ -255,7 +255,7 @@ def _catalogues(
     unlisted: list[Endpoint] = []
     own: set[int] = set()  # the servers listed with this user's own credentials
     for row in rows:
-        endpoint = Endpoint.of(row, headers_for(row, user))
+        endpoint = Endpoint.of(row, headers_for(row, user), user_id=getattr(user, "pk", 0) or 0)
         if is_down(row):
             # Logged when it failed; each turn that skips it says so to its owner only.
             _notice(toolset, endpoint, row.last_error or "it failed recently", logging.DEBUG)

@@ -59,9 +59,9 @@ def pid_turn(fake_llm, session, server: str = "local") -> str:
     return tool_results(turn)[-1]  # the branch's last tool message: this turn's
 
 
-def pid_of(sessions: TurnSessions, row: McpServer) -> int:
-    """One call of a turn (its TurnSessions) to the server's `pid` tool."""
-    result = sessions.call(Endpoint.of(row), "pid", {})
+def pid_of(sessions: TurnSessions, row: McpServer, user_id: int = 0) -> int:
+    """One call of a turn (its TurnSessions) to the server's `pid` tool, as `user_id`'s."""
+    result = sessions.call(Endpoint.of(row, user_id=user_id), "pid", {})
     return int(result.content[0].text)
 
 
@@ -148,7 +148,7 @@ def test_at_the_bound_with_every_process_in_use_a_call_fails_clearly(fake_llm, s
     stdio_row("c")
     mcp_catalogue_refresh(names=["b"])  # b's process, left idle: closed for a's below
     running = TurnSessions()
-    pid_of(running, a)  # a turn that is still running holds a's process
+    pid_of(running, a, session.owner_id)  # a turn of the user's, still running, holds a's
     fake_llm.queue(ToolCalls([ToolCall("b__echo", {"text": "hi"})]), Reply("No room."))
 
     turn = ask(session, "echo")
@@ -181,6 +181,20 @@ def test_a_process_unused_for_the_idle_time_is_closed_and_one_in_use_is_not(sess
     assert kept.running() == 1
     running.close()
     assert eventually(lambda: not alive(busy))
+
+
+def test_two_users_never_share_a_process_even_with_no_credentials(fake_llm, session, bob):
+    """What a server keeps in its session (here its counter) is never another user's."""
+    stdio_row()
+    bobs = session_create(owner=bob, name="bob's")
+
+    def count(on) -> str:
+        fake_llm.queue(ToolCalls([ToolCall("local__counter", {})]), Reply("Counted."))
+        return tool_results(ask(on, "count"))[-1]
+
+    assert [count(session), count(bobs), count(session), count(bobs)] == ["1", "1", "2", "2"]
+    assert pid_turn(fake_llm, session) != pid_turn(fake_llm, bobs)
+    assert kept.running() == 2
 
 
 def test_users_with_different_credentials_never_share_a_process(fake_llm, session, bob):
