@@ -25,12 +25,15 @@ _refreshed_at: float | None = None
 
 def mcp_servers_sync(*, entries: list[McpServerEntry]) -> list[McpServer]:
     """Create or update one row per entry, by name. A key the entry leaves out keeps the row's
-    value (headers set in the admin are not wiped by an entry without headers)."""
+    value (headers set in the admin are not wiped by an entry without headers). A row the entry
+    does not change is not saved: its config version (`updated_at`) stays, so every process
+    that starts does not close the stdio processes the others keep (agents.mcp.kept)."""
     now = timezone.now()
     rows: list[McpServer] = []
     with transaction.atomic():
         for entry in entries:
             row = McpServer.objects.select_for_update().filter(name=entry.name).first()
+            before = None if row is None else _config(row)
             if row is None:
                 row = McpServer(name=entry.name, created_at=now)
             row.url = entry.url
@@ -47,10 +50,28 @@ def mcp_servers_sync(*, entries: list[McpServerEntry]) -> list[McpServer]:
                 row.approval = approval_check(row, entry.approval, where="AGENT_MCP_SERVERS")
             if entry.enabled is not None:
                 row.enabled = entry.enabled
-            row.updated_at = now
-            row.save()
+            if before is None or _config(row) != before:
+                row.updated_at = now
+                row.save()
             rows.append(row)
     return rows
+
+
+def _config(row: McpServer) -> tuple[object, ...]:
+    """What AGENT_MCP_SERVERS sets of a row, to tell whether an entry changes it."""
+    return (
+        row.url,
+        row.transport,
+        row.command,
+        row.args,
+        row.env,
+        row.allow,
+        row.deny,
+        row.timeout,
+        row.headers,
+        row.approval,
+        row.enabled,
+    )
 
 
 def mcp_servers_ensure() -> None:

@@ -439,6 +439,24 @@ def test_the_setting_takes_each_transport(settings):
     assert h.deny == ["x"]
 
 
+def test_the_setting_saves_a_row_only_when_it_changes_it(settings):
+    """Every process syncs the setting at its first use: an unchanged row keeps its config
+    version, so the stdio processes other workers keep for it are not closed."""
+    settings.AGENT_MCP_SERVERS = (
+        '[{"name": "t", "command": "uvx", "args": ["mcp-server-time"], '
+        '"env": {"TZ": "UTC"}, "headers": {"X-A": "1"}}]'
+    )
+    (first,) = mcp_servers_sync(entries=configured_servers())
+    (again,) = mcp_servers_sync(entries=configured_servers())
+    assert again.updated_at == first.updated_at
+    assert McpServer.objects.get(name="t").updated_at == first.updated_at
+
+    settings.AGENT_MCP_SERVERS = '[{"name": "t", "command": "uvx", "args": ["mcp-server-git"]}]'
+    (changed,) = mcp_servers_sync(entries=configured_servers())
+    assert changed.updated_at > first.updated_at
+    assert McpServer.objects.get(name="t").args == ["mcp-server-git"]
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
