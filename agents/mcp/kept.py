@@ -10,7 +10,8 @@ a key). Two users never share a process, so what a server keeps in its session (
 toggle) is never another user's; a listing or a check (no user) has its own.
 
 - A turn's first call to a server takes its process (`take`) and holds it until the turn's end
-  (`release`, agents.mcp.sessions); a listing holds it for the listing. Turns running at once
+  (`release`, agents.mcp.sessions); a listing holds it for the listing (one for no user, the
+  scheduled refresh's or "Test connection"'s, closes it after). Turns running at once
   share it: the SDK's session carries their requests side by side (JSON-RPC ids).
 - A process taken after it sat idle is probed first (`ping`; `server/discover` on a 2026-era
   connection, which has no ping): one that died or hangs is closed and a new one started. A call
@@ -317,7 +318,8 @@ async def _close_idle(wake: asyncio.Event) -> None:
 
 
 async def list_kept(endpoint: Endpoint) -> list[Tool]:
-    """The tools the server's kept process lists (started now if none)."""
+    """The tools the server's kept process lists (started now if none). A listing for no user
+    (the scheduled refresh, "Test connection") keeps no process: no turn would use it."""
     from .client import McpFailure, bounded, list_pages
 
     kept = await take(endpoint)
@@ -328,6 +330,10 @@ async def list_kept(endpoint: Endpoint) -> list[Tool]:
             await drop(kept)
         raise
     finally:
+        if not endpoint.user_id:
+            kept.retired = True  # closed once released, unless a turn holds it meanwhile
+            if _pool.get(kept.key) is kept:
+                del _pool[kept.key]
         await release(kept)
 
 

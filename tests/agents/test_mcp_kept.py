@@ -197,6 +197,16 @@ def test_two_users_never_share_a_process_even_with_no_credentials(fake_llm, sess
     assert kept.running() == 2
 
 
+def test_a_listing_for_no_user_keeps_no_process(session):
+    """The scheduled refresh and "Test connection" list a stdio server for nobody's turn: its
+    process is closed once listed, and takes no place under the bound."""
+    stdio_row()
+    mcp_catalogue_refresh(names=["local"])
+
+    assert McpServer.objects.get(name="local").catalogue
+    assert eventually(lambda: kept.running() == 0)
+
+
 def test_users_with_different_credentials_never_share_a_process(fake_llm, session, bob):
     row = stdio_row(user_headers=["X-Token"])
     mcp_credentials_set(user=session.owner, server=row, headers={"X-Token": "alice-token-1"})
