@@ -78,7 +78,11 @@ class Endpoint:
             items = value if isinstance(value, list) else []
             return frozenset(str(a).removeprefix(shown) for a in items)
 
-        env = row.env if isinstance(row.env, dict) else {}
+        env = {str(k): str(v) for k, v in (row.env if isinstance(row.env, dict) else {}).items()}
+        if row.transport == "stdio" and headers:
+            # A stdio server takes what each user supplies (`user_headers` names its variables)
+            # in its environment, as the operator's own values.
+            env.update({k: v for k, v in headers.items() if k in row.asked_headers})
         return cls(
             name=row.name,
             url=row.url,
@@ -88,7 +92,7 @@ class Endpoint:
             transport=row.transport,
             command=row.command,
             args=tuple(str(a) for a in row.args or []),
-            env={str(k): str(v) for k, v in env.items()},
+            env=env,
             seconds=row.timeout,
             allow=names(row.allow),
             deny=names(row.deny),

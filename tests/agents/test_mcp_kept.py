@@ -207,6 +207,20 @@ def test_a_listing_for_no_user_keeps_no_process(session):
     assert eventually(lambda: kept.running() == 0)
 
 
+def test_a_stdio_server_gets_each_users_own_value_in_its_environment(fake_llm, session, bob):
+    """A stdio server asking each user for a value (`user_headers` names its variables) starts
+    with that user's value in its environment; a user who gave none is not offered it."""
+    row = stdio_row(user_headers=["TOKEN"], env={"TOKEN": "the operator's"})
+    mcp_credentials_set(user=session.owner, server=row, headers={"TOKEN": "alice-token-1"})
+    bobs = session_create(owner=bob, name="bob's")
+    fake_llm.queue(ToolCalls([ToolCall("local__token", {})]), Reply("Your token."))
+
+    assert tool_results(ask(session, "my token?")) == ["alice-token-1"[::-1]]
+    fake_llm.queue(Reply("No such tool for you."))
+    ask(bobs, "my token?")
+    assert "local__token" not in {t["function"]["name"] for t in fake_llm.requests[-1]["tools"]}
+
+
 def test_users_with_different_credentials_never_share_a_process(fake_llm, session, bob):
     row = stdio_row(user_headers=["X-Token"])
     mcp_credentials_set(user=session.owner, server=row, headers={"X-Token": "alice-token-1"})

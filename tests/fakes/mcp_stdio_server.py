@@ -74,6 +74,12 @@ def _add_process_tools(mcp: MCPServer) -> None:
         return str(os.getpid())
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def token() -> str:
+        """The variable TOKEN of this process's environment, reversed (what a server says of
+        its own credentials is scrubbed)."""
+        return os.environ.get("TOKEN", "(none)")[::-1]
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def wait(seconds: float) -> str:
         """Answers this process's id after `seconds`."""
         await asyncio.sleep(seconds)

@@ -116,14 +116,15 @@ class McpServerForm(forms.ModelForm):
     )
 
     user_header_names = forms.CharField(
-        label="Headers each user supplies",
+        label="Values each user supplies",
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Header names, one per line or separated by commas, whose values each user "
-        "gives for themselves (profile page, or PUT /api/v1/mcp/servers/NAME/credentials/), "
-        "e.g. Authorization for a personal bearer token (the user writes 'Bearer ...'). A user "
-        "who has not given them is not offered this server. Their values replace the operator's "
-        "headers of the same names.",
+        help_text="Names, one per line or separated by commas, whose values each user gives "
+        "for themselves (profile page, or PUT /api/v1/mcp/servers/NAME/credentials/): header "
+        "names for http and sse (e.g. Authorization for a personal bearer token: the user "
+        "writes 'Bearer ...'), environment variables for stdio (e.g. GITHUB_TOKEN). A user who "
+        "has not given them is not offered this server. Their values replace the operator's "
+        "of the same names.",
     )
 
     class Meta:
@@ -279,7 +280,7 @@ class McpServerAdmin(admin.ModelAdmin):
         (
             "Streamable HTTP and SSE",
             {
-                "fields": ("url", "stored_headers", "new_headers", "user_header_names"),
+                "fields": ("url", "stored_headers", "new_headers"),
                 "classes": ("mcp-transport", "mcp-http"),
                 "description": "For the transports http and sse: the server's address and the "
                 "headers sent to it.",
@@ -295,7 +296,10 @@ class McpServerAdmin(admin.ModelAdmin):
             },
         ),
         ("Tools", {"fields": ("allow_names", "deny_names", "approval_names")}),
-        ("Who gets it", {"fields": ("for_everyone", "users", "groups", "per_session")}),
+        (
+            "Who gets it",
+            {"fields": ("for_everyone", "users", "groups", "per_session", "user_header_names")},
+        ),
         ("State", {"fields": ("status", "tools", "created_at", "updated_at")}),
     )
 
