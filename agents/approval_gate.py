@@ -45,6 +45,8 @@ from sessions_app.approvals import (
 )
 from sessions_app.turns.paused import turn_call_started, turn_note_may_have_run
 
+from .mcp.vision import agno_image, images_of_result, stored_images
+
 if TYPE_CHECKING:
     from .turn.common import TurnRun
 
@@ -182,10 +184,10 @@ class ApprovalGate:
         if self.paused:  # the turn paused at an earlier call of this batch: nothing more runs
             raise StopAgentRun(PAUSED.format(tool=function_name))
         saved = self.replayed.pop(result_key(seen.call_id, seen.args), None)
-        if saved is not None and len(saved) == 2:  # it ran before the pause: not again
+        if saved is not None and len(saved) >= 2:  # it ran before the pause: not again
             if saved[1]:
                 raise ApprovalRefused(str(saved[0]))
-            return saved[0]
+            return _replayed(saved)
         if function_name in self.names:
             self._ask(function_name, seen, run_context)
         return self._call(seen, function_call, arguments)
@@ -197,7 +199,7 @@ class ApprovalGate:
         except Exception as exc:
             self.results[key] = [str(exc), True]
             raise
-        self.results[key] = [result if isinstance(result, str) else str(result), False]
+        self.results[key] = _saved(result)
         return result
 
     def _ask(self, function_name: str, seen: Announced, run_context: Any) -> None:
@@ -256,6 +258,29 @@ class ApprovalGate:
             reason = "lost"
         self.refused.add((seen.call_id, pending["args_sha256"]))
         raise ApprovalRefused(refusal_text(pending["tool_name"], reason))
+
+
+def _saved(result: Any) -> list[Any]:
+    """A call's result as a pause saves it: [text, False], and an MCP tool's images (agno's
+    ToolResult) as its message stores them: [text, False, images]."""
+    from agno.tools.function import ToolResult
+
+    if isinstance(result, ToolResult):
+        images = images_of_result(result.content, result.images)
+        return [result.content, False, images] if images else [result.content, False]
+    return [result if isinstance(result, str) else str(result), False]
+
+
+def _replayed(saved: list[Any]) -> Any:
+    """What a call that ran before the pause gives its continuation: its saved text, with its
+    images again (agno then gives them to the model and the store keeps them)."""
+    images = saved[2] if len(saved) > 2 and isinstance(saved[2], list) else []
+    carried = [i for i in (agno_image(s) for s in stored_images({"images": images})) if i]
+    if not carried:
+        return saved[0]
+    from agno.tools.function import ToolResult
+
+    return ToolResult(content=str(saved[0]), images=carried)
 
 
 def saved_state(run_context: Any, results: dict[str, list[Any]]) -> dict[str, Any]:

@@ -29,7 +29,8 @@ def paused_state(turn_metadata: object) -> dict[str, Any] | None:
     """The state a paused turn saved (`metadata.paused`): `messages` (the turn's new messages
     before the batch that paused, as dicts), `assistant` (that batch's assistant message: its
     `content` and `tool_calls`), `results` (call id -> [result, error] of the batch's calls that
-    ran), `pending` (the call that waits) and `started` (the key of an approved call a
+    ran; [result, error, images] when an MCP tool's result had images), `pending` (the call
+    that waits) and `started` (the key of an approved call a
     continuation began to run). None for a turn that never paused."""
     state = turn_metadata.get(PAUSED_KEY) if isinstance(turn_metadata, dict) else None
     return state if isinstance(state, dict) else None
@@ -59,7 +60,7 @@ def paused_messages(turn: Turn) -> list[dict[str, Any]]:
     results: dict[str, Any] = got_results if isinstance(got_results, dict) else {}
     for call in assistant.get("tool_calls") or []:
         got = results.get(tool_call_key(call)) if isinstance(call, dict) else None
-        if isinstance(got, list) and len(got) == 2:
+        if isinstance(got, list) and len(got) >= 2:
             fn = call.get("function") or {}
             out.append(
                 {
@@ -69,6 +70,7 @@ def paused_messages(turn: Turn) -> list[dict[str, Any]]:
                     "tool_name": fn.get("name"),
                     "tool_args": fn.get("arguments"),
                     "tool_call_error": bool(got[1]),
+                    "images": got[2] if len(got) > 2 and isinstance(got[2], list) else [],
                 }
             )
     return out
@@ -100,11 +102,19 @@ def paused_new_messages(turn: Turn) -> list[NewMessage]:
                     tool_args=_args(m.get("tool_args")),
                     tool_result=content or "",
                     tool_call_id=str(m.get("tool_call_id") or ""),
-                    metadata={"error": True} if m.get("tool_call_error") else {},
+                    metadata=_meta(m),
                     effect=effect if effect in Effect.values else Effect.EXTERNAL,
                 )
             )
     return out
+
+
+def _meta(m: dict[str, Any]) -> JSONObject:
+    """A saved tool message's metadata as stored: its error mark, its images."""
+    meta: JSONObject = {"error": True} if m.get("tool_call_error") else {}
+    if m.get("images"):
+        meta["images"] = m["images"]
+    return meta
 
 
 def _args(args: Any) -> Any:

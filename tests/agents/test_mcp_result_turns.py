@@ -165,3 +165,54 @@ def test_only_the_last_images_of_the_history_ride_again(session):
     ]
     assert all(sent[sent.index(m) - 1].role == "tool" for m in carriers)
     assert not any(m.images for m in to_agno(history))  # a model that sees no images
+
+
+@pytest.mark.parametrize("then", ["approved", "stopped"])
+def test_an_image_from_before_a_pause_stays_with_its_result(fake_llm, session, camera, then):
+    """A batch whose first call returns an image and whose second waits for approval: the
+    pause saves the image with the result (not a dump of agno's carrier), and the approved
+    turn's continuation, or the Stop of the paused turn, stores it with its tool message; the
+    continuation gives it to the model."""
+    from agents.worker import run_turn
+    from sessions_app.approvals import turn_approve
+    from sessions_app.turns import turn_cancel, turn_start
+    from sessions_app.turns.paused import paused_state
+
+    fake_llm.queue(
+        ToolCalls(
+            [
+                ToolCall("camera__snapshot", {}, id="call_snap"),
+                ToolCall("camera__drop_table", {"table": "old"}, id="call_drop"),
+            ]
+        )
+    )
+    turn = turn_start(session=session, message="snapshot, then drop old")
+    run_turn(turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == "awaiting_approval"
+    [saved] = paused_state(turn.metadata)["results"].values()
+    assert saved[1] is False
+    assert "ToolResult" not in saved[0]  # the text, not a dump of agno's carrier
+    assert base64.b64decode(saved[2][0]["data"]) == tiny_png()
+
+    if then == "approved":
+        fake_llm.queue(Reply("Dropped."))
+        pending = turn.pending_approval
+        turn_approve(
+            turn=turn,
+            tool_call_id="call_drop",
+            approved=True,
+            call=pending["call"],
+            attempt=pending["attempt"],
+            resume=False,
+        )
+        run_turn(turn.pk)  # the continuation, as a worker runs it
+        assert image_urls(fake_llm.messages(-1)) == [PNG_URL]
+    else:
+        turn_cancel(turn=turn)
+    turn.refresh_from_db()
+    assert turn.status == ("done" if then == "approved" else "cancelled")
+    [snap] = Message.objects.filter(branch_id=turn.branch_id, tool_call_id="call_snap")
+    [image] = snap.metadata["images"]
+    assert base64.b64decode(image["data"]) == tiny_png()
+    assert f"[image {image['id']}:" in snap.tool_result
