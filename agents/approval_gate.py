@@ -1,7 +1,7 @@
 """Tool calls that wait for their owner's approval before they run, holding no thread.
 
 Every call of a `RollbackAgent` passes through `ApprovalGate.hook`, an agno tool hook; those of
-the tools in the turn's `tool_approvals` (the agent's, and its MCP tools': agents.turn.state.
+the tools in the turn's `tool_approvals` (the agent's, and its MCP tools': agents.turn_state.
 TurnState) wait. The stream step announces each call's id and arguments as agno starts it
 (`RunCalls.announce`, in the attempt's state); the hook takes them.
 
@@ -45,7 +45,7 @@ from sessions_app.approvals import (
 from sessions_app.turns.paused import turn_call_started, turn_note_may_have_run
 
 if TYPE_CHECKING:
-    from .turn.state import Announced, RunCalls, TurnState
+    from .turn_state import Announced, RunCalls, TurnState
 
 log = logging.getLogger("agents.approval_gate")
 
@@ -73,7 +73,7 @@ class ApprovalGate:
     shared, so a name added later counts), and how to find the attempt whose calls it asks
     about (`state_of`: the agent's `turn_state`, whose `tool_approvals` add the turn's MCP
     tools). What it learns of a turn's calls (announced, ran, refused, paused) is that
-    attempt's (agents.turn.state): the gate itself keeps nothing of a turn."""
+    attempt's (agents.turn_state): the gate itself keeps nothing of a turn."""
 
     def __init__(self, names: set[str], state_of: Callable[[], TurnState | None]) -> None:
         self.names = names

@@ -22,7 +22,7 @@ from sessions_app.labels import branch_label
 if TYPE_CHECKING:
     from sessions_app.models import Branch, Session
 
-    from .turn.state import TurnState
+    from .turn_state import TurnState
 
 
 def _when(cp: Checkpoint) -> str:
@@ -34,7 +34,7 @@ class CheckpointTools:
 
     external_session: Session
     carry_out_rollbacks: bool
-    # The running turn's attempt (agents.turn.state), None outside a turn: where its user
+    # The running turn's attempt (agents.turn_state), None outside a turn: where its user
     # message sits, so checkpoints the model asks for mark the conversation as it stood when the
     # user asked.
     turn_state: TurnState | None

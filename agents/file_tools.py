@@ -26,7 +26,7 @@ from workspace.validation import clean_path
 if TYPE_CHECKING:
     from sessions_app.models import Branch, Turn
 
-    from .turn.state import TurnState
+    from .turn_state import TurnState
 
 # What read_file shows the model of one file: a file may hold 256 KB (WORKSPACE_MAX_FILE_BYTES),
 # more than a model's window should spend on one read.
@@ -53,7 +53,7 @@ class FileTools:
     """The workspace and plan tools of an agent that works on one branch."""
 
     internal_session: Branch
-    # The running turn's attempt (agents.turn.state): the file tools write in its turn's name.
+    # The running turn's attempt (agents.turn_state): the file tools write in its turn's name.
     # None outside a turn (seed 003's agent used directly): then they write as the agent, in no
     # turn's name.
     turn_state: TurnState | None

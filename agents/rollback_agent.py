@@ -51,8 +51,8 @@ from .tools import (
     without_replaced,
 )
 from .turn.pipeline import resume_message, run_message
-from .turn.state import ROLLBACK_KEYS, Hold, TurnState, starting_state, without_request
 from .turn.surface import AgnoAgent, RunItem
+from .turn_state import ROLLBACK_KEYS, Hold, TurnState, starting_state, without_request
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -155,7 +155,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         # The outcome of the last turn and of the last rollback carried out.
         self.last_turn: Turn | None = None
         self.last_rollback: Checkpoint | None = None
-        # The running turn's attempt (agents.turn.state), from its start to its end: what the
+        # The running turn's attempt (agents.turn_state), from its start to its end: what the
         # tools and their hooks read and write of the turn. None between turns.
         self.turn_state: TurnState | None = None
         # The Python API's callbacks when `run` is given none: a listener of the session's

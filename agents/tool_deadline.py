@@ -57,7 +57,7 @@ from sessions_app.turns import HELD
 from .tool_errors import ToolFailed
 
 if TYPE_CHECKING:
-    from .turn.state import TurnState
+    from .turn_state import TurnState
 
 log = logging.getLogger("agents.tools")
 

@@ -18,8 +18,8 @@ from .stopped import Calls, stopped_messages
 
 if TYPE_CHECKING:
     from ..context import Fit
+    from ..turn_state import TurnState
     from .claim import Heartbeat
-    from .state import TurnState
     from .surface import TurnAgent
 
 log = logging.getLogger("agents.turn")
@@ -45,7 +45,7 @@ class TurnMeta(TypedDict, total=False):
 @dataclass
 class TurnRun:
     """One claimed turn's attempt on its way through the steps: the agent, the attempt's state
-    (what its tools see and a pause saves: agents.turn.state), and the pipeline's own means."""
+    (what its tools see and a pause saves: agents.turn_state), and the pipeline's own means."""
 
     agent: TurnAgent
     state: TurnState

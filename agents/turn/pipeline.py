@@ -168,7 +168,7 @@ def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
     """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
     (the model, the tools, storing the answer), the turn does not stay running.
 
-    The attempt's state (agents.turn.state) is made here, with the MCP servers' tools offered
+    The attempt's state (agents.turn_state) is made here, with the MCP servers' tools offered
     to it (under the heartbeat: a listing may wait AGENT_MCP_TIMEOUT), and dropped when the
     attempt ends: the agent holds nothing of it afterwards."""
     reply = ReplyStream(session_id=turn.session_id, turn_id=turn.pk, attempt=turn.attempts)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from core.events import Event
     from sessions_app.models import Branch, Session, Turn
 
-    from .state import Hold, TurnState
+    from ..turn_state import Hold, TurnState
 
 # One item of a streamed run: an event (RunContent, ToolCallStarted, ToolCallCompleted,
 # RunError, ...) and, last, the run's RunOutput (`yield_run_output=True`).
@@ -50,7 +50,7 @@ class TurnAgent(Protocol):
     """The agent a turn runs (`agents.rollback_agent.RollbackAgent`), as the steps use it: what
     lasts across its turns (its session and branch, its settings and tools, the run's stream,
     the outcome of its last turn and rollback) and the attempt it opens for each turn
-    (`attempt`: the attempt's state, agents.turn.state, which its tools and hooks read)."""
+    (`attempt`: the attempt's state, agents.turn_state, which its tools and hooks read)."""
 
     external_session: Session
     internal_session: Branch

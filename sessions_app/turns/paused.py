@@ -29,8 +29,10 @@ def paused_state(turn_metadata: object) -> dict[str, Any] | None:
     """The state a paused turn saved (`metadata.paused`): `messages` (the turn's new messages
     before the batch that paused, as dicts), `assistant` (that batch's assistant message: its
     `content` and `tool_calls`), `results` (call id -> [result, error] of the batch's calls that
-    ran), `pending` (the call that waits) and `started` (the key of an approved call a
-    continuation began to run). None for a turn that never paused."""
+    ran), `effects` (each tool's effect), `session_state` (the run's, which the continuation
+    starts from; a pause saved before it was part of the state has none), `pending` (the call
+    that waits) and `started` (the key of an approved call a continuation began to run). None
+    for a turn that never paused."""
     state = turn_metadata.get(PAUSED_KEY) if isinstance(turn_metadata, dict) else None
     return state if isinstance(state, dict) else None
 

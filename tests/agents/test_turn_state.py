@@ -1,4 +1,4 @@
-"""A turn's state is its attempt's (agents.turn.state.TurnState), not the agent's: a second turn
+"""A turn's state is its attempt's (agents.turn_state.TurnState), not the agent's: a second turn
 of the same agent sees nothing the first left, and a paused turn's continuation resumes the
 state its pause saved."""
 

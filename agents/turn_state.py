@@ -1,8 +1,9 @@
 """One attempt at a turn, as the agent's tools and tool hooks see it: `TurnState`.
 
-Made when an attempt starts (`RollbackAgent.attempt`, entered by agents.turn.pipeline) and
-dropped when it ends; meanwhile the agent links it as `agent.turn_state`, so its tools (bound
-methods agno calls) and its tool hooks (agents.approval_gate, agents.tool_deadline) find it.
+Made when an attempt starts (`RollbackAgent.attempt`, entered by agents.turn.pipeline, whose
+`TurnRun` holds it) and dropped when it ends; meanwhile the agent links it as
+`agent.turn_state`, so its tools (bound methods agno calls) and its tool hooks
+(agents.approval_gate, agents.tool_deadline) find it.
 Everything one turn used to leave on the agent is here: the Turn its file tools write in the
 name of and where its user message sits (the checkpoints the model asks for mark it), the MCP
 servers' tools it was offered (with their sessions, effects, approvals and deadlines), its
@@ -28,7 +29,7 @@ from sessions_app.approvals import Pending, args_digest, result_key, tool_call_k
 if TYPE_CHECKING:
     from sessions_app.models import Turn
 
-    from ..mcp.toolset import McpToolset
+    from .mcp.toolset import McpToolset
 
 # The rollback the model asked for, in the run's session state (the seed's keys): never stored
 # with the branch's state, never left for the next turn.
