@@ -52,7 +52,7 @@ from .tools import (
 )
 from .turn.pipeline import resume_message, run_message
 from .turn.surface import AgnoAgent, RunItem
-from .turn_state import ROLLBACK_KEYS, Hold, TurnState, starting_state, without_request
+from .turn_state import ROLLBACK_KEYS, Hold, TurnState, saved_calls, starting_state
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -292,6 +292,8 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
             tool_approvals=self.tool_approvals | mcp.approvals,
             tool_timeouts={**self.tool_timeouts, **mcp.timeouts},
             resumed=resumed,
+            refused=saved_calls(resumed, "refused"),
+            given_up=saved_calls(resumed, "given_up"),
         )
         self.session_state = state.session_state
         self.turn_state = state
@@ -377,10 +379,6 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
             state = {}
             self.session_state = state
         return state
-
-    def persistent_state(self) -> dict[str, Any]:
-        """The state to store on the branch: without the rollback request flags."""
-        return without_request(self.session_state)
 
     @property
     def requested_rollback(self) -> int | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sessions_app.approvals import Pending, args_digest, result_key, tool_call_key
+from sessions_app.turns.paused import calls_of
 
 if TYPE_CHECKING:
     from sessions_app.models import Turn
@@ -202,9 +203,10 @@ class TurnState:
         """What a pause saves of this attempt (`metadata.paused`, with the call that waits):
         from agno's live messages (the hook's run context) the turn's new messages before the
         batch and the batch's assistant message, the results of the batch's calls that ran,
-        each tool's effect (so a Stop of the paused turn stores its calls as they are, with no
-        agent at hand: sessions_app.turns.paused), and the session state, which its
-        continuation starts from."""
+        each tool's effect, the calls refused and given up on so far (so a Stop of the paused
+        turn stores its calls as they are, with no agent at hand: sessions_app.turns.paused,
+        and its continuation stores them as this attempt would have), and the session state,
+        which the continuation starts from."""
         messages = list(getattr(run_context, "messages", None) or [])
         new = [
             m
@@ -226,10 +228,18 @@ class TurnState:
             else None,
             "results": {k: v for k, v in self.calls.results.items() if k in keys},
             "effects": dict(self.tool_effects),
+            "refused": _listed(self.refused),
+            "given_up": _listed(self.given_up),
         }
         if _is_json(self.session_state):
             saved["session_state"] = self.session_state
         return saved
+
+
+def saved_calls(resumed: dict[str, Any] | None, key: str) -> set[tuple[str, str]]:
+    """The calls a continuation's pause saved under `key` (`refused`, `given_up`): the turn's
+    calls refused or given up on by its earlier attempts, as (id or tool, argument hash)."""
+    return calls_of((resumed or {}).get(key))
 
 
 def starting_state(resumed: dict[str, Any] | None, held: dict[str, Any] | None) -> dict[str, Any]:
@@ -260,6 +270,10 @@ def model_args(arguments: dict[str, Any]) -> dict[str, Any]:
         for k, v in arguments.items()
         if isinstance(v, str | int | float | bool | list | dict | type(None))
     }
+
+
+def _listed(calls: set[tuple[str, str]]) -> list[list[str]]:
+    return sorted([first, digest] for first, digest in calls)
 
 
 def _text(content: Any) -> str | None:

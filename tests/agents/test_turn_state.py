@@ -14,9 +14,9 @@ from agents.rollback_agent import RollbackAgent
 from agents.worker import run_turn
 from checkpoints.services import checkpoint_create
 from sessions_app.approvals import turn_approve
-from sessions_app.models import Turn
+from sessions_app.models import LedgerEntry, Turn
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.turns import turn_start
+from sessions_app.turns import turn_cancel, turn_start
 from sessions_app.turns.paused import paused_state
 from tests.agents import approval_tools
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -47,12 +47,12 @@ def tool_messages(session):
     return [m for m in branch_history(current_branch(session)) if m.role == "tool"]
 
 
-def approve(turn: Turn) -> None:
+def answer(turn: Turn, approved: bool) -> None:
     pending = turn.pending_approval
     turn_approve(
         turn=turn,
         tool_call_id=pending["tool_call_id"],
-        approved=True,
+        approved=approved,
         call=pending["call"],
         attempt=pending["attempt"],
     )
@@ -164,7 +164,7 @@ def test_a_continuation_resumes_the_session_state_its_pause_saved(fake_llm, tool
     assert saved["todos"] == [{"id": 1, "title": "write it", "done": False}]
 
     fake_llm.queue(Reply("Planned and mailed."))
-    approve(turn)
+    answer(turn, True)
     dispatch.drain()
 
     turn.refresh_from_db()
@@ -194,7 +194,7 @@ def test_a_rollback_asked_for_before_a_pause_is_carried_out_after_it(
     assert turn.status == Turn.Status.AWAITING_APPROVAL
 
     fake_llm.queue(Reply("Mailed; rolling back."))
-    approve(turn)
+    answer(turn, True)
     dispatch.drain()
 
     turn.refresh_from_db()
@@ -202,3 +202,55 @@ def test_a_rollback_asked_for_before_a_pause_is_carried_out_after_it(
     assert turn.rolled_back_to is not None
     assert turn.rolled_back_to.checkpoint_name == "start"
     assert current_branch(session).pk == turn.metadata["rollback_branch"] != branch.pk
+
+
+def refused_then_paused_again(fake_llm, session) -> Turn:
+    """A turn whose first call the owner refused, paused again at a second call by the
+    continuation that gave the model the refusal."""
+    fake_llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_a")]))
+    turn = turn_start(session=session, message="mail bob")
+    run_turn(turn.pk)
+    turn.refresh_from_db()
+    fake_llm.queue(ToolCalls([ToolCall("send_email", {**EMAIL, "subject": "again"}, id="call_b")]))
+    answer(turn, False)
+    dispatch.drain()
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.AWAITING_APPROVAL
+    assert turn.pending_approval["tool_call_id"] == "call_b"
+    return turn
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_refused_before_a_later_pause_is_still_one_that_did_not_run(
+    fake_llm, tools, session
+):
+    """The calls a turn refused are its state: the pause saves them, so the attempt that stores
+    the turn still knows the refused call did not run (no effect, no ledger entry)."""
+    turn = refused_then_paused_again(fake_llm, session)
+
+    fake_llm.queue(Reply("Sent the second."))
+    answer(turn, True)
+    dispatch.drain()
+
+    turn.refresh_from_db()
+    assert turn.status == "done", turn.error
+    effects = {m.tool_call_id: m.effect for m in tool_messages(session)}
+    assert effects == {"call_a": "none", "call_b": "external"}
+    assert list(LedgerEntry.objects.values_list("tool_name", "status")) == [("send_email", "ran")]
+    assert tools.SENT == [("bob@example.com", "again")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_during_a_later_pause_keeps_a_refused_call_as_one_that_did_not_run(
+    fake_llm, tools, session
+):
+    turn = refused_then_paused_again(fake_llm, session)
+
+    turn_cancel(turn=turn)
+
+    turn.refresh_from_db()
+    assert turn.status == "cancelled"
+    effects = {m.tool_call_id: m.effect for m in tool_messages(session)}
+    assert effects["call_a"] == "none"
+    assert not LedgerEntry.objects.exists()
+    assert tools.SENT == []
