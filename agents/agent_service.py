@@ -9,12 +9,12 @@ A rollback the model asks for during `agent.run(...)` stays a request, as in the
 `handle_agent_response` reports it, and `rollback_to_checkpoint` carries it out as a new branch.
 
 A tool call that needs approval: no worker runs this API's turns, so the answer comes in
-process. Either give the agent a callback before `run` (`agent.approver = lambda pending: ...`,
-called with the turn's `pending_approval`: True approves, and the turn resumes at once in the
-same call), or let `run` return with `agent.last_turn.status == "awaiting_approval"` (its
-output None) and answer later with `agent.answer_approval(True or False)`, which resumes the
-turn and returns as `run` does. The waiting turn is saved on its row meanwhile: it holds no
-thread, and survives the process.
+process. Either give a callback (`agent.approver = lambda pending: ...`, or
+`agent.run(message, approver=...)` for one call; called with the turn's `pending_approval`: True
+approves, and the turn resumes at once in the same call), or let `run` return with
+`agent.last_turn.status == "awaiting_approval"` (its output None) and answer later with
+`agent.answer_approval(True or False)`, which resumes the turn and returns as `run` does. The
+waiting turn is saved on its row meanwhile: it holds no thread, and survives the process.
 """
 
 from __future__ import annotations

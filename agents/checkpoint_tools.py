@@ -22,6 +22,8 @@ from sessions_app.labels import branch_label
 if TYPE_CHECKING:
     from sessions_app.models import Branch, Session
 
+    from .turn_state import TurnState
+
 
 def _when(cp: Checkpoint) -> str:
     return cp.created_at.strftime("%Y-%m-%d %H:%M:%S")
@@ -32,10 +34,10 @@ class CheckpointTools:
 
     external_session: Session
     carry_out_rollbacks: bool
-    # Set while a turn runs: where its user message sits, so checkpoints the model asks for
-    # mark the conversation as it stood when the user asked.
-    turn_position: int | None
-    created_checkpoints: list[Checkpoint]
+    # The running turn's attempt (agents.turn_state), None outside a turn: where its user
+    # message sits, so checkpoints the model asks for mark the conversation as it stood when the
+    # user asked.
+    turn_state: TurnState | None
 
     def refresh_branch(self) -> Branch:
         """The agent's branch, read again."""
@@ -51,17 +53,17 @@ class CheckpointTools:
         Args:
             name: a short name for the checkpoint, e.g. "after-variables".
         """
+        at = self.turn_state.position if self.turn_state is not None else None
         try:
             branch = self.refresh_branch()
             checkpoint = checkpoint_create(
                 branch=branch,
                 name=name,
-                at=self.turn_position,
-                metadata={"trigger": "tool" if self.turn_position is not None else "manual"},
+                at=at,
+                metadata={"trigger": "tool" if at is not None else "manual"},
             )
         except DomainError as exc:
             return f"✗ Could not create the checkpoint: {exc.message}"
-        self.created_checkpoints.append(checkpoint)
         saved = checkpoint.checkpoint_name
         answer = f"✓ Checkpoint '{saved}' created successfully (ID: {checkpoint.pk})"
         if name is not None and name.strip() and saved != name.strip():

@@ -26,6 +26,8 @@ from workspace.validation import clean_path
 if TYPE_CHECKING:
     from sessions_app.models import Branch, Turn
 
+    from .turn_state import TurnState
+
 # What read_file shows the model of one file: a file may hold 256 KB (WORKSPACE_MAX_FILE_BYTES),
 # more than a model's window should spend on one read.
 READ_FILE_CHARS = 20_000
@@ -51,10 +53,14 @@ class FileTools:
     """The workspace and plan tools of an agent that works on one branch."""
 
     internal_session: Branch
-    # The turn running this agent (set by agents.turn.pipeline while it runs): the file tools
-    # write in its name. None outside a turn (seed 003's agent used directly): then they write
-    # as the agent, in no turn's name.
-    running_turn: Turn | None
+    # The running turn's attempt (agents.turn_state): the file tools write in its turn's name.
+    # None outside a turn (seed 003's agent used directly): then they write as the agent, in no
+    # turn's name.
+    turn_state: TurnState | None
+
+    @property
+    def _writing_turn(self) -> Turn | None:
+        return self.turn_state.turn if self.turn_state is not None else None
 
     def plan_state(self) -> dict[str, Any]:
         """The state the plan lives in (the agent's session state, made when it has none)."""
@@ -122,7 +128,7 @@ class FileTools:
                 branch=self.internal_session,
                 path=path,
                 content=content,
-                turn=self.running_turn,
+                turn=self._writing_turn,
                 by="agent",
             )
         except DomainError as exc:
@@ -138,7 +144,7 @@ class FileTools:
         """
         try:
             gone = file_delete(
-                branch=self.internal_session, path=path, turn=self.running_turn, by="agent"
+                branch=self.internal_session, path=path, turn=self._writing_turn, by="agent"
             )
         except DomainError as exc:
             return f"✗ {exc.message}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from agno.agent import Agent
@@ -26,6 +27,7 @@ from core import events
 from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.services import branch_activate, branch_create
+from sessions_app.turns.paused import paused_state
 
 from .approval_gate import ApprovalGate
 from .builtin_tools import INTRO, REGISTRY
@@ -50,14 +52,13 @@ from .tools import (
 )
 from .turn.pipeline import resume_message, run_message
 from .turn.surface import AgnoAgent, RunItem
+from .turn_state import ROLLBACK_KEYS, Hold, TurnState, saved_calls, starting_state
 
 if TYPE_CHECKING:
     from accounts.models import User
 
 __all__ = ["CHECKPOINT_TOOLS", "MEMORY_TOOLS", "RollbackAgent"]
 log = logging.getLogger(__name__)
-
-ROLLBACK_KEYS = ("rollback_requested", "rollback_checkpoint_id")
 
 
 def auto_checkpoint_enabled(session: Session) -> bool:
@@ -151,17 +152,17 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         self.internal_session: Branch = self._pick_branch(
             session, internal_session_id, skip_session_creation, activate_branch
         )
+        # The outcome of the last turn and of the last rollback carried out.
         self.last_turn: Turn | None = None
         self.last_rollback: Checkpoint | None = None
-        # Set while a turn runs: where its user message sits, so checkpoints the model asks for
-        # mark the conversation as it stood when the user asked.
-        self.turn_position: int | None = None
-        self.running_turn: Turn | None = None
+        # The running turn's attempt (agents.turn_state), from its start to its end: what the
+        # tools and their hooks read and write of the turn. None between turns.
+        self.turn_state: TurnState | None = None
+        # The Python API's callbacks when `run` is given none: a listener of the session's
+        # events, and the answer to a call that needs approval (the turn's `pending_approval`
+        # in, True approves; None leaves the turn awaiting approval for `answer_approval`).
         self.on_event: Callable[[events.Event], None] | None = None
-        # The Python API's answer to a call that needs approval (the turn's `pending_approval`
-        # in, True approves); None leaves the turn awaiting approval for `answer_approval`.
         self.approver: Callable[[Any], bool] | None = None
-        self.created_checkpoints: list[Checkpoint] = []
         custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
         # The built-in tools, in the registry's order (agents.builtin_tools).
         builtins = REGISTRY.implementations(self)
@@ -174,22 +175,20 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         # The built-in tools this agent offers: they refuse with a result (agents.tools.REFUSED).
         self.builtin_tools = names_of(kept)
         # What each tool's call does (`none`, `workspace`, `external`), recorded on its tool
-        # message, and the tools whose calls wait for the owner's approval (agents.tools).
+        # message, and the tools whose calls wait for the owner's approval (agents.tools). A
+        # turn adds its MCP tools' to its own copies (TurnState), the agent's stay as they are.
         self.tool_effects, self.tool_approvals = effects_of(kept, custom)
-        # The operator's MCP servers' tools, listed at the start of each turn (offer_mcp_tools).
-        self.mcp = McpToolset()
-        self.notices: list[str] = []
-        # Every call passes the gate: those of `tool_approvals` wait for the owner's answer
-        # (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused call
-        # runs none.
-        self.approvals = ApprovalGate(self.tool_approvals)
+        # Every call passes the gate: those of the turn's `tool_approvals` wait for the owner's
+        # answer (agents.approval_gate). It wraps the hooks given through `kwargs`, so a refused
+        # call runs none.
+        self.approvals = ApprovalGate(self.tool_approvals, state_of=lambda: self.turn_state)
         # Each tool's deadline in seconds, by name: the custom tools' own (tool_effect), and
-        # those the MCP toolset writes for its servers' tools; AGENT_TOOL_TIMEOUT_SECONDS else.
+        # (in the turn's copy) the MCP servers'; AGENT_TOOL_TIMEOUT_SECONDS else.
         self.tool_timeouts: dict[str, float] = timeouts_of(custom)
         self.deadlines = ToolDeadlines(
             inline=self.builtin_tools,
             timeouts=self.tool_timeouts,
-            turn_of=lambda: self.running_turn,
+            state_of=lambda: self.turn_state,
         )
         # Inside the gate, an exception a tool raises reaches the model scrubbed
         # (agents.tool_errors); inside that, a custom or MCP tool runs off the turn's thread
@@ -207,13 +206,16 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
         kwargs.setdefault("tool_call_limit", max_tool_calls())
         # The tools as given (seed 003's view); agno gets them with their schemas built once
-        # per process (agents.tools.agno_tools).
+        # per process (agents.tools.agno_tools), and the running turn's MCP tools with them: it
+        # asks `run_tools` at each run.
         self.tools: list[Any] = [*kept, *custom]
+        self._agno_tools = agno_tools(self.tools)
         self.agent: AgnoAgent = Agent(
             model=model,
             # A tool's images go to a model that sees images (agents.mcp.vision), else stay out.
             send_media_to_model=sees_images(model),
-            tools=agno_tools(self.tools),
+            tools=self.run_tools,
+            cache_callables=False,
             db=None,
             telemetry=False,
             session_state=dict(self.internal_session.session_state or {}),
@@ -232,11 +234,15 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
 
     @property
     def session_state(self) -> dict[str, Any] | None:
-        """The agno run's state: the branch's state, and the rollback request the tools write."""
+        """The branch's state as this agent holds it, and the rollback request its tools write:
+        from a turn's start on, that turn's (`TurnState.session_state`, the same dict)."""
         return self.agent.session_state
 
     @session_state.setter
     def session_state(self, value: dict[str, Any] | None) -> None:
+        if self.turn_state is not None:  # a tool replaces it while its turn runs
+            value = {} if value is None else value
+            self.turn_state.session_state = value
         self.agent.session_state = value
 
     @property
@@ -252,28 +258,49 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         """One agno run on `messages`, streamed: its events, then its RunOutput."""
         return self.agent.run(messages, stream=True, stream_events=True, yield_run_output=True)
 
+    def run_tools(self) -> list[Any]:
+        """The tools agno offers the model in a run: the agent's own, and the running turn's
+        MCP tools (agno asks at each run: the agent keeps no turn's tools)."""
+        state = self.turn_state
+        return [*self._agno_tools, *(state.mcp.functions if state is not None else [])]
+
     def close_mcp_sessions(self) -> None:
         """The end of a turn's attempt: its MCP sessions (one per server used) are closed."""
-        self.mcp.close()
+        if self.turn_state is not None:
+            self.turn_state.mcp.close()
 
-    def offer_mcp_tools(self) -> None:
-        """At the start of a turn (under its heartbeat: a listing may wait AGENT_MCP_TIMEOUT):
-        the tools of the enabled MCP servers, in place of the last turn's, with their effects
-        and approvals; a server that is down leaves a notice for the turn instead."""
-        for name in self.mcp.effects:
-            self.tool_effects.pop(name, None)
-            self.tool_approvals.discard(name)
-            self.tool_timeouts.pop(name, None)
-        previous = {id(f) for f in self.mcp.functions}
-        self.mcp.close()  # the last turn's sessions, if its end did not close them
-        self.mcp = mcp_toolset(session=self.external_session, taken=set(self.tool_effects))
-        self.tool_effects.update(self.mcp.effects)
-        self.tool_approvals |= self.mcp.approvals
-        self.tool_timeouts.update(self.mcp.timeouts)  # the same dict as the deadlines' (in place)
-        self.notices = list(self.mcp.notices)
-        current = self.agent.tools if isinstance(self.agent.tools, list) else []
-        kept = [t for t in current if id(t) not in previous]
-        self.agent.tools = [*kept, *self.mcp.functions]
+    def offer_mcp_tools(self) -> McpToolset:
+        """The tools of the MCP servers this agent's session gets, for a turn (listed under its
+        heartbeat: a listing may wait AGENT_MCP_TIMEOUT), with their effects, approvals and
+        deadlines; a server that is down leaves a notice for the turn instead."""
+        return mcp_toolset(session=self.external_session, taken=set(self.tool_effects))
+
+    @contextmanager
+    def attempt(self, turn: Turn, *, hold: Hold) -> Iterator[TurnState]:
+        """One attempt at `turn` (agents.turn.pipeline): its state, made now with the MCP tools
+        offered to it and the session state it starts from, the agent's `turn_state` until it
+        ends. The agent's own session state is the attempt's from now on (its rollback request
+        included), until the next attempt starts from it without the request."""
+        resumed = paused_state(turn.metadata)  # a continuation resumes from its pause
+        mcp = self.offer_mcp_tools()
+        state = TurnState(
+            turn=turn,
+            hold=hold,
+            mcp=mcp,
+            session_state=starting_state(resumed, self.session_state),
+            tool_effects={**self.tool_effects, **mcp.effects},
+            tool_approvals=self.tool_approvals | mcp.approvals,
+            tool_timeouts={**self.tool_timeouts, **mcp.timeouts},
+            resumed=resumed,
+            refused=saved_calls(resumed, "refused"),
+            given_up=saved_calls(resumed, "given_up"),
+        )
+        self.session_state = state.session_state
+        self.turn_state = state
+        try:
+            yield state
+        finally:
+            self.turn_state = None
 
     @staticmethod
     def _pick_branch(
@@ -293,20 +320,34 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
 
     # --- the seed's API ----------------------------------------------------------------------
 
-    def run(self, message: str, **kwargs: Any) -> RunOutput | None:
+    def run(
+        self,
+        message: str,
+        *,
+        on_event: Callable[[events.Event], None] | None = None,
+        approver: Callable[[Any], bool] | None = None,
+        **kwargs: Any,
+    ) -> RunOutput | None:
         """Run one turn: store the user's message, answer it, store the answer, and checkpoint
         automatically after tool use. A rollback the model was asked for stays requested in
         `session_state` (seed 003: `AgentService.handle_agent_response` reports it and
         `AgentService.rollback_to_checkpoint` carries it out), unless this agent carries out
-        rollbacks itself (`carry_out_rollbacks`, the web and API turns). Returns agno's RunOutput
-        (`.content` is the reply); the Turn is `self.last_turn`."""
-        return run_message(self, message)
+        rollbacks itself (`carry_out_rollbacks`, the web and API turns). `on_event` and
+        `approver` are this call's callbacks (else `self.on_event`, `self.approver`). Returns
+        agno's RunOutput (`.content` is the reply); the Turn is `self.last_turn`."""
+        return run_message(self, message, on_event=on_event, approver=approver)
 
-    def answer_approval(self, approved: bool) -> RunOutput | None:
+    def answer_approval(
+        self,
+        approved: bool,
+        *,
+        on_event: Callable[[events.Event], None] | None = None,
+        approver: Callable[[Any], bool] | None = None,
+    ) -> RunOutput | None:
         """Answer the tool call `self.last_turn` waits for (a `run` without `approver` left it
         `awaiting_approval`) and resume the turn here: approved, the tool runs once; refused,
         the model is told. Returns as `run` does; NothingAwaitsApproval when nothing waits."""
-        return resume_message(self, approved)
+        return resume_message(self, approved, on_event=on_event, approver=approver)
 
     def refresh_branch(self) -> Branch:
         self.internal_session.refresh_from_db()
@@ -338,10 +379,6 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
             state = {}
             self.session_state = state
         return state
-
-    def persistent_state(self) -> dict[str, Any]:
-        """The state to store on the branch: without the rollback request flags."""
-        return {k: v for k, v in (self.session_state or {}).items() if k not in ROLLBACK_KEYS}
 
     @property
     def requested_rollback(self) -> int | None:

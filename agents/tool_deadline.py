@@ -4,7 +4,7 @@ A custom tool (seed 003's `RollbackAgent(tools=[...])`, AGENT_TOOLS) or an MCP t
 process's tool executor (`rollback-tool`), not on the turn's thread; the turn's thread waits for
 the first of: its result, its deadline, or the turn's end (a Stop, a take-over).
 - The deadline: the tool's own (`tool_effect(..., timeout=...)`, or the MCP server's, which the
-  MCP toolset writes into the agent's `tool_timeouts`), else AGENT_TOOL_TIMEOUT_SECONDS. Past
+  MCP toolset gives the turn's `tool_timeouts`), else AGENT_TOOL_TIMEOUT_SECONDS. Past
   it the call gives the model a `✗ Timeout` result, marked as an error (not among `tools_used`,
   no automatic checkpoint), its tool message is marked `may_have_run` (the effects ledger says
   so for an external call), and the turn goes on.
@@ -42,7 +42,7 @@ from concurrent.futures import Future
 from contextlib import nullcontext
 from functools import partial
 from inspect import isgenerator
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from agno.exceptions import RunCancelledException
 from agno.tools.function import ToolResult
@@ -55,6 +55,9 @@ from sessions_app.models import Turn
 from sessions_app.turns import HELD
 
 from .tool_errors import ToolFailed
+
+if TYPE_CHECKING:
+    from .turn_state import TurnState
 
 log = logging.getLogger("agents.tools")
 
@@ -187,29 +190,25 @@ def _released(future: Future[Any]) -> None:
 
 class ToolDeadlines:
     """One agent's deadlines: the tool names that run on the turn's thread (its built-ins),
-    each tool's own timeout in seconds (`timeouts`, the agent's `tool_timeouts`: the custom
-    tools' declared ones, and those the MCP toolset fills), the turn whose Stop ends a wait
-    (`turn_of`), and the calls given up on (their tool messages say `may_have_run`)."""
+    each of its own tools' timeout in seconds (`timeouts`, the agent's `tool_timeouts`: the
+    custom tools' declared ones), and how to find the running attempt (`state_of`: the agent's
+    `turn_state`), whose `tool_timeouts` add its MCP tools', whose turn's Stop ends a wait, and
+    which keeps the calls given up on (their tool messages say `may_have_run`)."""
 
     def __init__(
         self,
         *,
         inline: set[str] | frozenset[str],
         timeouts: dict[str, float],
-        turn_of: Callable[[], Turn | None],
+        state_of: Callable[[], TurnState | None],
     ) -> None:
         self.inline = inline
         self.timeouts = timeouts
-        self.turn_of = turn_of
-        self.given_up: set[tuple[str, str]] = set()
+        self.state_of = state_of
 
-    def seconds(self, tool: str) -> float:
-        own = self.timeouts.get(tool)
+    def seconds(self, tool: str, state: TurnState | None = None) -> float:
+        own = (state.tool_timeouts if state is not None else self.timeouts).get(tool)
         return float(own) if own else float(settings.AGENT_TOOL_TIMEOUT_SECONDS)
-
-    def may_have_run(self, tool: str, args: object) -> bool:
-        """Whether this call (its tool and arguments) was given up on after it started."""
-        return (tool, args_digest(args if args is not None else {})) in self.given_up
 
     def hook(
         self, function_name: str, function_call: Callable[..., Any], arguments: dict[str, Any]
@@ -218,14 +217,15 @@ class ToolDeadlines:
         here; any other tool on the executor, within its deadline (module docstring)."""
         if function_name in self.inline:
             return function_call(**arguments)
-        seconds = self.seconds(function_name)
+        state = self.state_of()
+        seconds = self.seconds(function_name, state)
         future = _submit(function_name, partial(function_call, **arguments))
-        turn = self.turn_of()
+        turn = state.turn if state is not None else None
         try:
             self._wait(function_name, future, seconds, turn)
         except BaseException:
             if not future.cancelled():  # it started: whatever it does, it may have done
-                self.given_up.add((function_name, args_digest(arguments)))
+                _given_up(state, function_name, arguments)
             raise
         try:
             result = future.result()
@@ -233,7 +233,7 @@ class ToolDeadlines:
             # A failure that says no answer came (agents.mcp: a lost connection, the server's
             # timeout): the call started, so it may have run.
             if getattr(exc, "may_have_run", False):
-                self.given_up.add((function_name, args_digest(arguments)))
+                _given_up(state, function_name, arguments)
             raise
         return as_text(result)
 
@@ -259,6 +259,13 @@ class ToolDeadlines:
                     if not future.cancel():
                         _abandon(tool, future, f"turn {turn.pk} stopped")
                     raise RunCancelledException(STOPPED.format(tool=tool))
+
+
+def _given_up(state: TurnState | None, tool: str, arguments: dict[str, Any]) -> None:
+    """The call, on record in its attempt as one that may have run (outside a turn nothing
+    stores its message)."""
+    if state is not None:
+        state.given_up.add((tool, args_digest(arguments)))
 
 
 def _ended(turn: Turn) -> bool:

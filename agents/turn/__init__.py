@@ -11,5 +11,7 @@
 6. after (`after.py`): the log line, and for a worker's turn the title and summaries ahead.
 
 `pipeline.py` runs them top-down for each door: a worker (Celery or the embedded pool, through
-agents.worker) and the Python API (`RollbackAgent.run`).
+agents.worker) and the Python API (`RollbackAgent.run`). What one attempt holds is
+agents.turn_state (`TurnState`: made when it starts, dropped when it ends), which the agent's
+tools and hooks read and a pause saves; `surface.py` is the part of the agent the steps use.
 """

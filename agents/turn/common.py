@@ -18,6 +18,7 @@ from .stopped import Calls, stopped_messages
 
 if TYPE_CHECKING:
     from ..context import Fit
+    from ..turn_state import TurnState
     from .claim import Heartbeat
     from .surface import TurnAgent
 
@@ -43,23 +44,20 @@ class TurnMeta(TypedDict, total=False):
 
 @dataclass
 class TurnRun:
-    """One claimed turn on its way through the steps."""
+    """One claimed turn's attempt on its way through the steps: the agent, the attempt's state
+    (what its tools see and a pause saves: agents.turn_state), and the pipeline's own means."""
 
     agent: TurnAgent
-    turn: Turn
+    state: TurnState
     beat: Heartbeat
     partial: ReplyStream
     label: str  # the model's name, as stored
     started: float = field(default_factory=time.monotonic)
     fit: Fit | None = None
-    # How many of this attempt's tool calls have waited for approval: each is named by its
-    # place (agents.approval_gate), so calls whose ids repeat are never taken for one another.
-    approval_calls: int = 0
-    # A continuation: the state the turn saved when it paused (sessions_app.approvals
-    # paused_state), or None for a turn run from its user message.
-    resumed: dict[str, Any] | None = None
-    # This attempt ended paused for an approval: its state is on the turn's row.
-    paused: bool = False
+
+    @property
+    def turn(self) -> Turn:
+        return self.state.turn
 
 
 def fail_turn(turn: Turn, error: str, metadata: TurnMeta | None = None) -> None:
@@ -88,8 +86,8 @@ def keep_stopped(run: TurnRun, reply: str, seen: Iterable[UnstoredCall], meta: T
     and `reply`, what was streamed so far, as its stopped reply. False when they could not be
     kept (the turn was not cancelled but taken over, its branch moved, the database failed):
     the caller then puts its calls in the ledger without messages."""
-    agent = run.agent
-    calls = Calls(seen, agent.approvals.was_refused, agent.tool_effects, run.label)
+    state = run.state
+    calls = Calls(seen, state.was_refused, state.tool_effects, run.label)
     messages, may_have_run = stopped_messages(calls)
     try:
         kept = turn_keep_stopped(

@@ -59,7 +59,7 @@ def fit(
             model=run.label,
             stop=lambda: run.beat.lost,
             # The memories' note, and the MCP servers' tools offered this turn.
-            extra_chars=len(memories or "") + agent.mcp.schema_chars,
+            extra_chars=len(memories or "") + run.state.mcp.schema_chars,
             retry=retry,
         )
     except ContextTooSmall as exc:

@@ -8,8 +8,10 @@ Python API (`RollbackAgent.run` -> `run_message`, which `AgentService`'s agents 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 from agno.run.agent import RunOutput
 
@@ -18,7 +20,6 @@ from sessions_app.approvals import Pending, turn_approve
 from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
-from sessions_app.turns.paused import paused_state
 
 from ..context import overflowed
 from ..model import is_context_overflow, model_label
@@ -68,42 +69,66 @@ def _run_built(turn: Turn, agent_for: Callable[[Turn], TurnAgent]) -> bool:
     return True
 
 
-def run_message(agent: TurnAgent, message: str) -> RunOutput | None:
+# The Python API's callbacks: a listener of the session's events, and the answer to a call that
+# needs approval (the turn's `pending_approval` in, True approves).
+Listener = Callable[[events.Event], None]
+Approver = Callable[[Any], bool]
+
+
+def run_message(
+    agent: TurnAgent,
+    message: str,
+    *,
+    on_event: Listener | None = None,
+    approver: Approver | None = None,
+) -> RunOutput | None:
     """The Python API's turn, synchronously, on the agent's branch; `agent.last_turn` is the
-    Turn after it. Its events reach `agent.on_event` too. No after-work: seed 003's callers
-    name their sessions themselves, and their model gets no requests they did not make.
+    Turn after it. Its events reach `on_event` (this call's, else `agent.on_event`) too. No
+    after-work: seed 003's callers name their sessions themselves, and their model gets no
+    requests they did not make.
 
     No worker runs its continuations: a call that needs approval is answered here, by
-    `agent.approver` (called with the turn's `pending_approval`, True approves), and the turn
-    resumes in this thread; without an approver the turn is left `awaiting_approval` (returned
-    None) and `resume_message(agent, approved)` answers it and resumes it."""
-    stop = events.listen(agent.external_session.pk, agent.on_event) if agent.on_event else None
-    try:
+    `approver` (this call's, else `agent.approver`: called with the turn's `pending_approval`,
+    True approves), and the turn resumes in this thread; without an approver the turn is left
+    `awaiting_approval` (returned None) and `resume_message(agent, approved)` answers it and
+    resumes it."""
+    with _listening(agent, on_event or agent.on_event):
         turn, claimed = claim_message(agent, message)
         if not claimed:
             agent.last_turn = turn
             return None
-        return _run_here(agent, turn)
-    finally:
-        if stop is not None:
-            stop()
+        return _run_here(agent, turn, approver or agent.approver)
 
 
-def resume_message(agent: TurnAgent, approved: bool) -> RunOutput | None:
+def resume_message(
+    agent: TurnAgent,
+    approved: bool,
+    *,
+    on_event: Listener | None = None,
+    approver: Approver | None = None,
+) -> RunOutput | None:
     """Answer the call `agent.last_turn` waits for (NothingAwaitsApproval when none does) and
-    resume the turn in this thread, as `run_message` would have with an approver."""
+    resume the turn in this thread, as `run_message` would have with an approver (`approver`
+    answers the calls that wait after it)."""
     turn = agent.last_turn
     if turn is None:
         raise NothingAwaitsApproval("This agent has run no turn.")
-    stop = events.listen(agent.external_session.pk, agent.on_event) if agent.on_event else None
+    with _listening(agent, on_event or agent.on_event):
+        return _answer_here(agent, turn, approved, approver or agent.approver)
+
+
+@contextmanager
+def _listening(agent: TurnAgent, on_event: Listener | None) -> Iterator[None]:
+    """The session's events reach `on_event` (in this process) while the block runs."""
+    stop = events.listen(agent.external_session.pk, on_event) if on_event else None
     try:
-        return _answer_here(agent, turn, approved)
+        yield
     finally:
         if stop is not None:
             stop()
 
 
-def _run_here(agent: TurnAgent, turn: Turn) -> RunOutput | None:
+def _run_here(agent: TurnAgent, turn: Turn, approver: Approver | None) -> RunOutput | None:
     with logs.bound(**turn.log_ids()):
         try:
             output = execute(agent, turn)
@@ -111,13 +136,15 @@ def _run_here(agent: TurnAgent, turn: Turn) -> RunOutput | None:
             report_turn(turn)
     turn.refresh_from_db()
     agent.last_turn = turn
-    if turn.status == Turn.Status.AWAITING_APPROVAL and agent.approver is not None:
+    if turn.status == Turn.Status.AWAITING_APPROVAL and approver is not None:
         pending = cast("Pending", turn.pending_approval)
-        return _answer_here(agent, turn, bool(agent.approver(pending)))
+        return _answer_here(agent, turn, bool(approver(pending)), approver)
     return output
 
 
-def _answer_here(agent: TurnAgent, turn: Turn, approved: bool) -> RunOutput | None:
+def _answer_here(
+    agent: TurnAgent, turn: Turn, approved: bool, approver: Approver | None
+) -> RunOutput | None:
     turn.refresh_from_db()
     pending = turn.pending_approval if isinstance(turn.pending_approval, dict) else None
     if pending is None:
@@ -134,17 +161,24 @@ def _answer_here(agent: TurnAgent, turn: Turn, approved: bool) -> RunOutput | No
     if claimed is None:  # cannot happen unless something else runs it: say where it stands
         agent.last_turn = Turn.objects.get(pk=turn.pk)
         return None
-    return _run_here(agent, claimed)
+    return _run_here(agent, claimed, approver)
 
 
 def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
     """Run a claimed turn to its end: done, or failed with the real cause. Whatever goes wrong
-    (the model, the tools, storing the answer), the turn does not stay running."""
+    (the model, the tools, storing the answer), the turn does not stay running.
+
+    The attempt's state (agents.turn_state) is made here, with the MCP servers' tools offered
+    to it (under the heartbeat: a listing may wait AGENT_MCP_TIMEOUT), and dropped when the
+    attempt ends: the agent holds nothing of it afterwards."""
     reply = ReplyStream(session_id=turn.session_id, turn_id=turn.pk, attempt=turn.attempts)
+    started = time.monotonic()
     with Heartbeat(turn) as beat, reply as partial:
-        run = TurnRun(agent, turn, beat, partial, label=model_label(agent.model))
         try:
-            return _steps(run)
+            agent.refresh_branch()
+            with agent.attempt(turn, hold=beat) as state:
+                label = model_label(agent.model)
+                return _steps(TurnRun(agent, state, beat, partial, label, started=started))
         except Exception as exc:
             log.exception("turn %s failed", turn.pk)
             fail_turn(turn, f"The turn failed: {type(exc).__name__}: {exc}")
@@ -154,26 +188,19 @@ def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
 def _steps(run: TurnRun) -> RunOutput | None:
     """Fit and stream, settle, store: the run's output (None when the turn was stopped, taken
     over, or ended before the model was asked)."""
-    agent = run.agent
-    agent.refresh_branch()
-    agent.turn_position = run.turn.user_message_position
-    agent.running_turn = run.turn  # the file tools write in its name (refused once it ends)
-    agent.created_checkpoints = []
-    agent.clear_rollback_request()
-    agent.offer_mcp_tools()  # the MCP servers' tools for this turn, or a notice (agents.mcp)
-    run.resumed = paused_state(run.turn.metadata)  # a continuation resumes from its pause
     try:
         got = fit_and_stream(run)
     finally:
-        agent.turn_position = None
-        agent.running_turn = None
-        agent.close_mcp_sessions()  # one MCP session per server per turn (agents.mcp.sessions)
-    if got is None or run.paused:
+        # The attempt's MCP sessions (one per server used: agents.mcp.sessions) end with its
+        # stream, before its answer is stored.
+        run.agent.close_mcp_sessions()
+    state = run.state
+    if got is None or state.paused:
         # Paused: the turn awaits an approval with its state saved on its row, and this attempt
         # ends here, holding nothing; the answer queues its continuation.
         return None
-    if run.resumed is not None:
-        count_saved_calls(got.output, run.resumed)
+    if state.resumed is not None:
+        count_saved_calls(got.output, state.resumed)
     settled = settle(run, got)
     if settled is None:
         return None if run.beat.lost else got.output
@@ -192,9 +219,10 @@ def fit_and_stream(run: TurnRun) -> Streamed | None:
             return None
         if isinstance(messages, str):  # AGAIN
             continue
-        if run.resumed is not None:
-            messages = resumed_input(messages, run.resumed)
-            replay_batch(run.agent.model, run.resumed)
+        resumed = run.state.resumed
+        if resumed is not None:
+            messages = resumed_input(messages, resumed)
+            replay_batch(run.agent.model, resumed)
         got = stream(run, messages)
         if retry or got.text or run.beat.lost or not is_context_overflow(str(got.failure)):
             return got

@@ -70,12 +70,12 @@ def record_unstored(run: TurnRun, got: Streamed, *, only_open: bool = False) -> 
     ends without storing its messages (stopped, failed, taken over): their effects happened. A
     call its owner refused did not run, and a tool of another effect changed nothing outside.
     `only_open`: only the calls that never answered (a stopped turn stored the others)."""
-    effects, gate = run.agent.tool_effects, run.agent.approvals
+    state = run.state
     calls = [
         call
         for call_id, call in got.calls.items()
-        if effects.get(call.tool_name, DEFAULT_EFFECT) == "external"
-        and not gate.was_refused(call.call_id or call_id, call.args)
+        if state.tool_effects.get(call.tool_name, DEFAULT_EFFECT) == "external"
+        and not state.was_refused(call.call_id or call_id, call.args)
         and not (only_open and call.result is not None)
     ]
     try:
@@ -96,7 +96,7 @@ def turn_meta(run: TurnRun, got: Streamed) -> TurnMeta:
         meta["first_token_ms"] = round((got.first_at - got.sent_at) * 1000)
     if run.fit is not None:
         meta["context"] = run.fit.record()
-    notices = run.agent.notices
+    notices = run.state.notices
     if notices:
         meta["notices"] = list(notices)  # an MCP server that was down (agents.mcp)
     return meta

@@ -73,7 +73,7 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
         output.messages or [],
         model=meta["model"],
         ran=ran,
-        effects=run.agent.tool_effects,
+        effects=run.state.tool_effects,
         images=output.images,  # MCP tools' images, kept with the results that name them
     )
     report_unrun_tools(run, new, got)
@@ -83,11 +83,11 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
     for m in new:
         if m.role != "tool":
             continue
-        if run.agent.approvals.was_refused(m.tool_call_id, m.tool_args):
+        if run.state.was_refused(m.tool_call_id, m.tool_args):
             m.effect = "none"  # a call the owner refused did not run: it had no effect
         if m.tool_name in run.agent.builtin_tools and m.content.startswith(REFUSED):
             m.metadata["error"] = True  # a built-in that refused did nothing: no tool used
-        if run.agent.deadlines.may_have_run(m.tool_name, m.tool_args):
+        if run.state.may_have_run(m.tool_name, m.tool_args):
             m.metadata["may_have_run"] = True  # given up on past its deadline (tool_deadline)
     reply = output.content if isinstance(output.content, str) else str(output.content or "")
     if not reply.strip():
@@ -163,7 +163,7 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool
 
 def _save_state(run: TurnRun, branch: Branch, meta: TurnMeta) -> None:
     try:
-        branch_set_state(branch=branch, session_state=run.agent.persistent_state())
+        branch_set_state(branch=branch, session_state=run.state.persistent_state())
     except InvalidInput as exc:
         # The agent's state outgrew the limits (ROLLBACK_STATE_MAX_BYTES, the depth): the
         # answer is kept, the stored state stays as it was, and the turn says why.

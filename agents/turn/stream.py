@@ -80,17 +80,16 @@ def stream(run: TurnRun, messages: list[AgnoMessage]) -> Streamed:
 
 def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
     release_pooled_connection()  # the model may take seconds: the stream needs no database
-    gate = run.agent.approvals
-    gate.begin(run)  # a call that needs approval pauses this turn (agents.approval_gate)
-    gate.resume(run.resumed)
+    state = run.state
+    # This run's calls, as the approval gate follows them (a continuation: the batch it replays).
+    calls = state.new_run()
     items = run.agent.stream(messages)
     try:
         for item in items:
             run.beat.tick()
-            if gate.paused:
+            if state.paused:
                 # A call waits for approval: the turn's state is saved and agno's run is closed
                 # here, before anything else of its batch runs (agents.approval_gate).
-                run.paused = True
                 return
             if run.beat.lost:
                 note_finished(item, got)  # a call that answered as the turn stopped: it ran
@@ -99,15 +98,14 @@ def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
             told = False
             if isinstance(item, ToolCallStartedEvent) and item.tool is not None:
                 # Its tool runs next, on this thread: the gate learns which call it is.
-                gate.announce(item.tool.tool_name, item.tool.tool_call_id, item.tool.tool_args)
+                calls.announce(item.tool.tool_name, item.tool.tool_call_id, item.tool.tool_args)
             if isinstance(item, ToolCallStartedEvent | ToolCallCompletedEvent) and item.tool:
                 # A continuation replays the batch that paused: what of it was told is not again.
                 finished = isinstance(item, ToolCallCompletedEvent)
                 tool = item.tool
-                told = gate.already_told(tool.tool_call_id, tool.tool_args, finished=finished)
+                told = calls.already_told(tool.tool_call_id, tool.tool_args, finished=finished)
             relay(run.turn, item, got, told=told)
     finally:
-        gate.begin(None)
         if got.partial is not None:
             got.partial.flush()  # all of the text goes out before the turn's end
         close = getattr(items, "close", None)  # a generator: ends agno's run

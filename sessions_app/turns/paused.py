@@ -18,6 +18,7 @@ from ..approvals import (
     MAY_HAVE_RUN_KEY,
     PAUSED_KEY,
     Pending,
+    args_digest,
     may_have_run,
     tool_call_key,
 )
@@ -26,12 +27,15 @@ from .agent_messages import NewMessage
 
 
 def paused_state(turn_metadata: object) -> dict[str, Any] | None:
-    """The state a paused turn saved (`metadata.paused`): `messages` (the turn's new messages
-    before the batch that paused, as dicts), `assistant` (that batch's assistant message: its
-    `content` and `tool_calls`), `results` (call id -> [result, error] of the batch's calls that
-    ran; [result, error, images] when an MCP tool's result had images), `pending` (the call
-    that waits) and `started` (the key of an approved call a
-    continuation began to run). None for a turn that never paused."""
+    """The state a paused turn saved (`metadata.paused`): `messages` (the turn's new messages before
+    the batch that paused, as dicts), `assistant` (that batch's assistant message: its `content`
+    and `tool_calls`), `results` (call id -> [result, error] of the batch's calls that ran;
+    [result, error, images] when an MCP tool's result had images), `effects` (each tool's
+    effect), `refused` and `given_up` (the calls the turn's attempts refused, and gave up on
+    past their deadline, so far: [id or tool, argument hash] each), `session_state` (the run's,
+    which the continuation starts from; a pause saved before these were part of the state has
+    none of the last three), `pending` (the call that waits) and `started` (the key of an
+    approved call a continuation began to run). None for a turn that never paused."""
     state = turn_metadata.get(PAUSED_KEY) if isinstance(turn_metadata, dict) else None
     return state if isinstance(state, dict) else None
 
@@ -76,14 +80,22 @@ def paused_messages(turn: Turn) -> list[dict[str, Any]]:
     return out
 
 
+def calls_of(saved: object) -> set[tuple[str, str]]:
+    """Calls as a pause saves them (`refused`, `given_up`): [id or tool, argument hash] each."""
+    pairs = saved if isinstance(saved, list) else []
+    return {(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2}
+
+
 def paused_new_messages(turn: Turn) -> list[NewMessage]:
     """`paused_messages(turn)` ready to store (sessions_app.turns.turn_keep_stopped): each tool
     message with its tool's effect as the pause saved it (`effects`; `external`, the safe
-    assumption, for a name it does not know) and marked an error when its call failed or was
-    refused."""
+    assumption, for a name it does not know; `none` for a call refused: it did not run), marked
+    an error when its call failed or was refused, and as one that may have run when it was
+    given up on past its deadline."""
     state = paused_state(turn.metadata) or {}
     saved = state.get("effects")
     effects: dict[str, Any] = saved if isinstance(saved, dict) else {}
+    refused, given_up = calls_of(state.get("refused")), calls_of(state.get("given_up"))
     out: list[NewMessage] = []
     for m in paused_messages(turn):
         role = str(m.get("role") or "")
@@ -93,28 +105,30 @@ def paused_new_messages(turn: Turn) -> list[NewMessage]:
             out.append(NewMessage(role=role, content=content or "", tool_calls=calls or None))
         elif role == Message.Role.TOOL:
             name = str(m.get("tool_name") or "")
+            call_id = str(m.get("tool_call_id") or "")
+            args = _args(m.get("tool_args"))
+            digest = args_digest(args if args is not None else {})
             effect = str(effects.get(name) or Effect.EXTERNAL)
+            if (call_id, digest) in refused:
+                effect = Effect.NONE
+            metadata: dict[str, Any] = {"error": True} if m.get("tool_call_error") else {}
+            if (name, digest) in given_up:
+                metadata["may_have_run"] = True
+            if m.get("images"):
+                metadata["images"] = m["images"]
             out.append(
                 NewMessage(
                     role=role,
                     content=content or "",
                     tool_name=name,
-                    tool_args=_args(m.get("tool_args")),
+                    tool_args=args,
                     tool_result=content or "",
-                    tool_call_id=str(m.get("tool_call_id") or ""),
-                    metadata=_meta(m),
+                    tool_call_id=call_id,
+                    metadata=metadata,
                     effect=effect if effect in Effect.values else Effect.EXTERNAL,
                 )
             )
     return out
-
-
-def _meta(m: dict[str, Any]) -> JSONObject:
-    """A saved tool message's metadata as stored: its error mark, its images."""
-    meta: JSONObject = {"error": True} if m.get("tool_call_error") else {}
-    if m.get("images"):
-        meta["images"] = m["images"]
-    return meta
 
 
 def _args(args: Any) -> Any:

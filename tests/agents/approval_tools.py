@@ -43,8 +43,8 @@ def pause(turn, tool_call_id: str, args: dict, *, tool_name: str = "send_email",
     pending = pending_call(
         turn=turn, call=call, tool_call_id=tool_call_id, tool_name=tool_name, args=args
     )
-    # The state a worker's pause saves (agents.approval_gate.saved_state): the batch that holds
-    # the call, nothing of it run yet.
+    # The state a worker's pause saves (agents.turn_state.TurnState.pause): the batch that holds
+    # the call, nothing of it run yet (and no session state: the agent's is resumed).
     batch = {
         "content": "",
         "tool_calls": [

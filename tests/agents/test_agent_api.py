@@ -33,8 +33,10 @@ def test_rollback_agent_owns_an_agno_agent_with_the_contract_tools(session):
     assert agent.agent.model is model
     names = {getattr(t, "__name__", None) for t in agent.tools}
     assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | FILE_TOOLS | TODO_TOOLS | {"calculate"}
-    # agno gets the same tools, the bound methods as Functions bound to this agent.
-    given = {getattr(t, "name", getattr(t, "__name__", None)) for t in agent.agent.tools or []}
+    # agno gets the same tools (it asks at each run), the bound methods as Functions bound to
+    # this agent; outside a turn, no MCP tool is among them.
+    assert agent.agent.tools == agent.run_tools
+    given = {getattr(t, "name", getattr(t, "__name__", None)) for t in agent.run_tools()}
     assert given == names
 
 

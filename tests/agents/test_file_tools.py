@@ -8,6 +8,7 @@ import pytest
 from agents.demo_model import DemoModel
 from agents.file_tools import READ_FILE_CHARS, TODO_MAX, TODO_TITLE_CHARS
 from agents.rollback_agent import RollbackAgent
+from agents.turn.claim import Heartbeat
 from sessions_app.models import Branch
 from sessions_app.turns import turn_cancel, turn_start
 from workspace.models import FileVersion
@@ -128,11 +129,13 @@ def test_a_file_where_a_folder_is_is_refused(agent, branch):
 def test_the_tools_of_a_turn_that_was_stopped_write_nothing(agent, session, branch):
     turn = turn_start(session=session, message="write it")
     turn_cancel(turn=turn)
-    agent.running_turn = turn
-    answer = agent.write_file("notes.md", "late")
-    assert answer.startswith("✗ This turn was stopped or taken over")
-    assert agent.delete_file("notes.md").startswith("✗ ")
+    with agent.attempt(turn, hold=Heartbeat(turn)):  # as the pipeline runs it
+        answer = agent.write_file("notes.md", "late")
+        assert answer.startswith("✗ This turn was stopped or taken over")
+        assert agent.delete_file("notes.md").startswith("✗ ")
     assert paths(branch) == []
+    # Its attempt over, the agent writes in no turn's name again.
+    assert agent.write_file("notes.md", "now").startswith("✓ Created")
 
 
 def test_the_tools_read_only_their_own_branch(agent, session, branch):

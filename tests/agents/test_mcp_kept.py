@@ -23,7 +23,7 @@ from agents.mcp.services import mcp_catalogue_refresh, mcp_server_save
 from agents.mcp.sessions import TurnSessions
 from agents.models import McpServer
 from sessions_app.services import session_create
-from tests.agents.test_mcp_wire import offered_agent, stdio_row, tool_results
+from tests.agents.test_mcp_wire import offered_tools, stdio_row, tool_results
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 
@@ -271,9 +271,9 @@ def test_a_servers_tools_list_changed_lists_its_tools_again_from_the_same_proces
     fake_llm.queue(ToolCalls([ToolCall("local__grow", {})]), Reply("Grown."))
     ask(session, "grow")
 
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    assert "local__extra" in agent.tool_effects  # only that process has it
+    assert "local__extra" in tools.effects  # only that process has it
     assert "extra" in [t["name"] for t in McpServer.objects.get(name="local").catalogue]
     assert pid_turn(fake_llm, session) == first
 
@@ -285,12 +285,12 @@ def test_a_change_said_between_turns_is_seen_by_the_next_turn(fake_llm, session,
         ToolCalls([ToolCall("local__grow_when", {"path": str(signal_file)})]), Reply("Later.")
     )
     ask(session, "grow when told")
-    assert "local__later" not in offered_agent(session).tool_effects
+    assert "local__later" not in offered_tools(session).effects
 
     signal_file.touch()  # the server adds the tool and says so, between turns
 
     # No turn ended since: a turn's start reads what the server said.
-    assert eventually(lambda: "local__later" in offered_agent(session).tool_effects)
+    assert eventually(lambda: "local__later" in offered_tools(session).effects)
 
 
 def test_a_handshake_era_server_says_its_tools_changed_on_the_session(fake_llm, session):
@@ -304,6 +304,6 @@ def test_a_handshake_era_server_says_its_tools_changed_on_the_session(fake_llm, 
     fake_llm.queue(ToolCalls([ToolCall("legacy__grow", {})]), Reply("Grown."))
     ask(session, "grow")
 
-    assert "legacy__extra" in offered_agent(session).tool_effects
+    assert "legacy__extra" in offered_tools(session).effects
     fake_llm.queue(ToolCalls([ToolCall("legacy__pid", {})]), Reply("Its pid."))
     assert tool_results(ask(session, "pid again"))[-1] == first[-1]  # the same process

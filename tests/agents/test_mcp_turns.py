@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from agents.context import tokens
 from agents.dispatch import drain
-from agents.mcp.toolset import McpToolError
+from agents.mcp.toolset import McpToolError, McpToolset
 from agents.model import build_model
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent
@@ -51,11 +51,9 @@ def tracker(mcp_server, settings):
     )
 
 
-def offered_agent(session) -> RollbackAgent:
-    """An agent as a turn starts it: with this turn's MCP tools."""
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
-    agent.offer_mcp_tools()
-    return agent
+def offered_tools(session) -> McpToolset:
+    """The MCP tools a turn of this session is offered (RollbackAgent.attempt lists them)."""
+    return RollbackAgent(session.pk, model=None, skip_session_creation=True).offer_mcp_tools()
 
 
 def tool_messages(turn) -> list[Message]:
@@ -117,27 +115,27 @@ def test_an_mcp_tool_is_offered_with_its_schema_and_runs_once(
 def test_effects_and_approvals_come_from_annotations_and_the_servers_list(
     fake_llm, session, tracker
 ):
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    assert agent.tool_effects["tracker__lookup"] == "none"  # readOnlyHint
-    assert agent.tool_effects["tracker__send_message"] == "external"
-    assert agent.tool_effects["tracker__drop_table"] == "external"
-    assert agent.tool_effects["tracker__explode"] == "external"
+    assert tools.effects["tracker__lookup"] == "none"  # readOnlyHint
+    assert tools.effects["tracker__send_message"] == "external"
+    assert tools.effects["tracker__drop_table"] == "external"
+    assert tools.effects["tracker__explode"] == "external"
     # destructiveHint, and the server's `approval` list; not the read-only one.
-    assert {"tracker__drop_table", "tracker__send_message"} <= agent.tool_approvals
-    assert "tracker__lookup" not in agent.tool_approvals
-    assert "tracker__explode" not in agent.tool_approvals
-    assert agent.notices == []
+    assert {"tracker__drop_table", "tracker__send_message"} <= tools.approvals
+    assert "tracker__lookup" not in tools.approvals
+    assert "tracker__explode" not in tools.approvals
+    assert tools.notices == []
 
 
 def test_an_approval_entry_spelled_as_the_page_shows_it_matches_too(fake_llm, session, tracker):
     """Issue 36: `tracker__explode` in the list (the name the model and the page show) matched
     nothing, and the tool ran without approval."""
     McpServer.objects.filter(pk=tracker.pk).update(approval=["tracker__explode", "lookup"])
-    agent = offered_agent(session)
-    assert "tracker__explode" in agent.tool_approvals
-    assert "tracker__lookup" in agent.tool_approvals  # the server's own spelling still works
-    assert "tracker__send_message" not in agent.tool_approvals
+    tools = offered_tools(session)
+    assert "tracker__explode" in tools.approvals
+    assert "tracker__lookup" in tools.approvals  # the server's own spelling still works
+    assert "tracker__send_message" not in tools.approvals
 
 
 def test_a_disabled_server_offers_nothing_and_is_not_contacted(
@@ -145,9 +143,9 @@ def test_a_disabled_server_offers_nothing_and_is_not_contacted(
 ):
     McpServer.objects.filter(pk=tracker.pk).update(enabled=False)
 
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    assert not any(name.startswith("tracker__") for name in agent.tool_effects)
+    assert not any(name.startswith("tracker__") for name in tools.effects)
     assert mcp_server.seen_authorization == []
 
 
@@ -241,9 +239,9 @@ def test_the_secret_never_reaches_the_model_the_turn_the_logs_or_the_export(
 def test_tools_whose_names_do_not_fit_are_left_out_and_logged(
     fake_llm, session, tracker, log_records
 ):
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    names = {name for name in agent.tool_effects if name.startswith("tracker__")}
+    names = {name for name in tools.effects if name.startswith("tracker__")}
     assert names == {
         "tracker__lookup",
         "tracker__send_message",
@@ -263,9 +261,9 @@ def test_a_server_offers_at_most_the_configured_number_of_tools(
 ):
     settings.AGENT_MCP_MAX_TOOLS = 2
 
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    assert [n for n in agent.tool_effects if n.startswith("tracker__")] == [
+    assert [n for n in tools.effects if n.startswith("tracker__")] == [
         "tracker__lookup",
         "tracker__send_message",
     ]
@@ -274,9 +272,9 @@ def test_a_server_offers_at_most_the_configured_number_of_tools(
 def test_a_schema_past_the_size_limit_is_left_out(fake_llm, session, tracker, settings):
     settings.AGENT_MCP_MAX_SCHEMA_CHARS = 80  # the tools without arguments fit, not the others
 
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    names = {n for n in agent.tool_effects if n.startswith("tracker__")}
+    names = {n for n in tools.effects if n.startswith("tracker__")}
     assert names == {"tracker__explode", "tracker__slow", "tracker__chart", "tracker__snapshot"}
 
 
@@ -296,10 +294,10 @@ def test_a_server_gone_after_the_listing_gives_an_error_result(fake_llm, session
         McpServer.objects.create(
             name="brief", url=short_lived.url, headers={"Authorization": f"Bearer {SECRET}"}
         )
-        agent = offered_agent(session)
-        assert "brief__send_message" in agent.tool_effects
+        tools = offered_tools(session)
+        assert "brief__send_message" in tools.effects
     # The server stopped between the listing and the call: the call cannot connect.
-    [function] = [f for f in agent.agent.tools if getattr(f, "name", "") == "brief__lookup"]
+    [function] = [f for f in tools.functions if getattr(f, "name", "") == "brief__lookup"]
     with pytest.raises(McpToolError, match=r"^✗ brief__lookup failed: it could not be reached"):
         function.entrypoint(query="x")
 
@@ -334,10 +332,10 @@ def test_a_server_that_never_answers_the_listing_is_left_out_after_the_timeout(
         port = silent.getsockname()[1]
         McpServer.objects.create(name="silent", url=f"http://127.0.0.1:{port}/mcp")
 
-        agent = offered_agent(session)
+        tools = offered_tools(session)
 
-    assert not any(name.startswith("silent__") for name in agent.tool_effects)
-    assert agent.notices == [
+    assert not any(name.startswith("silent__") for name in tools.effects)
+    assert tools.notices == [
         "The MCP server silent is unavailable (it did not answer within 1 seconds); its tools "
         "were left out of this turn."
     ]
@@ -348,7 +346,11 @@ def test_a_second_turn_offers_each_tool_once_with_the_new_approval_list(
 ):
     agent = RollbackAgent(session.pk, model=build_model(), skip_session_creation=True)
     assert not any(n.startswith("tracker__") for n in agent.tool_effects)  # none before a turn
-    fake_llm.queue(Reply("one"), Reply("two"))
+    fake_llm.queue(
+        Reply("one"),
+        ToolCalls([ToolCall("tracker__send_message", {"to": "bob", "text": "hi"})]),
+        Reply("two"),
+    )
 
     agent.run("first")
     first = set(offered(fake_llm.requests[0]))
@@ -359,8 +361,14 @@ def test_a_second_turn_offers_each_tool_once_with_the_new_approval_list(
 
     assert set(second) == first  # the same tools, once each (not added twice)
     assert len(fake_llm.requests[1]["tools"]) == len(second)
-    assert "tracker__send_message" not in agent.tool_approvals  # the new approval list
+    # The new approval list: the call ran without waiting.
+    assert agent.last_turn.status == "done"
+    assert mcp_server.calls == [("send_message", {"to": "bob", "text": "hi"})]
     assert agent.last_turn.metadata["notices"][0].startswith("The MCP server gone")
+    # The turns' MCP tools were theirs: the agent keeps none of them.
+    kept = [*agent.tool_effects, *agent.tool_approvals, *agent.tool_timeouts]
+    assert not any(n.startswith("tracker__") for n in kept)
+    assert agent.turn_state is None
 
 
 def test_an_image_whose_bytes_are_not_an_image_is_a_note_for_the_model(fake_llm, session, tracker):
@@ -395,7 +403,7 @@ def test_a_listing_from_a_thread_that_runs_an_event_loop_uses_a_loop_of_its_own(
 def test_the_window_counts_the_tools_an_mcp_server_offers(fake_llm, session, tracker, alice):
     """The servers' tool schemas go with every request: fitting the window counts them like the
     instructions (a small window then keeps less history instead of being overflowed)."""
-    offered = offered_agent(session).mcp.schema_chars
+    offered = offered_tools(session).schema_chars
     assert offered > 500
     fake_llm.queue(Reply("One."))
     with_tools = ask(session, "hello")

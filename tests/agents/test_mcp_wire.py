@@ -23,6 +23,7 @@ from agents.mcp.services import (
     mcp_catalogue_refresh,
     mcp_servers_sync,
 )
+from agents.mcp.toolset import McpToolset
 from agents.models import McpServer
 from agents.rollback_agent import RollbackAgent
 from sessions_app.models import Message
@@ -47,10 +48,9 @@ def stdio_row(name: str = "local", *args: str, **fields: object) -> McpServer:
     )
 
 
-def offered_agent(session) -> RollbackAgent:
-    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
-    agent.offer_mcp_tools()
-    return agent
+def offered_tools(session) -> McpToolset:
+    """The MCP tools a turn of this session is offered (RollbackAgent.attempt lists them)."""
+    return RollbackAgent(session.pk, model=None, skip_session_creation=True).offer_mcp_tools()
 
 
 def tool_results(turn) -> list[str]:
@@ -118,14 +118,14 @@ def test_a_second_turn_reads_the_catalogue_and_does_not_contact_the_server(sessi
     McpServer.objects.create(
         name="tracker", url=http_server.url, headers={"Authorization": f"Bearer {TOKEN}"}
     )
-    first = offered_agent(session)
+    first = offered_tools(session)
     contacted = len(http_server.seen_authorization)
-    second = offered_agent(session)
+    second = offered_tools(session)
 
-    assert "tracker__lookup" in first.tool_effects
+    assert "tracker__lookup" in first.effects
     assert contacted > 0
     assert len(http_server.seen_authorization) == contacted  # no request for the second turn
-    assert set(second.tool_effects) == set(first.tool_effects)
+    assert set(second.effects) == set(first.effects)
     row = McpServer.objects.get(name="tracker")
     assert "lookup" in [t["name"] for t in row.catalogue]
     assert row.last_contact is not None
@@ -137,9 +137,9 @@ def test_a_hung_server_costs_the_first_turn_its_timeout_and_later_turns_nothing(
     settings.AGENT_MCP_TIMEOUT = 30
     McpServer.objects.create(name="hung", url=silent.url, timeout=1)  # its own timeout
 
-    first = offered_agent(session)
+    first = offered_tools(session)
     accepted = len(silent.accepted)
-    second = offered_agent(session)
+    second = offered_tools(session)
 
     assert first.notices == [
         "The MCP server hung is unavailable (it did not answer within 1 seconds); its tools "
@@ -163,7 +163,7 @@ def test_a_refresh_closes_the_breaker_of_a_server_that_answers_again(session, ht
         down_until=timezone.now() + timezone.timedelta(hours=1),
         last_error="it could not be reached",
     )
-    assert offered_agent(session).notices  # skipped while the breaker is open
+    assert offered_tools(session).notices  # skipped while the breaker is open
 
     outcome = mcp_catalogue_refresh(names=["back"])
 
@@ -171,7 +171,7 @@ def test_a_refresh_closes_the_breaker_of_a_server_that_answers_again(session, ht
     assert outcome["back"].startswith("ok, ")
     assert row.down_until is None
     assert row.failures == 0
-    assert "back__lookup" in offered_agent(session).tool_effects
+    assert "back__lookup" in offered_tools(session).effects
 
 
 # --- transports -----------------------------------------------------------------------------
@@ -209,10 +209,12 @@ def test_a_stdio_server_runs_a_tool_in_a_real_turn_and_hides_an_app_only_tool(fa
 
 def test_a_tool_named_like_a_built_in_never_shadows_it(session):
     stdio_row()
-    agent = offered_agent(session)
+    agent = RollbackAgent(session.pk, model=None, skip_session_creation=True)
+    tools = agent.offer_mcp_tools()
 
     assert agent.tool_effects["write_file"] == "workspace"  # the built-in, unchanged
-    assert "local__write_file" in agent.tool_effects
+    assert "write_file" not in tools.effects
+    assert "local__write_file" in tools.effects
 
 
 @pytest.mark.parametrize(
@@ -226,9 +228,9 @@ def test_a_stdio_command_missing_or_exiting_at_once_leaves_a_notice(session, com
     McpServer.objects.create(
         name="broken", transport="stdio", command=command, args=args, timeout=5
     )
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    [notice] = agent.notices
+    [notice] = tools.notices
     assert notice.startswith("The MCP server broken is unavailable (")
     if reason:
         assert f"({reason})" in notice
@@ -279,10 +281,10 @@ def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, sess
 
 def test_a_stdio_server_writing_a_garbage_line_still_offers_its_tools(session):
     stdio_row("noisy", "garbage", timeout=5)
-    agent = offered_agent(session)
+    tools = offered_tools(session)
     # The SDK skips a line that is not JSON-RPC; the server's tools are offered.
-    assert "noisy__echo" in agent.tool_effects
-    assert agent.notices == []
+    assert "noisy__echo" in tools.effects
+    assert tools.notices == []
 
 
 class GarbageHandler(BaseHTTPRequestHandler):
@@ -306,17 +308,17 @@ def test_an_http_server_answering_garbage_leaves_a_notice_and_opens_the_breaker(
         McpServer.objects.create(
             name="junk", url=f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout=3
         )
-        agent = offered_agent(session)
+        tools = offered_tools(session)
     finally:
         server.shutdown()
         thread.join(timeout=5)
 
-    [notice] = agent.notices
+    [notice] = tools.notices
     assert notice.startswith(
         "The MCP server junk is unavailable (it answered with an error: Failed to parse JSON"
     )
     assert "\n" not in notice
-    assert not any(n.startswith("junk__") for n in agent.tool_effects)
+    assert not any(n.startswith("junk__") for n in tools.effects)
     assert McpServer.objects.get(name="junk").down_until is not None
 
 
@@ -350,9 +352,9 @@ def test_a_50_mb_result_is_cut_with_a_note(fake_llm, session, settings, big_serv
 def test_a_server_listing_1000_tools_offers_the_first_allowed_ones(session, settings):
     settings.AGENT_MCP_MAX_TOOLS = 100
     stdio_row("many", "many")
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    offered = [n for n in agent.tool_effects if n.startswith("many__")]
+    offered = [n for n in tools.effects if n.startswith("many__")]
     assert len(offered) == 100
     assert len(McpServer.objects.get(name="many").catalogue) == 1000  # the first 1,000 kept
 
@@ -376,13 +378,13 @@ def test_a_server_process_that_dies_mid_call_may_have_run(fake_llm, session):
 def test_allow_and_deny_lists_choose_the_tools_offered(session):
     stdio_row("a", allow=["echo", "a__counter"])
     stdio_row("d", deny=["d__echo", "die"])
-    agent = offered_agent(session)
+    tools = offered_tools(session)
 
-    assert sorted(n for n in agent.tool_effects if n.startswith("a__")) == [
+    assert sorted(n for n in tools.effects if n.startswith("a__")) == [
         "a__counter",
         "a__echo",
     ]
-    d = {n for n in agent.tool_effects if n.startswith("d__")}
+    d = {n for n in tools.effects if n.startswith("d__")}
     assert "d__echo" not in d
     assert "d__die" not in d
     assert "d__counter" in d

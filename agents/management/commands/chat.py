@@ -155,17 +155,11 @@ class Command(BaseCommand):
 
     def _send(self, text: str) -> None:
         agent = self.agent
-        agent.last_turn = None
         self._tool_args = {}
         self._streamed = False
         self._started = timezone.now()
-        agent.on_event = self._on_event
-        agent.approver = self._approve  # asked here; the turn resumes in this process
-        try:
-            output = agent.run(text)
-        finally:
-            agent.on_event = None
-            agent.approver = None
+        # Approvals are asked here; the turn resumes in this process.
+        output = agent.run(text, on_event=self._on_event, approver=self._approve)
         turn = agent.last_turn
         if turn is None:
             return
@@ -215,12 +209,8 @@ class Command(BaseCommand):
             failed = " (failed)" if event["error"] else ""
             self._event_line(f"  [tool] {event['tool']}({shown}) -> {result}{failed}")
         elif event["type"] == "checkpoint.created":
-            if event["is_auto"]:
-                self._event_line(f"  [checkpoint] {event['name']} (auto)")
-            else:
-                made = [c for c in self.agent.created_checkpoints if c.pk == event["checkpoint"]]
-                name = made[0].checkpoint_name if made else f"#{event['checkpoint']}"
-                self._event_line(f"  [checkpoint] {name}")
+            auto = " (auto)" if event["is_auto"] else ""
+            self._event_line(f"  [checkpoint] {event['name']}{auto}")
 
     def _approve(self, pending: Any) -> bool:
         """A tool call waits for the owner's approval (the turn's `pending_approval`): ask here.
