@@ -17,7 +17,8 @@ the first of: its result, its deadline, or the turn's end (a Stop, a take-over).
 A Python thread cannot be interrupted: a call given up on keeps its thread until it returns, and
 is counted as abandoned meanwhile. A process keeps at most AGENT_TOOL_MAX_ABANDONED of them; at
 that count a new call is refused at once with a `✗` result instead of taking another thread
-(`/healthz` shows the count: ops.health). Never run again: nothing retries a call.
+(`/healthz` shows the count, this process's and every other's: ops.health,
+agents.tool_reports). Never run again: nothing retries a call.
 
 The built-in tools (files, plan, memory, checkpoints) stay on the turn's thread: they are our
 own code, bounded by the database's own timeouts, and they need the turn's database connection
@@ -55,6 +56,7 @@ from sessions_app.models import Turn
 from sessions_app.turns import HELD
 
 from .tool_errors import ToolFailed
+from .tool_reports import Reporter
 
 if TYPE_CHECKING:
     from .turn_state import TurnState
@@ -135,6 +137,8 @@ _lock = threading.Lock()
 _pool: tuple[int, ToolExecutor] | None = None
 _abandoned: set[Future[Any]] = set()
 _abandoned_total = 0
+# The count, told to /healthz through the cache for the processes that do not answer it.
+_reporter = Reporter(lambda: len(_abandoned))
 
 
 def _executor() -> ToolExecutor:
@@ -181,11 +185,13 @@ def _abandon(tool: str, future: Future[Any], why: str) -> None:
         count = len(_abandoned)
     log.warning("%s abandoned (%s); %s abandoned calls in this process", tool, why, count)
     future.add_done_callback(_released)
+    _reporter.changed()
 
 
 def _released(future: Future[Any]) -> None:
     with _lock:
         _abandoned.discard(future)
+    _reporter.changed()
 
 
 class ToolDeadlines:

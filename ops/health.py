@@ -33,6 +33,7 @@ from psycopg_pool import PoolTimeout
 
 from agents.tool_deadline import ToolStats
 from agents.tool_deadline import stats as tool_stats
+from agents.tool_reports import reported, this_node
 from core.channel_layers import DROPS_KEY
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,12 @@ class ChannelLayerJSON(TypedDict):
     dropped: int | None
 
 
+class ElsewhereJSON(TypedDict):
+    abandoned: int
+    max_abandoned: int
+    full: bool
+
+
 class ToolsJSON(TypedDict):
     """This process's tool calls given up on (agents.tool_deadline): still running past their
     deadline or a Stop (`abandoned`), since the process started (`abandoned_total`), the most
@@ -72,6 +79,10 @@ class ToolsJSON(TypedDict):
     abandoned_total: int
     max_abandoned: int
     full: bool
+    # The other processes that hold abandoned calls now (a Celery worker's, another web
+    # process's: agents.tool_reports), each with its count and whether it is full; None when
+    # the cache did not answer.
+    elsewhere: list[ElsewhereJSON] | None
 
 
 class ReportJSON(TypedDict):
@@ -111,6 +122,8 @@ class Report:
     celery: bool
     dropped: int | None = None  # messages the channel layer dropped (core.channel_layers)
     tools: ToolStats | None = None  # this process's abandoned tool calls (agents.tool_deadline)
+    # The other processes' (agents.tool_reports); None: the cache did not answer.
+    elsewhere: list[ElsewhereJSON] | None = None
 
     @property
     def ok(self) -> bool:
@@ -122,17 +135,36 @@ class Report:
             "celery": "configured" if self.celery else "not configured (tasks run in process)",
             "checks": {name: check.as_json() for name, check in self.checks.items()},
             "channel_layer": {"dropped": self.dropped},
-            "tools": tools_json(self.tools if self.tools is not None else tool_stats()),
+            "tools": tools_json(
+                self.tools if self.tools is not None else tool_stats(), self.elsewhere
+            ),
         }
 
 
-def tools_json(stats: ToolStats) -> ToolsJSON:
+def tools_json(stats: ToolStats, elsewhere: list[ElsewhereJSON] | None = None) -> ToolsJSON:
     return {
         "abandoned": stats["abandoned"],
         "abandoned_total": stats["abandoned_total"],
         "max_abandoned": stats["max_abandoned"],
         "full": stats["abandoned"] >= stats["max_abandoned"],
+        "elsewhere": elsewhere,
     }
+
+
+def tools_elsewhere() -> list[ElsewhereJSON] | None:
+    """The other processes holding abandoned tool calls now, as they reported them."""
+    try:
+        found = reported(but=this_node())
+    except Exception:
+        return None
+    return [
+        {
+            "abandoned": int(e["abandoned"]),
+            "max_abandoned": int(e["max_abandoned"]),
+            "full": int(e["abandoned"]) >= int(e["max_abandoned"]),
+        }
+        for e in found
+    ]
 
 
 def celery_configured() -> bool:
@@ -165,6 +197,7 @@ def report() -> Report:
         celery=celery,
         dropped=dropped if isinstance(dropped, int) else None,
         tools=tool_stats(),
+        elsewhere=tools_elsewhere() if cache_check.ok else None,
     )
 
 

@@ -146,6 +146,7 @@ def test_at_the_most_abandoned_calls_a_new_call_is_refused_at_once(
         "abandoned_total": tool_deadline.stats()["abandoned_total"],
         "max_abandoned": 1,
         "full": True,
+        "elsewhere": [],  # no other process holds any
     }
     turn = ask(session, "job two")
     assert turn.status == "done"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from tests.fakes.chat_server import Reply
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.procs import free_port
 
 from .conftest import Client, Stack, deploy_env, running
@@ -46,6 +46,9 @@ def env(model_server, database, fresh_redis, tmp_path_factory) -> dict[str, str]
         HEALTH_HEARTBEAT_SECONDS=str(HEARTBEAT),
         HEALTH_WORKER_MAX_AGE=str(WORKER_MAX_AGE),
         HEALTH_BEAT_MAX_AGE=str(BEAT_MAX_AGE),
+        # A tool that hangs (its calls are abandoned past 1 s, and held by the worker).
+        AGENT_TOOLS='["tests.agents.hung_tools.hang"]',
+        AGENT_TOOL_TIMEOUT_SECONDS="1",
     )
 
 
@@ -138,6 +141,36 @@ def test_a_solo_worker_running_a_long_turn_stays_alive(stack, llm):
         assert client.get(f"/turns/{turn['id']}/")["status"] == "done"
     finally:
         client.close()
+
+
+def test_a_tool_call_a_worker_abandoned_shows_in_healthz_and_goes_with_the_worker(stack, llm):
+    """The worker's process, not the web process that answers /healthz, holds the call given
+    up on (agents.tool_reports): /healthz says so, and no longer once that process is gone."""
+    url = stack.urls["web"]
+    wait_for(url, lambda r: r.status_code == 200, timeout=30)
+    client = Client(url, stack.api_key("hanger"))
+    client.http.headers["X-Forwarded-Proto"] = "https"  # through the TLS proxy
+    try:
+        session = client.post("/sessions/", {"name": "hangs"})
+        llm.queue(ToolCalls([ToolCall("hang", {"job": "import"})]), Reply("It did not answer."))
+        turn = client.post(f"/sessions/{session['id']}/turns/", {"message": "run it"}, 202)
+        deadline = time.monotonic() + 30
+        while client.get(f"/turns/{turn['id']}/")["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, "the turn did not end"
+            time.sleep(0.2)
+    finally:
+        client.close()
+    tools = wait_for(url, lambda r: bool(r.json()["tools"]["elsewhere"]), 10).json()["tools"]
+    assert tools["abandoned"] == 0  # the web process holds none
+    assert tools["elsewhere"] == [{"abandoned": 1, "max_abandoned": 16, "full": False}]
+
+    name = next(n for n in stack.procs if n.startswith("worker"))
+    stack.kill(name)
+    stack.procs.pop(name)
+    gone = wait_for(url, lambda r: r.json()["tools"]["elsewhere"] == [], WORKER_MAX_AGE + 10)
+    assert gone.json()["checks"]["worker"]["ok"] is False
+    stack.worker("worker-after-hang")
+    wait_for(url, lambda r: r.status_code == 200, timeout=10)
 
 
 def test_a_killed_worker_fails_the_check_until_a_worker_runs_again(stack):
