@@ -63,6 +63,14 @@ def spread(values: list[float]) -> str:
     return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
+def spread90(values: list[float]) -> str:
+    """The median, the 90th percentile and the range: a bystander's turn, whose tail matters."""
+    return (
+        f"**{statistics.median(values):.1f} ms** (p90 {pct(values, 90):.1f}; "
+        f"{min(values):.1f}{DASH}{max(values):.1f})"
+    )
+
+
 def overhead(samples: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
     """What a turn adds to the raw `openai` call (medians of the interleaved samples: `raw`,
     `wait` and `ws`), and the table that shows it."""
