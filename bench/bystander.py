@@ -287,11 +287,11 @@ async def _sample(stacks: Stacks, client: httpx.AsyncClient, name: str, path: st
 
 
 async def _measure(
-    stacks: Stacks, rounds: int, per_round: int, waiting: int, hung: int
+    stacks: Stacks, rounds: int, per_round: int, waiting: int, hung: int, warm: int = 3
 ) -> dict[str, Any]:
     samples: dict[str, dict[str, list[float]]] = {n: {p: [] for p in PATHS} for n in STACKS}
     async with httpx.AsyncClient(timeout=300) as client:
-        for _ in range(3):  # warm every process: imports, agno's first run, connections
+        for _ in range(warm):  # warm every process: imports, agno's first run, connections
             for name in STACKS:
                 for path in PATHS:
                     await _sample(stacks, client, name, path)
@@ -314,12 +314,12 @@ async def _measure(
 
 
 def run_bystander(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
-    waiting, hung = (3, 2) if smoke else (20, 8)
+    waiting, hung, per_round, warm = (3, 2, 2, 1) if smoke else (20, 8, 5, 3)
     started = time.monotonic()
     stacks = Stacks(var)
     ready = time.monotonic() - started
     try:
-        data = asyncio.run(_measure(stacks, rounds, 2 if smoke else 5, waiting, hung))
+        data = asyncio.run(_measure(stacks, rounds, per_round, waiting, hung, warm))
     finally:
         stacks.close()
     data["start_s"] = ready
