@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.client import pct, spread90
+from bench.client import NOISE, median_gap, spread90
 from bench.common import DASH, check
 from bench.runner import ROOT, System
 
@@ -246,14 +246,13 @@ def _bystander_targets(samples: dict[str, list[dict[str, float]]]) -> list[Any]:
         ("waiting", f"{WAITING} turns waiting for an approval"),
         ("hung", f"{HUNG} tools hung past Stop"),
     ):
-        median = _median(samples[key], "ms") - _median(samples["api"], "ms")
-        p90 = pct([x["ms"] for x in samples[key]], 90) - pct([x["ms"] for x in samples["api"]], 90)
+        with_, without = ([x["ms"] for x in samples[k]] for k in (key, "api"))
         rows.append(
             (
                 f"a bystander's turn with {what} ≤ 10 ms slower than without (embedded: the "
                 "web process's pool; `wait: true`)",
-                f"{median:+.1f} ms (p90 {p90:+.1f} ms)",
-                median <= 10,
+                median_gap(with_, without),
+                statistics.median(with_) - statistics.median(without) <= 10,
                 "",
             )
         )
@@ -329,6 +328,8 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             "| whole turn | "
             + " | ".join(spread90([x["ms"] for x in samples[k]]) for k in ("api", *twins))
             + " |",
+            "",
+            NOISE,
         ]
     )
     return {
