@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.client import NOISE, median_gap, spread90
+from bench.client import NOISE, slower_target, spread90
 from bench.common import DASH, check
 from bench.runner import ROOT, System
 
@@ -248,12 +248,8 @@ def _bystander_targets(samples: dict[str, list[dict[str, float]]]) -> list[Any]:
     ):
         with_, without = ([x["ms"] for x in samples[k]] for k in (key, "api"))
         rows.append(
-            (
-                f"a bystander's turn with {what} ≤ 10 ms slower than without (embedded: the "
-                "web process's pool; `wait: true`)",
-                median_gap(with_, without),
-                statistics.median(with_) - statistics.median(without) <= 10,
-                "",
+            slower_target(
+                f"{what} (embedded: the web process's pool; `wait: true`)", with_, without
             )
         )
     return rows
