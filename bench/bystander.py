@@ -355,7 +355,8 @@ def run_bystander(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     ):
         targets.append(
             slower_target(
-                f"{what} (one Celery worker of concurrency 2, PostgreSQL and Redis; `wait: true`)",
+                what,
+                "one Celery worker of concurrency 2, PostgreSQL and Redis; `wait: true`",
                 s[name]["wait"],
                 s["none"]["wait"],
             )

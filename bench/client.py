@@ -83,11 +83,13 @@ def _interval(with_: list[float], without: list[float], stat: Any) -> tuple[floa
     return gaps[50], gaps[1949]
 
 
-def slower_target(what: str, with_: list[float], without: list[float]) -> tuple[Any, ...]:
+def slower_target(
+    what: str, where: str, with_: list[float], without: list[float]
+) -> tuple[Any, ...]:
     """The target that the bystander's turn with `what` (samples `with_`) is at most 10 ms
-    slower than without (`without`), on the medians: the differences of the medians and of the
-    90th percentiles, each with its 95% interval, the noise the samples carry. A miss whose
-    interval holds 0 says so."""
+    slower than without (`without`), on the medians, measured `where`: the differences of the
+    medians and of the 90th percentiles, each with its 95% interval, the noise the samples
+    carry. A miss whose interval holds 0 says so."""
 
     def p90(values: list[float]) -> float:
         return pct(values, 90)
@@ -101,7 +103,7 @@ def slower_target(what: str, with_: list[float], without: list[float]) -> tuple[
         parts.append(f"{name} {value:+.1f} ms (95% interval {low_:+.1f} to {high:+.1f})")
     why = "no slower beyond the noise: the median's 95% interval holds 0" if low <= 0 else ""
     return (
-        f"a bystander's turn with {what} ≤ 10 ms slower than without",
+        f"a bystander's turn with {what} ≤ 10 ms slower than without ({where})",
         "; ".join(parts),
         gap <= 10,
         why if gap > 10 else "",

@@ -248,9 +248,7 @@ def _bystander_targets(samples: dict[str, list[dict[str, float]]]) -> list[Any]:
     ):
         with_, without = ([x["ms"] for x in samples[k]] for k in (key, "api"))
         rows.append(
-            slower_target(
-                f"{what} (embedded: the web process's pool; `wait: true`)", with_, without
-            )
+            slower_target(what, "embedded: the web process's pool; `wait: true`", with_, without)
         )
     return rows
 
