@@ -100,6 +100,60 @@ def run_storage(systems: dict[str, System], turns: int) -> dict[str, Any]:
     }
 
 
+def run_served_parts(
+    var: Path, skip: set[str], *, rounds: int, sizes: list[int], turns: int, args: Any
+) -> dict[str, Any]:
+    """The parts that run the app in processes of its own, in this order, each timed."""
+
+    def run_turns_part() -> Any:
+        from bench.turns import run_turns
+
+        return run_turns(var / "turns", rounds=rounds, smoke=args.smoke)
+
+    def run_mcp_part() -> Any:
+        from bench.mcp import run_mcp
+
+        return run_mcp(var / "mcp", rounds=rounds, smoke=args.smoke)
+
+    def run_served_part() -> Any:
+        from bench.served import run_served
+
+        return run_served(
+            var / "served",
+            sizes=sizes,
+            rounds=rounds,
+            turns=turns,
+            smoke=args.smoke,
+            synchronous=args.synchronous,
+        )
+
+    def run_stack_part() -> Any:
+        from bench.stack import run_stack
+
+        return run_stack(var / "stack", rounds=rounds, smoke=args.smoke, sizes=sizes, turns=turns)
+
+    def run_bystander_part() -> Any:
+        from bench.bystander import run_bystander
+
+        return run_bystander(var / "bystander", rounds=rounds, smoke=args.smoke)
+
+    parts = {
+        "turns": run_turns_part,
+        "mcp": run_mcp_part,
+        "served": run_served_part,
+        "stack": run_stack_part,
+        "bystander": run_bystander_part,
+    }
+    found = {}
+    for name, run in parts.items():
+        if name in skip:
+            continue
+        started = time.monotonic()
+        found[name] = run()
+        _log(f"{name} in {time.monotonic() - started:.0f} s")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 2 rounds: seconds")
@@ -109,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to leave out: store,storage,turns,mcp,served,stack",
+        help="comma-separated parts to leave out: store,storage,turns,mcp,served,stack,bystander",
     )
     parser.add_argument(
         "--synchronous",
@@ -147,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}",
         "versions": _versions(),
+        "commit": _commit(),
         "load_before": os.getloadavg(),
         "durability": f"every SQLite database in WAL mode at synchronous={args.synchronous}",
     }
@@ -159,48 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for system in systems.values():
             system.close()
-    if "turns" not in skip:
-        from bench.turns import run_turns
-
-        started = time.monotonic()
-        results["turns"] = run_turns(var / "turns", rounds=rounds, smoke=args.smoke)
-        _log(f"turns in {time.monotonic() - started:.0f} s")
-    if "mcp" not in skip:
-        from bench.mcp import run_mcp
-
-        started = time.monotonic()
-        results["mcp"] = run_mcp(var / "mcp", rounds=rounds, smoke=args.smoke)
-        _log(f"mcp in {time.monotonic() - started:.0f} s")
-    if "served" not in skip:
-        from bench.served import run_served
-
-        started = time.monotonic()
-        results["served"] = run_served(
-            var / "served",
-            sizes=sizes,
-            rounds=rounds,
-            turns=turns,
-            smoke=args.smoke,
-            synchronous=args.synchronous,
-        )
-        _log(f"served in {time.monotonic() - started:.0f} s")
-    if "stack" not in skip:
-        from bench.stack import run_stack
-
-        started = time.monotonic()
-        results["stack"] = run_stack(
-            var / "stack", rounds=rounds, smoke=args.smoke, sizes=sizes, turns=turns
-        )
-        _log(f"stack in {time.monotonic() - started:.0f} s")
+    results.update(run_served_parts(var, skip, rounds=rounds, sizes=sizes, turns=turns, args=args))
     previous = out / "latest.json"
     if skip and previous.exists() and not args.smoke:
         # A part left out keeps its figures from the previous full run, and says so.
         old = json.loads(previous.read_text())
-        for part in ("store", "storage", "turns", "mcp", "served", "stack"):
+        for part in ("store", "storage", "turns", "mcp", "served", "stack", "bystander"):
             if part in skip and part in old:
                 results[part] = old[part]
                 results.setdefault("notes", []).append(
-                    f"The {part} figures are carried over from the run of {old['started']}."
+                    f"The {part} figures are carried over from the run of {old['started']}"
+                    + (f" (commit {old['commit']})." if "commit" in old else ".")
                 )
     results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["load_after"] = os.getloadavg()
@@ -211,6 +235,23 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(var, ignore_errors=True)
     _log(f"wrote {out / 'latest.md'}")
     return 0
+
+
+def _commit() -> str:
+    """The commit measured, `+` when the work tree differs from it."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(  # noqa: S603 - git, our own arguments
+            ["git", *args],  # noqa: S607 - git from PATH
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _versions() -> dict[str, str]:

@@ -83,7 +83,9 @@ def _header(results: dict[str, Any]) -> list[str]:
         f"Run {results['started']} to {results['finished']} on {results['machine']}, which "
         "other work may share (the load averages say how much; the spreads show its effect"
         + _load(results)
-        + "); "
+        + ")"
+        + (f", at commit {results['commit']}" if "commit" in results else "")
+        + "; "
         f"{results['rounds']} interleaved rounds (every system measured in each round, in a "
         f"rotating order), each figure the **median** with (min{DASH}max); n is given where fewer "
         f"rounds ran (a slow peer stops after {3} rounds once its samples passed 20 s). "
@@ -209,7 +211,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             title = TITLES[bench] + " (in process, the services and selectors)"
             parts += ["", f"## {title}", "", store_table(store, bench, sizes, with_bytes)]
     parts += _storage_table(results)
-    for key in ("served", "turns", "mcp", "stack"):
+    for key in ("served", "turns", "mcp", "stack", "bystander"):
         section = results.get(key)
         if section:
             parts += ["", section["markdown"]]

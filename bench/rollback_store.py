@@ -9,7 +9,14 @@ from typing import Any
 
 from bench.common import check, role, row_bytes, serve, text, timed
 
-PG_DATABASE = "rollback_bench_store"
+
+def bench_database(part: str) -> str:
+    """The name of the benchmark's PostgreSQL database for `part`: BENCH_DATABASE_PREFIX
+    (`rollback_bench` unless set: two checkouts sharing a server set it apart), `_`, `part`."""
+    return f"{os.environ.get('BENCH_DATABASE_PREFIX') or 'rollback_bench'}_{part}"
+
+
+PG_DATABASE = bench_database("store")
 
 
 def pg_url(name: str) -> str:

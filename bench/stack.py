@@ -1,5 +1,6 @@
 """The served stack, as deployed: two daphne processes and two Celery workers on PostgreSQL
-(rollback_bench_stack) and Redis (BENCH_REDIS_URL), the fake model server in this process.
+(`rollback_bench_stack`, or BENCH_DATABASE_PREFIX's `_stack`) and Redis (BENCH_REDIS_URL), the
+fake model server in this process.
 
 - Turn overhead: `POST .../turns/` with `"wait": true`, and a post followed by `turn.finished`
   on `/ws/v1/`, against a raw `openai` call to the same zero-delay server.
@@ -25,9 +26,9 @@ import httpx
 
 from bench.client import Integrator, expected, overhead, pct, reply_for
 from bench.common import DASH, PG_DISK_BYTES
-from bench.rollback_store import pg_url
+from bench.rollback_store import bench_database, pg_url
 
-STACK_DATABASE = "rollback_bench_stack"
+STACK_DATABASE = bench_database("stack")
 
 
 class Stack:

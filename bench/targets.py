@@ -111,6 +111,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
         rows.append(tuple(row))
     for row in results.get("stack", {}).get("targets", []):
         rows.append(tuple(row))
+    for row in results.get("bystander", {}).get("targets", []):
+        rows.append(tuple(row))
     return rows
 
 
