@@ -225,8 +225,8 @@ lint-then-sqlite:
 	$(MAKE) --no-print-directory test-sqlite
 
 # The benchmark uses its own databases (PostgreSQL: rollback_bench_*, or BENCH_DATABASE_PREFIX's;
-# Redis: BENCH_REDIS_URL's database, and for the bystander's three stacks the two numbered below
-# it: 9, 8 and 7 by default), and flushes them.
+# Redis: BENCH_REDIS_URL's database, and for the bystander's four stacks the three numbered below
+# it: 9, 8, 7 and 6 by default), and flushes them.
 BENCH_ARGS ?=
 BENCH_REDIS_URL ?= redis://127.0.0.1:6379/9
 BENCH_ENV := BENCH_REDIS_URL=$(BENCH_REDIS_URL) BENCH_DATABASE_URL=$(TEST_DATABASE_URL)

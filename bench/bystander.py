@@ -1,18 +1,18 @@
 """A bystander's turn on the scaled-out stack, as the README deploys it (issue 36): one daphne, one
 Celery worker with the README's command (`celery -A rollback_site worker`: the prefork pool) at
-concurrency 2, and beat, on PostgreSQL and Redis. Three such stacks run side by side, alike but
-for what else they hold: nothing; WAITING turns paused for an approval; HUNG turns whose custom
-tool hung and that were stopped while it ran (their calls abandoned in the worker's pool
-processes, agents.tool_deadline). Another user's plain "hello" is sent to each in turn, the
+concurrency 2, and beat, on PostgreSQL and Redis. Four such stacks run side by side, alike but for
+what else they hold: nothing; WAITING turns paused for an approval; HUNG turns whose custom tool
+hung and that were stopped while it ran (their calls abandoned in the worker's pool processes,
+agents.tool_deadline); both at once. Another user's plain "hello" is sent to each in turn, the
 stacks in a rotating order, through `POST .../turns/` with `"wait": true` and as the page's path
-does (a post, then `turn.finished` on the session's socket). Before issue 36, two waiting
-approvals or two hung tools held both of the worker's processes, and every other turn queued.
+does (a post, then `turn.finished` on the session's socket). Before issue 36, two waiting approvals
+or two hung tools held both of the worker's processes, and every other turn queued.
 
 Each stack has a database of its own (BENCH_DATABASE_PREFIX's `_bystander_none`, `_waiting`,
-`_hung`, copies of one migrated template) and a Redis database of its own: BENCH_REDIS_URL's, and
-the two numbered below it (9, 8 and 7 by default), which the run flushes. The fake model server
-runs in this process and serves the three; its answer depends on the message (`answer`).
-The tools are the embedded bench's (bench.turns): `bench.turns.hang` and
+`_hung`, `_both`, copies of one migrated template) and a Redis database of its own:
+BENCH_REDIS_URL's, and the three numbered below it (9, 8, 7 and 6 by default), which the run
+flushes. The fake model server runs in this process and serves the four; its answer depends on the
+message (`answer`). The tools are the embedded bench's (bench.turns): `bench.turns.hang` and
 `tests.agents.approval_tools.send_email`, offered to every turn of every stack (AGENT_TOOLS)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from bench.client import END_TYPES, NOISE, Integrator, slower_target, spread90
 from bench.common import DASH, check
 from bench.rollback_store import bench_database, pg_url
 
-STACKS = ("none", "waiting", "hung")
+STACKS = ("none", "waiting", "hung", "both")
 TOOLS = "bench.turns.hang,tests.agents.approval_tools.send_email"
 PATHS = ("wait", "ws")
 MAIL = "mail bob the report"
@@ -73,7 +73,7 @@ for name in ("loader", "bystander"):
 
 
 class Stacks:
-    """The three stacks, one fake model server, two users' keys (the same in every stack: the
+    """The four stacks, one fake model server, two users' keys (the same in every stack: the
     databases are copies)."""
 
     def __init__(self, var: Path) -> None:
@@ -262,17 +262,28 @@ async def _hang_stopped(api: Integrator, client: httpx.AsyncClient, web: str, jo
                 return int(turn)
 
 
-async def _load(stacks: Stacks, client: httpx.AsyncClient, waiting: int, hung: int) -> list[int]:
+async def _load(
+    stacks: Stacks, client: httpx.AsyncClient, waiting: int, hung: int
+) -> dict[str, list[int]]:
     """The load: `waiting` turns paused on the second stack, `hung` stopped on the third (all at
-    once), and the third's worker has abandoned their calls. The paused turns' ids."""
-    paused = await _pause(stacks.loader, client, stacks.webs["waiting"], waiting)
+    once), both on the fourth, and the third's and fourth's workers have abandoned their calls.
+    The paused turns' ids, by stack."""
+    paused = {
+        name: await _pause(stacks.loader, client, stacks.webs[name], waiting)
+        for name in ("waiting", "both")
+    }
     await asyncio.gather(
-        *(_hang_stopped(stacks.loader, client, stacks.webs["hung"], i) for i in range(hung))
+        *(
+            _hang_stopped(stacks.loader, client, stacks.webs[name], i)
+            for name in ("hung", "both")
+            for i in range(hung)
+        )
     )
     deadline = time.monotonic() + 60
-    while stacks.abandoned("hung") < hung:
-        check(time.monotonic() < deadline, f"{stacks.abandoned('hung')} of {hung} abandoned")
-        await asyncio.sleep(0.1)
+    for name in ("hung", "both"):
+        while stacks.abandoned(name) < hung:
+            check(time.monotonic() < deadline, f"{stacks.abandoned(name)} of {hung} abandoned")
+            await asyncio.sleep(0.1)
     return paused
 
 
@@ -296,17 +307,18 @@ async def _measure(
                     await _sample(stacks, client, name, path)
         paused = await _load(stacks, client, waiting, hung)
         for r in range(rounds):
-            order = list(STACKS[r % 3 :] + STACKS[: r % 3])
+            order = list(STACKS[r % len(STACKS) :] + STACKS[: r % len(STACKS)])
             paths = list(PATHS[r % 2 :] + PATHS[: r % 2])
             for _ in range(per_round):
                 for name in order:
                     for path in paths:
                         samples[name][path].append(await _sample(stacks, client, name, path))
-        still = await _statuses(stacks.loader, client, stacks.webs["waiting"], paused)
-        check(still == {"awaiting_approval"}, f"the paused turns ended: {still}")
+        for name, turns in paused.items():
+            still = await _statuses(stacks.loader, client, stacks.webs[name], turns)
+            check(still == {"awaiting_approval"}, f"the paused turns ended on {name}: {still}")
     return {
         "samples": samples,
-        "waiting": len(paused),
+        "waiting": len(paused["waiting"]),
         "abandoned": stacks.abandoned("hung"),
         "hung": hung,
     }
@@ -328,18 +340,19 @@ def run_bystander(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
         "## A bystander's turn beside waiting and hung turns: one Celery worker of "
         "concurrency 2, PostgreSQL and Redis",
         "",
-        "Three stacks side by side, each as the README deploys it (one daphne; "
+        "Four stacks side by side, each as the README deploys it (one daphne; "
         "`celery -A rollback_site worker --concurrency=2`, the prefork pool; beat) with a "
         "PostgreSQL database and a Redis database of its own, alike but for what else they "
         f"hold: nothing; {data['waiting']} turns of another user waiting for an approval; "
         f"{hung} turns whose custom tool hung, each stopped while the tool ran "
-        f"({data['abandoned']} calls abandoned in the worker's pool processes). Another user's "
+        f"({data['abandoned']} calls abandoned in the worker's pool processes); both at once. "
+        "Another user's "
         f'"hello" on each, the stacks in a rotating order ({n} samples each); median (p90; '
         f"min{DASH}max).",
         "",
         f"| bystander's turn | nothing else | {data['waiting']} waiting for an approval | "
-        f"{hung} hung past Stop |",
-        "| --- | --- | --- | --- |",
+        f"{hung} hung past Stop | both at once |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for path, label in (
         ("wait", 'API, `"wait": true`'),
@@ -352,6 +365,7 @@ def run_bystander(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     for name, what in (
         ("waiting", f"{data['waiting']} turns waiting for an approval"),
         ("hung", f"{hung} tools hung past Stop"),
+        ("both", f"{data['waiting']} turns waiting and {hung} tools hung at once"),
     ):
         targets.append(
             slower_target(

@@ -245,6 +245,7 @@ def _bystander_targets(samples: dict[str, list[dict[str, float]]]) -> list[Any]:
     for key, what in (
         ("waiting", f"{WAITING} turns waiting for an approval"),
         ("hung", f"{HUNG} tools hung past Stop"),
+        ("both", f"{WAITING} turns waiting and {HUNG} tools hung at once"),
     ):
         with_, without = ([x["ms"] for x in samples[k]] for k in (key, "api"))
         rows.append(
@@ -260,9 +261,9 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     system = System("turns", "bench.turns", str(var), env=env)
     # The bystander's twins: the same process, one with 8 calls hung past their turns' Stop,
     # one with WAITING turns paused for an approval (the pool has 4 threads: before issue 36,
-    # 4 waiting turns froze it); their turns interleave with the first's.
+    # 4 waiting turns froze it), one with both; their turns interleave with the first's.
     twins = {}
-    for twin in ("waiting", "hung"):
+    for twin in ("waiting", "hung", "both"):
         (var / twin).mkdir(exist_ok=True)
         twins[twin] = System(f"turns-{twin}", "bench.turns", str(var / twin), env=env)
     ops = ["raw", "api", "stream", *twins]
@@ -270,8 +271,10 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
     per_round = 3 if smoke else 10
     try:
         abandoned = twins["hung"].call("hang_stopped")["abandoned"]
-        waiting = twins["waiting"].call("pause", n=WAITING)
-        check(waiting >= WAITING, f"only {waiting} turns waited for an approval")
+        check(twins["both"].call("hang_stopped")["abandoned"] >= HUNG, "both: not all hung")
+        for twin in ("waiting", "both"):
+            waiting = twins[twin].call("pause", n=WAITING)
+            check(waiting >= WAITING, f"{twin}: only {waiting} turns waited for an approval")
         for r in range(rounds):
             shift = r % len(ops)
             for _ in range(per_round):
@@ -280,8 +283,9 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
                         samples[op].append(twins[op].call("api"))
                     else:
                         samples[op].append(system.call(op))
-        still = twins["waiting"].call("waiting")
-        check(still >= WAITING, f"only {still} turns still wait for an approval")
+        for twin in ("waiting", "both"):
+            still = twins[twin].call("waiting")
+            check(still >= WAITING, f"{twin}: only {still} turns still wait for an approval")
     finally:
         for one in (system, *twins.values()):
             one.close()
@@ -312,13 +316,13 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             f'A bystander\'s turn (`"wait": true`, the pool of 4 turn threads) beside nothing '
             f"else, beside {WAITING} turns waiting for an approval (a waiting turn holds no "
             f"thread), and beside {HUNG} turns whose custom tool hangs, each stopped while its "
-            f"tool ran ({abandoned:.0f} calls abandoned on the tool executor): three processes "
-            f"of their own, interleaved ({len(samples['hung'])} samples each; median (p90; "
-            f"min{DASH}max)):",
+            f"tool ran ({abandoned:.0f} calls abandoned on the tool executor), and beside both "
+            f"at once: four processes of their own, interleaved ({len(samples['hung'])} samples "
+            f"each; median (p90; min{DASH}max)):",
             "",
             f"| bystander's turn | nothing else | {WAITING} waiting for an approval | "
-            f"{HUNG} hung past Stop |",
-            "| --- | --- | --- | --- |",
+            f"{HUNG} hung past Stop | both at once |",
+            "| --- | --- | --- | --- | --- |",
             "| whole turn | "
             + " | ".join(spread90([x["ms"] for x in samples[k]]) for k in ("api", *twins))
             + " |",
