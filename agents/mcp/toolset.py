@@ -21,6 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+from collections import OrderedDict
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +80,8 @@ class McpToolset:
     def close(self) -> None:
         """The end of the turn's attempt: its MCP sessions are closed."""
         if self.sessions is not None:
+            if _turn_sessions.get() is self.sessions:
+                _turn_sessions.set(None)
             self.sessions.close()
 
     @property
@@ -122,13 +127,24 @@ def _schema(tool: Tool) -> dict[str, Any] | None:
     return schema if size <= _setting("AGENT_MCP_MAX_SCHEMA_CHARS", 16_000) else None
 
 
-def _caller(endpoint: Endpoint, tool: str, full: str, sessions: TurnSessions) -> Any:
+# The MCP sessions of the turn running in this context (set by `mcp_toolset`, on the turn's
+# thread; a call runs on the tool executor in a copy of that context, agents.tool_deadline).
+# The tools' callables are made once per process, server and user (`_offers`), not per turn:
+# agno keeps what it works out of a callable (its signature, framework parameters, in caches
+# it makes for it) on the callable, so callables made per turn cost every turn that work again.
+_turn_sessions: ContextVar[TurnSessions | None] = ContextVar("mcp_turn_sessions", default=None)
+
+
+def _caller(endpoint: Endpoint, tool: str, full: str) -> Any:
     from .client import McpFailure
     from .results import tool_result_of
 
     scrub = endpoint.scrub
 
     def call(**arguments: Any) -> Any:
+        sessions = _turn_sessions.get()
+        if sessions is None:  # never within a turn: its toolset sets them first
+            raise McpToolError(f"✗ {full} failed: called outside a turn.")
         # What the server says is scrubbed of its own credentials (agents.mcp.scrub) before
         # the turn stores it, streams it or gives it to the model.
         try:
@@ -167,41 +183,108 @@ def _for_the_model(tool: Tool, endpoint: Endpoint) -> bool:
     return not (isinstance(visibility, list) and "model" not in visibility)
 
 
+@dataclass(frozen=True)
+class _Offer:
+    """One server's tools as a turn offers them, made once per process (see `_turn_sessions`)."""
+
+    functions: tuple[Function, ...]
+    effects: dict[str, str]
+    timeouts: dict[str, float]
+    approvals: frozenset[str]
+
+
+# By the endpoint as configured (its user and credentials included), its catalogue, the bounds
+# and the names already taken; the least recently used goes past _OFFERS_KEPT.
+_offers: OrderedDict[tuple[Any, ...], _Offer] = OrderedDict()
+_offers_lock = threading.Lock()
+_OFFERS_KEPT = 256
+
+
+def _endpoint_key(endpoint: Endpoint) -> tuple[Any, ...]:
+    return (
+        endpoint.server_id,
+        endpoint.user_id,
+        endpoint.version,
+        endpoint.name,
+        endpoint.url,
+        tuple(sorted(endpoint.headers.items())),
+        endpoint.approval,
+        endpoint.transport,
+        endpoint.command,
+        endpoint.args,
+        tuple(sorted(endpoint.env.items())),
+        endpoint.seconds,
+        endpoint.allow,
+        endpoint.deny,
+    )
+
+
 def _offered(
     endpoint: Endpoint,
     tools: list[Tool],
     taken: set[str],
     toolset: McpToolset,
-    sessions: TurnSessions,
-    fresh: bool = False,
+    catalogue: object,
 ) -> None:
+    """The server's tools into the turn's toolset: made once per process for an endpoint and
+    catalogue (`catalogue` None: listed just now, made again)."""
     limit = _setting("AGENT_MCP_MAX_TOOLS", 100)
+    key = (
+        _endpoint_key(endpoint),
+        catalogue,
+        limit,
+        _setting("AGENT_MCP_MAX_SCHEMA_CHARS", 16_000),
+        float(endpoint.timeout),
+        frozenset(taken),
+    )
+    with _offers_lock:
+        offer = _offers.get(key) if catalogue is not None else None
+        if offer is not None:
+            _offers.move_to_end(key)
+    if offer is None:
+        offer = _offer(endpoint, tools, taken, limit, fresh=catalogue is None)
+        with _offers_lock:
+            _offers[key] = offer
+            while len(_offers) > _OFFERS_KEPT:
+                _offers.popitem(last=False)
+    taken.update(offer.effects)
+    toolset.functions.extend(offer.functions)
+    toolset.effects.update(offer.effects)
+    toolset.timeouts.update(offer.timeouts)
+    toolset.approvals |= offer.approvals
+
+
+def _offer(
+    endpoint: Endpoint, tools: list[Tool], taken: set[str], limit: int, fresh: bool
+) -> _Offer:
     scrub = endpoint.scrub
     skipped: list[str] = []
-    offered = 0
+    functions: list[Function] = []
+    effects: dict[str, str] = {}
+    timeouts: dict[str, float] = {}
+    approvals: set[str] = set()
     for tool in tools:
         if not _for_the_model(tool, endpoint):
             continue
         full = f"{endpoint.name}{SEPARATOR}{tool.name}"
         schema = _schema(tool)
-        if offered >= limit or not TOOL_NAME.match(full) or full in taken or schema is None:
+        taken_here = full in taken or full in effects
+        if len(functions) >= limit or not TOOL_NAME.match(full) or taken_here or schema is None:
             skipped.append(tool.name[:64])
             continue
-        offered += 1
-        taken.add(full)
-        toolset.functions.append(
+        functions.append(
             Function(
                 name=full,
                 description=scrub(tool.description or tool.title or tool.name)[:MAX_DESCRIPTION],
                 parameters=schema,
-                entrypoint=_caller(endpoint, tool.name, full, sessions),
+                entrypoint=_caller(endpoint, tool.name, full),
                 skip_entrypoint_processing=True,
             )
         )
-        toolset.effects[full] = effect_of(tool)
-        toolset.timeouts[full] = endpoint.timeout + max(2.0, endpoint.timeout / 2)
+        effects[full] = effect_of(tool)
+        timeouts[full] = endpoint.timeout + max(2.0, endpoint.timeout / 2)
         if needs_approval(tool, endpoint):
-            toolset.approvals.add(full)
+            approvals.add(full)
     if skipped:
         # Once per catalogue (when listed), not at every turn that reads it from the cache.
         log.log(
@@ -212,6 +295,7 @@ def _offered(
             len(skipped),
             ", ".join(skipped[:20]),
         )
+    return _Offer(tuple(functions), effects, timeouts, frozenset(approvals))
 
 
 def _notice(
@@ -244,14 +328,14 @@ def _tools_of(row: McpServer) -> list[Tool]:
 
 def _catalogues(
     rows: list[McpServer], toolset: McpToolset, user: Any
-) -> list[tuple[Endpoint, list[Tool], bool]]:
+) -> list[tuple[Endpoint, list[Tool], object]]:
     """Each usable server's tools: from its cached catalogue, or listed now when it has none
     (and stored); a server whose breaker is open gets a notice and no contact."""
     from .catalogue import catalogue_store, is_down, server_failed
     from .client import Endpoint, McpBusy, McpFailure
     from .listing import list_tools
 
-    ready: list[tuple[Endpoint, list[Tool], bool]] = []
+    ready: list[tuple[Endpoint, list[Tool], object]] = []
     unlisted: list[Endpoint] = []
     own: set[int] = set()  # the servers listed with this user's own credentials
     for row in rows:
@@ -264,7 +348,7 @@ def _catalogues(
             if row.asked_headers:
                 own.add(endpoint.server_id)
         else:
-            ready.append((endpoint, _tools_of(row), False))
+            ready.append((endpoint, _tools_of(row), (row.pk, str(row.catalogue_at))))
     for endpoint, listed in zip(unlisted, list_tools(unlisted), strict=True):
         if isinstance(listed, McpFailure):
             _notice(toolset, endpoint, listed.reason)
@@ -273,7 +357,7 @@ def _catalogues(
                 server_failed(server_id=endpoint.server_id, reason=endpoint.scrub(listed.reason))
             continue
         catalogue_store(server_id=endpoint.server_id, tools=listed)
-        ready.append((endpoint, listed, True))
+        ready.append((endpoint, listed, None))
     return ready
 
 
@@ -289,12 +373,14 @@ def mcp_toolset(*, session: Session, taken: set[str] | None = None) -> McpToolse
     chosen = servers_for(user, session)
     rows = list(chosen.servers)
     toolset = McpToolset(notices=list(chosen.notices))
+    _turn_sessions.set(None)  # the last turn's, on this thread, are not this one's
     if not rows:
         return toolset
     from .sessions import TurnSessions
 
-    sessions = toolset.sessions = TurnSessions()
+    toolset.sessions = TurnSessions()
+    _turn_sessions.set(toolset.sessions)
     names = set(taken or ())
-    for endpoint, tools, fresh in _catalogues(rows, toolset, user):
-        _offered(endpoint, tools, names, toolset, sessions, fresh)
+    for endpoint, tools, catalogue in _catalogues(rows, toolset, user):
+        _offered(endpoint, tools, names, toolset, catalogue)
     return toolset
