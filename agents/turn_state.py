@@ -69,7 +69,8 @@ class RunCalls:
     continuation, the saved results of the batch it replays and the call that was answered."""
 
     announced: dict[str, list[Announced]] = field(default_factory=dict)
-    # This run's calls that ran, by `result_key`: [result, error] (saved when the turn pauses).
+    # This run's calls that ran, by `result_key`: [result, error], or [result, error, images]
+    # for an MCP result with images (agents.approval_gate; saved when the turn pauses).
     results: dict[str, list[Any]] = field(default_factory=dict)
     # A continuation's saved results of the batch it replays, by `result_key`.
     replayed: dict[str, list[Any]] = field(default_factory=dict)

@@ -26,6 +26,7 @@ from sessions_app.services import session_create
 from tests.agents.test_mcp_wire import offered_tools, stdio_row, tool_results
 from tests.conftest import ask
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.waits import until
 
 pytestmark = pytest.mark.django_db
 
@@ -41,15 +42,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def eventually(check, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def pid_turn(fake_llm, session, server: str = "local") -> str:
@@ -84,7 +76,7 @@ def test_a_process_killed_between_turns_is_started_again_by_the_next_call(fake_l
     first = int(pid_turn(fake_llm, session))
 
     os.kill(first, signal.SIGKILL)
-    assert eventually(lambda: not alive(first))
+    until(lambda: not alive(first), "the killed process to be gone")
     second = int(pid_turn(fake_llm, session))
 
     # The probe of the idle process found it dead: a new one answered, nothing failed.
@@ -135,7 +127,7 @@ def test_at_the_bound_the_idle_process_least_recently_used_is_closed(session, se
 
     pid_c = pid_of(TurnSessions(), c)
 
-    assert eventually(lambda: not alive(pid_a))
+    until(lambda: not alive(pid_a), "the least recently used process to close")
     assert alive(pid_b)
     assert alive(pid_c)
     assert kept.running() == 2
@@ -175,12 +167,12 @@ def test_a_process_unused_for_the_idle_time_is_closed_and_one_in_use_is_not(sess
     busy = pid_of(running, busy_row)
     done.close()
 
-    assert eventually(lambda: not alive(idle))
+    until(lambda: not alive(idle), "the idle process to close")
     time.sleep(1.0)  # twice the idle time: the held one stays
     assert alive(busy)
     assert kept.running() == 1
     running.close()
-    assert eventually(lambda: not alive(busy))
+    until(lambda: not alive(busy), "the released process to close")
 
 
 def test_two_users_never_share_a_process_even_with_no_credentials(fake_llm, session, bob):
@@ -204,7 +196,7 @@ def test_a_listing_for_no_user_keeps_no_process(session):
     mcp_catalogue_refresh(names=["local"])
 
     assert McpServer.objects.get(name="local").catalogue
-    assert eventually(lambda: kept.running() == 0)
+    until(lambda: kept.running() == 0, "the listing's process to close")
 
 
 def test_a_stdio_server_gets_each_users_own_value_in_its_environment(fake_llm, session, bob):
@@ -290,7 +282,7 @@ def test_a_change_said_between_turns_is_seen_by_the_next_turn(fake_llm, session,
     signal_file.touch()  # the server adds the tool and says so, between turns
 
     # No turn ended since: a turn's start reads what the server said.
-    assert eventually(lambda: "local__later" in offered_tools(session).effects)
+    until(lambda: "local__later" in offered_tools(session).effects, "the new tool")
 
 
 def test_a_handshake_era_server_says_its_tools_changed_on_the_session(fake_llm, session):

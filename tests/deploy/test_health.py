@@ -165,12 +165,13 @@ def test_a_tool_call_a_worker_abandoned_shows_in_healthz_and_goes_with_the_worke
     assert tools["elsewhere"] == [{"abandoned": 1, "max_abandoned": 16, "full": False}]
 
     name = next(n for n in stack.procs if n.startswith("worker"))
-    stack.kill(name)
+    stack.kill(name)  # SIGKILL: its entry is no longer written, and lapses
     stack.procs.pop(name)
-    gone = wait_for(url, lambda r: r.json()["tools"]["elsewhere"] == [], WORKER_MAX_AGE + 10)
-    assert gone.json()["checks"]["worker"]["ok"] is False
-    stack.worker("worker-after-hang")
-    wait_for(url, lambda r: r.status_code == 200, timeout=10)
+    try:
+        wait_for(url, lambda r: r.json()["tools"]["elsewhere"] == [], WORKER_MAX_AGE + 10)
+    finally:
+        stack.worker("worker-after-hang")  # the module's next tests need a worker
+    wait_for(url, lambda r: r.status_code == 200, timeout=30)
 
 
 def test_a_killed_worker_fails_the_check_until_a_worker_runs_again(stack):
