@@ -35,7 +35,8 @@ class Reported(TypedDict):
     at: float  # time.time()
 
 
-def _node() -> str:
+def this_node() -> str:
+    """This process, as its entry names it: host:pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -47,6 +48,8 @@ class Reporter:
         self.slot: int | None = None
         self.pid = os.getpid()
         self._lock = threading.Lock()
+        # One write at a time (the reporting thread's, a release's): one entry per process.
+        self._writing = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def changed(self) -> None:
@@ -73,10 +76,14 @@ class Reporter:
 
     def _write(self) -> int:
         """Write this process's count (freeing its entry at 0); the count written."""
+        with self._writing:
+            return self._write_now()
+
+    def _write_now(self) -> int:
         count = self.count()
         cache = caches[CACHE_ALIAS]
         entry: Reported = {
-            "node": _node(),
+            "node": this_node(),
             "abandoned": count,
             "max_abandoned": int(settings.AGENT_TOOL_MAX_ABANDONED),
             "at": time.time(),
@@ -113,7 +120,3 @@ def reported(*, but: str | None = None) -> list[Reported]:
         for e in found.values()
         if isinstance(e, dict) and e.get("at", 0) >= fresh and e.get("node") != but
     ]
-
-
-def this_node() -> str:
-    return _node()
