@@ -79,6 +79,13 @@ def wait_for(url: str, holds: Callable[[httpx.Response], bool], timeout: float) 
         time.sleep(0.25)
 
 
+def proxied(stack: Stack, url: str, username: str) -> Client:
+    """An integrator's API client of a new user, through the TLS proxy."""
+    client = Client(url, stack.api_key(username))
+    client.http.headers["X-Forwarded-Proto"] = "https"
+    return client
+
+
 def failing(response: httpx.Response) -> set[str]:
     return {name for name, check in response.json()["checks"].items() if not check["ok"]}
 
@@ -116,8 +123,7 @@ def test_a_solo_worker_running_a_long_turn_stays_alive(stack, llm):
     would stop firing: the heartbeat's thread goes on."""
     url = stack.urls["web"]
     wait_for(url, lambda r: r.status_code == 200, timeout=30)
-    client = Client(url, stack.api_key("watcher"))
-    client.http.headers["X-Forwarded-Proto"] = "https"  # through the TLS proxy
+    client = proxied(stack, url, "watcher")
     try:
         session = client.post("/sessions/", {"name": "long"})
         turn_seconds = WORKER_MAX_AGE * 2 + 2
@@ -148,8 +154,7 @@ def test_a_tool_call_a_worker_abandoned_shows_in_healthz_and_goes_with_the_worke
     up on (agents.tool_reports): /healthz says so, and no longer once that process is gone."""
     url = stack.urls["web"]
     wait_for(url, lambda r: r.status_code == 200, timeout=30)
-    client = Client(url, stack.api_key("hanger"))
-    client.http.headers["X-Forwarded-Proto"] = "https"  # through the TLS proxy
+    client = proxied(stack, url, "hanger")
     try:
         session = client.post("/sessions/", {"name": "hangs"})
         llm.queue(ToolCalls([ToolCall("hang", {"job": "import"})]), Reply("It did not answer."))
