@@ -6,9 +6,9 @@ browser, works across the turn's calls), given back when the turn's attempt ends
 - HTTP and SSE: a session of the turn's own, held open by a task of its own on the process's
   bridge loop (`core.bridge`; the SDK's transports are entered and left in one task, as anyio's
   cancel scopes require), closed at the turn's end: the next turn opens a new one.
-- stdio: the process's kept server process (agents.mcp.kept), started if there is none, held by
-  the turn and released at its end, not closed: the next turns of this process (and those
-  running at once) use the same process and session.
+- stdio: the process's kept server process for the turn's user (agents.mcp.kept), started if
+  there is none, held by the turn and released at its end, not closed: that user's next turns
+  in this process (and those running at once) use the same process and session.
 
 A call that loses the server (a timeout, a dropped connection, a process that died) closes that
 session (a stdio process with it); the turn's next call to it opens a new one.
