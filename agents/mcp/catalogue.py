@@ -7,8 +7,9 @@ embedded mode, a job of its recovery rounds), on an admin change ("Test connecti
 when a server says `notifications/tools/list_changed` (the row is marked stale: the next turn
 lists it again). A turn reads the rows and lists only a server that has no catalogue yet.
 
-A server says its tools changed on the bridge loop (agents.mcp.client's message handler, or a
-kept stdio server's `subscriptions/listen` stream: agents.mcp.kept), which must not touch the
+A server says its tools changed on the bridge loop (in a turn's session or a kept stdio
+process's: agents.mcp.client.connected hears it on the session or on a `subscriptions/listen`
+stream), which must not touch the
 database: it only notes the server (`note_changed`); the row is written by `drain_changed`, on a
 thread that may write: at the start of each turn with MCP servers, at a turn's end, after each
 listing.

@@ -13,6 +13,7 @@ classified into a short reason that names neither the URL nor a header: both may
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,10 +27,12 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Tool, ToolListChangedNotification
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .catalogue import note_changed
 from .models import McpServer
@@ -38,6 +41,9 @@ from .scrub import Scrubber, secrets_of
 T = TypeVar("T")
 # Pages of a tools/list walk: a server that pages forever cannot hold a turn.
 MAX_PAGES = 10
+# A lost `subscriptions/listen` stream is opened again at most this often, this long after.
+RELISTENS = 5
+RELISTEN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -150,32 +156,93 @@ def _on_message(endpoint: Endpoint) -> Any:
 
 
 @asynccontextmanager
-async def connected(endpoint: Endpoint, seconds: float) -> AsyncIterator[Client]:
+async def connected(
+    endpoint: Endpoint, seconds: float, *, listen: bool = False
+) -> AsyncIterator[Client]:
+    """One session with the server. `listen`: it also hears the server's `tools/list_changed`
+    for as long as it is open (`hear_changes`): a turn's own sessions and the kept stdio
+    processes do, a listing does not (it lists the tools anyway)."""
     handler = _on_message(endpoint)
     if endpoint.transport == "stdio":
         params = StdioServerParameters(
             command=endpoint.command, args=list(endpoint.args), env=endpoint.env or None
         )
-        async with Client(
-            params, read_timeout_seconds=seconds, cache=None, message_handler=handler
-        ) as client:
+        async with (
+            Client(
+                params, read_timeout_seconds=seconds, cache=None, message_handler=handler
+            ) as client,
+            _hearing(client, endpoint, listen),
+        ):
             yield client
         return
     if endpoint.transport == "sse":
         sse = sse_client(endpoint.url, headers=endpoint.headers or None, timeout=seconds)
-        async with Client(
-            sse, read_timeout_seconds=seconds, cache=None, message_handler=handler
-        ) as client:
+        async with (
+            Client(
+                sse, read_timeout_seconds=seconds, cache=None, message_handler=handler
+            ) as client,
+            _hearing(client, endpoint, listen),
+        ):
             yield client
         return
+    # Every request is bounded by `bounded`; the read timeout is the SDK's for event streams,
+    # so a listening stream that hears nothing for a while is not lost.
+    read = max(seconds, MCP_DEFAULT_SSE_READ_TIMEOUT)
     async with create_mcp_http_client(
-        headers=endpoint.headers or None, timeout=httpx2.Timeout(seconds)
+        headers=endpoint.headers or None, timeout=httpx2.Timeout(seconds, read=read)
     ) as http:
         transport = streamable_http_client(endpoint.url, http_client=http)
-        async with Client(
-            transport, read_timeout_seconds=seconds, cache=None, message_handler=handler
-        ) as client:
+        async with (
+            Client(
+                transport, read_timeout_seconds=seconds, cache=None, message_handler=handler
+            ) as client,
+            _hearing(client, endpoint, listen),
+        ):
             yield client
+
+
+@asynccontextmanager
+async def _hearing(client: Client, endpoint: Endpoint, listen: bool) -> AsyncIterator[None]:
+    if not listen:
+        yield
+        return
+    task = asyncio.create_task(
+        hear_changes(client, endpoint.server_id), name=f"mcp-listen-{endpoint.name}"
+    )
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def hear_changes(client: Client, server_id: int) -> None:
+    """A handshake-era server says `tools/list_changed` on the session (`_on_message`); a
+    2026-era one only on a `subscriptions/listen` stream, opened here when the server says it
+    sends it. Each event notes the server (agents.mcp.catalogue.note_changed). A stream that is
+    lost is opened again (at most RELISTENS times), and the server noted: what it said
+    meanwhile was not heard."""
+    try:
+        tools = client.server_capabilities.tools
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (
+            tools and tools.list_changed
+        ):
+            return
+    except Exception:
+        return
+    for attempt in range(RELISTENS + 1):
+        try:
+            async with client.listen(tools_list_changed=True) as stream:
+                if attempt:
+                    note_changed(server_id)
+                async for _event in stream:
+                    note_changed(server_id)
+            return  # the server closed it
+        except SubscriptionLost:
+            await asyncio.sleep(RELISTEN_SECONDS)
+        except Exception:
+            return
 
 
 async def list_pages(client: Client) -> list[Tool]:

@@ -21,9 +21,9 @@ toggle) is never another user's; a listing or a check (no user) has its own.
 - An idle process is closed after AGENT_MCP_STDIO_IDLE_SECONDS (the task `mcp-stdio-idle`), and
   once its row changed, was disabled or deleted (`sync_versions`, at each turn's start and each
   catalogue refresh: one query, made only while the process keeps one).
-- `tools/list_changed`: a handshake-era server sends it on the session, read by
-  agents.mcp.client's handler; a 2026-era server only on a `subscriptions/listen` stream, which
-  each kept process opens when its server says it sends it. Either notes the server
+- `tools/list_changed`: a kept process's session hears it (agents.mcp.client.connected with
+  `listen`: on the session from a handshake-era server, on a `subscriptions/listen` stream from
+  a 2026-era one), also between turns. Either notes the server
   (agents.mcp.catalogue.note_changed): the next turn marks its catalogue stale and lists it again,
   from this same process.
 
@@ -223,39 +223,13 @@ async def _run(kept: Kept, endpoint: Endpoint) -> None:
     from .client import connected
 
     try:
-        async with connected(endpoint, endpoint.timeout) as client:
+        async with connected(endpoint, endpoint.timeout, listen=True) as client:
             kept.ready.set_result(client)
-            listening = asyncio.create_task(
-                _listen(client, endpoint.server_id), name=f"mcp-stdio-{endpoint.name}"
-            )
-            try:
-                await kept.done.wait()
-            finally:
-                listening.cancel()
-                with contextlib.suppress(BaseException):
-                    await listening
+            await kept.done.wait()
     except BaseException as exc:
         if not kept.ready.done():
             failed = exc if isinstance(exc, Exception) else ConnectionError("closed at its start")
             kept.ready.set_exception(failed)
-
-
-async def _listen(client: Client, server_id: int) -> None:
-    """A 2026-era server says `tools/list_changed` only on a `subscriptions/listen` stream:
-    opened when the server says it sends it; each event notes the server."""
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    from .catalogue import note_changed
-
-    with contextlib.suppress(Exception):
-        tools = client.server_capabilities.tools
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (
-            tools and tools.list_changed
-        ):
-            return
-        async with client.listen(tools_list_changed=True) as stream:
-            async for _event in stream:
-                note_changed(server_id)
 
 
 async def release(kept: Kept) -> None:

@@ -5,7 +5,8 @@ browser, works across the turn's calls), given back when the turn's attempt ends
 
 - HTTP and SSE: a session of the turn's own, held open by a task of its own on the process's
   bridge loop (`core.bridge`; the SDK's transports are entered and left in one task, as anyio's
-  cancel scopes require), closed at the turn's end: the next turn opens a new one.
+  cancel scopes require), closed at the turn's end: the next turn opens a new one. While it is
+  open it hears the server's `tools/list_changed` (agents.mcp.client.connected with `listen`).
 - stdio: the process's kept server process for the turn's user (agents.mcp.kept), started if
   there is none, held by the turn and released at its end, not closed: that user's next turns
   in this process (and those running at once) use the same process and session.
@@ -66,7 +67,7 @@ class TurnSessions:
 
         async def hold() -> None:
             try:
-                async with connected(endpoint, endpoint.timeout) as client:
+                async with connected(endpoint, endpoint.timeout, listen=True) as client:
                     ready.set_result(client)
                     await done.wait()
             except BaseException as exc:

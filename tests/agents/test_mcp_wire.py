@@ -6,16 +6,23 @@ tests.fakes.mcp_server (HTTP, SSE) and tests.fakes.mcp_stdio_server (stdio, its 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
+from mcp.client.subscriptions import SubscriptionLost
 
+from agents.mcp import client as mcp_client
+from agents.mcp.catalogue import drain_changed
 from agents.mcp.config import configured_servers
 from agents.mcp.services import (
     approval_check,
@@ -192,6 +199,71 @@ def test_an_sse_server_runs_a_tool_in_a_real_turn(fake_llm, session, sse_server)
     assert turn.status == "done"
     assert tool_results(turn) == ["definition of wire"]
     assert sse_server.calls == [("lookup", {"query": "wire"})]
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_an_http_or_sse_servers_tools_list_changed_during_a_turn_is_heard(
+    fake_llm, session, transport
+):
+    # A 2026-era server says it only on a `subscriptions/listen` stream, which the turn's
+    # session opens: the next turn lists the server again and is offered the new tool.
+    with FakeMcpServer(token=TOKEN, sse=transport == "sse", grows=True).start() as server:
+        McpServer.objects.create(
+            name="growing",
+            transport=transport,
+            url=server.url,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert "growing__extra" not in offered_tools(session).effects
+        fake_llm.queue(ToolCalls([ToolCall("growing__grow", {})]), Reply("Grown."))
+
+        turn = ask(session, "grow")
+
+        assert tool_results(turn) == ["grown"]
+        assert "growing__extra" in offered_tools(session).effects
+        assert "extra" in [t["name"] for t in McpServer.objects.get(name="growing").catalogue]
+
+
+class _LosesItsFirstStream:
+    """A 2026-era session (the SDK's client, as far as listening goes) whose first
+    `subscriptions/listen` stream drops before it says anything; the second closes cleanly."""
+
+    protocol_version = "2026-07-28"
+    server_capabilities = SimpleNamespace(tools=SimpleNamespace(list_changed=True))
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    @asynccontextmanager
+    async def listen(self, **_filters: object) -> AsyncIterator[AsyncIterator[object]]:
+        self.opened += 1
+        if self.opened == 1:
+            raise SubscriptionLost("the stream ended")
+
+        async def nothing() -> AsyncIterator[object]:
+            return
+            yield
+
+        yield nothing()
+
+
+def test_a_lost_listen_stream_is_opened_again_and_the_catalogue_listed_again(
+    session, http_server, monkeypatch
+):
+    # What the server said while its stream was away was not heard: the catalogue is stale.
+    monkeypatch.setattr(mcp_client, "RELISTEN_SECONDS", 0)
+    row = McpServer.objects.create(
+        name="tracker", url=http_server.url, headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    offered_tools(session)
+    assert McpServer.objects.get(pk=row.pk).catalogue
+    client = _LosesItsFirstStream()
+
+    asyncio.run(mcp_client.hear_changes(client, row.pk))
+    drain_changed()
+
+    assert client.opened == 2
+    assert McpServer.objects.get(pk=row.pk).catalogue is None
 
 
 def test_a_stdio_server_runs_a_tool_in_a_real_turn_and_hides_an_app_only_tool(fake_llm, session):

@@ -10,7 +10,9 @@ API accepts (`bad.name`, and one too long once prefixed). Every request must car
 `Authorization: Bearer <token>`; one without it is refused with 401, so a test that gets an
 answer proves the secret header was sent. With `echoes=True` it also has two tools that repeat
 what the request carried (its Authorization header, its bare token and its URL's query):
-`whoami` in its result, `leak` in its error, as a careless server would::
+`whoami` in its result, `leak` in its error, as a careless server would. With `grows=True` it
+also has `grow`, which adds the tool `extra` and says `tools/list_changed` before it answers (a
+client of the 2026-07-28 protocol hears it only on a `subscriptions/listen` stream)::
 
     with FakeMcpServer(token="s3cret").start() as server:
         server.url  # http://127.0.0.1:<port>/mcp
@@ -30,7 +32,7 @@ from urllib.parse import parse_qsl
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import (
@@ -99,6 +101,7 @@ class FakeMcpServer:
         name: str = "fake",
         echoes: bool = False,
         sse: bool = False,
+        grows: bool = False,
     ) -> None:
         self.sse = sse  # served over SSE (`/sse`) instead of streamable HTTP (`/mcp`)
         self.token = token
@@ -106,6 +109,7 @@ class FakeMcpServer:
         self.seen_authorization: list[str] = []
         self.seen_query: list[str] = []
         self.echoes = echoes
+        self.grows = grows
         self.slow_seconds = 5.0
         self.mcp = self._build(name)
         self._server: uvicorn.Server | None = None
@@ -193,7 +197,18 @@ class FakeMcpServer:
 
         if self.echoes:
             self._add_echoes(mcp)
+        if self.grows:
+            self._add_grow(mcp)
         return mcp
+
+    @staticmethod
+    def _add_grow(mcp: MCPServer) -> None:
+        @mcp.tool()
+        async def grow(ctx: Context) -> str:
+            """Adds the tool `extra` and says so."""
+            mcp.add_tool(lambda: "extra", name="extra", description="Added by grow.")
+            await ctx.notify_tools_changed()
+            return "grown"
 
     def _add_echoes(self, mcp: MCPServer) -> None:
         def carried() -> str:
