@@ -102,14 +102,20 @@ class ApprovalGate:
         seen = calls.take(function_name, arguments)
         if state.paused:  # the turn paused at an earlier call of this batch: nothing more runs
             raise StopAgentRun(PAUSED.format(tool=function_name))
-        saved = calls.replayed.pop(result_key(seen.call_id, seen.args), None)
-        if saved is not None and len(saved) >= 2:  # it ran before the pause: not again
-            if saved[1]:
-                raise ApprovalRefused(str(saved[0]))
-            return _replayed(saved)
-        if function_name in state.tool_approvals:
-            _ask(state, function_name, seen, run_context)
-        return _call(calls, seen, function_call, arguments)
+        key = result_key(seen.call_id, seen.args)
+        saved = calls.replayed.pop(key, None)
+        if saved is None or len(saved) < 2:
+            if function_name in state.tool_approvals:
+                _ask(state, function_name, seen, run_context)
+            result = _call(calls, seen, function_call, arguments)
+            saved = calls.results[key]
+        elif saved[1]:  # it ran before the pause, and failed: not again
+            raise ApprovalRefused(str(saved[0]))
+        else:  # it ran before the pause: not again
+            result = _replayed(saved)
+        # Its images, for what a later pause saves and a Stop keeps (agents.turn_state).
+        state.note_images(seen.call_id, seen.args, _images(saved))
+        return result
 
 
 def _call(
@@ -136,11 +142,15 @@ def _saved(result: Any) -> list[Any]:
     return [result if isinstance(result, str) else str(result), False]
 
 
+def _images(saved: list[Any]) -> list[dict[str, Any]]:
+    """The images of a saved result ([text, error, images]), as a tool message stores them."""
+    return stored_images({"images": saved[2]}) if len(saved) > 2 else []
+
+
 def _replayed(saved: list[Any]) -> Any:
     """What a call that ran before the pause gives its continuation: its saved text, with its
     images again (agno then gives them to the model and the store keeps them)."""
-    images = saved[2] if len(saved) > 2 and isinstance(saved[2], list) else []
-    carried = [i for i in (agno_image(s) for s in stored_images({"images": images})) if i]
+    carried = [i for i in (agno_image(s) for s in _images(saved)) if i]
     if not carried:
         return saved[0]
     from agno.tools.function import ToolResult

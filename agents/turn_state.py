@@ -169,6 +169,26 @@ class TurnState:
     # A call paused this attempt: its state is on the turn's row, and its run ends here.
     paused: bool = False
     calls: RunCalls = field(default_factory=RunCalls)
+    # The images of the turn's MCP results (as a tool message stores them), by `result_key`:
+    # the calls this attempt ran or replayed (agents.approval_gate), and, in a continuation,
+    # those of the earlier batches its pause saved. What a pause saves, and what a Stop keeps,
+    # holds them with their results (a model that sees images is given them again).
+    tool_images: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for m in (self.resumed or {}).get("messages") or []:
+            images = m.get("images") if isinstance(m, dict) else None
+            if isinstance(images, list) and images:
+                self.tool_images[
+                    result_key(str(m.get("tool_call_id") or ""), _parsed(m.get("tool_args")))
+                ] = images
+
+    def note_images(self, call_id: str, args: object, images: list[dict[str, Any]]) -> None:
+        if images:
+            self.tool_images[result_key(call_id, _parsed(args))] = images
+
+    def images_of(self, call_id: str, args: object) -> list[dict[str, Any]]:
+        return self.tool_images.get(result_key(call_id, _parsed(args)), [])
 
     @property
     def position(self) -> int | None:
@@ -223,7 +243,7 @@ class TurnState:
         batch = [c for c in (tool_calls or []) if isinstance(c, dict)]
         keys = {tool_call_key(c) for c in batch}
         saved: dict[str, Any] = {
-            "messages": [message_dict(m) for m in new],
+            "messages": [self._with_images(message_dict(m)) for m in new],
             "assistant": {"content": _text(assistant.content), "tool_calls": batch}
             if assistant
             else None,
@@ -234,6 +254,14 @@ class TurnState:
         }
         if _is_json(self.session_state):
             saved["session_state"] = self.session_state
+        return saved
+
+    def _with_images(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """A saved tool message with its result's images (agno took them off the message)."""
+        if saved["role"] == "tool":
+            images = self.images_of(str(saved["tool_call_id"] or ""), saved["tool_args"])
+            if images:
+                saved["images"] = images
         return saved
 
 
@@ -271,6 +299,16 @@ def model_args(arguments: dict[str, Any]) -> dict[str, Any]:
         for k, v in arguments.items()
         if isinstance(v, str | int | float | bool | list | dict | type(None))
     }
+
+
+def _parsed(args: object) -> object:
+    """A call's arguments as parsed (a saved message may hold them as the model's JSON)."""
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
 
 
 def _listed(calls: set[tuple[str, str]]) -> list[list[str]]:

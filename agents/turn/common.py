@@ -14,7 +14,7 @@ from sessions_app.reply_stream import ReplyStream
 from sessions_app.turns import UnstoredCall, turn_fail, turn_keep_stopped
 
 from ..model import redact
-from .stopped import Calls, stopped_messages
+from .stopped import Calls, earlier_messages, stopped_messages
 
 if TYPE_CHECKING:
     from ..context import Fit
@@ -82,18 +82,19 @@ def fail_turn(turn: Turn, error: str, metadata: TurnMeta | None = None) -> None:
 
 def keep_stopped(run: TurnRun, reply: str, seen: Iterable[UnstoredCall], meta: TurnMeta) -> bool:
     """The turn was cancelled while this worker ran it: keep what it did (sessions_app.turns.
-    turn_keep_stopped): the messages of the calls the stream saw (`seen`: agents.turn.stopped)
-    and `reply`, what was streamed so far, as its stopped reply. False when they could not be
-    kept (the turn was not cancelled but taken over, its branch moved, the database failed):
-    the caller then puts its calls in the ledger without messages."""
+    turn_keep_stopped): the messages of the calls the stream saw (`seen`: agents.turn.stopped),
+    after those of the batches before its pause when it is a continuation, and `reply`, what
+    was streamed so far, as its stopped reply. False when they could not be kept (the turn was
+    not cancelled but taken over, its branch moved, the database failed): the caller then puts
+    its calls in the ledger without messages."""
     state = run.state
-    calls = Calls(seen, state.was_refused, state.tool_effects, run.label)
+    calls = Calls(seen, state.was_refused, state.tool_effects, run.label, state.images_of)
     messages, may_have_run = stopped_messages(calls)
     try:
         kept = turn_keep_stopped(
             turn=run.turn,
             reply=reply,
-            messages=messages,
+            messages=[*earlier_messages(state.resumed), *messages],
             may_have_run=may_have_run,
             metadata=dict(meta),
         )

@@ -22,6 +22,7 @@ from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
 
 from ..context import overflowed
+from ..mcp.vision import sees_images
 from ..model import is_context_overflow, model_label
 from .after import after, report_turn
 from .claim import Heartbeat, claim_message, claim_queued
@@ -221,7 +222,7 @@ def fit_and_stream(run: TurnRun) -> Streamed | None:
             continue
         resumed = run.state.resumed
         if resumed is not None:
-            messages = resumed_input(messages, resumed)
+            messages = resumed_input(messages, resumed, images=sees_images(run.agent.model))
             replay_batch(run.agent.model, resumed)
         got = stream(run, messages)
         if retry or got.text or run.beat.lost or not is_context_overflow(str(got.failure)):

@@ -19,6 +19,7 @@ from ..context import calibrate
 from ..model import is_context_overflow
 from ..tools import DEFAULT_EFFECT
 from .common import TurnMeta, TurnRun, fail_turn, keep_stopped
+from .stopped import earlier_external_calls
 from .stream import Streamed
 
 log = logging.getLogger("agents.turn.settle")
@@ -65,11 +66,16 @@ def stopped_or_recorded(run: TurnRun, got: Streamed, meta: TurnMeta) -> None:
     record_unstored(run, got, only_open=kept)
 
 
-def record_unstored(run: TurnRun, got: Streamed, *, only_open: bool = False) -> None:
+def record_unstored(
+    run: TurnRun, got: Streamed, *, only_open: bool = False, ended: bool = True
+) -> None:
     """The external calls this attempt made, into the session's effects ledger, for a turn that
     ends without storing its messages (stopped, failed, taken over): their effects happened. A
     call its owner refused did not run, and a tool of another effect changed nothing outside.
-    `only_open`: only the calls that never answered (a stopped turn stored the others)."""
+    `only_open`: only the calls that never answered (a stopped turn stored the others). A
+    continuation's turn that `ended` (failed, or stopped without keeping its messages) also
+    records the external calls of the batches before its pause, which ran in earlier attempts
+    and are stored nowhere else; one taken over does not (whoever holds it now stores them)."""
     state = run.state
     calls = [
         call
@@ -78,6 +84,8 @@ def record_unstored(run: TurnRun, got: Streamed, *, only_open: bool = False) -> 
         and not state.was_refused(call.call_id or call_id, call.args)
         and not (only_open and call.result is not None)
     ]
+    if ended and not only_open:
+        calls = [*earlier_external_calls(state.resumed), *calls]
     try:
         ledger_record_unstored(turn=run.turn, calls=calls)
     except Exception:  # the database is away: the turn's own lines say what happened
@@ -115,7 +123,7 @@ def _not_ours(run: TurnRun, got: Streamed, meta: TurnMeta) -> bool:
         return True
     if beat.lost:
         log.info("turn %s was taken from this worker mid-run; its answer is dropped", run.turn.pk)
-        record_unstored(run, got)
+        record_unstored(run, got, ended=False)
         return True
     return False
 

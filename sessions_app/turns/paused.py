@@ -1,7 +1,9 @@
 """A turn paused for an approval, as its row keeps it (`metadata.paused`, saved by
 `turn_await_approval` in the same update that pauses it: agents.approval_gate builds it): what a
-continuation resumes from, what a Stop of the paused turn keeps (`paused_new_messages`), and the
-marks a continuation leaves on it (the approved call started; a call that may have run)."""
+continuation resumes from, what a Stop of the paused turn keeps (`paused_new_messages`) or of
+its continuation (`saved_new_messages` of the earlier batches, with what the continuation did),
+and the marks a continuation leaves on it (the approved call started; a call that may have
+run)."""
 
 from __future__ import annotations
 
@@ -49,15 +51,19 @@ def without_pause(metadata: JSONObject) -> JSONObject:
 def paused_messages(turn: Turn) -> list[dict[str, Any]]:
     """The messages of a paused (or stopped while paused) turn that already happened, oldest
     first, as dicts of agno's Message fields (role, content, tool_calls, tool_call_id,
-    tool_name, tool_args, tool_call_error): the turn's earlier batches, then the assistant
-    message of the batch that paused and the results of that batch's calls that ran. Empty for a
-    turn that never paused."""
+    tool_name, tool_args, tool_call_error, and `images` on a tool message whose result had
+    some): the turn's earlier batches, then the assistant message of the batch that paused and
+    the results of that batch's calls that ran. Empty for a turn that never paused."""
     state = paused_state(turn.metadata)
-    if state is None:
-        return []
+    return saved_messages(state) if state is not None else []
+
+
+def saved_messages(state: dict[str, Any], *, batch: bool = True) -> list[dict[str, Any]]:
+    """`paused_messages` of a saved state; without `batch`, the earlier batches alone (what a
+    continuation, which runs the batch again, has of the turn before it)."""
     out = [m for m in state.get("messages") or [] if isinstance(m, dict)]
     assistant = state.get("assistant")
-    if not isinstance(assistant, dict):
+    if not batch or not isinstance(assistant, dict):
         return out
     out.append({"role": "assistant", **assistant})
     got_results = state.get("results")
@@ -87,17 +93,22 @@ def calls_of(saved: object) -> set[tuple[str, str]]:
 
 
 def paused_new_messages(turn: Turn) -> list[NewMessage]:
-    """`paused_messages(turn)` ready to store (sessions_app.turns.turn_keep_stopped): each tool
-    message with its tool's effect as the pause saved it (`effects`; `external`, the safe
-    assumption, for a name it does not know; `none` for a call refused: it did not run), marked
-    an error when its call failed or was refused, and as one that may have run when it was
-    given up on past its deadline."""
-    state = paused_state(turn.metadata) or {}
+    """`paused_messages(turn)` ready to store (`saved_new_messages`)."""
+    state = paused_state(turn.metadata)
+    return saved_new_messages(state) if state is not None else []
+
+
+def saved_new_messages(state: dict[str, Any], *, batch: bool = True) -> list[NewMessage]:
+    """`saved_messages(state, batch=batch)` ready to store (sessions_app.turns.
+    turn_keep_stopped): each tool message with its tool's effect as the pause saved it
+    (`effects`; `external`, the safe assumption, for a name it does not know; `none` for a call
+    refused: it did not run), marked an error when its call failed or was refused, and as one
+    that may have run when it was given up on past its deadline, with its images."""
     saved = state.get("effects")
     effects: dict[str, Any] = saved if isinstance(saved, dict) else {}
     refused, given_up = calls_of(state.get("refused")), calls_of(state.get("given_up"))
     out: list[NewMessage] = []
-    for m in paused_messages(turn):
+    for m in saved_messages(state, batch=batch):
         role = str(m.get("role") or "")
         content = m.get("content") if isinstance(m.get("content"), str) else ""
         if role == Message.Role.ASSISTANT:

@@ -10,8 +10,13 @@ import pytest
 
 from agents.mcp.vision import MEDIA_NOTE, sees_images
 from agents.models import McpServer
+from agents.worker import run_turn
+from sessions_app.approvals import turn_approve
 from sessions_app.models import Message
-from tests.conftest import ask
+from sessions_app.turns import turn_cancel, turn_start
+from sessions_app.turns.paused import paused_state
+from tests.agents.test_stopped_turns import stop_on
+from tests.conftest import ask, run_hearing
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.fakes.mcp_server import FakeMcpServer, tiny_png
 
@@ -216,3 +221,83 @@ def test_an_image_from_before_a_pause_stays_with_its_result(fake_llm, session, c
     [image] = snap.metadata["images"]
     assert base64.b64decode(image["data"]) == tiny_png()
     assert f"[image {image['id']}:" in snap.tool_result
+
+
+def snap_image(turn) -> bytes:
+    """The bytes of the image stored with the turn's `call_snap` result."""
+    [snap] = Message.objects.filter(branch_id=turn.branch_id, tool_call_id="call_snap")
+    [image] = snap.metadata["images"]
+    assert f"[image {image['id']}:" in snap.tool_result
+    return base64.b64decode(image["data"])
+
+
+@pytest.mark.django_db(transaction=True)  # a Stop while the turn runs: its events after commit
+def test_a_turn_stopped_after_a_tools_image_keeps_the_image_with_its_result(
+    fake_llm, session, camera
+):
+    fake_llm.queue(
+        ToolCalls([ToolCall("camera__snapshot", {}, id="call_snap")]),
+        Reply(" ".join(f"word{i}" for i in range(40)), delay=0.3),
+    )
+    turn = turn_start(session=session, message="show me, then talk")
+
+    run_hearing(turn, stop_on(turn, "message.delta"))
+
+    assert turn.status == "cancelled"
+    assert snap_image(turn) == tiny_png()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("then", ["approved", "stopped", "stopped while it runs", "paused again"])
+def test_an_image_from_a_batch_before_the_pause_stays_with_its_result(
+    fake_llm, session, camera, then
+):
+    """The batch before the one that paused returned an image: the pause saves it with that
+    result; the continuation gives it to the model again and stores it with the result, as
+    does a Stop of the paused turn, a Stop of its continuation, and a second pause."""
+    fake_llm.queue(
+        ToolCalls([ToolCall("camera__snapshot", {}, id="call_snap")]),
+        ToolCalls([ToolCall("camera__drop_table", {"table": "old"}, id="call_drop")]),
+    )
+    turn = turn_start(session=session, message="snapshot, then drop old")
+    run_turn(turn.pk)
+    turn.refresh_from_db()
+    assert turn.status == "awaiting_approval"
+    [saved] = [m for m in paused_state(turn.metadata)["messages"] if m["role"] == "tool"]
+    assert base64.b64decode(saved["images"][0]["data"]) == tiny_png()
+
+    if then == "stopped":
+        turn_cancel(turn=turn)
+        assert snap_image(turn) == tiny_png()
+        return
+    fake_llm.queue(
+        {
+            "approved": Reply("Dropped."),
+            "stopped while it runs": Reply(" ".join(f"w{i}" for i in range(40)), delay=0.3),
+            "paused again": ToolCalls(
+                [ToolCall("camera__drop_table", {"table": "older"}, id="call_drop_2")]
+            ),
+        }[then]
+    )
+    pending = turn.pending_approval
+    turn_approve(
+        turn=turn,
+        tool_call_id="call_drop",
+        approved=True,
+        call=pending["call"],
+        attempt=pending["attempt"],
+        resume=False,
+    )
+    stops = then == "stopped while it runs"
+    # The continuation, as a worker runs it (Stopped, as from another tab, as it answers).
+    run_hearing(turn, stop_on(turn, "message.delta") if stops else [].append)
+
+    assert image_urls(fake_llm.messages(-1)) == [PNG_URL]  # after the snapshot's result
+    if then == "paused again":
+        assert turn.status == "awaiting_approval"
+        [saved] = [m for m in paused_state(turn.metadata)["messages"] if m.get("images")]
+        assert saved["tool_call_id"] == "call_snap"
+        turn_cancel(turn=turn)
+    else:
+        assert turn.status == ("done" if then == "approved" else "cancelled")
+    assert snap_image(turn) == tiny_png()

@@ -10,12 +10,13 @@ import pytest
 from agents.history import NOT_RUN
 from agents.services import turn_regenerate
 from checkpoints.services import checkpoint_create, checkpoint_restore
+from sessions_app.approvals import turn_approve
 from sessions_app.models import LedgerEntry, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.turns import stopped_line, turn_cancel, turn_start
 from tests.agents import approval_tools, custom_tools
 from tests.conftest import ask, run_hearing
-from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
 from tests.waits import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,6 +207,79 @@ def test_a_stopped_turn_whose_calls_repeat_an_id_keeps_each_call(fake_llm, sessi
     ask(session, "thanks")
     sent = [m["role"] for m in fake_llm.messages(-1) if m["role"] != "system"]
     assert sent == ["user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+
+
+def paused_after_a_call(fake_llm, session, then) -> Turn:
+    """A turn whose first batch sends a message (it runs) and whose second sends an email,
+    which waits for approval; approved, then `then` is what the model does next. The turn,
+    queued for its continuation."""
+    fake_llm.queue(
+        ToolCalls([ToolCall("send_message", {"to": "bob", "text": "hi"}, id="call_a")]),
+        ToolCalls([ToolCall("send_email", EMAIL, id="call_b")]),
+        then,
+    )
+    turn = turn_start(session=session, message="message bob, then email him")
+    run_hearing(turn, [].append)
+    assert turn.status == "awaiting_approval"
+    pending = turn.pending_approval
+    turn_approve(
+        turn=turn,
+        tool_call_id="call_b",
+        approved=True,
+        call=pending["call"],
+        attempt=pending["attempt"],
+        resume=False,
+    )
+    return turn
+
+
+def test_a_continuation_stopped_while_it_runs_keeps_the_calls_from_before_its_pause(
+    fake_llm, session, tools
+):
+    """The continuation's stream never sees the first batch (it ran in the attempt that
+    paused): its call and result come from the saved pause, before the batch it replays."""
+    turn = paused_after_a_call(fake_llm, session, Reply(LONG, delay=0.3))
+
+    run_hearing(turn, stop_on(turn, "message.delta"))  # the continuation, as a worker runs it
+
+    assert turn.status == "cancelled"
+    assert rows(session) == [
+        ("user", "message bob, then email him"),
+        ("assistant", ""),
+        ("tool", "send_message"),
+        ("assistant", ""),
+        ("tool", "send_email"),
+        ("assistant", "word0 "),
+    ]
+    assert custom_tools.SENT == ["bob: hi"]
+    assert approval_tools.SENT == [("bob@example.com", "hello")]
+    reply = branch_history(current_branch(session))[-1]
+    assert stopped_line(reply.metadata) == "Stopped: send_message, send_email ran"
+    assert sorted(
+        LedgerEntry.objects.filter(session=session).values_list("tool_name", "status")
+    ) == [
+        ("send_email", "ran"),
+        ("send_message", "ran"),
+    ]
+    assert turn.tools_used == ["send_message", "send_email"]
+
+
+def test_a_continuation_that_fails_records_the_calls_from_before_its_pause(
+    fake_llm, session, tools
+):
+    """Its messages go with the failed turn, but both calls ran: the ledger keeps both."""
+    turn = paused_after_a_call(fake_llm, session, Error(400, "bad request"))
+
+    run_hearing(turn, [].append)
+
+    assert turn.status == "failed"
+    assert rows(session) == [("user", "message bob, then email him")]
+    assert sorted(
+        LedgerEntry.objects.filter(session=session).values_list("tool_name", "status")
+    ) == [
+        ("send_email", "ran"),
+        ("send_message", "ran"),
+    ]
 
 
 def test_stop_twice_keeps_one_stopped_reply(fake_llm, session, tools):
