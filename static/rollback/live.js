@@ -61,7 +61,12 @@
       return true;
     };
     Idiomorph.defaults.callbacks.beforeNodeRemoved = function (node) {
-      return !(node.nodeType === 1 && node.localName === "dialog" && node.open);
+      if (node.nodeType !== 1) return true;
+      // An open dialog stays open.
+      if (node.localName === "dialog" && node.open) return false;
+      // A code block's copy button is this page's own (copy.js), never in the server's HTML: a
+      // refresh that morphs its message keeps it, and the "Copied" it may be showing.
+      return !node.matches("button.copy-code[data-copy-button]");
     };
   }
 

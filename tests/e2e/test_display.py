@@ -165,3 +165,32 @@ def test_a_draft_over_the_limit_is_kept_whole_and_not_sent(clip_page, app, llm):
     expect(note).to_be_hidden()
     llm.queue(Reply("fine"))
     wait_turn_done(page, send_message(page, "short"))
+
+
+def test_a_refresh_that_morphs_the_reply_keeps_its_code_copy_button_and_its_copied(
+    clip_page, app, llm
+):
+    """The code's copy button is the page's own: a live refresh arriving just after a click (a
+    new title, an event of another tab) once took it away and put a fresh "Copy" in its place."""
+    page = clip_page
+    sign_up(page, app.base_url)
+    new_session(page)
+    llm.queue(Reply(REPLY))
+    chat(page, "show me")
+    copy_code = page.locator(FINISHED_ASSISTANT).last.get_by_test_id("copy-code")
+    copy_code.click()
+    expect(copy_code).to_have_text("Copied")
+    copy_code.evaluate("b => { b.dataset.clicked = 'yes'; }")
+
+    with page.expect_response(lambda r: "/refresh" in r.url) as refreshed:
+        page.evaluate(  # as the page fetches it after an event (live.js)
+            """() => { const r = document.getElementById('live-refresh');
+            htmx.ajax('GET', r.getAttribute('hx-get'), {source: r, swap: 'none'}); }"""
+        )
+    assert refreshed.value.ok
+    page.wait_for_function(  # the refresh's regions swapped in, morphing the messages
+        "() => !document.querySelector('.htmx-settling, .htmx-swapping')"
+    )
+
+    expect(copy_code).to_have_count(1)
+    expect(copy_code).to_have_attribute("data-clicked", "yes")  # the same button
