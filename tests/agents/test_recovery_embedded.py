@@ -58,11 +58,20 @@ def test_a_restarted_web_process_takes_over_the_turn_its_predecessor_left_runnin
         deadline = time.monotonic() + 30
         while not any(e["type"] == "turn.finished" for e in events):
             assert time.monotonic() < deadline, events
-            events.append(json.loads(ws.recv(timeout=deadline - time.monotonic())))
+            try:
+                events.append(json.loads(ws.recv(timeout=1)))
+            except TimeoutError:
+                # On a loaded machine the take-over may finish the turn before the socket has
+                # joined: then no event of it ever comes, and the turn says it is done.
+                status = httpx.get(f"{base}/api/v1/turns/{turn_id}/", headers=auth).json()
+                if status["status"] == "done":
+                    break
     # The take-over starts attempt 2. On a loaded machine it may start before the socket has
     # joined: then the socket's first frame is the turn's snapshot instead of its start.
     started = [e.get("attempt") for e in events if e["type"] == "turn.started"]
-    assert started == [2] or (not started and events[0]["type"] == "turn.snapshot"), events
+    assert started == [2] or (
+        not started and (not events or events[0]["type"] == "turn.snapshot")
+    ), events
     attempts = services.manage(
         env,
         "shell",
