@@ -37,12 +37,18 @@ DATABASE_URL = env.DATABASE_URL
 # server counts as unreachable, and the request is a 503 within a few seconds, not a 500 after
 # DATABASE_POOL_TIMEOUT.
 DATABASE_POOL_SIZE = env.DATABASE_POOL_SIZE
+# The served process answers HTTP on this many threads, each kept for the process's life with
+# its database connections (rollback_site.http_handler): SQLite's are kept open for the thread
+# (CONN_MAX_AGE None; a broken one is closed at the request's end), PostgreSQL's are lent by the
+# pool for each request. At most this many requests of one process run at once; more wait.
+HTTP_THREADS = env.HTTP_THREADS
 DATABASE_POOL_TIMEOUT = env.DATABASE_POOL_TIMEOUT
 DATABASE_CONNECT_TIMEOUT = env.DATABASE_CONNECT_TIMEOUT
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
+        DATABASES["default"]["CONN_MAX_AGE"] = None
     else:
         if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             DATABASES["default"]["ENGINE"] = "core.postgres"  # its pool: see core/postgres
@@ -63,6 +69,9 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(VAR_DIR / "rollback.sqlite3"),  # as a str, like the DATABASE_URL branch
             "OPTIONS": dict(SQLITE_OPTIONS),
+            # A connection is kept for its thread's life (SQLite's cost ~1 ms to open, with
+            # the pragmas); Django closes one that broke at the request's end.
+            "CONN_MAX_AGE": None,
         }
     }
 

@@ -215,11 +215,12 @@ def test_a_page_with_a_query_string_that_is_not_utf8_is_400(client, alice, sessi
 
 
 def asgi_get(raw_path: bytes, query: bytes) -> tuple[int, bytes]:
-    """A GET through Django's ASGI handler, with the path and query string as a server gives
-    them (bytes, percent-encoded)."""
+    """A GET through the served app's HTTP handler, with the path and query string as a server
+    gives them (bytes, percent-encoded)."""
     from asgiref.sync import async_to_sync
     from asgiref.testing import ApplicationCommunicator
-    from django.core.handlers.asgi import ASGIHandler
+
+    from rollback_site.http_handler import PooledHandler
 
     scope = {
         "type": "http",
@@ -235,14 +236,19 @@ def asgi_get(raw_path: bytes, query: bytes) -> tuple[int, bytes]:
         "client": ("127.0.0.1", 1234),
     }
 
+    handler = PooledHandler(threads=1)
+
     async def run() -> tuple[int, bytes]:
-        communicator = ApplicationCommunicator(ASGIHandler(), scope)
+        communicator = ApplicationCommunicator(handler, scope)
         await communicator.send_input({"type": "http.request", "body": b""})
         start = await communicator.receive_output(10)
         body = await communicator.receive_output(10)
         return start["status"], body["body"]
 
-    return async_to_sync(run)()
+    try:
+        return async_to_sync(run)()
+    finally:
+        handler.pool.shutdown()
 
 
 @pytest.mark.parametrize(

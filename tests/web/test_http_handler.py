@@ -1,0 +1,117 @@
+"""The served app's HTTP (rollback_site.http_handler.PooledHandler): Django's synchronous path in
+one hop, on threads that keep their database connections from request to request, with
+request_started and request_finished sent on the thread that holds those connections."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from asgiref.sync import async_to_sync
+from asgiref.testing import ApplicationCommunicator
+from django.core import signals
+from django.db import connections
+
+from accounts.services import apikey_create
+from rollback_site.http_handler import THREAD_NAME, PooledHandler
+from sessions_app.models import Session
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the pool's threads read the database
+
+
+@pytest.fixture
+def handler():
+    served = PooledHandler(threads=1)
+    yield served
+    served.pool.submit(connections.close_all).result()
+    served.pool.shutdown()
+
+
+def request(
+    handler: PooledHandler, method: str, path: str, key: str, body: bytes = b""
+) -> tuple[int, dict[bytes, bytes], bytes]:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 1234),
+    }
+
+    async def run() -> tuple[int, dict[bytes, bytes], bytes]:
+        communicator = ApplicationCommunicator(handler, scope)
+        await communicator.send_input({"type": "http.request", "body": body})
+        start = await communicator.receive_output(10)
+        content = b""
+        while True:
+            part = await communicator.receive_output(10)
+            content += part.get("body", b"")
+            if not part.get("more_body"):
+                break
+        await communicator.wait(10)
+        return start["status"], {k.lower(): v for k, v in start["headers"]}, content
+
+    return async_to_sync(run)()
+
+
+def connection_of_the_pool(handler: PooledHandler) -> object:
+    return handler.pool.submit(lambda: connections["default"].connection).result()
+
+
+def test_requests_run_on_the_pools_thread_and_keep_its_connection(handler, alice):
+    key = apikey_create(user=alice, name="k")[1]
+    threads: list[str] = []
+
+    def started(**_: object) -> None:
+        threads.append(threading.current_thread().name)
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(started)
+    try:
+        status, _, _ = request(handler, "GET", "/api/v1/sessions/", key)
+        first = connection_of_the_pool(handler)
+        again, _, _ = request(handler, "GET", "/api/v1/sessions/", key)
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(started)
+
+    assert (status, again) == (200, 200)
+    assert first is not None
+    assert connection_of_the_pool(handler) is first  # not opened again for the next request
+    # Both signals, on the thread whose connections close_old_connections looks after.
+    assert len(threads) == 4
+    assert all(name.startswith(THREAD_NAME) for name in threads), threads
+
+
+def test_a_posted_body_reaches_the_view_and_the_answer_carries_the_request_id(handler, alice):
+    key = apikey_create(user=alice, name="k")[1]
+
+    status, headers, content = request(
+        handler, "POST", "/api/v1/sessions/", key, json.dumps({"name": "served"}).encode()
+    )
+
+    assert status == 201
+    assert json.loads(content)["name"] == "served"
+    assert Session.objects.filter(owner=alice, session_name="served").exists()
+    assert headers[b"x-request-id"]
+
+
+def test_a_bad_request_is_answered_by_the_pool_too(handler, alice):
+    key = apikey_create(user=alice, name="k")[1]
+
+    status, _, content = request(handler, "POST", "/api/v1/sessions/", key, b"{not json")
+
+    assert status == 400
+    assert "JSON" in json.loads(content)["detail"]
