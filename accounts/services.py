@@ -31,6 +31,7 @@ from .errors import (
     UsernameTaken,
     WeakPassword,
 )
+from .key_cache import cache_key, cached_key, keys_changed
 from .limits import signup_attempt_start
 from .lookalikes import mixes_scripts, scripts_of, skeleton
 from .models import THEMES, ApiKey, SiteSettings, User
@@ -182,6 +183,7 @@ def user_deactivate(*, user: User) -> User:
     (an administrator can turn it on again)."""
     User.objects.filter(pk=user.pk).update(is_active=False)
     user.is_active = False
+    keys_changed()
     events.sockets_close_user(user=user.pk)
     return user
 
@@ -219,6 +221,7 @@ def preferences_update(
     metadata = {**metadata, "preferences": preferences}
     User.objects.filter(pk=user.pk).update(metadata=metadata)
     user.metadata = metadata
+    keys_changed()  # a request with a key reads its user with these preferences
     return user
 
 
@@ -268,6 +271,7 @@ def apikey_revoke(*, user: User, key_id: int) -> ApiKey:
         raise ApiKeyNotFound()
     keys = ApiKey.objects.for_user(user).filter(pk=pk)
     keys.active().update(revoked_at=timezone.now())
+    keys_changed()  # no process takes it from its cache any more
     try:
         key = keys.get()
     except ApiKey.DoesNotExist:
@@ -303,17 +307,23 @@ def apikey_verify(raw: str | None) -> ApiKey | None:
     depend on how much of a guess matches a real key."""
     if not isinstance(raw, str) or len(raw) > 64 or not _API_KEY_RE.fullmatch(raw):
         return None
-    key = (
-        ApiKey.objects.active()
-        .filter(key_hash=_hash_key(raw), user__is_active=True)
-        .select_related("user")
-        .first()
-    )
+    digest = _hash_key(raw)
+    key, version = cached_key(digest)  # accounts.key_cache: no query for a key seen just now
     if key is None:
-        return None
+        key = (
+            ApiKey.objects.active()
+            .filter(key_hash=digest, user__is_active=True)
+            .select_related("user")
+            .first()
+        )
+        if key is None:
+            return None
+        cache_key(digest, key, version)
     now = timezone.now()
     if key.last_used_at is None or key.last_used_at <= now - API_KEY_LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - API_KEY_LAST_USED_RESOLUTION)
         ).update(last_used_at=now)
+        key.last_used_at = now
+        cache_key(digest, key, version)
     return key

@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.signals import user_logged_out
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
 from core import events
+
+from .key_cache import keys_changed
+from .models import ApiKey, User
 
 
 @receiver(user_logged_out, dispatch_uid="accounts.close_the_sockets_of_the_login")
@@ -22,3 +26,13 @@ def close_the_sockets_of_the_login(
     session_key = session.session_key if session is not None else None
     if session_key:
         events.sockets_close_login(session_key=session_key)
+
+
+@receiver(post_save, sender=ApiKey, dispatch_uid="accounts.key_saved")
+@receiver(post_delete, sender=ApiKey, dispatch_uid="accounts.key_deleted")
+@receiver(post_save, sender=User, dispatch_uid="accounts.user_saved")
+@receiver(post_delete, sender=User, dispatch_uid="accounts.user_deleted")
+def forget_the_cached_keys(sender: object, **kwargs: Any) -> None:
+    """A key or a user saved or deleted (the admin, a service, an erasure): no request takes a
+    key from the cache as it was (accounts.key_cache)."""
+    keys_changed()
