@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sessions_app.approvals import Pending, args_digest, result_key, tool_call_key
-from sessions_app.turns.paused import calls_of
+from sessions_app.turns.paused import calls_of, parsed_args
 
 if TYPE_CHECKING:
     from sessions_app.models import Turn
@@ -180,15 +180,15 @@ class TurnState:
             images = m.get("images") if isinstance(m, dict) else None
             if isinstance(images, list) and images:
                 self.tool_images[
-                    result_key(str(m.get("tool_call_id") or ""), _parsed(m.get("tool_args")))
+                    result_key(str(m.get("tool_call_id") or ""), parsed_args(m.get("tool_args")))
                 ] = images
 
     def note_images(self, call_id: str, args: object, images: list[dict[str, Any]]) -> None:
         if images:
-            self.tool_images[result_key(call_id, _parsed(args))] = images
+            self.tool_images[result_key(call_id, parsed_args(args))] = images
 
     def images_of(self, call_id: str, args: object) -> list[dict[str, Any]]:
-        return self.tool_images.get(result_key(call_id, _parsed(args)), [])
+        return self.tool_images.get(result_key(call_id, parsed_args(args)), [])
 
     @property
     def position(self) -> int | None:
@@ -299,16 +299,6 @@ def model_args(arguments: dict[str, Any]) -> dict[str, Any]:
         for k, v in arguments.items()
         if isinstance(v, str | int | float | bool | list | dict | type(None))
     }
-
-
-def _parsed(args: object) -> object:
-    """A call's arguments as parsed (a saved message may hold them as the model's JSON)."""
-    if isinstance(args, str):
-        try:
-            return json.loads(args)
-        except ValueError:
-            return args
-    return args
 
 
 def _listed(calls: set[tuple[str, str]]) -> list[list[str]]:

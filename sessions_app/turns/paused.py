@@ -117,7 +117,7 @@ def saved_new_messages(state: dict[str, Any], *, batch: bool = True) -> list[New
         elif role == Message.Role.TOOL:
             name = str(m.get("tool_name") or "")
             call_id = str(m.get("tool_call_id") or "")
-            args = _args(m.get("tool_args"))
+            args = parsed_args(m.get("tool_args"))
             digest = args_digest(args if args is not None else {})
             effect = str(effects.get(name) or Effect.EXTERNAL)
             if (call_id, digest) in refused:
@@ -142,7 +142,7 @@ def saved_new_messages(state: dict[str, Any], *, batch: bool = True) -> list[New
     return out
 
 
-def _args(args: Any) -> Any:
+def parsed_args(args: Any) -> Any:
     """A call's arguments as the model sent them (JSON text) or as parsed."""
     if isinstance(args, str):
         try:

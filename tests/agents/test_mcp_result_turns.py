@@ -11,10 +11,10 @@ import pytest
 from agents.mcp.vision import MEDIA_NOTE, sees_images
 from agents.models import McpServer
 from agents.worker import run_turn
-from sessions_app.approvals import turn_approve
 from sessions_app.models import Message
 from sessions_app.turns import turn_cancel, turn_start
 from sessions_app.turns.paused import paused_state
+from tests.agents.test_approval_pause import answer
 from tests.agents.test_stopped_turns import stop_on
 from tests.conftest import ask, run_hearing
 from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
@@ -179,7 +179,6 @@ def test_an_image_from_before_a_pause_stays_with_its_result(fake_llm, session, c
     turn's continuation, or the Stop of the paused turn, stores it with its tool message; the
     continuation gives it to the model."""
     from agents.worker import run_turn
-    from sessions_app.approvals import turn_approve
     from sessions_app.turns import turn_cancel, turn_start
     from sessions_app.turns.paused import paused_state
 
@@ -202,15 +201,7 @@ def test_an_image_from_before_a_pause_stays_with_its_result(fake_llm, session, c
 
     if then == "approved":
         fake_llm.queue(Reply("Dropped."))
-        pending = turn.pending_approval
-        turn_approve(
-            turn=turn,
-            tool_call_id="call_drop",
-            approved=True,
-            call=pending["call"],
-            attempt=pending["attempt"],
-            resume=False,
-        )
+        answer(turn, True, resume=False)  # the continuation is this test's to run
         run_turn(turn.pk)  # the continuation, as a worker runs it
         assert image_urls(fake_llm.messages(-1)) == [PNG_URL]
     else:
@@ -279,15 +270,7 @@ def test_an_image_from_a_batch_before_the_pause_stays_with_its_result(
             ),
         }[then]
     )
-    pending = turn.pending_approval
-    turn_approve(
-        turn=turn,
-        tool_call_id="call_drop",
-        approved=True,
-        call=pending["call"],
-        attempt=pending["attempt"],
-        resume=False,
-    )
+    answer(turn, True, resume=False)  # the continuation is this test's to run
     stops = then == "stopped while it runs"
     # The continuation, as a worker runs it (Stopped, as from another tab, as it answers).
     run_hearing(turn, stop_on(turn, "message.delta") if stops else [].append)

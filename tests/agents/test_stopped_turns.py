@@ -10,11 +10,11 @@ import pytest
 from agents.history import NOT_RUN
 from agents.services import turn_regenerate
 from checkpoints.services import checkpoint_create, checkpoint_restore
-from sessions_app.approvals import turn_approve
 from sessions_app.models import LedgerEntry, Turn
 from sessions_app.selectors import branch_history, current_branch
 from sessions_app.turns import stopped_line, turn_cancel, turn_start
 from tests.agents import approval_tools, custom_tools
+from tests.agents.test_approval_pause import answer
 from tests.conftest import ask, run_hearing
 from tests.fakes.chat_server import Error, Reply, ToolCall, ToolCalls
 from tests.waits import until
@@ -221,15 +221,7 @@ def paused_after_a_call(fake_llm, session, then) -> Turn:
     turn = turn_start(session=session, message="message bob, then email him")
     run_hearing(turn, [].append)
     assert turn.status == "awaiting_approval"
-    pending = turn.pending_approval
-    turn_approve(
-        turn=turn,
-        tool_call_id="call_b",
-        approved=True,
-        call=pending["call"],
-        attempt=pending["attempt"],
-        resume=False,
-    )
+    answer(turn, True, resume=False)  # the continuation is this test's to run
     return turn
 
 
