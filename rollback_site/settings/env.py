@@ -105,7 +105,7 @@ class Env(Schema):
     # --- Database, Redis, channel layer, health (stores.py) ----------------------------------
     DATABASE_URL: str = shown("SQLite file `var/rollback.sqlite3`", "")
     DATABASE_POOL_SIZE: int = Field(10, ge=1)
-    HTTP_THREADS: int = Field(8, ge=1, le=256)
+    HTTP_THREADS: int = Field(128, ge=1, le=1024)
     DATABASE_POOL_TIMEOUT: Seconds = 30.0
     DATABASE_CONNECT_TIMEOUT: int = Field(3, ge=2)
     REDIS_URL: str = ""

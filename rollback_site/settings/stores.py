@@ -37,10 +37,13 @@ DATABASE_URL = env.DATABASE_URL
 # server counts as unreachable, and the request is a 503 within a few seconds, not a 500 after
 # DATABASE_POOL_TIMEOUT.
 DATABASE_POOL_SIZE = env.DATABASE_POOL_SIZE
-# The served process answers HTTP on this many threads, each kept for the process's life with
-# its database connections (rollback_site.http_handler): SQLite's are kept open for the thread
-# (CONN_MAX_AGE None; a broken one is closed at the request's end), PostgreSQL's are lent by the
-# pool for each request. At most this many requests of one process run at once; more wait.
+# The served process answers HTTP on at most this many threads, each kept for the process's life
+# with its database connections (rollback_site.http_handler): SQLite's are kept open for the
+# thread (CONN_MAX_AGE None; a broken one is closed at the request's end), PostgreSQL's are lent
+# by the pool for each request. A thread is started only when no other is free, so a quiet
+# process has a few. A request that waits on a turn ("wait": true) holds one for up to
+# API_TURN_WAIT_SECONDS (without its database connection): the bound is high so that waits
+# never hold up the pages. At most this many requests of one process run at once; more queue.
 HTTP_THREADS = env.HTTP_THREADS
 DATABASE_POOL_TIMEOUT = env.DATABASE_POOL_TIMEOUT
 DATABASE_CONNECT_TIMEOUT = env.DATABASE_CONNECT_TIMEOUT
