@@ -12,6 +12,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,18 @@ def wait_until_answers(url: str, proc: subprocess.Popen, timeout: float = 90.0) 
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+@contextmanager
+def prepared(env: dict[str, str], log_dir: Path) -> Iterator[Services]:
+    """Services for `env`, its var directory made ready (`Services.prepare`), every process
+    stopped at the end."""
+    services = Services(log_dir)
+    try:
+        services.prepare(env)
+        yield services
+    finally:
+        services.stop_all()
 
 
 class Services:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.fakes.chat_server import Reply
-from tests.procs import Services, app_env
+from tests.procs import app_env, prepared
 
 SETUP = """
 from datetime import timedelta
@@ -55,12 +55,8 @@ def served(llm, tmp_path):
         AGENT_TOOLS="tests.agents.approval_tools.send_email",
         AGENT_APPROVAL_SECONDS="60",
     )
-    services = Services(tmp_path)
-    try:
-        services.prepare(env)
+    with prepared(env, tmp_path) as services:
         yield services, env
-    finally:
-        services.stop_all()
 
 
 def test_a_turn_paused_by_a_dead_process_stays_paused_and_its_approval_finishes_it(served, llm):

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from tests.procs import Services, app_env
+from tests.procs import app_env, prepared
 
 SETUP = """
 from datetime import timedelta
@@ -36,12 +36,8 @@ def served(llm, tmp_path):
         TURN_HEARTBEAT_SECONDS="0.5",
         TURN_RECOVERY_SECONDS="1",
     )
-    services = Services(tmp_path)
-    try:
-        services.prepare(env)
+    with prepared(env, tmp_path) as services:
         yield services, env
-    finally:
-        services.stop_all()
 
 
 def test_a_restarted_web_process_takes_over_the_turn_its_predecessor_left_running(served):

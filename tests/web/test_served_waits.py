@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.fakes.chat_server import Hang
-from tests.procs import Services, app_env
+from tests.procs import app_env, prepared
 from tests.waits import until
 
 WAITS = 12
@@ -27,12 +27,8 @@ print(" ".join(str(session_create(owner=owner, name=f"s{{i}}").pk) for i in rang
 @pytest.fixture
 def served(llm, tmp_path):
     env = app_env(tmp_path / "var", llm.base_url, API_TURN_WAIT_SECONDS="8")
-    services = Services(tmp_path)
-    try:
-        services.prepare(env)
+    with prepared(env, tmp_path) as services:
         yield services, env
-    finally:
-        services.stop_all()
 
 
 def turns_in(database: str) -> int:
