@@ -10,19 +10,26 @@ then ignored, at once, in every process. It is replaced when the change is made 
 its transaction commits: a request that read the version before the commit and the key's row
 before the change cannot leave an entry that outlives it. A version lost from the cache (an
 eviction) is a new one: nothing made under the old one is read again. The entries' own short
-life bounds what a change made outside the app's code (SQL by hand) leaves behind.
+life bounds what a change made outside the app's code (SQL by hand) leaves behind, and what a
+change made while the cache did not answer leaves (the change is saved all the same: a
+revocation never waits on Redis; requests meanwhile answer 503, as they cannot read the cache).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import TYPE_CHECKING
 
 from django.core.cache import cache
 from django.db import transaction
 
+from core.unavailable import is_unavailable
+
 if TYPE_CHECKING:
     from .models import ApiKey
+
+logger = logging.getLogger(__name__)
 
 KEY_CACHE_SECONDS = 10
 VERSION_KEY = "apikeys:version"
@@ -57,7 +64,21 @@ def cache_key(digest: str, key: ApiKey, version: str) -> None:
     cache.set(_entry_key(digest), (version, key), KEY_CACHE_SECONDS)
 
 
+def _replace_version() -> None:
+    try:
+        _new_version()
+    except Exception as error:
+        if not is_unavailable(error):
+            raise
+        logger.warning(
+            "The cache did not answer: the API keys it holds are dropped when they expire "
+            "(in %s s at most) (%s)",
+            KEY_CACHE_SECONDS,
+            error,
+        )
+
+
 def keys_changed() -> None:
     """Every cached key is read from the database again: now, and once the change commits."""
-    _new_version()
-    transaction.on_commit(_new_version)
+    _replace_version()
+    transaction.on_commit(_replace_version)

@@ -4,8 +4,10 @@ whatever may change whether it is valid or who its user is takes effect at once.
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import pytest
+import redis.exceptions
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -112,3 +114,28 @@ def test_a_version_lost_from_the_cache_makes_every_entry_read_again(raw, alice):
     cache.delete(VERSION_KEY)
 
     assert apikey_verify(raw).name == "renamed"
+
+
+def test_a_revocation_while_the_cache_does_not_answer_is_saved_and_said(
+    raw, alice, caplog, monkeypatch
+):
+    key = apikey_verify(raw)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:1")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cache, "set", refused)
+        with caplog.at_level(logging.WARNING, logger="accounts.key_cache"):
+            apikey_revoke(user=alice, key_id=key.pk)
+
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
+    assert "The cache did not answer" in caplog.text
+
+
+def test_any_other_error_of_the_cache_is_not_hidden(raw, alice, monkeypatch):
+    key = apikey_verify(raw)
+    monkeypatch.setattr(cache, "set", lambda *a, **k: 1 / 0)
+
+    with pytest.raises(ZeroDivisionError):
+        apikey_revoke(user=alice, key_id=key.pk)

@@ -352,7 +352,8 @@ def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, sess
 
 
 def test_a_stdio_server_writing_a_garbage_line_still_offers_its_tools(session):
-    stdio_row("noisy", "garbage", timeout=5)
+    # The default timeout: a first start of the SDK on a loaded CI machine can take over 5 s.
+    stdio_row("noisy", "garbage")
     tools = offered_tools(session)
     # The SDK skips a line that is not JSON-RPC; the server's tools are offered.
     assert "noisy__echo" in tools.effects
