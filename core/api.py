@@ -17,7 +17,6 @@ from django.http import Http404
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -25,6 +24,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import HTTP_STATUS, DomainError, InvalidInput, renderable
+from core.renderers import JSONRenderer
 
 # The largest offset a list takes: far past any list, and within what every database's integers
 # hold (a larger one would overflow the query).

@@ -14,7 +14,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,6 +24,7 @@ from checkpoints.selectors import get_checkpoint_for_user
 from core.api import paginate
 from core.api_schema import paginated
 from core.errors import InvalidInput
+from core.renderers import JSONRenderer
 from sessions_app.errors import BranchNotFound
 from sessions_app.models import Branch, Session
 from sessions_app.selectors import current_branch, get_branch_for_user, get_session_for_user

@@ -12,7 +12,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotAuthenticated
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,6 +23,7 @@ from checkpoints.transfer_markdown import EXPORT_FORMATS, export_format, markdow
 from core.api import paginate, paginate_range
 from core.api_schema import paginated
 from core.errors import InvalidInput
+from core.renderers import JSONRenderer
 from sessions_app.errors import ImportTooLarge
 from sessions_app.keys import clean_session_key
 from sessions_app.models import Branch, Session
