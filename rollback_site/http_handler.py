@@ -9,10 +9,10 @@ synchronous, and so is most of the middleware: those hops were most of a request
 database connection, which belongs to a thread, was opened again for each request's new
 thread. Here the body is read in the loop (daphne gives it whole), and everything else runs in
 one hop, as under WSGI: the request_started signal, Django's synchronous middleware chain and
-the view, and, once the answer is sent, closing it (request_finished), on one of
-HTTP_THREADS threads whose database connections are kept from request to request
-(close_old_connections, on each of them, at each request's start and end, as under WSGI; SQLite
-keeps one per thread, PostgreSQL lends them from the process's pool).
+the view, and, once the answer is sent, closing it (request_finished), on HTTP_THREADS threads
+whose database connections are kept from request to request (close_old_connections, on the
+answering thread, at each request's start and once its answer is made; SQLite keeps one per
+thread, PostgreSQL lends them from the process's pool, and gets them back then).
 
 WebSockets do not come here (Channels' consumers: rollback_site.asgi).
 """
@@ -30,6 +30,7 @@ from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.db import close_old_connections
 from django.http import FileResponse
 from django.urls import set_script_prefix
 
@@ -72,18 +73,24 @@ class PooledHandler(ASGIHandler):
         return sync_to_async(fn, thread_sensitive=False, executor=self.pool)(*args)
 
     def _respond(self, scope: dict[str, Any], body_file: IO[bytes]) -> HttpResponseBase:
-        """The answer, as Django's WSGI handler makes it (on a thread of the pool)."""
-        set_script_prefix(get_script_prefix(scope))
-        signals.request_started.send(sender=self.__class__, scope=scope)
-        request, error_response = self.create_request(scope, body_file)
-        if request is None:  # Django's 400 for a request it cannot make
-            assert error_response is not None  # noqa: S101 - create_request gives one or the other
-            return error_response
-        response = self.get_response(request)
-        response._handler_class = self.__class__  # type: ignore[attr-defined]
-        if isinstance(response, FileResponse):  # the server cuts it in its own pieces
-            response.block_size = self.chunk_size
-        return response
+        """The answer, as Django's WSGI handler makes it (on a thread of the pool). Once it is
+        made, this thread's database connections go back to the process's pool (PostgreSQL)
+        or stay for its next request (SQLite): `_finish` may run on another of the threads,
+        and a connection it left checked out would be lost to every other request."""
+        try:
+            set_script_prefix(get_script_prefix(scope))
+            signals.request_started.send(sender=self.__class__, scope=scope)
+            request, error_response = self.create_request(scope, body_file)
+            if request is None:  # Django's 400 for a request it cannot make
+                assert error_response is not None  # noqa: S101 - one or the other
+                return error_response
+            response = self.get_response(request)
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
+            if isinstance(response, FileResponse):  # the server cuts it in its own pieces
+                response.block_size = self.chunk_size
+            return response
+        finally:
+            close_old_connections()
 
     @staticmethod
     def _finish(response: HttpResponseBase | None, body_file: IO[bytes]) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from django.core import signals
 from django.db import connections
+from django.db.backends.signals import connection_created
 
 from accounts.services import apikey_create
 from rollback_site.http_handler import THREAD_NAME, PooledHandler
@@ -115,3 +117,33 @@ def test_a_bad_request_is_answered_by_the_pool_too(handler, alice):
 
     assert status == 400
     assert "JSON" in json.loads(content)["detail"]
+
+
+def test_every_connection_a_request_took_goes_back_once_it_is_answered(alice, monkeypatch):
+    """With connections that do not outlive a request (PostgreSQL's pool: CONN_MAX_AGE 0), the
+    thread that answered gives its connection back, even when another thread of the pool sends
+    request_finished: the pool of DATABASE_POOL_SIZE connections was emptied by a burst (the
+    connections stayed checked out by idle threads) and every later request waited for one."""
+    key = apikey_create(user=alice, name="k")[1]
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+    served = PooledHandler(threads=8)
+    opened: list[object] = []
+
+    def created(sender: object, connection: object, **_: object) -> None:
+        opened.append(connection)
+
+    connection_created.connect(created)
+    try:
+        with ThreadPoolExecutor(max_workers=16) as clients:
+            statuses = list(
+                clients.map(
+                    lambda _: request(served, "GET", "/api/v1/sessions/", key)[0], range(40)
+                )
+            )
+    finally:
+        connection_created.disconnect(created)
+        served.pool.shutdown()
+
+    assert statuses == [200] * 40
+    assert opened
+    assert [c for c in opened if c.connection is not None] == []  # type: ignore[attr-defined]
