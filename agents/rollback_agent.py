@@ -33,6 +33,7 @@ from .approval_gate import ApprovalGate
 from .builtin_tools import INTRO, REGISTRY
 from .checkpoint_tools import CheckpointTools
 from .file_tools import FileTools
+from .instructions import owner_instructions, owner_instructions_for
 from .mcp.toolset import McpToolset, mcp_toolset
 from .mcp.vision import sees_images
 from .memory_tools import MemoryTools
@@ -83,6 +84,21 @@ def load_session(external_session_id: int | str, *, user: User | None) -> Sessio
         raise ValueError(f"Session {external_session_id} not found.") from None
 
 
+def _claimed_rows(
+    turn: Turn | None, session_id: int | str, branch_id: int | None, user: User | None
+) -> tuple[Session, Branch] | None:
+    """The session and branch a claim read with `turn` (agents.worker.agent_for_turn), when
+    they are the ones asked for (else None: they are read)."""
+    if turn is None or not (Turn.session.is_cached(turn) and Turn.branch.is_cached(turn)):
+        return None
+    session, branch = turn.session, turn.branch
+    if branch is None or str(session.pk) != str(session_id) or branch.pk != branch_id:
+        return None
+    if user is not None and session.owner_id != user.pk:
+        return None
+    return session, branch
+
+
 def _repository(argument: str, given: object, ours: type, user: User | None) -> object:
     """The repository an agent keeps: the one given, else this app's own."""
     if given is None:
@@ -121,6 +137,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         tools: list[Any] | None = None,
         activate_branch: bool = True,
         carry_out_rollbacks: bool = False,
+        for_turn: Turn | None = None,
         **kwargs: Any,
     ) -> None:
         """Seed 003's constructor: its six arguments in its order, by position or by keyword;
@@ -136,10 +153,15 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
           in `session_state` for `AgentService.handle_agent_response` and
           `AgentService.rollback_to_checkpoint`; True (the web and API turns), the turn carries
           it out itself when it ends.
+        - `for_turn`: a worker's agent, built for this one turn just claimed: its session (with
+          its owner) and its branch are those the claim read (`select_related`), not read again,
+          and the turn's owner instructions come from them (agents.worker.agent_for_turn).
         - `kwargs`: agno `Agent` arguments (`instructions`, `markdown`, ...) for the agno agent
           this one owns (`self.agent`).
         """
-        session = load_session(external_session_id, user=user)
+        rows = _claimed_rows(for_turn, external_session_id, internal_session_id, user)
+        session = rows[0] if rows else load_session(external_session_id, user=user)
+        self.built_for_turn = for_turn.pk if rows and for_turn is not None else None
         self.external_session: Session = session
         self.auto_checkpoint = auto_checkpoint
         self.carry_out_rollbacks = carry_out_rollbacks
@@ -149,8 +171,12 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         self.checkpoint_repo = _repository(
             "checkpoint_repo", checkpoint_repo, CheckpointRepository, user
         )
-        self.internal_session: Branch = self._pick_branch(
-            session, internal_session_id, skip_session_creation, activate_branch
+        self.internal_session: Branch = (
+            rows[1]
+            if rows
+            else self._pick_branch(
+                session, internal_session_id, skip_session_creation, activate_branch
+            )
         )
         # The outcome of the last turn and of the last rollback carried out.
         self.last_turn: Turn | None = None
@@ -352,6 +378,24 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
     def refresh_branch(self) -> Branch:
         self.internal_session.refresh_from_db()
         return self.internal_session
+
+    def branch_for(self, turn: Turn) -> Branch:
+        """The branch as it is when `turn` starts: read again (a change since the agent was
+        built: its length, its state), unless the agent was built for this turn from the rows
+        its claim read a moment ago."""
+        if self.built_for_turn == turn.pk:
+            return self.internal_session
+        return self.refresh_branch()
+
+    def owner_instructions(self, turn: Turn) -> str | None:
+        """The owner's instructions for the session as they are when `turn` starts (a change
+        made since the agent was built applies to its next turn: agents.instructions)."""
+        session = self.external_session
+        if self.built_for_turn == turn.pk:
+            return owner_instructions_for(
+                session_metadata=session.metadata, user_metadata=session.owner.metadata
+            )
+        return owner_instructions(session.pk)
 
     def get_conversation_history(self) -> list[dict[str, Any]]:
         """The branch's whole history, oldest first, as dictionaries."""

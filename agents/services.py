@@ -135,8 +135,12 @@ def turn_submit(
     """Start a turn. With an idempotency key already used in this session, the turn it started is
     returned instead and nothing new happens, when the request is the same one again (the same
     `request_fingerprint`: a digest of its body); a request with another body is refused
-    (IdempotencyKeyReused), since its message would otherwise be dropped without a word."""
-    turns_recover(session=session)
+    (IdempotencyKeyReused), since its message would otherwise be dropped without a word.
+
+    A turn of the session in progress refuses the new one (TurnInProgress), unless it only
+    looks so: its worker died, no worker claimed it, its approval expired. The session's turns
+    are recovered then (`turns_recover`), and the turn started if that cleared the way. (No
+    turn in progress, nothing to recover: a submission costs no look for one.)"""
     if idempotency_key:
         earlier = (
             Turn.objects.filter(session=session, idempotency_key=idempotency_key)
@@ -145,7 +149,8 @@ def turn_submit(
         )
         if earlier is not None:
             return _same_request(earlier, message, request_fingerprint)
-    try:
+
+    def start() -> Turn:
         # turn_start commits on its own (no savepoint inside another transaction); the run is
         # handed over once that commit is done, or when the caller's own transaction commits.
         turn = turn_start(
@@ -155,6 +160,15 @@ def turn_submit(
             request_fingerprint=request_fingerprint,
         )
         _run_after_commit(turn.pk)
+        return turn
+
+    try:
+        try:
+            turn = start()
+        except TurnInProgress:
+            if not turns_recover(session=session).failed:
+                raise  # still in progress (or queued again after its worker died)
+            turn = start()
     except TurnInProgress:
         earlier = (
             Turn.objects.filter(session=session, idempotency_key=idempotency_key).first()

@@ -59,6 +59,8 @@ def wants_title(turn: Turn) -> bool:
     chances, so a session whose first reply failed is titled by the next one that succeeds."""
     if turn.status != Turn.Status.DONE:
         return False
+    if Turn.session.is_cached(turn) and turn.session.session_name != DEFAULT_SESSION_NAME:
+        return False  # named when the turn was claimed: a name is never taken back
     name = Session.objects.filter(pk=turn.session_id).values_list("session_name", flat=True).first()
     if name != DEFAULT_SESSION_NAME:  # named already: no more queries
         return False

@@ -28,6 +28,7 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
         internal_session_id=turn.branch_id,
         activate_branch=False,
         carry_out_rollbacks=True,
+        for_turn=turn,  # the session, its owner and the branch as the claim read them
     )
 
 

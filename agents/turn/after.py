@@ -18,8 +18,9 @@ turns_log = logging.getLogger("rollback.turns")
 
 
 def after(turn: Turn) -> None:
-    """The session's title (after its first exchanges) and summaries ahead of need."""
-    turn.refresh_from_db()
+    """The session's title (after its first exchanges) and summaries ahead of need. `turn` is
+    the instance the attempt ran with: `turn_finish` set what it wrote on it (status, reply),
+    so it is not read again; a turn that did not end `done` here wants neither."""
     session_autotitle(turn)
     summaries_after_turn(turn=turn)
 
@@ -29,7 +30,16 @@ def report_turn(turn: Turn) -> None:
     "turn finished"): its status and finish reason, the model, its latency (`latency_ms` for the
     whole run, `first_token_ms` to the reply's first text), the tokens it reported and the tools
     run; a failed turn's error, at WARNING. A turn taken from this worker meanwhile (its attempt
-    is no longer the turn's) is reported as `taken_over`, and its new worker reports the rest."""
+    is no longer the turn's) is reported as `taken_over`, and its new worker reports the rest.
+    A turn this attempt finished (`turn_finish` set `done` on the instance) is reported from
+    what it wrote, without reading the row again."""
+    if turn.status == Turn.Status.DONE:
+        fields = _fields(
+            {"tools_used": turn.tools_used, "metadata": turn.metadata}, Turn.Status.DONE
+        )
+        fields["attempt"] = turn.attempts
+        turns_log.info("turn finished", extra=fields)
+        return
     try:
         row = (
             Turn.objects.filter(pk=turn.pk)

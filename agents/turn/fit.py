@@ -17,7 +17,6 @@ from sessions_app.turns import continued_reply
 
 from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
 from ..history import CONTINUE_INSTRUCTION, alternate, continuation_request, to_agno
-from ..instructions import owner_instructions
 from ..mcp.vision import REPLAY_IMAGES, sees_images
 from ..model import ChatModel
 from .common import TurnRun, fail_turn
@@ -34,7 +33,7 @@ def memories_of(run: TurnRun) -> str | None:
     (context.left_behind_note), so the model does not repeat them unasked. The fitting counts
     all of it (`extra_chars`)."""
     notes = (
-        owner_instructions(run.agent.external_session.pk),
+        run.agent.owner_instructions(run.turn),
         run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS),
         left_behind_note(run.agent.internal_session),
     )

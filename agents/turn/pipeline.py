@@ -176,7 +176,7 @@ def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
     started = time.monotonic()
     with Heartbeat(turn) as beat, reply as partial:
         try:
-            agent.refresh_branch()
+            agent.branch_for(turn)
             with agent.attempt(turn, hold=beat) as state:
                 label = model_label(agent.model)
                 return _steps(TurnRun(agent, state, beat, partial, label, started=started))

@@ -138,7 +138,7 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool
     turn = run.turn
     try:
         with transaction.atomic():
-            branch = turn_store_messages(turn=turn, messages=answer.new)
+            branch = turn_store_messages(turn=turn, messages=answer.new, savepoint=False)
             _save_state(run, branch, meta)
             auto = _auto_checkpoint(run, branch, answer.new)
             rolled_back_to = _rollback(run, meta)

@@ -115,14 +115,19 @@ def branch_rename(*, branch: Branch, name: Any) -> Branch:
     return branch
 
 
-@transaction.atomic
 def branch_set_state(*, branch: Branch, session_state: Any) -> Branch:
     """Store the state the agent left after a turn. It is model output: text a database cannot
     store is cleaned, not refused; a state deeper than JSON_MAX_DEPTH (InvalidInput) or larger
-    than ROLLBACK_STATE_MAX_BYTES (TooLarge) is refused, and the stored state stays as it was."""
+    than ROLLBACK_STATE_MAX_BYTES (TooLarge) is refused (before anything is written, so a
+    caller's transaction goes on), and the stored state stays as it was. A state equal to the
+    branch's (as the caller read it, under the session's lock: a turn's store) is not written
+    again; nor does it take a savepoint of its own inside the caller's transaction."""
     state = clean_session_state(session_state, model_output=True)
-    lock_session(branch.session_id)
-    if not Branch.objects.filter(pk=branch.pk).update(session_state=state):
-        raise BranchNotFound()
+    if state == branch.session_state:
+        return branch
+    with transaction.atomic(savepoint=False):
+        lock_session(branch.session_id)
+        if not Branch.objects.filter(pk=branch.pk).update(session_state=state):
+            raise BranchNotFound()
     branch.session_state = state
     return branch

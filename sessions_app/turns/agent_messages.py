@@ -49,10 +49,19 @@ class TurnTakenOver(BranchMoved):
     """This worker's attempt is no longer the turn's: it was taken over, or ended meanwhile."""
 
 
-@transaction.atomic
-def turn_store_messages(*, turn: Turn, messages: list[NewMessage]) -> Branch:
+def turn_store_messages(
+    *, turn: Turn, messages: list[NewMessage], savepoint: bool = True
+) -> Branch:
     """Append the agent's messages after the turn's user message, in one transaction. Only the
-    worker holding the turn's current attempt may; text the database cannot store is cleaned."""
+    worker holding the turn's current attempt may; text the database cannot store is cleaned.
+    The branch returned is its row as read under the session's lock. Inside the caller's
+    transaction, `savepoint=False` spares the savepoint of a caller that undoes its whole
+    transaction on any error (agents.turn.store)."""
+    with transaction.atomic(savepoint=savepoint):
+        return _store_messages(turn, messages)
+
+
+def _store_messages(turn: Turn, messages: list[NewMessage]) -> Branch:
     if turn.branch_id is None:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
     session = lock_session(turn.session_id)

@@ -4,7 +4,8 @@ turn (`turn_claim`), which counts the attempt that is its fencing token."""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -160,6 +161,39 @@ def turn_retry(*, turn: Turn) -> Turn:
         )
 
 
+def _claim_first_attempt(turn_id: int, worker: str, now: datetime) -> Turn | Literal[False] | None:
+    """The claim of a turn never run before (almost every claim), in two statements and no
+    transaction: the turn read, then moved to running by one update conditional on its still
+    being queued and never claimed. False when it is not queued; None when it was claimed before
+    (a take-over: `turn_claim`'s locked path, which drops the earlier attempts' writes)."""
+    turn = (
+        Turn.objects.select_related("session", "session__owner", "branch", "user_message")
+        .filter(pk=turn_id, status=Turn.Status.QUEUED)
+        .first()
+    )
+    if turn is None:
+        return False
+    if turn.attempts:
+        return None
+    metadata = {**turn.metadata, "worker": worker} if worker else turn.metadata
+    claimed = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED, attempts=0).update(
+        status=Turn.Status.RUNNING,
+        attempts=1,
+        started_at=now,
+        heartbeat_at=now,
+        metadata=metadata,
+    )
+    if not claimed:  # another worker's claim, or a cancel, came first
+        return False
+    turn.status = Turn.Status.RUNNING
+    turn.attempts = 1
+    turn.started_at = turn.heartbeat_at = now
+    turn.metadata = metadata
+    events.turn_started(session=turn.session_id, turn=turn.pk, branch=turn.branch_id, attempt=1)
+    stream_reset(turn_id=turn.pk, attempt=1)
+    return turn
+
+
 def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     """Move a queued turn to running and return it, its `attempts` counting this claim (the
     claimer's fencing token) and `metadata.worker` naming the claimer (host:pid). None when it is
@@ -167,6 +201,9 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
     session. A turn claimed before (taken over from a worker that died) runs again from its
     start: what its earlier attempts wrote to the workspace is deleted in the same transaction."""
     now = timezone.now()
+    first = _claim_first_attempt(turn_id, worker, now)
+    if first is not None:
+        return first or None
     session_id: int | None = None
     while True:
         with transaction.atomic():
@@ -177,7 +214,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
                     return None
             turn = (
                 Turn.objects.select_for_update(of=("self",))
-                .select_related("session", "session__owner", "user_message")
+                .select_related("session", "session__owner", "branch", "user_message")
                 .filter(pk=turn_id, status=Turn.Status.QUEUED)
                 .first()
             )

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from core.errors import InvalidInput, TooLarge
 from sessions_app.errors import (
@@ -116,6 +117,36 @@ def test_the_agents_state_is_cleaned_and_held_to_the_limit(branch, settings):
         branch_set_state(branch=branch, session_state=deep)
     branch.refresh_from_db()
     assert branch.session_state == {"note": "a\ufffd"}
+
+
+def test_a_state_the_branch_already_holds_is_not_written_again(branch):
+    branch_set_state(branch=branch, session_state={"kept": 1})
+    with CaptureQueriesContext(connection) as same:
+        branch_set_state(branch=branch, session_state={"kept": 1})
+    with CaptureQueriesContext(connection) as changed:
+        branch_set_state(branch=branch, session_state={"kept": 2})
+
+    assert same.captured_queries == []
+    assert [q["sql"].split()[0] for q in changed.captured_queries] == ["SELECT", "UPDATE"]
+    branch.refresh_from_db()
+    assert branch.session_state == {"kept": 2}
+
+
+def test_a_refused_state_leaves_the_callers_transaction_usable(branch):
+    with transaction.atomic():
+        with pytest.raises(InvalidInput):
+            branch_set_state(branch=branch, session_state=_deep())
+        branch_set_state(branch=branch, session_state={"after": True})  # still usable
+
+    branch.refresh_from_db()
+    assert branch.session_state == {"after": True}
+
+
+def _deep() -> dict:
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"a": deep}
+    return deep
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agents.services import turn_submit
 from core.validation import storable_json, storable_text
 from sessions_app.errors import TurnAlreadyEnded, TurnInProgress
 from sessions_app.models import Message, Turn
@@ -310,3 +311,89 @@ def test_a_cancelled_queued_turn_is_never_claimed(session):
     turn_cancel(turn=turn)
     assert turn_claim(turn_id=turn.pk) is None
     assert Turn.objects.get(pk=turn.pk).status == "cancelled"
+
+
+# A submission looks for stale turns of its session only when one in progress refuses it
+# (agents.services.turn_submit): the session is never blocked by a turn nobody runs.
+
+
+def test_a_submission_behind_a_turn_no_worker_picked_up_fails_it_and_starts(session, settings):
+    settings.TURN_QUEUE_TIMEOUT = 600
+    waiting = turn_start(session=session, message="anyone?")
+    _age(waiting, 601, "created_at")
+
+    second = turn_submit(session=session, message="hello?")
+
+    waiting.refresh_from_db()
+    assert waiting.status == "failed"
+    assert second.status == "queued"
+    assert [m.content for m in branch_history(current_branch(session))] == ["anyone?", "hello?"]
+
+
+def test_a_submission_behind_a_dead_turn_out_of_attempts_fails_it_and_starts(session, settings):
+    settings.AGENT_TURN_ATTEMPTS = 1
+    dead = turn_start(session=session, message="lost")
+    turn_claim(turn_id=dead.pk)
+    _dead(dead, settings)
+
+    second = turn_submit(session=session, message="again")
+
+    dead.refresh_from_db()
+    assert dead.status == "failed"
+    assert second.status == "queued"
+
+
+def test_a_submission_behind_a_dead_turn_with_attempts_left_requeues_it_and_is_refused(
+    session, settings
+):
+    settings.AGENT_TURN_ATTEMPTS = 2
+    dead = turn_start(session=session, message="lost")
+    turn_claim(turn_id=dead.pk)
+    _dead(dead, settings)
+
+    with pytest.raises(TurnInProgress):
+        turn_submit(session=session, message="again")
+
+    dead.refresh_from_db()
+    assert dead.status == "queued"  # its next attempt is on its way
+    assert Message.objects.filter(content="again").count() == 0
+
+
+def test_a_submission_behind_a_live_turn_is_refused(session):
+    live = turn_start(session=session, message="working")
+    turn_claim(turn_id=live.pk)
+
+    with pytest.raises(TurnInProgress):
+        turn_submit(session=session, message="me too")
+
+    live.refresh_from_db()
+    assert live.status == "running"
+
+
+def test_a_first_claim_names_its_worker_and_a_second_claim_gets_nothing(session):
+    queued = turn_start(session=session, message="hi")
+
+    claimed = turn_claim(turn_id=queued.pk, worker="host:1")
+    again = turn_claim(turn_id=queued.pk, worker="host:2")
+
+    assert claimed is not None
+    assert (claimed.status, claimed.attempts, claimed.metadata["worker"]) == (
+        "running",
+        1,
+        "host:1",
+    )
+    assert again is None
+    row = Turn.objects.get(pk=queued.pk)
+    assert (row.status, row.attempts, row.metadata["worker"]) == ("running", 1, "host:1")
+    # The claim read what the worker builds its agent from: nothing is read again.
+    assert claimed.session.owner.pk == session.owner_id
+    assert claimed.branch.pk == claimed.branch_id
+    assert claimed.message == "hi"
+
+
+def test_a_cancelled_queued_turn_is_not_claimed(session):
+    queued = turn_start(session=session, message="hi")
+    assert turn_cancel(turn=queued)
+
+    assert turn_claim(turn_id=queued.pk, worker="host:1") is None
+    assert Turn.objects.get(pk=queued.pk).status == "cancelled"

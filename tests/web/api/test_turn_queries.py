@@ -22,7 +22,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # since the agent was built applies to the next turn), and the automatic title reads the
 # session's name as it is now (one SELECT: a session renamed meanwhile is not titled over).
 # 45: issue 37: the API key of a request comes from the cache when it was seen just now.
-TURN_STATEMENTS = 45
+# 29: issue 37: the claim of a turn never run is a read and one conditional update (no
+# transaction); the worker's agent takes the session, its owner and the branch the claim read
+# (no second read of them, nor of the owner's instructions); the answer's store takes no
+# savepoints and leaves an unchanged session state unwritten; the after-work reads neither the
+# turn again (turn_finish set what it wrote) nor the name of a session already named when its
+# turn was claimed, and reports a turn it finished without reading it back; a submission looks
+# for stale turns of the session only when one in progress refuses it.
+TURN_STATEMENTS = 29
 
 
 def test_a_turn_runs_a_fixed_number_of_statements(alice, fake_llm, inline_turns):
