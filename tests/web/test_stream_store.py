@@ -8,13 +8,15 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import connection, connections
+from django.db.backends.signals import connection_created
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -30,6 +32,7 @@ from sessions_app.reply_stream import (
     stream_snapshot,
 )
 from tests.sockets import claimed_turn, socket_headers
+from web.ws.db import THREADS, pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -202,8 +205,41 @@ EVENTS = [
 SOCKET_QUERIES_PER_EVENT = 1
 
 
+@pytest.fixture
+def socket_statements() -> Iterator[list[str]]:
+    """Every statement of the sockets' database work, whichever thread of their pool runs it
+    (web.ws.db): each of the pool's threads first closes its connections, so that each opens
+    new ones, counted from their start (Django's connection_created)."""
+    seen: list[str] = []
+
+    def count(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    def counted(sender: object, connection: object, **kwargs: object) -> None:
+        wrappers = connection.execute_wrappers  # type: ignore[attr-defined]
+        if count not in wrappers:
+            wrappers.append(count)
+
+    everyone = threading.Barrier(THREADS, timeout=10)
+
+    def close_this_threads() -> None:
+        connections.close_all()
+        everyone.wait()  # each of the pool's threads runs one of these
+
+    connection_created.connect(counted)
+    try:
+        for done in [pool().submit(close_this_threads) for _ in range(THREADS)]:
+            done.result(timeout=20)
+        yield seen
+    finally:
+        connection_created.disconnect(counted)
+
+
 @pytest.mark.parametrize("event", EVENTS, ids=[e["type"] for e in EVENTS])
-def test_a_chat_socket_spends_one_query_on_each_event(alice, session, event, settings):
+def test_a_chat_socket_spends_one_query_on_each_event(
+    alice, session, event, settings, socket_statements
+):
     """Its access check, and nothing else. Counted over the chat socket's whole path for one
     event heard on the channel layer (rollback_event: the access check, here as when its last
     check is old; the relay; the render), on the connection its database calls run on. A page
@@ -214,22 +250,20 @@ def test_a_chat_socket_spends_one_query_on_each_event(alice, session, event, set
     turn = claimed_turn(session)
     event = {**event, "session": session.pk, "turn": turn.pk}
     headers = socket_headers(alice)
-    # The consumer's database calls (database_sync_to_async) run on this thread, the one that
-    # runs the event loop through async_to_sync: on this connection.
-    db = connections[DEFAULT_DB_ALIAS]
+    # The consumer's database calls run on the sockets' pool (web.ws.db), all counted.
     layer = get_channel_layer()
     group = events.group_name(session.pk)
     done: events.PageMessage = {"type": "rollback.page", "session": session.pk}
 
     async def spent(sock: WebsocketCommunicator, *messages: object) -> tuple[list[str], str]:
         """The queries the socket ran for `messages` then `done`, and the frames it sent."""
-        before = len(db.queries_log)
+        before = len(socket_statements)
         for message in messages:
             await layer.group_send(group, message)
         frames = ""
         while 'data-event="rollback.page"' not in (frame := await sock.receive_from(5)):
             frames += frame
-        return [q["sql"] for q in list(db.queries_log)[before:]], frames
+        return socket_statements[before:], frames
 
     async def run() -> tuple[list[str], list[str], str]:
         sock = WebsocketCommunicator(application, f"/ws/chat/{session.pk}/", headers=headers)
@@ -240,8 +274,7 @@ def test_a_chat_socket_spends_one_query_on_each_event(alice, session, event, set
         await sock.disconnect()
         return alone, both, frames
 
-    with CaptureQueriesContext(connection):  # has the connection log its queries
-        alone, both, frames = async_to_sync(run)()
+    alone, both, frames = async_to_sync(run)()
     assert len(alone) == 1, alone
     assert len(both) - len(alone) == SOCKET_QUERIES_PER_EVENT, both
     if event["type"] in ("turn.started", "turn.finished", "branch.changed", "checkpoint.created"):

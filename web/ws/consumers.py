@@ -38,7 +38,6 @@ from urllib.parse import parse_qs
 
 import redis.exceptions
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -54,6 +53,7 @@ from sessions_app.reply_stream import Snapshot, stream_snapshot
 from sessions_app.selectors import get_session_for_user, watch_access
 from sessions_app.watch import running_turn
 from web.chat_state import card_of
+from web.ws.db import socket_db
 
 from .codes import (
     CLOSE_ENDED,
@@ -90,7 +90,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         if user is None or not user.is_authenticated:
             await self.refuse(CLOSE_SIGNED_OUT)
         try:
-            self.session = await database_sync_to_async(get_session_for_user)(
+            self.session = await socket_db(get_session_for_user)(
                 user, self.scope["url_route"]["kwargs"]["pk"]
             )
         except DomainError:
@@ -111,7 +111,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         await self.accept()
         self.rechecks = asyncio.create_task(self.recheck_periodically())
         # In the groups already: a piece published from now on is queued behind the snapshot.
-        running = await database_sync_to_async(running_turn)(self.session.pk)
+        running = await socket_db(running_turn)(self.session.pk)
         if running is not None:
             turn, attempt = running
             snapshot = await sync_to_async(stream_snapshot, thread_sensitive=False)(
@@ -201,7 +201,7 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         now = time.monotonic()
         if not full and now - self.checked_at < settings.ROLLBACK_WS_ACCESS_CACHE_SECONDS:
             return True
-        code = await database_sync_to_async(self.access_ended)(full=full)
+        code = await socket_db(self.access_ended)(full=full)
         if code is not None:
             await self.end(code)
             return False
@@ -297,10 +297,10 @@ class ChatConsumer(SessionConsumer):
 
     async def send_event(self, event: Event, origin: str | None = None) -> None:
         own = origin is not None and origin == self.tab
-        if self.refreshes_later(event):
+        if self.session is None or self.refreshes_later(event):
             return
         try:
-            html = await database_sync_to_async(render_event)(self.session, event, own=own)
+            html = await socket_db(render_event)(self.session, event, own=own)
         except DomainError:
             await self.end(CLOSE_NOT_FOUND)
             return

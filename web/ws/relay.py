@@ -23,13 +23,13 @@ from typing import cast
 
 import redis.exceptions
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from core.events.payloads import Event, EventMessage, MessageDelta, TurnStarted
 from sessions_app.models import Session
 from sessions_app.reply_stream import stream_read
 from sessions_app.watch import Progress, running_turn, turn_end_event, turn_progress
+from web.ws.db import socket_db
 
 log = logging.getLogger("web.ws.consumers")
 
@@ -143,9 +143,7 @@ class TurnRelay:
         has it (the chat page then fetches the turn's bubble)."""
         if self.session is None:
             return
-        progress = await database_sync_to_async(turn_progress)(
-            session_id=self.session.pk, turn_id=turn
-        )
+        progress = await socket_db(turn_progress)(session_id=self.session.pk, turn_id=turn)
         if progress is not None and progress.attempt > 0:
             await self.relay_start(self.start_event(turn, progress))
 
@@ -212,9 +210,7 @@ class TurnRelay:
         the end (as the database has it). One query, and one read of the store."""
         if self.session is None:
             return
-        progress = await database_sync_to_async(turn_progress)(
-            session_id=self.session.pk, turn_id=turn
-        )
+        progress = await socket_db(turn_progress)(session_id=self.session.pk, turn_id=turn)
         async with self.output:
             if progress is None or turn in self.ended:
                 self.watched.pop(turn, None)
@@ -225,9 +221,7 @@ class TurnRelay:
                 await self.relay_start(self.start_event(turn, progress))  # a take-over unheard
             await self.fill(turn)
             if progress.ended:
-                event = await database_sync_to_async(turn_end_event)(
-                    session_id=self.session.pk, turn_id=turn
-                )
+                event = await socket_db(turn_end_event)(session_id=self.session.pk, turn_id=turn)
                 if event is not None:
                     await self.relay_end(event)
 
@@ -257,7 +251,7 @@ class TurnRelay:
         its start, and it is watched from now on (one query)."""
         if self.session is None or self.watched:
             return
-        running = await database_sync_to_async(running_turn)(self.session.pk)
+        running = await socket_db(running_turn)(self.session.pk)
         if running is None:
             return
         turn = running[0]

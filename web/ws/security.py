@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
 from accounts.services import apikey_verify, bearer_key
+from web.ws.db import socket_db
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -161,7 +161,7 @@ class BearerAuth:
             except ValueError:
                 raw = ""
             if raw is not None:
-                key = await database_sync_to_async(apikey_verify)(raw) if raw else None
+                key = await socket_db(apikey_verify)(raw) if raw else None
                 if key is None:
                     scope = {**scope, "user": AnonymousUser()}
                 else:
