@@ -50,12 +50,27 @@ def summaries_after_turn(*, turn: Turn) -> None:
     if turn.status != Turn.Status.DONE or turn.branch_id is None:
         return
     try:
-        branch = Branch.objects.select_related("session").filter(pk=turn.branch_id)
-        found = branch.first()
+        found = _stored_branch(turn) or (
+            Branch.objects.select_related("session").filter(pk=turn.branch_id).first()
+        )
         if found is not None and needs_summary_ahead(found):
             summaries_schedule(branch_id=found.pk)
     except Exception:
         log.warning("turn %s: could not look whether to summarise ahead", turn.pk, exc_info=True)
+
+
+def _stored_branch(turn: Turn) -> Branch | None:
+    """The turn's branch as its store left it (agents.turn.store: read under the session's lock,
+    its length counting the answer), with the session and owner its claim read; None when the
+    turn does not hold them (then they are read)."""
+    if not (Turn.branch.is_cached(turn) and Turn.session.is_cached(turn)):
+        return None
+    branch, session = turn.branch, turn.session
+    if branch is None or branch.session_id != session.pk:
+        return None
+    if not Branch.session.is_cached(branch):
+        branch.session = session
+    return branch
 
 
 def branch_summarise(*, branch_id: int) -> int:

@@ -139,6 +139,7 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool
     try:
         with transaction.atomic():
             branch = turn_store_messages(turn=turn, messages=answer.new, savepoint=False)
+            turn.branch = branch  # as it now is: the after-work reads its length from it
             _save_state(run, branch, meta)
             auto = _auto_checkpoint(run, branch, answer.new)
             rolled_back_to = _rollback(run, meta)
