@@ -39,8 +39,8 @@ log = logging.getLogger("agents.turn.claim")
 class ClaimFailed(Exception):
     """The database failed while the turn was being claimed (a restarted server, a failover, a
     dropped connection): the turn is still queued, untouched, and its task tries again
-    (agents.tasks). The claim's transaction dropped the broken connection, so the next try opens
-    a new one."""
+    (agents.tasks). The broken connection was dropped (`claim_queued`), so the next try opens a
+    new one."""
 
 
 def claim_queued(turn_id: int) -> Turn | None:
@@ -51,6 +51,9 @@ def claim_queued(turn_id: int) -> Turn | None:
         turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
     except (OperationalError, InterfaceError) as exc:
         log.warning("turn %s not claimed: the database failed (%s)", turn_id, exc)
+        # A broken connection goes, so the next try opens a new one (a first claim runs
+        # outside a transaction, whose end would have dropped it).
+        connection.close_if_unusable_or_obsolete()
         raise ClaimFailed(str(exc)) from exc
     if turn is None:
         state = Turn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
