@@ -1,7 +1,8 @@
 """Handing a turn to whoever runs it.
 
 With REDIS_URL a Celery worker does (the task goes through the broker). With the embedded
-defaults there is no broker: the turn runs on a small thread pool inside the web process, so the
+defaults there is no broker: the turn runs on a thread pool inside the web process (TURN_THREADS
+turns at once; more wait their turn in its queue), so the
 request that started it returns at once and the reply streams over the in-memory channel layer.
 Tests may set ROLLBACK_RUN_TURNS_INLINE to run it in the calling thread instead.
 
@@ -27,7 +28,9 @@ _pool: ThreadPoolExecutor | None = None
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rollback-turn")
+        _pool = ThreadPoolExecutor(
+            max_workers=settings.TURN_THREADS, thread_name_prefix="rollback-turn"
+        )
     return _pool
 
 

@@ -440,3 +440,14 @@ def test_reloading_the_settings_reads_the_environment_again(monkeypatch):
         monkeypatch.undo()
         importlib.reload(rollback_site.settings)
     assert rollback_site.settings.AGENT_MAX_TOOL_CALLS != 7
+
+
+def test_the_embedded_turn_pool_leaves_postgresqls_pool_half_free(settings_from):
+    # A running turn holds up to two connections (its own, its heartbeat's).
+    assert settings_from().TURN_THREADS == 16  # SQLite: no pool to share
+    pooled = "postgres://rollback@127.0.0.1:5432/rollback"
+    assert settings_from(DATABASE_URL=pooled).TURN_THREADS == 2  # of the default 10
+    assert settings_from(DATABASE_URL=pooled, DATABASE_POOL_SIZE="40").TURN_THREADS == 10
+    assert settings_from(DATABASE_URL=pooled, DATABASE_POOL_SIZE="3").TURN_THREADS == 2
+    assert settings_from(DATABASE_URL=pooled, TURN_THREADS="7").TURN_THREADS == 7
+    assert settings_from(TURN_THREADS="40").TURN_THREADS == 40

@@ -193,6 +193,9 @@ class Env(Schema):
     TURN_QUEUE_TIMEOUT: int = Field(15 * 60, ge=1)
     TURN_REDISPATCH_SECONDS: int = Field(30, ge=1)
     TURN_STOP_POLL_SECONDS: Seconds = 0.5
+    TURN_THREADS: int | None = shown(
+        "16 on SQLite; a quarter of DATABASE_POOL_SIZE (at least 2) on PostgreSQL", ge=1, le=256
+    )
     RETENTION_AUTO_CHECKPOINT_DAYS: Count = Field(7, description="days; 0 turns the rule off")
     RETENTION_KEEP_LATEST_AUTO: Count = Field(5, description="automatic checkpoints per branch")
     RETENTION_ARCHIVE_DAYS: Count = Field(30, description="days; 0 turns the rule off")

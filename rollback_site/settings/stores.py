@@ -77,6 +77,12 @@ else:
             "CONN_MAX_AGE": None,
         }
     }
+# The embedded mode's turns (no broker: agents.dispatch) run at most this many at once in the
+# web process. On PostgreSQL a running turn holds up to two of the process's pooled connections
+# (its own, its heartbeat's): a quarter of the pool (at least 2), so that the HTTP threads and
+# the sockets keep half of it.
+_POOLED = DATABASES["default"]["ENGINE"] == "core.postgres"
+TURN_THREADS = env.TURN_THREADS or (max(2, DATABASE_POOL_SIZE // 4) if _POOLED else 16)
 
 # --- Redis: channel layer and cache (the Celery broker: workers.py) ---------------------------
 REDIS_URL = env.REDIS_URL

@@ -5,6 +5,7 @@ by the recovery job within TURN_REDISPATCH_SECONDS, and a task delivered twice r
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from celery import current_app
 from django.db import connection
 from django.utils import timezone
 
+from agents import dispatch
 from agents.dispatch import drain, enqueue_turn
 from sessions_app.models import Turn
 from sessions_app.turns import turn_start
@@ -119,3 +121,21 @@ def test_a_queued_turn_whose_task_was_never_sent_runs_within_the_recovery_window
     # The first task was only late after all: it arrives now and runs nothing a second time.
     assert current_app.tasks["agents.run_turn"].apply(args=[turn.pk]).get() == "not queued"
     assert len(fake_llm.requests) == 1
+
+
+def test_the_embedded_pool_runs_as_many_turns_at_once_as_turn_threads(settings):
+    settings.TURN_THREADS = 3
+    drain()  # a pool made under other settings goes
+    running = threading.Barrier(3, timeout=10)  # three at once, or none gets past
+
+    def turn() -> str:
+        running.wait()
+        return threading.current_thread().name
+
+    try:
+        pool = dispatch._executor()
+        names = [done.result(timeout=20) for done in [pool.submit(turn) for _ in range(3)]]
+    finally:
+        drain()
+    assert len(set(names)) == 3
+    assert all(name.startswith("rollback-turn") for name in names)
