@@ -25,6 +25,7 @@ import httpx
 
 from bench.client import Integrator, overhead, reply_for
 from bench.common import DASH, sqlite_storage, text
+from bench.floor import floor_report, measure_floor
 from bench.hooks import read_counter
 
 
@@ -224,6 +225,16 @@ async def _measure(
         samples = await _turns(s, client, rounds, smoke)
         queries["idle_after_chats"] = await _idle_rate(s)
         store = await store_via_api(s.api, client, s.web, sizes, rounds)
+        floor = await asyncio.to_thread(
+            measure_floor,
+            env=s.env,
+            web=s.web,
+            key=s.api.key,
+            session=await s.api.session(client, s.web),
+            var=s.var,
+            rounds=rounds,
+            per_round=5 if smoke else 30,
+        )
         before = s.storage()
         await storage_via_api(s.api, client, s.web, turns)
         after = s.storage()
@@ -231,6 +242,7 @@ async def _measure(
         "samples": samples,
         "queries": queries,
         "store": store,
+        "floor": floor,
         "storage": {k: after[k] - before[k] for k in before},
     }
 
@@ -297,4 +309,7 @@ def run_served(
             "",
         ),
     ]
+    floor_lines, floor_targets = floor_report(data["floor"])
+    lines += ["", *floor_lines]
+    targets += floor_targets
     return {"data": data, "markdown": "\n".join(lines), "targets": targets}

@@ -1,0 +1,217 @@
+"""The floor of one API request, three ways on the same SQLite file (issue 37): `GET
+/api/v1/sessions/{id}/` served by daphne as `make run` serves it; the same request through
+Django's test client, in a process of its own on the same file (no server, no socket: Django's
+own floor); and a minimal Starlette app under uvicorn that runs the statements Django ran for
+that request, on the same file, and answers the row as JSON (the physical reference: the SQL
+and an ASGI server's path, nothing else). Interleaved rounds; medians.
+
+`python -m bench.floor client SESSION KEY` (the test client: reads a sample count per line on
+stdin, answers each line with the samples' milliseconds as JSON; its first line out is the
+statements one request ran) and `python -m bench.floor starlette PORT DATABASE STATEMENTS` are
+the helper processes, started by `measure_floor` in the served app's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from bench.figures import fmt_ms
+
+_PLACEHOLDER = re.compile(r"(?<!%)%s")
+
+
+def _client(session: int, key: str) -> None:
+    """The test client's side: Django set up in this process on the served app's file."""
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
+    path = f"/api/v1/sessions/{session}/"
+    for _ in range(20):  # warm: the key in the cache, the code paths
+        assert client.get(path).status_code == 200
+    ran: list[tuple[str, list[Any]]] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        ran.append((_PLACEHOLDER.sub("?", sql).replace("%%", "%"), list(params or [])))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        client.get(path)
+    print(json.dumps(ran, default=str), flush=True)
+    for line in sys.stdin:
+        samples = []
+        for _ in range(int(line)):
+            start = time.perf_counter()
+            response = client.get(path)
+            samples.append((time.perf_counter() - start) * 1000)
+            assert response.status_code == 200
+        print(json.dumps(samples), flush=True)
+
+
+def _starlette(port: int, database: str, statements: str) -> None:
+    """The reference: the same statements on the same file, one connection, answered as JSON."""
+    import sqlite3
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    ran = json.loads(Path(statements).read_text())
+    db = sqlite3.connect(database, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+
+    async def session(request: Request) -> JSONResponse:
+        row: dict[str, Any] = {}
+        for sql, params in ran:
+            cursor = db.execute(sql, params)
+            names = [d[0] for d in cursor.description or []]
+            found = cursor.fetchone()
+            if found is not None:
+                row = dict(zip(names, found, strict=True))
+        return JSONResponse(row)
+
+    app = Starlette(routes=[Route("/api/v1/sessions/{pk:int}/", session)])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+class _ClientProcess:
+    def __init__(self, env: dict[str, str], session: int, key: str) -> None:
+        cmd = [sys.executable, "-m", "bench.floor", "client", str(session), key]
+        env = {**env, "DJANGO_SETTINGS_MODULE": "rollback_site.settings"}
+        self.proc = subprocess.Popen(  # noqa: S603 - our own module
+            cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.statements = json.loads(self._line())
+
+    def _line(self) -> str:
+        out: IO[str] | None = self.proc.stdout
+        line = out.readline() if out is not None else ""
+        if not line:
+            raise RuntimeError(f"bench.floor client ended ({self.proc.wait()})")
+        return line
+
+    def samples(self, n: int) -> list[float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return [float(x) for x in json.loads(self._line())]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _served_samples(url: str, headers: dict[str, str], n: int) -> list[float]:
+    out = []
+    with httpx.Client(timeout=30) as client:
+        for _ in range(n):
+            start = time.perf_counter()
+            client.get(url, headers=headers).raise_for_status()
+            out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def measure_floor(
+    *,
+    env: dict[str, str],
+    web: str,
+    key: str,
+    session: int,
+    var: Path,
+    rounds: int,
+    per_round: int,
+) -> dict[str, list[float]]:
+    """Samples (ms) of the served GET, the test client's and the Starlette reference's, taken in
+    interleaved rounds of `per_round` each, the order rotating."""
+    from tests.procs import free_port, wait_until_answers
+
+    client = _ClientProcess(env, session, key)
+    statements = var / "floor-statements.json"
+    statements.write_text(json.dumps(client.statements))
+    port = free_port()
+    database = str(var / "rollback.sqlite3")
+    cmd = [sys.executable, "-m", "bench.floor", "starlette", str(port), database, str(statements)]
+    reference = subprocess.Popen(cmd, env=env)  # noqa: S603 - our own module
+    headers = {"Authorization": f"Bearer {key}"}
+    path = f"/api/v1/sessions/{session}/"
+    out: dict[str, list[float]] = {"served": [], "client": [], "starlette": []}
+    try:
+        wait_until_answers(f"http://127.0.0.1:{port}{path}", reference, timeout=60)
+        takers = {
+            "served": lambda n: _served_samples(f"{web}{path}", headers, n),
+            "client": client.samples,
+            "starlette": lambda n: _served_samples(f"http://127.0.0.1:{port}{path}", {}, n),
+        }
+        names = list(takers)
+        for name in names:  # warm each
+            takers[name](5)
+        for r in range(rounds):
+            for name in names[r % 3 :] + names[: r % 3]:
+                out[name] += takers[name](per_round)
+    finally:
+        client.close()
+        reference.terminate()
+        try:
+            reference.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            reference.kill()
+    out["statements"] = [float(len(client.statements))]
+    return out
+
+
+def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
+    """The section's lines and its target (served ≤ 1.5× the test client)."""
+    served, client, reference = (
+        statistics.median(floor[k]) for k in ("served", "client", "starlette")
+    )
+    ratio = served / client
+    lines = [
+        "## The floor of one request (`GET /sessions/{id}/`, SQLite, the same file)",
+        "",
+        "| path | median | ratio to the test client |",
+        "| --- | --- | --- |",
+        f"| served by daphne as `make run` serves it, over HTTP | {fmt_ms(served)} | "
+        f"{ratio:.2f}× |",
+        f"| Django's test client (no server, no socket) | {fmt_ms(client)} | 1.00× |",
+        f"| a minimal Starlette app under uvicorn, the same {int(floor['statements'][0])} "
+        f"statement(s) on the same file | {fmt_ms(reference)} | {reference / client:.2f}× |",
+        "",
+        f"{len(floor['served'])} samples each, interleaved. The test client's is Django's own "
+        "floor (the middleware, DRF, the view and its statements, in one thread); the served "
+        "path adds the server, the socket and the hand-off to the HTTP threads "
+        "(rollback_site.http_handler); Starlette's is the same SQL and an ASGI server alone.",
+    ]
+    target = (
+        "a served GET of one session ≤ 1.5× the same request through Django's test client",
+        f"{ratio:.2f}× ({fmt_ms(served)} against {fmt_ms(client)}; Starlette {fmt_ms(reference)})",
+        ratio <= 1.5,
+        "",
+    )
+    return lines, [target]
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "client":
+        _client(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "starlette":
+        _starlette(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    else:
+        raise SystemExit(f"bench.floor: no mode {sys.argv[1]!r}")
