@@ -161,13 +161,18 @@ def turn_retry(*, turn: Turn) -> Turn:
         )
 
 
+# What a claim reads with the turn, for the worker that builds its agent from them (no second read:
+# agents.worker.agent_for_turn).
+CLAIM_READS = ("session", "session__owner", "branch", "user_message")
+
+
 def _claim_first_attempt(turn_id: int, worker: str, now: datetime) -> Turn | Literal[False] | None:
     """The claim of a turn never run before (almost every claim), in two statements and no
     transaction: the turn read, then moved to running by one update conditional on its still
     being queued and never claimed. False when it is not queued; None when it was claimed before
     (a take-over: `turn_claim`'s locked path, which drops the earlier attempts' writes)."""
     turn = (
-        Turn.objects.select_related("session", "session__owner", "branch", "user_message")
+        Turn.objects.select_related(*CLAIM_READS)
         .filter(pk=turn_id, status=Turn.Status.QUEUED)
         .first()
     )
@@ -214,7 +219,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
                     return None
             turn = (
                 Turn.objects.select_for_update(of=("self",))
-                .select_related("session", "session__owner", "branch", "user_message")
+                .select_related(*CLAIM_READS)
                 .filter(pk=turn_id, status=Turn.Status.QUEUED)
                 .first()
             )
