@@ -12,13 +12,23 @@ it. A summary that fails here breaks nothing: the next turn summarises what it n
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from django.db import transaction
 
 from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import current_branch
 
-from .context import needs_summary_ahead, summarise_ahead, summary_queued
+from .context import (
+    Fit,
+    Usage,
+    context_usage,
+    needs_summary_ahead,
+    summarise_ahead,
+    summary_queued,
+    usage_of,
+)
+from .context.counting import Counted, _chars
 from .dispatch import enqueue_summaries
 
 log = logging.getLogger(__name__)
@@ -44,25 +54,42 @@ def session_summaries_schedule(*, session: Session) -> None:
     summaries_schedule(branch_id=current_branch(session).pk)
 
 
-def summaries_after_turn(*, turn: Turn) -> None:
-    """After a finished turn: summarise its branch ahead once the part after its newest summary
-    has grown past the threshold. Never raises: the next turn summarises what it needs."""
-    if turn.status != Turn.Status.DONE or turn.branch_id is None:
+def summaries_after_turn(*, turn: Turn, fit: Fit | None, added: Sequence[Counted]) -> None:
+    """After a turn stored its answer: summarise its branch ahead once the part after its
+    newest summary has grown past the threshold, judged by `usage_after_turn`. Never raises:
+    the next turn summarises what it needs."""
+    if turn.status != Turn.Status.DONE or fit is None:
         return
     try:
-        found = _stored_branch(turn) or (
-            Branch.objects.select_related("session").filter(pk=turn.branch_id).first()
-        )
-        if found is not None and needs_summary_ahead(found):
-            summaries_schedule(branch_id=found.pk)
+        branch = _stored_branch(turn)
+        if branch is not None and needs_summary_ahead(branch, usage_after_turn(branch, fit, added)):
+            summaries_schedule(branch_id=branch.pk)
     except Exception:
         log.warning("turn %s: could not look whether to summarise ahead", turn.pk, exc_info=True)
 
 
+def usage_after_turn(branch: Branch, fit: Fit, added: Sequence[Counted]) -> Usage:
+    """The branch's context usage after a turn, without a query, from what the turn already
+    holds: the branch as its store left it (its length counting the answer, its session and
+    owner as the claim read them), the summary and history its fitting read (`fit`), and
+    `added`, what the branch gained after that history (the user's message and the answer).
+    When those do not account for the whole branch (a message too long for its history was sent
+    alone, or the branch grew meanwhile), it is counted as `context_usage` counts it."""
+    start = fit.summary.end_position if fit.summary is not None else 0
+    if start + len(fit.history) + len(added) != branch.message_count:
+        return context_usage(branch)
+    return usage_of(
+        branch,
+        summary=fit.summary,
+        chars=fit.stored_chars + sum(_chars(m) for m in added),
+        count=len(fit.history) + len(added),
+        watched=False,
+    )
+
+
 def _stored_branch(turn: Turn) -> Branch | None:
     """The turn's branch as its store left it (agents.turn.store: read under the session's lock,
-    its length counting the answer), with the session and owner its claim read; None when the
-    turn does not hold them (then they are read)."""
+    its length counting the answer), with the session and owner its claim read."""
     if not (Turn.branch.is_cached(turn) and Turn.session.is_cached(turn)):
         return None
     branch, session = turn.branch, turn.session

@@ -72,7 +72,7 @@ from .summariser import (
     summarising,
     summary_queued,
 )
-from .usage import Usage, context_usage
+from .usage import Usage, context_usage, usage_of
 from .writer import (
     CUT_NOTE,
     PIECE_RETRIES,
@@ -141,4 +141,5 @@ __all__ = [
     "summarising",
     "summary_queued",
     "tokens",
+    "usage_of",
 ]

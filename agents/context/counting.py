@@ -14,6 +14,7 @@ import math
 import re
 import time
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.cache import cache
@@ -143,6 +144,15 @@ def tokens(chars: int, *, messages: int = 0, ratio: float = 1.0) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN * ratio) + messages * MESSAGE_TOKENS
 
 
-def _chars(m: Message) -> int:
+class Counted(Protocol):
+    """A message as counted: a stored one, or one about to be (sessions_app.turns.NewMessage)."""
+
+    role: str
+    content: str
+    tool_result: str
+    tool_calls: Any
+
+
+def _chars(m: Counted) -> int:
     text = m.tool_result if m.role == Message.Role.TOOL and m.tool_result else m.content
     return len(text or "") + (len(str(m.tool_calls)) if m.tool_calls else 0)

@@ -17,7 +17,7 @@ from sessions_app.selectors import branch_history, lineage_summary
 
 from .counting import SYSTEM_CHARS, Limits, _chars, limits_for, ratio_for, tokens
 from .summariser import summarising
-from .usage import context_usage
+from .usage import Usage, context_usage
 from .writer import ContextTooSmall, _summarise, _summary_budget, _summary_tokens, bounded
 
 KEEP_SHARE = 0.5  # after summarising, the newest messages fill at most this share of what is left
@@ -63,6 +63,9 @@ class Fit:
     limits: Limits
     made: list[Summary] = field(default_factory=list)  # summaries written for this turn
     ratio: float = 1.0
+    # The history's characters as stored, before old tool results were shortened for the
+    # request (as history_size counts them): what the after-work starts its count from.
+    stored_chars: int = 0
 
     @property
     def raw_tokens(self) -> int:
@@ -168,10 +171,11 @@ def summarise_ahead(
     return plan.made
 
 
-def needs_summary_ahead(branch: Branch) -> bool:
+def needs_summary_ahead(branch: Branch, usage: Usage | None = None) -> bool:
     """Whether the part of the branch's history after its newest summary has passed
-    AHEAD_SHARE of what a request leaves it (by a two-query count, as context_usage)."""
-    usage = context_usage(branch)
+    AHEAD_SHARE of what a request leaves it (by a two-query count, as context_usage, or by
+    `usage` when the caller knows it: agents.summaries after a turn)."""
+    usage = usage or context_usage(branch)
     history = usage.tokens - tokens(SYSTEM_CHARS, messages=1, ratio=usage.ratio)
     history -= _summary_tokens(usage.summary, usage.ratio)
     fixed = tokens(SYSTEM_CHARS, messages=2, ratio=usage.ratio)
@@ -201,6 +205,7 @@ class _Plan:
         while True:
             start = summary.end_position if summary is not None else 0
             history = branch_history(self.branch, start=start, end=self.end)
+            stored_chars = sum(_chars(m) for m in history)
             units = _units(history)
             summary_tokens = _summary_tokens(summary, self.ratio)
             room = self.limits.usable - self.fixed - summary_tokens
@@ -210,7 +215,7 @@ class _Plan:
                 sizes = _sizes(units, self.ratio)
             if sum(sizes) <= (room * AHEAD_SHARE if self.ahead else room):
                 used = self.fixed + summary_tokens + sum(sizes)
-                return Fit(history, summary, start, used, self.limits, self.made, self.ratio)
+                return self._fit(history, summary, start, used, stored_chars)
             # Keep the newest units whole, within a share of what a summary leaves; summarise
             # the rest.
             keep_room = max(0, int((self.limits.usable - self.fixed - budget) * KEEP_SHARE))
@@ -223,7 +228,7 @@ class _Plan:
             older = units[: len(units) - kept]
             if not older:  # only when the summary is longer than a new one may be: send as is
                 used = self.fixed + summary_tokens + total
-                return Fit(history, summary, start, used, self.limits, self.made, self.ratio)
+                return self._fit(history, summary, start, used, stored_chars)
             if not summarise:
                 return None
             summary = _summarise(
@@ -238,6 +243,11 @@ class _Plan:
                 stop=self.stop,
                 made=self.made,
             )
+
+    def _fit(
+        self, history: list[Message], summary: Summary | None, start: int, used: int, chars: int
+    ) -> Fit:
+        return Fit(history, summary, start, used, self.limits, self.made, self.ratio, chars)
 
 
 def _sizes(units: list[list[Message]], ratio: float) -> list[int]:

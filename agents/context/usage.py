@@ -37,6 +37,21 @@ def context_usage(branch: Branch) -> Usage:
     """How much of the window the branch's next request would use (the summary included),
     where the model's view begins, and whether a summariser is at work on the branch. Two
     queries (three when the session's owner is not loaded), whatever the history's length."""
+    summary = lineage_summary(branch)
+    start = summary.end_position if summary is not None else 0
+    chars, count = history_size(branch, start=start)
+    return usage_of(branch, summary=summary, chars=chars, count=count)
+
+
+def usage_of(
+    branch: Branch, *, summary: Summary | None, chars: int, count: int, watched: bool = True
+) -> Usage:
+    """`context_usage` from what is already known: the branch's newest summary (or none), and
+    the characters and messages of its history after it (as `history_size` counts them). No
+    query (the session and its owner loaded): a turn's after-work judges by it whether to
+    summarise ahead, from what its fitting read and its store wrote (agents.summaries).
+    `watched=False` does not ask the cache whether a summariser is at work (`summarizing`
+    stays False), for a caller that does not show it."""
     session = branch.session
     try:
         model = model_id_for(session.settings)
@@ -53,9 +68,8 @@ def context_usage(branch: Branch) -> Usage:
     )
     system_chars = SYSTEM_CHARS + len(owner or "")
     budget = _summary_budget(limits, tokens(system_chars, messages=2, ratio=ratio))
-    summary = bounded(lineage_summary(branch), budget, ratio)
+    summary = bounded(summary, budget, ratio)
     start = summary.end_position if summary is not None else 0
-    chars, count = history_size(branch, start=start)
     used = tokens(system_chars + chars, messages=count + 1, ratio=ratio)
     return Usage(
         limits,
@@ -64,5 +78,5 @@ def context_usage(branch: Branch) -> Usage:
         summary,
         branch.message_count,
         ratio,
-        is_summarising(branch.pk),
+        is_summarising(branch.pk) if watched else False,
     )

@@ -1,6 +1,6 @@
 """Step 6, after: once the turn has ended, one log line says how (`report_turn`), and a
-worker's turn names its session and summarises its branch ahead of need, so the reply never
-waits for either."""
+worker's turn names its session, so the reply never waits for it. (Whether to summarise its
+branch ahead of need is judged by the store, from what the turn holds: agents.summaries.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Mapping
 
 from sessions_app.models import Turn
 
-from ..summaries import summaries_after_turn
 from ..titles import session_autotitle
 
 log = logging.getLogger("agents.turn.after")
@@ -18,11 +17,10 @@ turns_log = logging.getLogger("rollback.turns")
 
 
 def after(turn: Turn) -> None:
-    """The session's title (after its first exchanges) and summaries ahead of need. `turn` is
-    the instance the attempt ran with: `turn_finish` set what it wrote on it (status, reply),
-    so it is not read again; a turn that did not end `done` here wants neither."""
+    """The session's title (after its first exchanges). `turn` is the instance the attempt ran
+    with: `turn_finish` set what it wrote on it (status, reply), so it is not read again; a
+    turn that did not end `done` here wants none."""
     session_autotitle(turn)
-    summaries_after_turn(turn=turn)
 
 
 def report_turn(turn: Turn) -> None:

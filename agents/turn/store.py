@@ -30,6 +30,7 @@ from sessions_app.turns import (
 
 from ..history import from_agno
 from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
+from ..summaries import summaries_after_turn
 from ..tools import REFUSED
 from .common import TurnMeta, TurnRun, fail_turn
 from .settle import Settled, record_unstored, stopped_or_recorded
@@ -159,6 +160,10 @@ def _commit(run: TurnRun, answer: Answer, meta: TurnMeta, got: Streamed) -> bool
     except BranchMoved as exc:
         fail_turn(turn, str(exc), meta)
         return False
+    # Whether to summarise ahead, judged from what the fitting read (the history before the
+    # user's message: a continuation's has none) and what the store wrote.
+    asked = [turn.user_message] if turn.user_message_id and turn.user_message else []
+    summaries_after_turn(turn=turn, fit=run.fit, added=[*asked, *answer.new])
     return True
 
 

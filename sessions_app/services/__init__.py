@@ -11,7 +11,7 @@ from .branches import (
     branch_rename,
     branch_set_state,
 )
-from .locks import lock_session
+from .locks import lock_session, lock_session_touched
 from .messages import message_append, message_append_locked, summary_store
 from .sessions import (
     DEFAULT_SESSION_NAME,
@@ -34,6 +34,7 @@ __all__ = [
     "branch_rename",
     "branch_set_state",
     "lock_session",
+    "lock_session_touched",
     "message_append",
     "message_append_locked",
     "session_archive_if_idle",

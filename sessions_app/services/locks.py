@@ -3,6 +3,8 @@ branch's."""
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from sessions_app.errors import BranchNotFound, SessionNotFound
 
 from ..models import Branch, Session
@@ -19,6 +21,14 @@ def lock_session(session_id: int) -> Session:
         return Session.objects.select_for_update().get(pk=session_id)
     except Session.DoesNotExist:
         raise SessionNotFound() from None
+
+
+def lock_session_touched(session_id: int) -> None:
+    """`lock_session` for a writer that marks the session updated anyway (appending messages):
+    the update of its `updated_at` takes the same lock, in one statement instead of a read and
+    an update. A session gone meanwhile is SessionNotFound."""
+    if not Session.objects.filter(pk=session_id).update(updated_at=timezone.now()):
+        raise SessionNotFound()
 
 
 def lock_branch(branch_id: int) -> Branch:

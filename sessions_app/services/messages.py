@@ -7,14 +7,13 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.utils import timezone
 
 from core.errors import InvalidInput
 from core.validation import JSONObject, clean_metadata, storable_text
 
-from ..models import Branch, Message, Session, Summary
+from ..models import Branch, Message, Summary
 from ..selectors import branch_history
-from .locks import lock_branch, lock_session
+from .locks import lock_branch, lock_session_touched
 
 
 @transaction.atomic
@@ -36,7 +35,7 @@ def message_append(
         raise InvalidInput(f"Unknown message role {role!r}.")
     if not isinstance(content, str):
         raise InvalidInput("Message content must be text.")
-    lock_session(branch.session_id)
+    lock_session_touched(branch.session_id)
     return message_append_locked(
         branch=branch,
         locked=lock_branch(branch.pk),
@@ -64,9 +63,9 @@ def message_append_locked(
     tool_calls: Any = None,
     metadata: JSONObject | None = None,
 ) -> Message:
-    """`message_append` for a caller already inside a transaction holding the session's lock,
-    with `locked`, the branch's row as read under that lock (turn_start): no second lock, no
-    second read of the branch."""
+    """`message_append` for a caller already inside a transaction holding the session's lock as
+    `lock_session_touched` takes it (the session marked updated), with `locked`, the branch's
+    row as read under that lock (turn_start): no second lock, no second read of the branch."""
     message = Message.objects.create(
         branch_id=locked.pk,
         position=locked.message_count,
@@ -80,7 +79,6 @@ def message_append_locked(
         metadata=clean_metadata(metadata, what="message metadata"),
     )
     Branch.objects.filter(pk=locked.pk).update(message_count=F("message_count") + 1)
-    Session.objects.filter(pk=locked.session_id).update(updated_at=timezone.now())
     branch.message_count = locked.message_count = locked.message_count + 1
     return message
 

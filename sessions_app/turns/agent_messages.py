@@ -10,12 +10,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from core.validation import JSONObject, storable_json, storable_text
 
 from ..models import LEDGER_TEXT_LIMIT, Branch, Effect, LedgerEntry, Message, Session, Turn
-from ..services import lock_session
+from ..services import lock_session_touched
 from .attempts import owned
 from .texts import bounded, bounded_calls, bounded_json
 
@@ -64,14 +63,16 @@ def turn_store_messages(
 def _store_messages(turn: Turn, messages: list[NewMessage]) -> Branch:
     if turn.branch_id is None:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
-    session = lock_session(turn.session_id)
-    # The turn's row (still this attempt's?) and its branch's, both locked, in one query.
-    # (The filter on the branch's session makes the join an inner one, which FOR UPDATE needs.)
+    # The session's lock, taken by marking it updated (as the answer does).
+    lock_session_touched(turn.session_id)
+    # The turn's row (still this attempt's?) and its branch's, both locked, with the session's
+    # (its owner as it is now), in one query. (The filter on the branch's session makes the
+    # join an inner one, which FOR UPDATE needs.)
     mine = (
         owned(turn)
         .filter(branch__session_id=turn.session_id)
         .select_for_update()
-        .select_related("branch")
+        .select_related("branch", "session")
         .first()
     )
     if mine is None or mine.branch is None:
@@ -89,12 +90,11 @@ def _store_messages(turn: Turn, messages: list[NewMessage]) -> Branch:
         )
     stored = stored_rows(branch, branch.message_count, messages)
     ledger_record(
-        session_id=turn.session_id, turn_id=turn.pk, owner_id=session.owner_id, messages=stored
+        session_id=turn.session_id, turn_id=turn.pk, owner_id=mine.session.owner_id, messages=stored
     )
     # The turn's reply is its last assistant message: turn_finish records the reference.
     last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
     turn.reply_message = last
-    Session.objects.filter(pk=turn.session_id).update(updated_at=timezone.now())
     return branch
 
 

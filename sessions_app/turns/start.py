@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from core import events, logs
@@ -19,7 +20,7 @@ from ..hooks import turn_writes_drop
 from ..models import Branch, Message, Session, Turn
 from ..reply_stream import stream_reset
 from ..selectors import branch_history
-from ..services import lock_session, message_append_locked, session_update
+from ..services import lock_session, lock_session_touched, message_append_locked, session_update
 from .texts import clean_user_message, is_cut_off
 
 
@@ -44,27 +45,32 @@ def turn_start(
     with the turn, so a later request with the same key can be told apart (agents.services).
     A message sent in an archived session brings it back (announced like any unarchiving)."""
     text = clean_user_message(message)
+    if branch is not None and branch.session_id != session.pk:
+        raise BranchNotFound()
     try:
         with transaction.atomic():
-            locked_session = lock_session(session.pk)
-            if Turn.objects.filter(session=session).active().exists():
-                raise TurnInProgress()
-            if locked_session.archived_at is not None:
-                session_update(session=locked_session, archived=False)
-                session.archived_at = None
-            if branch is not None and branch.session_id != session.pk:
-                raise BranchNotFound()
-            # Read under the session's lock, which every writer of a branch takes first: its
-            # message_count is the one to append at.
-            rows = Branch.objects.select_for_update()
-            try:
-                locked = (
-                    rows.get(session=session, is_current=True)
-                    if branch is None
-                    else rows.get(pk=branch.pk)
+            lock_session_touched(session.pk)
+            # Under the session's lock, which every writer of a branch takes first, in one
+            # read: the branch (its message_count is the one to append at), the session as it
+            # is now, and whether a turn of the session is still in progress.
+            rows = (
+                Branch.objects.select_for_update(of=("self",))
+                .select_related("session")
+                .annotate(
+                    busy=Exists(Turn.objects.filter(session_id=OuterRef("session_id")).active())
                 )
-            except Branch.DoesNotExist:
-                raise BranchNotFound() from None
+                .filter(session_id=session.pk)
+            )
+            locked = (
+                rows.filter(is_current=True) if branch is None else rows.filter(pk=branch.pk)
+            ).first()
+            if locked is None:
+                raise BranchNotFound()
+            if getattr(locked, "busy", False):
+                raise TurnInProgress()
+            if locked.session.archived_at is not None:
+                session_update(session=locked.session, archived=False)
+                session.archived_at = None
             branch = branch or locked
             stored = message_append_locked(
                 branch=branch, locked=locked, role=Message.Role.USER, content=text

@@ -8,14 +8,16 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from agents.context import is_summarising
+from agents.context import context_usage, fit_turn, is_summarising, needs_summary_ahead
 from agents.demo_model import SUMMARY_MARKER
-from agents.summaries import branch_summarise
+from agents.summaries import branch_summarise, usage_after_turn
 from checkpoints.transfer import session_export
-from sessions_app.models import Session, Summary
-from sessions_app.selectors import current_branch
-from sessions_app.services import session_create
+from core.model_choice import model_id_for
+from sessions_app.models import Branch, Session, Summary
+from sessions_app.selectors import branch_history, current_branch
+from sessions_app.services import message_append, session_create
 from tests.conftest import ask, grow
 from tests.fakes.chat_server import Error, Reply, count_tokens
 from tests.web.api.conftest import bearer_client
@@ -177,3 +179,59 @@ def test_the_header_gauge_says_when_older_messages_are_being_summarised(client, 
         assert 'data-summarizing="true"' in html
         assert "summarising…" in html
     assert "summarising…" not in client.get(page).content.decode()
+
+
+def _after_a_turn(session, history: int):
+    """A branch of `history` messages and one summary, fitted for a turn as the worker fits it,
+    then the turn's messages appended (a tool call, its result, the reply): the fitting and
+    what the branch gained."""
+    branch = current_branch(session)
+    grow(branch, history, 90)
+    Summary.objects.create(
+        last_message_id=branch_history(branch, start=9, end=10)[0].pk,
+        end_position=10,
+        content="What was said before.",
+        model="demo",
+    )
+    asked = message_append(branch=branch, role="user", content="Read the notes, please.")
+    fit = fit_turn(
+        session=session,
+        branch=branch,
+        end=asked.position,
+        message=asked.content,
+        model=model_id_for(session.settings),
+    )
+    calls = [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]
+    added = [
+        asked,
+        message_append(branch=branch, role="assistant", tool_calls=calls),
+        message_append(branch=branch, role="tool", tool_result="notes " * 300, tool_call_id="c1"),
+        message_append(branch=branch, role="assistant", content="They say hello. " * 20),
+    ]
+    branch = Branch.objects.select_related("session__owner").get(pk=branch.pk)
+    return branch, fit, added
+
+
+def test_the_count_after_a_turn_agrees_with_the_branchs_own_without_a_query(window, session):
+    branch, fit, added = _after_a_turn(session, 40)
+    assert fit.summary is not None
+    assert fit.summary.end_position == 10
+    with CaptureQueriesContext(connection) as ctx:
+        known = usage_after_turn(branch, fit, added)
+    assert ctx.captured_queries == []
+    counted = context_usage(branch)
+    # The same summary and view; the tokens within what a tool call's JSON spelling changes.
+    assert (known.summary, known.view_start, known.message_count) == (
+        counted.summary,
+        counted.view_start,
+        counted.message_count,
+    )
+    assert abs(known.tokens - counted.tokens) <= max(5, counted.tokens // 100)
+    assert needs_summary_ahead(branch, known) == needs_summary_ahead(branch)
+
+
+def test_a_branch_the_turn_did_not_account_for_is_counted_afresh(window, session):
+    branch, fit, added = _after_a_turn(session, 40)
+    grow(branch, 3, 90)  # written meanwhile, by another hand
+    branch = Branch.objects.select_related("session__owner").get(pk=branch.pk)
+    assert usage_after_turn(branch, fit, added).tokens == context_usage(branch).tokens

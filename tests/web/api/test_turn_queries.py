@@ -31,7 +31,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # for stale turns of the session only when one in progress refuses it.
 # 27: issue 37: whether to summarise ahead is judged on the branch as the store left it, with
 # the session and owner the claim read (neither is read again).
-TURN_STATEMENTS = 27
+# 22: issue 37: a writer of messages takes the session's lock by marking it updated (one UPDATE
+# in place of a locking read and a later update); the submission reads its branch, the session
+# as it is now and whether a turn is in progress in one statement; whether to summarise ahead is
+# judged from what the turn's fitting read and its store wrote (no lineage read after the turn).
+TURN_STATEMENTS = 22
 
 
 def test_a_turn_runs_a_fixed_number_of_statements(alice, fake_llm, inline_turns):
