@@ -1,7 +1,8 @@
 """The stream of a running turn's reply: one place that holds it, numbered piece by piece.
 
 The worker running a turn (`ReplyStream`) buffers the model's tokens and, at most every
-FLUSH_SECONDS (or at once when FLUSH_CHARS wait, before a tool's events and at the end), appends
+FLUSH_SECONDS (or at once when FLUSH_CHARS wait, before a tool's events and at the end; less often
+while publishing is slow, up to MAX_FLUSH_SECONDS), appends
 what it buffered to the turn attempt's stream as one piece, then publishes that piece as
 `message.delta` with its number (`seq`, from 1 for each attempt). The piece is stored BEFORE it is
 published, so whoever hears piece n can read pieces 1..n from the store:
@@ -36,6 +37,11 @@ log = logging.getLogger(__name__)
 # characters wait.
 FLUSH_SECONDS = 0.02
 FLUSH_CHARS = 2000
+# A publisher that falls behind (the store or the channel layer slow under load) coalesces more:
+# after a piece that took longer than FLUSH_SECONDS to store and publish, the next waits as long
+# as that one took, up to this, so the stream's pieces grow larger and fewer instead of holding
+# the model's tokens back one publish at a time.
+MAX_FLUSH_SECONDS = 0.5
 # How long a turn attempt's stream is kept after its last piece (a turn ends well before: a worker
 # that stops writing has died, and the turn is taken over under a new attempt, with a key of its
 # own), and once the turn ended (a page rendered just before the end may still ask).
@@ -185,6 +191,7 @@ class ReplyStream:
         self._buffer: list[str] = []
         self._buffered = 0
         self._flushed_at = -FLUSH_SECONDS
+        self._interval = FLUSH_SECONDS  # grows while publishing is slow (MAX_FLUSH_SECONDS)
         self._lock = threading.Lock()
 
     def __enter__(self) -> ReplyStream:
@@ -205,7 +212,8 @@ class ReplyStream:
             log.warning("%s: could not shorten the stream's lifetime", self.key, exc_info=True)
 
     def add(self, text: str) -> None:
-        """Buffer one streamed piece of text; it goes out within FLUSH_SECONDS."""
+        """Buffer one streamed piece of text; it goes out within FLUSH_SECONDS (or as long as
+        the last piece took to go out, when publishing is slow: MAX_FLUSH_SECONDS)."""
         with self._lock:
             room = self.limit - self._length
             if room <= 0 or not text:
@@ -214,7 +222,7 @@ class ReplyStream:
             self._length += len(piece)
             self._buffer.append(piece)
             self._buffered += len(piece)
-            due = self._flushed_at + FLUSH_SECONDS
+            due = self._flushed_at + self._interval
             if self._buffered >= FLUSH_CHARS or time.monotonic() >= due:
                 self._flush_locked()
                 return
@@ -230,7 +238,7 @@ class ReplyStream:
             return
         piece = "".join(self._buffer)
         self._buffer, self._buffered = [], 0
-        self._flushed_at = time.monotonic()
+        started = time.monotonic()
         self.seq = self._append(piece)
         events.message_delta(
             session=self.session_id,
@@ -239,6 +247,10 @@ class ReplyStream:
             seq=self.seq,
             attempt=self.attempt,
         )
+        # Counted from when the piece went out: the next waits at least as long as this took.
+        self._flushed_at = time.monotonic()
+        took = self._flushed_at - started
+        self._interval = min(MAX_FLUSH_SECONDS, max(FLUSH_SECONDS, took))
 
     def _append(self, piece: str) -> int:
         """Store the piece; a store that fails is tried again (a stream slows down, never drops

@@ -82,6 +82,33 @@ def test_tokens_are_coalesced_into_few_pieces_each_stored_before_it_is_sent(alic
     assert (snapshot.text, snapshot.seq) == ("".join(tokens), len(deltas))
 
 
+def test_a_publisher_that_falls_behind_gets_fewer_larger_pieces_and_loses_none(alice, session):
+    # Every piece takes 30 ms to go out (a listener as slow as a loaded channel layer), longer
+    # than FLUSH_SECONDS: without coalescing more, every token after the first would go out as a
+    # piece of its own, one slow publish each, holding the model's tokens back.
+    turn = claimed_turn(session)
+    tokens = [f"w{n} " for n in range(200)]
+    heard: list[events.Event] = []
+
+    def slow(event: events.Event) -> None:
+        if event["type"] == "message.delta":
+            heard.append(event)
+            time.sleep(0.03)
+
+    stop = events.listen(session.pk, slow)
+    try:
+        with _stream(turn) as reply:
+            for token in tokens:
+                reply.add(token)
+                time.sleep(0.002)
+    finally:
+        stop()
+    assert "".join(e["delta"] for e in heard) == "".join(tokens)  # nothing lost, in order
+    assert [e["seq"] for e in heard] == list(range(1, len(heard) + 1))
+    assert len(heard) < len(tokens) / 5
+    assert stream_snapshot(turn_id=turn.pk, attempt=1).text == "".join(tokens)
+
+
 def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(alice, session):
     turn = claimed_turn(session)
     second = threading.Event()
