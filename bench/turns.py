@@ -4,11 +4,12 @@ process's pool): a whole turn through the API with `"wait": true`, and through t
 fake Chat Completions server; and the time to the first token (`message.delta`) against the raw
 stream's first chunk. And a bystander's turn (`"wait": true`) with 8 turns whose custom tool
 hangs, each stopped while its tool ran (issue 36: their calls are abandoned on the tool executor,
-agents.tool_deadline, and the pool of 4 turn threads is free), beside the same turn without them.
+agents.tool_deadline, and the pool of turn threads is free), beside the same turn without them.
 `python -m bench.turns VAR_DIR` is the process; `run_turns` drives it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import sys
@@ -22,6 +23,7 @@ from bench.common import DASH, check
 from bench.runner import ROOT, System
 
 PROMPT = "Say something short."
+PHASE = "phase:"  # a sample's keys for the worker's step timers (agents.turn.phases)
 HUNG = 8
 WAITING = 20  # turns paused for an approval while the bystander's turn runs
 # Released when the process quits: the hung calls' threads end.
@@ -76,6 +78,23 @@ class Turns:
         _, secret = apikey_create(user=self.user, name="bench")
         self.client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
         self.raw_client = OpenAI(base_url=self.fake.base_url, api_key="bench", max_retries=0)
+        # The worker's step timers of each turn, from its "turn finished" line (`phases_ms`).
+        # (The answer of a `"wait": true` turn comes once it is stored; the line follows the
+        # after-work, on the turn's thread.)
+        self.phases: list[dict[str, float]] = []
+        self.phased = threading.Event()
+        heard, phased = self.phases, self.phased
+
+        class Phases(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                found = getattr(record, "phases_ms", None)
+                if isinstance(found, dict):
+                    heard.append(found)
+                    phased.set()
+
+        turns_log = logging.getLogger("rollback.turns")
+        turns_log.addHandler(Phases())
+        turns_log.setLevel(logging.INFO)
         self.warm()
 
     def warm(self) -> None:
@@ -102,6 +121,8 @@ class Turns:
 
     def api(self) -> dict[str, float]:
         sid = self._session()
+        self.phases.clear()
+        self.phased.clear()
         start = time.perf_counter()
         response = self.client.post(
             f"/api/v1/sessions/{sid}/turns/",
@@ -110,7 +131,9 @@ class Turns:
         )
         ms = (time.perf_counter() - start) * 1000
         check(response.status_code == 201, str(response.content))
-        return {"ms": ms}
+        check(self.phased.wait(10), "no turn line")
+        check(len(self.phases) == 1, f"{len(self.phases)} turn lines for one turn")
+        return {"ms": ms, **{f"{PHASE}{k}": v for k, v in self.phases[0].items()}}
 
     def stream(self) -> dict[str, float]:
         """Post the turn (202), then hear its events as the session's sockets do."""
@@ -239,6 +262,12 @@ def _spread(samples: list[dict[str, float]], key: str) -> str:
     return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
+def _steps(samples: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each of the worker's step timers, in their order."""
+    names = [k for k in samples[0] if k.startswith(PHASE)] if samples else []
+    return {k.removeprefix(PHASE): statistics.median(s.get(k, 0.0) for s in samples) for k in names}
+
+
 def _bystander_targets(samples: dict[str, list[dict[str, float]]]) -> list[Any]:
     """The bystander's turn beside waiting and hung turns against its turn beside nothing."""
     rows = []
@@ -295,6 +324,14 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
         _median(samples["stream"], "first_ms"),
     )
     n = len(samples["raw"])
+    steps = _steps(samples["api"])
+    outside = api - sum(steps.values())
+    where = (
+        "steps of the worker (median): "
+        + ", ".join(f"{k} {v:.1f} ms" for k, v in steps.items())
+        + f" (the raw call: {raw:.1f} ms); outside them (the request, the hand-off to the "
+        f"pool, the wait for the answer): {outside:.1f} ms"
+    )
     markdown = "\n".join(
         [
             "## Turn overhead in process, through Django's test client (embedded: SQLite, "
@@ -313,9 +350,21 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
             f"{_spread(samples['stream'], 'first_ms')} | **{stream - raw:.1f} ms** "
             f"(first token: **{stream_first - raw_first:.1f} ms**) |",
             "",
-            f'A bystander\'s turn (`"wait": true`, the pool of 4 turn threads) beside nothing '
-            f"else, beside {WAITING} turns waiting for an approval (a waiting turn holds no "
-            f"thread), and beside {HUNG} turns whose custom tool hangs, each stopped while its "
+            "Where the `\"wait\": true` turn's time goes: the worker's own step timers (its "
+            "`turn finished` line's `phases_ms`, agents/turn/phases.py), median of each:",
+            "",
+            "| " + " | ".join([*steps, "outside the steps", "whole turn"]) + " |",
+            "| " + " | ".join(["---"] * (len(steps) + 2)) + " |",
+            "| "
+            + " | ".join([*(f"{v:.2f} ms" for v in steps.values()), f"{outside:.1f} ms"])
+            + f" | {api:.1f} ms |",
+            "",
+            f"The model step against the raw call: {steps.get('model', 0.0) - raw:+.1f} ms "
+            "(agno's run and the reply's stream around the same request).",
+            "",
+            f'A bystander\'s turn (`"wait": true`, the pool of TURN_THREADS turn threads) beside '
+            f"nothing else, beside {WAITING} turns waiting for an approval (a waiting turn holds "
+            f"no thread), and beside {HUNG} turns whose custom tool hangs, each stopped while its "
             f"tool ran ({abandoned:.0f} calls abandoned on the tool executor), and beside both "
             f"at once: four processes of their own, interleaved ({len(samples['hung'])} samples "
             f"each; median (p90; min{DASH}max)):",
@@ -338,7 +387,7 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
                 "added to a zero-latency model call ≤ 10 ms, Django's test client (`wait: true`)",
                 f"{api - raw:.1f} ms",
                 api - raw <= 10,
-                "",
+                where if api - raw > 10 else "",
             ),
             (
                 "added to a zero-latency model call ≤ 10 ms, Django's test client (events)",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from sessions_app.models import Turn
 
 from ..titles import session_autotitle
+from .phases import recorded
 
 log = logging.getLogger("agents.turn.after")
 # One line at the end of every turn (report_turn): its outcome, the model's latency and tokens.
@@ -26,9 +27,10 @@ def after(turn: Turn) -> None:
 def report_turn(turn: Turn) -> None:
     """Log how the worker's attempt at `turn` ended, in one line (logger `rollback.turns`,
     "turn finished"): its status and finish reason, the model, its latency (`latency_ms` for the
-    whole run, `first_token_ms` to the reply's first text), the tokens it reported and the tools
-    run; a failed turn's error, at WARNING. A turn taken from this worker meanwhile (its attempt
-    is no longer the turn's) is reported as `taken_over`, and its new worker reports the rest.
+    whole run, `first_token_ms` to the reply's first text, `phases_ms` each step's time), the
+    tokens it reported and the tools run; a failed turn's error, at WARNING. A turn taken from
+    this worker meanwhile (its attempt is no longer the turn's) is reported as `taken_over`, and
+    its new worker reports the rest.
     A turn this attempt finished (`turn_finish` set `done` on the instance) is reported from
     what it wrote, without reading the row again."""
     if turn.status == Turn.Status.DONE:
@@ -36,6 +38,7 @@ def report_turn(turn: Turn) -> None:
             {"tools_used": turn.tools_used, "metadata": turn.metadata}, Turn.Status.DONE
         )
         fields["attempt"] = turn.attempts
+        _timed(fields)
         turns_log.info("turn finished", extra=fields)
         return
     try:
@@ -55,10 +58,18 @@ def report_turn(turn: Turn) -> None:
         status = "taken_over"
     fields = _fields(row, status)
     fields["attempt"] = turn.attempts
+    _timed(fields)
     failed = status == Turn.Status.FAILED
     if failed:
         fields["error"] = row["error"]
     turns_log.log(logging.WARNING if failed else logging.INFO, "turn finished", extra=fields)
+
+
+def _timed(fields: dict[str, object]) -> None:
+    """Where the worker's attempt spent its time, step by step (agents.turn.phases)."""
+    phases = recorded()
+    if phases:
+        fields["phases_ms"] = phases
 
 
 def _fields(row: Mapping[str, object], status: str) -> dict[str, object]:

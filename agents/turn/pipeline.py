@@ -28,6 +28,7 @@ from .after import after, report_turn
 from .claim import Heartbeat, claim_message, claim_queued
 from .common import TurnRun, fail_turn
 from .fit import fit, memories_of
+from .phases import phase, spent, timing
 from .resume import count_saved_calls, replay_batch, resumed_input
 from .settle import settle
 from .store import store
@@ -43,14 +44,16 @@ def run_queued(turn_id: int, agent_for: Callable[[Turn], TurnAgent]) -> Turn | N
     """A worker's turn: claim it (None when it was not queued; ClaimFailed when the database
     failed meanwhile), build its agent with `agent_for`, run it, then the after-work. Every
     line logged meanwhile carries the turn's ids; the last reports the outcome."""
-    with logs.bound(turn_id=turn_id):
-        turn = claim_queued(turn_id)
+    with logs.bound(turn_id=turn_id), timing():
+        with phase("claim"):
+            turn = claim_queued(turn_id)
         if turn is None:
             return None
         with logs.bound(**turn.log_ids()):
             try:
                 if _run_built(turn, agent_for):
-                    after(turn)
+                    with phase("after"):
+                        after(turn)
             finally:
                 report_turn(turn)
         return turn
@@ -61,7 +64,8 @@ def _run_built(turn: Turn, agent_for: Callable[[Turn], TurnAgent]) -> bool:
         fail_turn(turn, "The branch of this turn was deleted before it could run.")
         return False
     try:
-        agent = agent_for(turn)
+        with phase("agent"):
+            agent = agent_for(turn)
     except Exception as exc:  # a broken configuration must fail the turn, not leave it running
         log.exception("could not build the agent for turn %s", turn.pk)
         fail_turn(turn, f"The agent could not start: {exc}")
@@ -179,6 +183,7 @@ def execute(agent: TurnAgent, turn: Turn) -> RunOutput | None:
             agent.branch_for(turn)
             with agent.attempt(turn, hold=beat) as state:
                 label = model_label(agent.model)
+                spent("prepare", (time.monotonic() - started) * 1000)
                 return _steps(TurnRun(agent, state, beat, partial, label, started=started))
         except Exception as exc:
             log.exception("turn %s failed", turn.pk)
@@ -202,20 +207,24 @@ def _steps(run: TurnRun) -> RunOutput | None:
         return None
     if state.resumed is not None:
         count_saved_calls(got.output, state.resumed)
-    settled = settle(run, got)
+    with phase("settle"):
+        settled = settle(run, got)
     if settled is None:
         return None if run.beat.lost else got.output
-    store(run, got, settled)
+    with phase("store"):
+        store(run, got, settled)
     return got.output
 
 
 def fit_and_stream(run: TurnRun) -> Streamed | None:
     """Fit the history and stream the run; once more, fitted smaller, when the server (or the
     summariser) refused the request as too long for the window. None: the turn ended."""
-    memories = memories_of(run)
+    with phase("memories"):
+        memories = memories_of(run)
     got = None
     for retry in (False, True):
-        messages = fit(run, memories, retry=retry)
+        with phase("fit"):
+            messages = fit(run, memories, retry=retry)
         if messages is None:
             return None
         if isinstance(messages, str):  # AGAIN
@@ -224,7 +233,8 @@ def fit_and_stream(run: TurnRun) -> Streamed | None:
         if resumed is not None:
             messages = resumed_input(messages, resumed, images=sees_images(run.agent.model))
             replay_batch(run.agent.model, resumed)
-        got = stream(run, messages)
+        with phase("model"):
+            got = stream(run, messages)
         if retry or got.text or run.beat.lost or not is_context_overflow(str(got.failure)):
             return got
         # Our count fell short of the server's: count more for a while, fit this request into

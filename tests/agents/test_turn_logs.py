@@ -4,6 +4,8 @@ included), and the last one reports how the turn ended, with the model's latency
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agents.worker import run_turn
@@ -64,7 +66,9 @@ def test_the_last_line_of_a_turn_has_its_latency_tokens_and_outcome(fake_llm, se
         Reply("It is 42.", prompt_tokens=30, completion_tokens=5),
     )
     turn = queue_turn(session, "what is 6*7?")
+    started = time.perf_counter()
     run_turn(turn.pk)
+    wall_ms = (time.perf_counter() - started) * 1000
 
     last = log_records[-1]
     assert (last.name, last.getMessage(), last.levelname) == (
@@ -86,6 +90,21 @@ def test_the_last_line_of_a_turn_has_its_latency_tokens_and_outcome(fake_llm, se
     assert last.tool_calls == 1
     assert last.tools == ["calculate"]
     assert [r for r in log_records if r.name == "rollback.turns"] == [last]  # one such line
+    # Where the worker spent its time, step by step, in order; within the run's own time.
+    phases = last.phases_ms
+    assert list(phases) == [
+        "claim",
+        "agent",
+        "prepare",
+        "memories",
+        "fit",
+        "model",
+        "settle",
+        "store",
+        "after",
+    ]
+    assert all(ms >= 0 for ms in phases.values())
+    assert sum(phases.values()) <= wall_ms
 
 
 def test_a_failed_turn_reports_its_error_at_warning(fake_llm, session, settings, log_records):
