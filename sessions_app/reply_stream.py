@@ -2,10 +2,12 @@
 
 The worker running a turn (`ReplyStream`) buffers the model's tokens and, at most every
 FLUSH_SECONDS (or at once when FLUSH_CHARS wait, before a tool's events and at the end; less often
-while publishing is slow, up to MAX_FLUSH_SECONDS), appends
-what it buffered to the turn attempt's stream as one piece, then publishes that piece as
-`message.delta` with its number (`seq`, from 1 for each attempt). The piece is stored BEFORE it is
-published, so whoever hears piece n can read pieces 1..n from the store:
+while publishing is slow, up to MAX_FLUSH_SECONDS), appends what it buffered to the turn
+attempt's stream as one piece, then publishes that piece as `message.delta` with its number
+(`seq`, from 1 for each attempt). The pieces due on a timer are sent by the process's flusher
+thread, those of every stream due at the same moment together (one store round trip, one
+hand-off to the channel layer). The piece is stored BEFORE it is published, so whoever hears
+piece n can read pieces 1..n from the store:
 - with Redis (REDIS_URL), a Redis list per turn attempt (`seq` is its length after the push),
   kept STREAM_TTL_SECONDS after its last piece, and STREAM_ENDED_TTL_SECONDS once the turn ended;
 - without (the embedded mode: the worker runs in the web process), a dict in this process.
@@ -18,7 +20,9 @@ is never dropped, under overload the stream only slows down (the worker waits fo
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import itertools
 import logging
 import os
 import threading
@@ -66,6 +70,7 @@ def stream_key(*, turn_id: int, attempt: int) -> str:
 
 class Store(Protocol):
     def append(self, key: str, piece: str) -> int: ...
+    def append_many(self, items: list[tuple[str, str]]) -> list[int]: ...
     def read(self, key: str, after: int) -> list[str]: ...
     def end(self, key: str) -> None: ...
     def reset(self, key: str) -> None: ...
@@ -86,6 +91,9 @@ class MemoryStore:
             pieces.append(piece)
             self._expires[key] = time.monotonic() + STREAM_TTL_SECONDS
             return len(pieces)
+
+    def append_many(self, items: list[tuple[str, str]]) -> list[int]:
+        return [self.append(key, piece) for key, piece in items]
 
     def read(self, key: str, after: int) -> list[str]:
         with self._lock:
@@ -109,7 +117,8 @@ class MemoryStore:
 
 
 class RedisStore:
-    """A Redis list per turn attempt; one round trip per piece (push and expiry together)."""
+    """A Redis list per turn attempt; one round trip per piece (push and expiry together), or
+    per batch of pieces of several streams."""
 
     def __init__(self, url: str) -> None:
         self._client = redis.Redis.from_url(
@@ -119,11 +128,15 @@ class RedisStore:
         )
 
     def append(self, key: str, piece: str) -> int:
+        return self.append_many([(key, piece)])[0]
+
+    def append_many(self, items: list[tuple[str, str]]) -> list[int]:
+        """Each piece pushed and its list's expiry renewed, all in one round trip."""
         pipe = self._client.pipeline(transaction=True)
-        pipe.rpush(key, piece.encode())
-        pipe.expire(key, STREAM_TTL_SECONDS)
-        length, _ = pipe.execute()
-        return int(length)
+        for key, piece in items:
+            pipe.rpush(key, piece.encode())
+            pipe.expire(key, STREAM_TTL_SECONDS)
+        return [int(length) for length in pipe.execute()[::2]]
 
     def read(self, key: str, after: int) -> list[str]:
         found = self._client.lrange(key, after, -1)
@@ -213,7 +226,10 @@ class ReplyStream:
 
     def add(self, text: str) -> None:
         """Buffer one streamed piece of text; it goes out within FLUSH_SECONDS (or as long as
-        the last piece took to go out, when publishing is slow: MAX_FLUSH_SECONDS)."""
+        the last piece took to go out, when publishing is slow: MAX_FLUSH_SECONDS). The first
+        piece goes out at once, and so does a buffer of FLUSH_CHARS; the rest go out with the
+        process's flusher, which sends the pieces of every stream due at the same time together
+        (one store round trip and one hand-off to the channel layer for them all)."""
         with self._lock:
             room = self.limit - self._length
             if room <= 0 or not text:
@@ -223,56 +239,75 @@ class ReplyStream:
             self._buffer.append(piece)
             self._buffered += len(piece)
             due = self._flushed_at + self._interval
-            if self._buffered >= FLUSH_CHARS or time.monotonic() >= due:
-                self._flush_locked()
+            if self._buffered >= FLUSH_CHARS or (self.seq == 0 and time.monotonic() >= due):
+                _send_locked([self])
                 return
         _flusher.schedule(self, due)
 
     def flush(self) -> None:
         """Store and publish what is buffered, as one piece."""
         with self._lock:
-            self._flush_locked()
+            _send_locked([self])
 
-    def _flush_locked(self) -> None:
-        if not self._buffer:
-            return
-        piece = "".join(self._buffer)
-        self._buffer, self._buffered = [], 0
-        started = time.monotonic()
-        self.seq = self._append(piece)
-        events.message_delta(
-            session=self.session_id,
-            turn=self.turn_id,
+
+def _send_locked(streams: list[ReplyStream]) -> None:
+    """Store what each stream buffered as one piece, then publish the pieces: the streams'
+    locks held (one piece of a stream at a time, in order). A publisher that falls behind
+    coalesces more: after pieces that took longer than FLUSH_SECONDS to store and publish, the
+    next wait as long as they took (up to MAX_FLUSH_SECONDS)."""
+    due = [stream for stream in streams if stream._buffer]
+    if not due:
+        return
+    pieces = []
+    for stream in due:
+        pieces.append("".join(stream._buffer))
+        stream._buffer, stream._buffered = [], 0
+    started = time.monotonic()
+    seqs = _append(due, pieces)
+    deltas = [
+        events.delta_event(
+            session=stream.session_id,
+            turn=stream.turn_id,
             delta=piece,
-            seq=self.seq,
-            attempt=self.attempt,
+            seq=seq,
+            attempt=stream.attempt,
         )
-        # Counted from when the piece went out: the next waits at least as long as this took.
-        self._flushed_at = time.monotonic()
-        took = self._flushed_at - started
-        self._interval = min(MAX_FLUSH_SECONDS, max(FLUSH_SECONDS, took))
+        for stream, piece, seq in zip(due, pieces, seqs, strict=True)
+    ]
+    events.message_deltas(deltas)
+    # Counted from when the pieces went out: the next wait at least as long as these took.
+    done = time.monotonic()
+    interval = min(MAX_FLUSH_SECONDS, max(FLUSH_SECONDS, done - started))
+    for stream, seq in zip(due, seqs, strict=True):
+        stream.seq, stream._flushed_at, stream._interval = seq, done, interval
 
-    def _append(self, piece: str) -> int:
-        """Store the piece; a store that fails is tried again (a stream slows down, never drops
-        a piece), at most for REDIS_COMMAND_TIMEOUT more, then the piece goes out unstored."""
-        deadline = time.monotonic() + settings.REDIS_COMMAND_TIMEOUT
-        while True:
-            try:
-                return store().append(self.key, piece)
-            except redis.RedisError:
-                if time.monotonic() > deadline:
-                    log.warning("%s: could not store a piece", self.key, exc_info=True)
-                    return self.seq + 1
-                time.sleep(0.05)
+
+def _append(streams: list[ReplyStream], pieces: list[str]) -> list[int]:
+    """Store the pieces, one per stream, in one round trip; their numbers. A store that fails
+    is tried again (a stream slows down, never drops a piece), at most for REDIS_COMMAND_TIMEOUT
+    more, then the pieces go out unstored."""
+    deadline = time.monotonic() + settings.REDIS_COMMAND_TIMEOUT
+    items = [(stream.key, piece) for stream, piece in zip(streams, pieces, strict=True)]
+    while True:
+        try:
+            return store().append_many(items)
+        except redis.RedisError:
+            if time.monotonic() > deadline:
+                log.warning("could not store %d pieces", len(items), exc_info=True)
+                return [stream.seq + 1 for stream in streams]
+            time.sleep(0.05)
 
 
 class _Flusher:
-    """One thread per process sends the buffered pieces of every stream whose worker went quiet
-    (the model paused after a token): no thread per turn, no piece waits past its due time."""
+    """One thread per process sends the buffered pieces of every stream that is due (the
+    model's next token came within FLUSH_SECONDS of its last piece, or the model paused after a
+    token): no thread per turn, no piece waits past its due time, and the pieces of the streams
+    due at the same time go out together."""
 
     def __init__(self) -> None:
-        self._due: list[tuple[float, int, ReplyStream]] = []
+        self._due: list[tuple[float, int, int, ReplyStream]] = []
         self._scheduled: set[int] = set()
+        self._order = itertools.count()  # ties of the heap, never compared further
         self._cond = threading.Condition()
         self._thread: tuple[int, threading.Thread] | None = None
 
@@ -281,7 +316,7 @@ class _Flusher:
             if id(stream) in self._scheduled:
                 return
             self._scheduled.add(id(stream))
-            heapq.heappush(self._due, (due, id(stream), stream))
+            heapq.heappush(self._due, (due, next(self._order), id(stream), stream))
             self._ensure_thread()
             self._cond.notify()
 
@@ -295,29 +330,31 @@ class _Flusher:
             self._thread = (os.getpid(), thread)
             thread.start()
 
-    def _next(self) -> ReplyStream:
+    def _next(self) -> list[ReplyStream]:
+        """Every stream due now (at least one), waiting for the first."""
         with self._cond:
             while True:
-                if self._due:
-                    due, key, stream = self._due[0]
-                    wait = due - time.monotonic()
-                    if wait <= 0:
-                        heapq.heappop(self._due)
-                        if key in self._scheduled:
-                            self._scheduled.discard(key)
-                            return stream
-                        continue
-                    self._cond.wait(wait)
-                else:
-                    self._cond.wait()
+                now = time.monotonic()
+                ready = []
+                while self._due and self._due[0][0] <= now:
+                    _, _, key, stream = heapq.heappop(self._due)
+                    if key in self._scheduled:
+                        self._scheduled.discard(key)
+                        ready.append(stream)
+                if ready:
+                    return ready
+                self._cond.wait(self._due[0][0] - now if self._due else None)
 
     def _run(self) -> None:
         while True:
-            stream = self._next()
+            streams = self._next()
             try:
-                stream.flush()
+                with contextlib.ExitStack() as held:
+                    for stream in streams:
+                        held.enter_context(stream._lock)
+                    _send_locked(streams)
             except Exception:
-                log.exception("%s: could not flush", stream.key)
+                log.exception("could not flush %d streams", len(streams))
 
 
 _flusher = _Flusher()

@@ -16,7 +16,7 @@ key, a deactivated user, a deleted session): internal, never relayed to a client
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from django.db import transaction
@@ -29,6 +29,7 @@ from core.events.bus import (
     login_group,
     publish,
     send,
+    send_many,
     user_group,
 )
 from core.events.payloads import (
@@ -87,6 +88,19 @@ def message_delta(
     """One streamed piece of a turn's reply; `seq` numbers the pieces of the turn's `attempt`
     from 1 (see sessions_app.reply_stream, which stores each piece before it is sent), so a client
     skips those it has and reads a gap back from the store."""
+    send(delta_event(session=session, turn=turn, delta=delta, seq=seq, attempt=attempt))
+
+
+def message_deltas(deltas: Sequence[MessageDelta]) -> None:
+    """Pieces of several replies at once (`delta_event`'s), as the reply streams' flusher
+    sends those due together: one hand-off to the channel layer for them all."""
+    send_many(deltas)
+
+
+def delta_event(
+    *, session: int, turn: int, delta: str, seq: int | None = None, attempt: int | None = None
+) -> MessageDelta:
+    """The `message.delta` event of one piece (`message_delta`)."""
     event: MessageDelta = {
         "type": "message.delta",
         "session": session,
@@ -97,7 +111,7 @@ def message_delta(
         event["seq"] = seq
     if attempt is not None:
         event["attempt"] = attempt
-    send(event)
+    return event
 
 
 def tool_started(*, session: int, turn: int, tool: str, args: object, call_id: str | None) -> None:

@@ -15,10 +15,11 @@ database has the truth, and a lost event must not lose the change.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -102,6 +103,28 @@ def listen_all(listener: Callable[[Event], None]) -> Callable[[], None]:
 def send(event: Event, origin: str | None = None) -> None:
     """Send one event to everyone watching its session. Never fails the caller. `origin`: the
     tab whose request made the change (core.origin), for its own socket."""
+    _deliver_here(event)
+    message: EventMessage = {"type": "rollback.event", "event": event}
+    if origin is not None:
+        message["origin"] = origin
+    publish(group_name(event["session"]), message, event["type"])
+
+
+def send_many(sent: Sequence[Event]) -> None:
+    """`send` for several events at once (the pieces of several replies, flushed together:
+    sessions_app.reply_stream): each reaches this process's listeners and waits as `send`'s
+    does, and the channel layer gets them all in one hand-off to the bridge, sent side by side
+    (one thread hop, not one per event). Never fails the caller."""
+    items: list[tuple[str, LayerMessage]] = []
+    for event in sent:
+        _deliver_here(event)
+        items.append((group_name(event["session"]), {"type": "rollback.event", "event": event}))
+    if items:
+        publish_many(items, ", ".join(sorted({event["type"] for event in sent})))
+
+
+def _deliver_here(event: Event) -> None:
+    """The event to this process's listeners and to the waits on its turn."""
     session_id = event["session"]
     with _listeners_lock:
         listening = [*_listeners.get(session_id, ()), *_all_listeners]
@@ -113,20 +136,18 @@ def send(event: Event, origin: str | None = None) -> None:
     turn = event.get("turn")
     if isinstance(turn, int):
         wake.ring(event["type"], turn)  # the waits on the turn (core.wake)
-    message: EventMessage = {"type": "rollback.event", "event": event}
-    if origin is not None:
-        message["origin"] = origin
-    publish(group_name(session_id), message, event["type"])
 
 
-Publisher = Callable[[str, LayerMessage], None]
+# Sends messages, each to its group, and returns the exceptions of those that failed.
+Publisher = Callable[[list[tuple[str, LayerMessage]]], list[BaseException]]
 
 _publisher: Publisher | None = None
 _publisher_lock = threading.Lock()
 
 
-def _nowhere(group: str, message: LayerMessage) -> None:
+def _nowhere(items: list[tuple[str, LayerMessage]]) -> list[BaseException]:
     """No channel layer is configured: no socket to tell."""
+    return []
 
 
 def _choose_publisher() -> Publisher:
@@ -134,8 +155,18 @@ def _choose_publisher() -> Publisher:
     if layer is None:
         return _nowhere
 
-    def through_the_bridge(group: str, message: LayerMessage) -> None:
-        bridge.call(layer.group_send, group, message, timeout=PUBLISH_TIMEOUT)
+    async def side_by_side(items: list[tuple[str, LayerMessage]]) -> list[BaseException]:
+        sent = await asyncio.gather(
+            *(layer.group_send(group, message) for group, message in items),
+            return_exceptions=True,
+        )
+        return [result for result in sent if isinstance(result, BaseException)]
+
+    def through_the_bridge(items: list[tuple[str, LayerMessage]]) -> list[BaseException]:
+        if len(items) == 1:
+            bridge.call(layer.group_send, *items[0], timeout=PUBLISH_TIMEOUT)
+            return []
+        return bridge.call(side_by_side, items, timeout=PUBLISH_TIMEOUT)
 
     return through_the_bridge
 
@@ -165,7 +196,16 @@ setting_changed.connect(_forget_publisher)
 
 def publish(group: str, message: LayerMessage, what: str) -> None:
     """Send one message to a channel group, in every process. Never fails the caller."""
+    publish_many([(group, message)], what)
+
+
+def publish_many(items: list[tuple[str, LayerMessage]], what: str) -> None:
+    """Send messages, each to its group, in every process, in one hand-off to the bridge.
+    Never fails the caller."""
     try:
-        publisher()(group, message)
+        failed = publisher()(items)
     except Exception:
-        log.warning("could not publish %s to %s", what, group)
+        log.warning("could not publish %s to %s", what, ", ".join(g for g, _ in items))
+        return
+    if failed:
+        log.warning("could not publish %d of %d %s: %r", len(failed), len(items), what, failed[0])

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -31,6 +32,7 @@ from sessions_app.reply_stream import (
     stream_read,
     stream_snapshot,
 )
+from sessions_app.services import session_create
 from tests.sockets import claimed_turn, socket_headers
 from web.ws.db import THREADS, pool
 
@@ -107,6 +109,96 @@ def test_a_publisher_that_falls_behind_gets_fewer_larger_pieces_and_loses_none(a
     assert [e["seq"] for e in heard] == list(range(1, len(heard) + 1))
     assert len(heard) < len(tokens) / 5
     assert stream_snapshot(turn_id=turn.pk, attempt=1).text == "".join(tokens)
+
+
+class _PushWatch:
+    """The pushes to `keys` that each MULTI/EXEC of a Redis client made, watched with MONITOR
+    (of the client's database) until `stop`."""
+
+    END = "end-of-the-watch"
+
+    def __init__(self, client: redis.Redis, keys: set[str]) -> None:
+        self.client, self.keys = client, keys
+        self.db = client.connection_pool.connection_kwargs.get("db", 0)
+        self.batches: list[int] = []
+        self._open: dict[tuple[object, object], int] = {}
+        watching = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(watching,))
+        self._thread.start()
+        assert watching.wait(5)
+
+    def _watch(self, watching: threading.Event) -> None:
+        with self.client.monitor() as monitor:
+            watching.set()
+            for command in monitor.listen():
+                if command["db"] == self.db and not self._seen(command):
+                    return
+
+    def _seen(self, command: dict) -> bool:
+        words = command["command"].split()
+        name = words[0].upper() if words else ""
+        who = (command.get("client_address"), command.get("client_port"))
+        if name == "ECHO" and self.END in command["command"]:
+            return False
+        if name == "MULTI":
+            self._open[who] = 0
+        elif name == "RPUSH" and who in self._open and words[1] in self.keys:
+            self._open[who] += 1
+        elif name == "EXEC" and who in self._open:
+            pushed = self._open.pop(who)
+            if pushed:
+                self.batches.append(pushed)
+        return True
+
+    def stop(self) -> list[int]:
+        self.client.echo(self.END)
+        self._thread.join(10)
+        return self.batches
+
+
+@pytest.mark.redis
+def test_the_pieces_of_streams_due_together_go_out_together(alice, settings):
+    # Twelve replies streaming at once, each piece slow to go out (a listener as slow as a loaded
+    # channel layer): the flusher sends the pieces due together in one batch, stored in one
+    # MULTI/EXEC round trip (watched on the real Redis with MONITOR) and published in one
+    # hand-off to the channel layer; none is lost or out of order.
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    turns = [claimed_turn(session_create(owner=alice, name=f"s{n}")) for n in range(12)]
+    keys = {stream_key(turn_id=t.pk, attempt=1) for t in turns}
+    heard: dict[int, list[events.Event]] = {t.pk: [] for t in turns}
+
+    def slow(event: events.Event) -> None:
+        if event["type"] == "message.delta" and event["turn"] in heard:
+            heard[event["turn"]].append(event)
+            time.sleep(0.005)
+
+    watch = _PushWatch(client, keys)
+    stops = [events.listen(t.session_id, slow) for t in turns]
+
+    def reply(turn: Turn) -> None:
+        with _stream(turn) as out:
+            for n in range(120):
+                out.add(f"{turn.pk}:{n} ")
+                time.sleep(0.002)
+
+    try:
+        threads = [threading.Thread(target=reply, args=(t,)) for t in turns]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for stop in stops:
+            stop()
+        batches = watch.stop()
+    for turn in turns:
+        got = heard[turn.pk]
+        assert "".join(e["delta"] for e in got) == "".join(f"{turn.pk}:{n} " for n in range(120))
+        assert [e["seq"] for e in got] == list(range(1, len(got) + 1))
+    assert sum(batches) == sum(len(got) for got in heard.values())  # every piece stored
+    # Each stream's first piece goes out at once, and its last as it ends, on its own thread;
+    # those between went out with others due at the same time.
+    assert max(batches) >= 3, batches
 
 
 def test_text_buffered_after_a_piece_goes_out_on_its_own_when_the_model_pauses(alice, session):
