@@ -221,6 +221,20 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
             f"each event costs every socket of the session {queries['per_socket_event']:.1f} "
             "statements (its fragment rendered again per socket)"
         )
+    if "CPU per streamed piece" in what:
+        top = max(
+            (section_data(results, "stack", "concurrency") or {"0": {}}).items(),
+            key=lambda kv: int(kv[0]),
+        )[1]
+        if top:
+            pieces = top["pieces"]
+            return (
+                f"per piece, the two daphne processes used {top['cpu_web_s'] * 1000 / pieces:.2f} "
+                f"ms (the piece heard from the channel layer and sent on its socket, the "
+                f"bystander's requests, the posts) and the two workers "
+                f"{top['cpu_workers_s'] * 1000 / pieces:.2f} ms (the turns themselves: claim, "
+                "agent, model client, store, with the pieces stored and published)"
+            )
     if "concurrent streams" in what:
         top = max(
             (section_data(results, "stack", "concurrency") or {"0": {}}).items(),

@@ -125,7 +125,7 @@ if REDIS_URL:
     }
     CACHES: dict[str, dict[str, Any]] = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "core.cache.SharedRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "rollback",
             "OPTIONS": {

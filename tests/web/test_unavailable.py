@@ -32,7 +32,7 @@ def dead_redis(request, silent_port) -> Iterator[str]:
     caches = {
         **settings.CACHES,
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "core.cache.SharedRedisCache",
             "LOCATION": url,
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
         },
