@@ -411,8 +411,9 @@ def run_stack(
             "",
         ),
         (
-            f"{top} concurrent streams: CPU per streamed piece ≤ 1 ms (both daphne processes "
-            "and both workers)",
+            f"{top} concurrent streams: CPU per streamed piece ≤ 1 ms (all the CPU both daphne "
+            "processes and both workers used during the run, each chat's post, socket and turn "
+            "and the bystander's GETs included, over the pieces streamed)",
             f"{c['cpu_per_piece_ms']:.2f} ms ({c['pieces']:,} pieces)",
             c["cpu_per_piece_ms"] <= 1,
             "",
