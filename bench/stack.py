@@ -102,14 +102,20 @@ class Stack:
         self.services.stop_all()
         self.fake.stop()
 
+    def _proc_files(self, name: str) -> dict[str, str]:
+        """Each running process's /proc/<pid>/`name`."""
+        out = {}
+        for proc_name, proc in self.services.procs.items():
+            try:
+                out[proc_name] = Path(f"/proc/{proc.pid}/{name}").read_text()
+            except OSError:
+                continue
+        return out
+
     def memory(self) -> dict[str, dict[str, float]]:
         """Resident memory (MB) of each process, now and at its peak."""
         out = {}
-        for name, proc in self.services.procs.items():
-            try:
-                status = Path(f"/proc/{proc.pid}/status").read_text()
-            except OSError:
-                continue
+        for name, status in self._proc_files("status").items():
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             out[name] = {
                 "rss_mb": int(fields["VmRSS"].split()[0]) / 1024,
@@ -120,14 +126,9 @@ class Stack:
     def cpu_s(self) -> dict[str, float]:
         """CPU time (user and system, seconds) each process has used so far."""
         out = {}
-        for name, proc in self.services.procs.items():
-            try:
-                stat = Path(f"/proc/{proc.pid}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[
-                1
-            ].split()  # after the command's name, which may hold spaces
+        for name, stat in self._proc_files("stat").items():
+            # The fields after the command's name (which may hold spaces): utime, stime at 11, 12.
+            fields = stat.rsplit(")", 1)[1].split()
             out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return out
 

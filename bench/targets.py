@@ -188,6 +188,12 @@ def _floor(results: dict[str, Any], part: str) -> str:
     return f"a plain `GET /sessions/{{id}}/` through the same API takes {fmt_ms(stats(gets)[0])}"
 
 
+def _most_chats(results: dict[str, Any]) -> dict[str, Any]:
+    """The stack's figures at its largest number of concurrent chats (empty without them)."""
+    concurrency = section_data(results, "stack", "concurrency") or {"0": {}}
+    return dict(max(concurrency.items(), key=lambda kv: int(kv[0]))[1])
+
+
 def why_missed(what: str, results: dict[str, Any]) -> str:
     """The reason for a missed target, from this run's own figures where it has them."""
     if what.startswith("a served GET of one session"):
@@ -222,10 +228,7 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
             "statements (its fragment rendered again per socket)"
         )
     if "CPU per streamed piece" in what:
-        top = max(
-            (section_data(results, "stack", "concurrency") or {"0": {}}).items(),
-            key=lambda kv: int(kv[0]),
-        )[1]
+        top = _most_chats(results)
         if top:
             pieces = top["pieces"]
             return (
@@ -236,10 +239,7 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
                 "agent, model client, store, with the pieces stored and published)"
             )
     if "concurrent streams" in what:
-        top = max(
-            (section_data(results, "stack", "concurrency") or {"0": {}}).items(),
-            key=lambda kv: int(kv[0]),
-        )[1]
+        top = _most_chats(results)
         if top:
             return (
                 f"2 cores carry two daphne processes, two workers, PostgreSQL, Redis, the fake "
