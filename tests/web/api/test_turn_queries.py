@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from sessions_app.turns import turn_start
 from tests.fakes.chat_server import Reply
 from tests.web.api.conftest import bearer_client
 
@@ -54,3 +55,18 @@ def test_a_turn_runs_a_fixed_number_of_statements(alice, fake_llm, inline_turns)
     assert response.json()["reply"] == "Right away."
     statements = [q["sql"] for q in ctx.captured_queries]
     assert len(statements) == TURN_STATEMENTS, "\n".join(s[:160] for s in statements)
+
+
+# What submitting a message writes, between BEGIN and COMMIT: the session marked updated (its
+# lock), one read of the branch with the session and whether a turn is in progress, the message,
+# the branch's length, the turn (issue 37: at most 5).
+SUBMISSION_STATEMENTS = 5
+
+
+def test_a_submission_takes_five_statements_inside_its_transaction(session):
+    with CaptureQueriesContext(connection) as ctx:
+        turn = turn_start(session=session, message="hi")
+    assert turn.status == "queued"
+    framing = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
+    statements = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(framing)]
+    assert len(statements) == SUBMISSION_STATEMENTS, "\n".join(s[:160] for s in statements)
