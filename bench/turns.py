@@ -78,22 +78,30 @@ class Turns:
         _, secret = apikey_create(user=self.user, name="bench")
         self.client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
         self.raw_client = OpenAI(base_url=self.fake.base_url, api_key="bench", max_retries=0)
-        # The worker's step timers of each turn, from its "turn finished" line (`phases_ms`).
-        # (The answer of a `"wait": true` turn comes once it is stored; the line follows the
-        # after-work, on the turn's thread.)
+        # The worker's step timers of the timed turn, from its "turn finished" line
+        # (`phases_ms`), told from other turns' lines (a twin's stopped or paused turns) by its
+        # session. (The answer of a `"wait": true` turn comes once it is stored; the line follows
+        # the after-work, on the turn's thread.)
+        from core.logs import ContextFilter
+
+        self.timed_session: int | None = None
         self.phases: list[dict[str, float]] = []
         self.phased = threading.Event()
-        heard, phased = self.phases, self.phased
+        bench = self
 
         class Phases(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
                 found = getattr(record, "phases_ms", None)
-                if isinstance(found, dict):
-                    heard.append(found)
-                    phased.set()
+                if isinstance(found, dict) and getattr(record, "session_id", None) == (
+                    bench.timed_session
+                ):
+                    bench.phases.append(found)
+                    bench.phased.set()
 
+        handler = Phases()
+        handler.addFilter(ContextFilter())
         turns_log = logging.getLogger("rollback.turns")
-        turns_log.addHandler(Phases())
+        turns_log.addHandler(handler)
         turns_log.setLevel(logging.INFO)
         self.warm()
 
@@ -121,6 +129,7 @@ class Turns:
 
     def api(self) -> dict[str, float]:
         sid = self._session()
+        self.timed_session = sid
         self.phases.clear()
         self.phased.clear()
         start = time.perf_counter()
