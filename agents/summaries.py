@@ -20,15 +20,16 @@ from sessions_app.models import Branch, Session, Turn
 from sessions_app.selectors import current_branch
 
 from .context import (
+    Counted,
     Fit,
     Usage,
     context_usage,
+    message_chars,
     needs_summary_ahead,
     summarise_ahead,
     summary_queued,
     usage_of,
 )
-from .context.counting import Counted, _chars
 from .dispatch import enqueue_summaries
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def usage_after_turn(branch: Branch, fit: Fit, added: Sequence[Counted]) -> Usag
     return usage_of(
         branch,
         summary=fit.summary,
-        chars=fit.stored_chars + sum(_chars(m) for m in added),
+        chars=fit.stored_chars + sum(message_chars(m) for m in added),
         count=len(fit.history) + len(added),
         watched=False,
     )

@@ -153,6 +153,6 @@ class Counted(Protocol):
     tool_calls: Any
 
 
-def _chars(m: Counted) -> int:
+def message_chars(m: Counted) -> int:
     text = m.tool_result if m.role == Message.Role.TOOL and m.tool_result else m.content
     return len(text or "") + (len(str(m.tool_calls)) if m.tool_calls else 0)

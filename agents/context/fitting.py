@@ -15,7 +15,7 @@ from core.model_choice import model_id_for
 from sessions_app.models import Branch, Message, Session, Summary
 from sessions_app.selectors import branch_history, lineage_summary
 
-from .counting import SYSTEM_CHARS, Limits, _chars, limits_for, ratio_for, tokens
+from .counting import SYSTEM_CHARS, Limits, limits_for, message_chars, ratio_for, tokens
 from .summariser import summarising
 from .usage import Usage, context_usage
 from .writer import ContextTooSmall, _summarise, _summary_budget, _summary_tokens, bounded
@@ -205,7 +205,7 @@ class _Plan:
         while True:
             start = summary.end_position if summary is not None else 0
             history = branch_history(self.branch, start=start, end=self.end)
-            stored_chars = sum(_chars(m) for m in history)
+            stored_chars = sum(message_chars(m) for m in history)
             units = _units(history)
             summary_tokens = _summary_tokens(summary, self.ratio)
             room = self.limits.usable - self.fixed - summary_tokens
@@ -251,4 +251,4 @@ class _Plan:
 
 
 def _sizes(units: list[list[Message]], ratio: float) -> list[int]:
-    return [tokens(sum(_chars(m) for m in u), messages=len(u), ratio=ratio) for u in units]
+    return [tokens(sum(message_chars(m) for m in u), messages=len(u), ratio=ratio) for u in units]
