@@ -63,7 +63,8 @@ if DATABASE_URL:
             # Idle connections above min_size are closed after 5 minutes.
             "max_idle": 300,
         }
-        # A connection is checked before it is lent (a restarted server, a dropped socket).
+        # A connection that sat idle is checked before it is lent (a restarted server, a dropped
+        # socket): core.postgres.
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,17 @@
 """core.postgres: a request that finds the pool empty waits its turn while the server answers
-(a busy pool), and fails at once, not after DATABASE_POOL_TIMEOUT, when it does not."""
+(a busy pool), and fails at once, not after DATABASE_POOL_TIMEOUT, when it does not; a
+connection is checked before it is lent only when it sat idle."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
 from django.db import connection
 
-from core.postgres.base import Pool
+from core.postgres.base import Pool, check_if_idle
 from tests.procs import free_port
 
 pytestmark = pytest.mark.postgres
@@ -51,5 +53,62 @@ def test_a_server_that_does_not_answer_is_an_error_rather_than_a_wait(how, silen
     try:
         with pytest.raises(psycopg.OperationalError, match="does not answer"):
             pool.getconn()
+    finally:
+        pool.close()
+
+
+def _checked_pool() -> Pool:
+    params = connection.get_connection_params()
+    kwargs = {k: params[k] for k in ("host", "port", "user", "dbname") if params.get(k)}
+    return Pool(
+        kwargs={"connect_timeout": 2, "autocommit": True, **kwargs},
+        min_size=1,
+        max_size=1,
+        timeout=30,
+        open=True,
+        check=check_if_idle,
+    )
+
+
+@pytest.mark.django_db
+def test_a_connection_lent_again_at_once_is_not_checked_and_one_left_idle_is(monkeypatch, tmp_path):
+    monkeypatch.setattr("core.postgres.base.CHECK_IDLE_SECONDS", 0.5)
+    pool = _checked_pool()
+    trace = tmp_path / "libpq.trace"
+    try:
+        conn = pool.getconn()
+        with trace.open("w") as out:
+            conn.pgconn.trace(out.fileno())  # what the client sends and gets, per message
+            pool.putconn(conn)
+            conn = pool.getconn()  # back a moment ago: no round trip before it is lent
+            checks_at_once = trace.read_text().count('Query\t ""')
+            pool.putconn(conn)
+            time.sleep(0.6)
+            conn = pool.getconn()  # idle for longer: psycopg's check, an empty query
+            checks_after_idle = trace.read_text().count('Query\t ""')
+            conn.pgconn.untrace()
+        pool.putconn(conn)
+    finally:
+        pool.close()
+    assert (checks_at_once, checks_after_idle) == (0, 1)
+
+
+@pytest.mark.django_db
+def test_a_connection_that_died_while_idle_is_replaced_before_it_is_lent(monkeypatch):
+    monkeypatch.setattr("core.postgres.base.CHECK_IDLE_SECONDS", 0.2)
+    pool = _checked_pool()
+    try:
+        conn = pool.getconn()
+        pid = conn.info.backend_pid
+        pool.putconn(conn)
+        with connection.cursor() as cursor:  # the server ends it (a restart, a failover)
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(0.3)
+        conn = pool.getconn()
+        try:
+            assert conn.info.backend_pid != pid
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            pool.putconn(conn)
     finally:
         pool.close()
