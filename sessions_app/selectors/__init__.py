@@ -37,6 +37,7 @@ from .lookups import (
     sessions_sidebar,
     turn_reloaded,
     watch_access,
+    watch_access_many,
     with_branch_summary,
 )
 from .rows import HistoryRow, without_cyclic_gc
@@ -72,6 +73,7 @@ __all__ = [
     "sessions_sidebar",
     "turn_reloaded",
     "watch_access",
+    "watch_access_many",
     "with_branch_summary",
     "without_cyclic_gc",
 ]

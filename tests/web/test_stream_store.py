@@ -400,6 +400,44 @@ def test_a_chat_socket_spends_one_query_on_each_event(
         assert reverse("chat:refresh", args=[session.pk]) in frames  # fetched by the page
 
 
+def test_the_sockets_checking_their_access_at_once_share_one_query(
+    alice, settings, socket_statements
+):
+    """Six sockets of six sessions hear an event at the same moment, each checking its access
+    first (web.ws.access): the checks are asked together, a query for them all (two when one
+    socket's started before the others asked), not one each; each socket still delivers."""
+    settings.ROLLBACK_WS_ACCESS_CACHE_SECONDS = 0
+    settings.ROLLBACK_WS_CATCH_UP_SECONDS = 3600
+    settings.ROLLBACK_WS_RECHECK_SECONDS = 3600
+    sessions = [session_create(owner=alice, name=f"s{n}") for n in range(6)]
+    headers = socket_headers(alice)
+    layer = get_channel_layer()
+
+    async def run() -> list[str]:
+        socks = [
+            WebsocketCommunicator(application, f"/ws/v1/sessions/{s.pk}/", headers=headers)
+            for s in sessions
+        ]
+        for sock in socks:
+            assert (await sock.connect(timeout=5))[0]
+        await asyncio.sleep(0.2)  # each socket has done connecting (it looked for a turn)
+        before = len(socket_statements)
+        for s in sessions:
+            event = {"type": "session.changed", "session": s.pk, "name": "n", "archived": False}
+            await layer.group_send(
+                events.group_name(s.pk), {"type": "rollback.event", "event": event}
+            )
+        frames = [json.loads(await sock.receive_from(timeout=5)) for sock in socks]
+        for sock in socks:
+            await sock.disconnect()
+        assert [f["type"] for f in frames] == ["session.changed"] * 6
+        return socket_statements[before:]
+
+    statements = async_to_sync(run)()
+    assert 1 <= len(statements) <= 2, statements
+    assert "UNION ALL" in statements[0]
+
+
 # What the send view's answer (the composer) costs once the turn is started (docs/architecture.md
 # quotes it).
 COMPOSER_QUERIES = 1

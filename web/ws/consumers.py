@@ -3,18 +3,19 @@ helper, join the session's group and turn its events into frames. They never cal
 and never write to the database (they read to render).
 
 A socket lives as long as its access, and no longer. It joins, besides its session's group, the
-groups that `core.events` closes sockets through: its user's (the user deactivated, or the
-password changed, which ends the user's browser logins), and its API key's (revoked) or its
-browser login's (logged out); a deleted session closes its own group's sockets. And it checks
-its access again itself, before each event it delivers and in full every
-ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the login expired,
-the database changed by hand, the session given to another user) closes too. A socket whose
-access ended is closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key
-revoked, user deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_FOUND`: the
-session is gone or no longer theirs); a handshake without that access is refused (the chat
-page's after accepting it, with the same codes: see `tells_why_refused`). The chat page does not
-reconnect after those; it does after 4012 (`CLOSE_RECONNECT`), which the sockets
-of the login that changed the password get, as that login goes on under a new key.
+groups that `core.events` closes sockets through: its user's (the user deactivated, or the password
+changed, which ends the user's browser logins), and its API key's (revoked) or its browser login's
+(logged out); a deleted session closes its own group's sockets. And it checks its access again
+itself, before each event it delivers (a check at most ROLLBACK_WS_ACCESS_CACHE_SECONDS old; the
+process's sockets checked at the same moment share one query: web.ws.access) and in full every
+ROLLBACK_WS_RECHECK_SECONDS, so a socket whose access ended some other way (the login expired, the
+database changed by hand, the session given to another user) closes too. A socket whose access ended
+is closed, without the event, with code 4401 (`CLOSE_SIGNED_OUT`: logged out, key revoked, user
+deactivated, login expired, password changed) or 4404 (`CLOSE_NOT_FOUND`: the session is gone or no
+longer theirs); a handshake without that access is refused (the chat page's after accepting it, with
+the same codes: see `tells_why_refused`). The chat page does not reconnect after those; it does
+after 4012 (`CLOSE_RECONNECT`), which the sockets of the login that changed the password get, as
+that login goes on under a new key.
 
 A reply streams as numbered pieces (`message.delta` with `seq`, see sessions_app.reply_stream, which
 stores each piece before it is published). Both sockets send a socket that connects mid-turn the
@@ -50,9 +51,10 @@ from core.events.payloads import CloseMessage, Event, MessageDelta, PageMessage,
 from core.origin import clean_tab
 from sessions_app.models import Session
 from sessions_app.reply_stream import Snapshot, stream_snapshot
-from sessions_app.selectors import get_session_for_user, watch_access
+from sessions_app.selectors import get_session_for_user
 from sessions_app.watch import running_turn
 from web.chat_state import card_of
+from web.ws.access import access_of
 from web.ws.db import socket_db
 
 from .codes import (
@@ -201,19 +203,20 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         now = time.monotonic()
         if not full and now - self.checked_at < settings.ROLLBACK_WS_ACCESS_CACHE_SECONDS:
             return True
-        code = await socket_db(self.access_ended)(full=full)
+        code = await self.access_ended(full=full)
         if code is not None:
             await self.end(code)
             return False
         self.checked_at = now
         return True
 
-    def access_ended(self, *, full: bool) -> int | None:
-        """The close code when the socket's access ended, else None. One query; `full` also
-        checks that a browser's login is still current."""
+    async def access_ended(self, *, full: bool) -> int | None:
+        """The close code when the socket's access ended, else None. One query, asked together
+        with the other sockets' checks of the moment (web.ws.access); `full` also checks that a
+        browser's login is still current."""
         if self.session is None or self.user_id is None:
             return CLOSE_NOT_FOUND
-        access = watch_access(
+        access = await access_of(
             user_id=self.user_id, session_id=self.session.pk, api_key_id=self.api_key_id
         )
         if access == "signed_out":
@@ -222,7 +225,9 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
             return CLOSE_NOT_FOUND
         if full and self.api_key_id is None:
             login = self.login_key
-            if not login or not login_is_current(session_key=login, user_id=self.user_id):
+            if not login or not await socket_db(login_is_current)(
+                session_key=login, user_id=self.user_id
+            ):
                 return CLOSE_SIGNED_OUT
         return None
 
