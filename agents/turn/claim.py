@@ -24,9 +24,14 @@ from django.db import (
     transaction,
 )
 
-from core import logs
 from sessions_app.models import Turn
-from sessions_app.turns import turn_claim, turn_heartbeat, turn_start
+from sessions_app.turns import (
+    turn_claim,
+    turn_heartbeat,
+    turn_start,
+    turns_cancelled,
+    turns_heartbeat,
+)
 
 from ..services import turns_recover
 
@@ -76,11 +81,16 @@ def claim_message(agent: TurnAgent, message: str) -> tuple[Turn, bool]:
 
 
 class Heartbeat:
-    """Touches the turn's heartbeat every TURN_HEARTBEAT_SECONDS on a thread of its own, so a
-    slow model (minutes between tokens) never looks like a dead worker, and notes when the turn
-    stopped being this worker's (`lost`), so the run stops early. Between beats it looks every
-    TURN_STOP_POLL_SECONDS whether the turn was cancelled (`cancelled`, which also makes it
-    `lost`): the run then closes the model's stream.
+    """Keeps the turn this worker's while it runs: its heartbeat touched every
+    TURN_HEARTBEAT_SECONDS, so a slow model (minutes between tokens) never looks like a dead
+    worker, and `lost` set when the turn stopped being this worker's, so the run stops early.
+    Between beats it looks every TURN_STOP_POLL_SECONDS whether the turn was cancelled
+    (`cancelled`, which also makes it `lost`): the run then closes the model's stream.
+
+    The beats and the looks of every turn the process runs are done together, by one thread
+    (`rollback-heartbeats`, see `_Beats`): a look for Stop is one query for all of them, a beat
+    one statement for those due. (A thread per turn made a worker of 50 turns run 100 queries a
+    second for Stop alone, and its turns queue for the pool's connections behind them.)
 
     A turn run inside the caller's open transaction (the Python API called from a transaction,
     the tests) cannot be seen by another connection: there the run beats inline instead."""
@@ -89,25 +99,17 @@ class Heartbeat:
         self.turn = turn
         self.lost = False
         self.cancelled = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._inline = transaction.get_connection().in_atomic_block
         self._last = time.monotonic()
 
     def __enter__(self) -> Heartbeat:
         if not self._inline:
-            self._thread = threading.Thread(
-                target=logs.in_this_context(self._run),
-                name=f"turn-{self.turn.pk}-heartbeat",
-                daemon=True,
-            )
-            self._thread.start()
+            _beats.add(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        if not self._inline:
+            _beats.remove(self)
 
     def _beat(self) -> None:
         if not turn_heartbeat(turn=self.turn):
@@ -116,30 +118,78 @@ class Heartbeat:
 
     def check_cancelled(self) -> None:
         """Note whether the turn was cancelled (then it is no longer this worker's either)."""
-        # exists() reads one row and closes its cursor: an open one would keep SQLite locked.
-        if Turn.objects.filter(pk=self.turn.pk, status=Turn.Status.CANCELLED).exists():
+        if turns_cancelled(ids=[self.turn.pk]):
             self.cancelled = self.lost = True
-
-    def _run(self) -> None:
-        interval = settings.TURN_HEARTBEAT_SECONDS
-        poll = min(interval, settings.TURN_STOP_POLL_SECONDS)
-        try:
-            while not self.lost and not self._stop.wait(poll):
-                try:
-                    if time.monotonic() - self._last >= interval:
-                        self._last = time.monotonic()
-                        self._beat()
-                    else:
-                        self.check_cancelled()
-                except Exception:  # the database is away for a moment: try again next beat
-                    log.warning("turn %s: heartbeat failed", self.turn.pk, exc_info=True)
-                finally:
-                    close_old_connections()
-        finally:
-            connection.close()
 
     def tick(self) -> None:
         """Called by the run on each model event: beats when running inline."""
         if self._inline and time.monotonic() - self._last > settings.TURN_HEARTBEAT_SECONDS:
             self._beat()
             self._last = time.monotonic()
+
+
+class _Beats:
+    """The process's running turns' heartbeats, on one thread that runs while there are any."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[Heartbeat] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, beat: Heartbeat) -> None:
+        with self._lock:
+            self._running.add(beat)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="rollback-heartbeats", daemon=True
+                )
+                self._thread.start()
+
+    def remove(self, beat: Heartbeat) -> None:
+        with self._lock:
+            self._running.discard(beat)
+
+    def _take(self) -> list[Heartbeat]:
+        """The turns to look after now (none left that is not lost: the thread ends, under the
+        lock that `add` takes to start another)."""
+        with self._lock:
+            running = [b for b in self._running if not b.lost]
+            if not running:
+                self._thread = None
+            return running
+
+    def _run(self) -> None:
+        interval = settings.TURN_HEARTBEAT_SECONDS
+        poll = min(interval, settings.TURN_STOP_POLL_SECONDS)
+        try:
+            while running := self._take():
+                time.sleep(poll)
+                try:
+                    self._look_after(running, interval)
+                except Exception:  # the database is away for a moment: try again next time
+                    log.warning("heartbeats failed", exc_info=True)
+                finally:
+                    close_old_connections()
+        finally:
+            connection.close()
+
+    def _look_after(self, running: list[Heartbeat], interval: float) -> None:
+        now = time.monotonic()
+        due = [b for b in running if now - b._last >= interval]
+        lost: set[int] = set()
+        if due:
+            for beat in due:
+                beat._last = now
+            lost = turns_heartbeat(attempts=[(b.turn.pk, b.turn.attempts) for b in due])
+        cancelled = turns_cancelled(ids=[b.turn.pk for b in running])
+        with self._lock:  # a turn whose run has ended (`remove`) is left as it ended
+            for beat in running:
+                if beat not in self._running:
+                    continue
+                if beat.turn.pk in cancelled:
+                    beat.cancelled = beat.lost = True
+                elif beat.turn.pk in lost:
+                    beat.lost = True
+
+
+_beats = _Beats()

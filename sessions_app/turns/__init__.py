@@ -36,7 +36,15 @@ from .agent_messages import (
 )
 from .attempts import HELD
 from .ends import turn_cancel, turn_fail, turn_finish
-from .recovery import NOT_PICKED_UP, WORKER_DIED, Recovery, turn_heartbeat, turn_recover_stale
+from .recovery import (
+    NOT_PICKED_UP,
+    WORKER_DIED,
+    Recovery,
+    turn_heartbeat,
+    turn_recover_stale,
+    turns_cancelled,
+    turns_heartbeat,
+)
 from .start import continued_reply, turn_claim, turn_continue, turn_retry, turn_start
 from .stopped import stopped_calls, stopped_line, turn_keep_stopped
 from .texts import (
@@ -82,5 +90,7 @@ __all__ = [
     "turn_retry",
     "turn_start",
     "turn_store_messages",
+    "turns_cancelled",
+    "turns_heartbeat",
     "without_cut_note",
 ]

@@ -4,6 +4,7 @@ worker picked up failed, or sent to the workers again."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,7 +16,7 @@ from core import events
 
 from ..approvals import turn_approval_expire
 from ..models import Turn
-from .attempts import end_dropping_writes, owned
+from .attempts import HELD, end_dropping_writes, owned
 from .paused import with_may_have_run, without_pause
 
 
@@ -23,6 +24,32 @@ def turn_heartbeat(*, turn: Turn) -> bool:
     """Say the worker of this attempt is alive. False when the turn is no longer its own (taken
     over, finished, failed or deleted): the worker should stop."""
     return owned(turn).update(heartbeat_at=timezone.now()) == 1
+
+
+def turns_heartbeat(*, attempts: Iterable[tuple[int, int]]) -> set[int]:
+    """`turn_heartbeat` for several turns of one worker at once, each given as (turn id, the
+    attempt it claimed): the ids of those no longer its own. One statement when every turn is
+    still its own; a second finds which are not."""
+    attempts = list(attempts)
+    held = Q()
+    for pk, attempt in attempts:
+        held |= Q(pk=pk, attempts=attempt)
+    wanted = {pk for pk, _ in attempts}
+    if not wanted:
+        return set()
+    rows = Turn.objects.filter(held, status__in=HELD)
+    if rows.update(heartbeat_at=timezone.now()) == len(wanted):
+        return set()
+    return wanted - set(rows.values_list("pk", flat=True))
+
+
+def turns_cancelled(*, ids: Iterable[int]) -> set[int]:
+    """Which of these turns were cancelled (Stop), in one query."""
+    return set(
+        Turn.objects.filter(pk__in=list(ids), status=Turn.Status.CANCELLED)
+        .order_by()
+        .values_list("pk", flat=True)
+    )
 
 
 WORKER_DIED = (
