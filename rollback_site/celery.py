@@ -8,16 +8,21 @@ and `--logfile` are not used) and carry the ids of the turn they run.
 
 A worker imports the code that runs turns (agno, openai) when it starts, before it forks its pool
 (`worker_init`): each pool process has it from the start, and no turn pays for the import.
-django.setup() does not import it, so beat and the management commands never load it.
+django.setup() does not import it, so beat and the management commands never load it. It sizes
+its PostgreSQL pool by its concurrency then, unless DATABASE_POOL_SIZE is set
+(core.postgres.follow_worker).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import setup_logging, worker_init
+
+log = logging.getLogger("rollback_site.celery")
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rollback_site.settings")
 
@@ -35,10 +40,15 @@ def use_django_logging(**kwargs: Any) -> None:
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]  # celery is untyped
-def preload_in_worker(**kwargs: Any) -> None:
-    # Sent once the worker has set Django up (Celery's Django fixup, connected first).
+def preload_in_worker(sender: Any = None, **kwargs: Any) -> None:
+    # Sent once the worker has set Django up (Celery's Django fixup, connected first), with the
+    # worker (its pool and concurrency) as the sender, before it forks or runs a task.
     from agents.tasks import preload_turn_code
+    from core.postgres.base import follow_worker
 
+    size = follow_worker(getattr(sender, "pool_cls", ""), getattr(sender, "concurrency", None))
+    if size is not None:
+        log.info("database pool: at most %s connections per process", size)
     preload_turn_code()
 
 

@@ -443,7 +443,7 @@ def test_reloading_the_settings_reads_the_environment_again(monkeypatch):
 
 
 def test_the_embedded_turn_pool_leaves_postgresqls_pool_half_free(settings_from):
-    # A running turn holds up to two connections (its own, its heartbeat's).
+    # A running turn holds one connection (the heartbeats of all the process's turns one more).
     assert settings_from().TURN_THREADS == 16  # SQLite: no pool to share
     pooled = "postgres://rollback@127.0.0.1:5432/rollback"
     assert settings_from(DATABASE_URL=pooled).TURN_THREADS == 2  # of the default 10

@@ -23,6 +23,7 @@ one that sat idle through an outage is checked, and replaced.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import weakref
@@ -85,6 +86,38 @@ def server_answers(pool: ConnectionPool) -> bool:
             answered = False
         _last_probe[pool.name] = (time.monotonic(), answered)
         return answered
+
+
+def worker_pool_size(pool: str, concurrency: int) -> int:
+    """The connections a Celery worker's process needs: with a pool of threads (or green ones),
+    its `concurrency` turns run in the one process, each holding a connection except while the
+    model answers (agents/turn/stream.py): half of them, plus the heartbeats' and a spare (at
+    least 10, the web processes' size). A prefork process runs one turn at a time: its own, the
+    heartbeats', and its tools' (4)."""
+    if any(kind in pool.lower() for kind in ("thread", "gevent", "eventlet")):
+        return max(10, concurrency // 2 + 2)
+    return 4
+
+
+def follow_worker(pool: object, concurrency: object) -> int | None:
+    """Size this process's PostgreSQL pool for a Celery worker starting with `pool` (its pool's
+    name or class) and `concurrency`, unless DATABASE_POOL_SIZE was set: the size taken, or
+    None. Called as the worker starts (rollback_site.celery), before it forks or runs a task."""
+    from django.conf import settings
+    from django.db import connections
+
+    options = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    if settings.DATABASE_POOL_SIZE_SET or not isinstance(options, dict):
+        return None
+    name = pool if isinstance(pool, str) else f"{getattr(pool, '__module__', '')}"
+    threads = concurrency if isinstance(concurrency, int) else (os.cpu_count() or 2)
+    size = worker_pool_size(name, threads)
+    options["max_size"] = size
+    wrapper = cast(DatabaseWrapper, connections["default"])
+    made = wrapper.pool  # made now with the new size, or made before: resized
+    if made is not None and made.max_size != size:
+        made.resize(min(made.min_size, size), size)
+    return size
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

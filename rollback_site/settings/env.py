@@ -104,7 +104,11 @@ class Env(Schema):
 
     # --- Database, Redis, channel layer, health (stores.py) ----------------------------------
     DATABASE_URL: str = shown("SQLite file `var/rollback.sqlite3`", "")
-    DATABASE_POOL_SIZE: int = Field(10, ge=1)
+    DATABASE_POOL_SIZE: int | None = shown(
+        "10; a Celery worker with a pool of threads: half its concurrency plus 2 (at least 10);"
+        " a worker's prefork process: 4",
+        ge=1,
+    )
     HTTP_THREADS: int = Field(128, ge=1, le=1024)
     DATABASE_POOL_TIMEOUT: Seconds = 30.0
     DATABASE_CONNECT_TIMEOUT: int = Field(3, ge=2)

@@ -36,7 +36,10 @@ DATABASE_URL = env.DATABASE_URL
 # made within DATABASE_CONNECT_TIMEOUT seconds (libpq's connect_timeout, at least 2) or the
 # server counts as unreachable, and the request is a 503 within a few seconds, not a 500 after
 # DATABASE_POOL_TIMEOUT.
-DATABASE_POOL_SIZE = env.DATABASE_POOL_SIZE
+DATABASE_POOL_SIZE = env.DATABASE_POOL_SIZE or 10
+# Unless set, a Celery worker sizes its pool by its concurrency as it starts
+# (core.postgres.follow_worker): a pool of threads runs that many turns in one process.
+DATABASE_POOL_SIZE_SET = env.DATABASE_POOL_SIZE is not None
 # The served process answers HTTP on at most this many threads, each kept for the process's life
 # with its database connections (rollback_site.http_handler): SQLite's are kept open for the
 # thread (CONN_MAX_AGE None; a broken one is closed at the request's end), PostgreSQL's are lent
@@ -79,9 +82,9 @@ else:
         }
     }
 # The embedded mode's turns (no broker: agents.dispatch) run at most this many at once in the
-# web process. On PostgreSQL a running turn holds up to two of the process's pooled connections
-# (its own, its heartbeat's): a quarter of the pool (at least 2), so that the HTTP threads and
-# the sockets keep half of it.
+# web process. On PostgreSQL a running turn holds one of the process's pooled connections (the
+# heartbeats of all its turns share one more): a quarter of the pool (at least 2), so that the
+# HTTP threads and the sockets keep most of it.
 _POOLED = DATABASES["default"]["ENGINE"] == "core.postgres"
 TURN_THREADS = env.TURN_THREADS or (max(2, DATABASE_POOL_SIZE // 4) if _POOLED else 16)
 

@@ -63,7 +63,8 @@ def watch_access_many(watchers: Iterable[Watcher]) -> dict[Watcher, Access]:
     keys = {key for _, _, key in watchers if key is not None}
 
     def rows(kind: str, query: QuerySet[Any], owner: str) -> QuerySet[Any]:
-        return query.order_by().annotate(kind=Value(kind)).values_list("kind", "pk", owner)
+        annotated: QuerySet[Any] = query.order_by().annotate(kind=Value(kind))
+        return annotated.values_list("kind", "pk", owner)
 
     found = rows("user", User.objects.filter(pk__in=users, is_active=True), "pk").union(
         rows("session", Session.objects.filter(pk__in=sessions), "owner_id"),

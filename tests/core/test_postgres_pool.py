@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from core.postgres.base import Pool, check_if_idle
+from core.postgres.base import Pool, check_if_idle, follow_worker, worker_pool_size
 from tests.procs import free_port
 
 pytestmark = pytest.mark.postgres
@@ -112,3 +112,22 @@ def test_a_connection_that_died_while_idle_is_replaced_before_it_is_lent(monkeyp
             pool.putconn(conn)
     finally:
         pool.close()
+
+
+def test_a_worker_sizes_its_pool_by_its_concurrency(settings):
+    assert worker_pool_size("threads", 50) == 27  # half of 50 turns, the heartbeats, a spare
+    assert worker_pool_size("celery.concurrency.thread", 8) == 10  # never below the default
+    assert worker_pool_size("prefork", 8) == 4  # each process runs one turn at a time
+    assert worker_pool_size("solo", 1) == 4
+    options = settings.DATABASES["default"]["OPTIONS"]["pool"]
+    made = connection.pool
+    before = (options["max_size"], made.min_size, made.max_size)
+    try:
+        assert follow_worker("threads", 50) == 27
+        assert (options["max_size"], connection.pool.max_size) == (27, 27)
+        settings.DATABASE_POOL_SIZE_SET = True  # the operator's own size is kept
+        assert follow_worker("threads", 100) is None
+        assert connection.pool.max_size == 27
+    finally:
+        options["max_size"] = before[0]
+        made.resize(before[1], before[2])
