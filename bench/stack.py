@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,34 @@ class Stack:
             out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return out
 
+    def machine_cpu_s(self) -> dict[str, float]:
+        """CPU time (seconds) the machine has used so far: `busy` over every core (/proc/stat:
+        all but idle and iowait), `cores` (their number); the PostgreSQL and Redis servers'
+        processes (`postgres`, `redis`: by their command name, whoever started them), and this
+        benchmark's own process (`bench`: the clients and the fake model server)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        jiffies = [int(x) for x in first]
+        out = {
+            "busy": (sum(jiffies) - jiffies[3] - jiffies[4]) / tick,
+            "cores": float(os.cpu_count() or 1),
+            "postgres": 0.0,
+            "redis": 0.0,
+        }
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:
+                continue
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            kind = "postgres" if name.startswith("postgres") else "redis" if "redis" in name else ""
+            if kind:
+                fields = text.rsplit(")", 1)[1].split()
+                out[kind] += (int(fields[11]) + int(fields[12])) / tick
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        out["bench"] = usage.ru_utime + usage.ru_stime
+        return out
+
     def rss_kb(self, name: str) -> int:
         status = Path(f"/proc/{self.services.procs[name].pid}/status").read_text()
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
@@ -196,6 +225,7 @@ async def _concurrent(
     quiet = await stack.api.session(client, stack.webs[0])
     bystander = asyncio.create_task(stack.api.bystander(client, stack.webs[0], quiet, stop))
     cpu_before = stack.cpu_s()
+    machine_before = stack.machine_cpu_s()
     started = time.perf_counter()
     results = await asyncio.gather(
         *(
@@ -211,6 +241,7 @@ async def _concurrent(
     )
     wall = time.perf_counter() - started
     cpu = {k: v - cpu_before.get(k, 0.0) for k, v in stack.cpu_s().items()}
+    machine = {k: v - machine_before[k] for k, v in stack.machine_cpu_s().items()}
     load = os.getloadavg()
     stop.set()
     gets = await bystander
@@ -225,6 +256,16 @@ async def _concurrent(
         "cpu_web_s": web_cpu,
         "cpu_workers_s": worker_cpu,
         "cpu_per_piece_ms": (web_cpu + worker_cpu) * 1000 / pieces,
+        # The machine's cores over the run: how busy (of all of them), and the CPU per chat of
+        # each part (ms): the app's processes, the servers, the clients with the fake model.
+        "busy": machine["busy"] / (wall * stack.machine_cpu_s()["cores"]),
+        "per_chat_ms": {
+            "web": web_cpu * 1000 / chats,
+            "workers": worker_cpu * 1000 / chats,
+            "postgres": machine["postgres"] * 1000 / chats,
+            "redis": machine["redis"] * 1000 / chats,
+            "bench": machine["bench"] * 1000 / chats,
+        },
         "load": load,
         "errors": len(errors) + len([r for r in done if not r["ok"]]),
         "error_texts": [repr(e)[:200] for e in errors[:3]],
@@ -342,8 +383,10 @@ def run_stack(
         "",
         "| chats | errors | lost | reordered | gap p50 | gap p99 | first token p50 (max) | "
         "bystander GET p50 / p99 | wall | pieces | CPU per piece (web, workers) | "
+        "cores busy | CPU per chat (web, workers, PostgreSQL, Redis, clients) | "
         "load average after | memory (peak RSS) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- |",
     ]
     for chats, c in data["concurrency"].items():
         memory = ", ".join(f"{k} {v['peak_mb']:.0f} MB" for k, v in c["memory"].items())
@@ -353,8 +396,9 @@ def run_stack(
             f"({c['first_max']:.0f} ms) | {c['get_p50']:.1f} / {c['get_p99']:.1f} ms "
             f"(n={c['gets']}) | {c['wall_s']:.1f} s | {c['pieces']:,} | "
             f"{c['cpu_per_piece_ms']:.2f} ms ({c['cpu_web_s'] * 1000 / c['pieces']:.2f}, "
-            f"{c['cpu_workers_s'] * 1000 / c['pieces']:.2f}) | "
-            f"{c['load'][0]:.1f} / {c['load'][1]:.1f} / {c['load'][2]:.1f} | {memory} |"
+            f"{c['cpu_workers_s'] * 1000 / c['pieces']:.2f}) | {c['busy']:.0%} | "
+            + ", ".join(f"{v:.0f}" for v in c["per_chat_ms"].values())
+            + f" ms | {c['load'][0]:.1f} / {c['load'][1]:.1f} / {c['load'][2]:.1f} | {memory} |"
         )
         if c["error_texts"]:
             lines.append(f"\nFirst errors at {chats}: " + "; ".join(c["error_texts"]))
@@ -382,9 +426,9 @@ def run_stack(
             "",
         ),
         (
-            "added to the first token ≤ 20 ms on `/ws/v1/` (Celery and Redis)",
+            "added to the first token ≤ 15 ms on `/ws/v1/` (Celery and Redis)",
             f"{added['first']:.1f} ms",
-            added["first"] <= 20,
+            added["first"] <= 15,
             "",
         ),
         (

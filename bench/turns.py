@@ -341,6 +341,13 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
         + f" (the raw call: {raw:.1f} ms); outside them (the request, the hand-off to the "
         f"pool, the wait for the answer): {outside:.1f} ms"
     )
+    before_model = ("claim", "agent", "prepare", "memories", "fit")
+    first_where = (
+        "before the model is asked, the worker's steps take (median) "
+        + ", ".join(f"{k} {steps[k]:.1f} ms" for k in before_model if k in steps)
+        + "; and the model step adds "
+        + f"{steps.get('model', 0.0) - raw:.1f} ms over the raw call (agno, the openai SDK)"
+    )
     markdown = "\n".join(
         [
             "## Turn overhead in process, through Django's test client (embedded: SQLite, "
@@ -402,14 +409,14 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
                 "added to a zero-latency model call ≤ 10 ms, Django's test client (events)",
                 f"{stream - raw:.1f} ms",
                 stream - raw <= 10,
-                "",
+                where if stream - raw > 10 else "",
             ),
             *_bystander_targets(samples),
             (
-                "added to the first token ≤ 10 ms, Django's test client (events in process)",
+                "added to the first token ≤ 5 ms, Django's test client (events in process)",
                 f"{stream_first - raw_first:.1f} ms",
-                stream_first - raw_first <= 10,
-                "",
+                stream_first - raw_first <= 5,
+                first_where if stream_first - raw_first > 5 else "",
             ),
         ],
     }
