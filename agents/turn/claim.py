@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import (
     InterfaceError,
     OperationalError,
-    close_old_connections,
     connection,
     transaction,
 )
@@ -159,19 +158,15 @@ class _Beats:
             return running
 
     def _run(self) -> None:
-        interval = settings.TURN_HEARTBEAT_SECONDS
-        poll = min(interval, settings.TURN_STOP_POLL_SECONDS)
-        try:
-            while running := self._take():
-                time.sleep(poll)
-                try:
-                    self._look_after(running, interval)
-                except Exception:  # the database is away for a moment: try again next time
-                    log.warning("heartbeats failed", exc_info=True)
-                finally:
-                    close_old_connections()
-        finally:
-            connection.close()
+        while running := self._take():
+            interval = settings.TURN_HEARTBEAT_SECONDS
+            time.sleep(min(interval, settings.TURN_STOP_POLL_SECONDS))
+            try:
+                self._look_after(running, interval)
+            except Exception:  # the database is away for a moment: try again next time
+                log.warning("heartbeats failed", exc_info=True)
+            finally:
+                connection.close()  # none held between looks (PostgreSQL: back to the pool)
 
     def _look_after(self, running: list[Heartbeat], interval: float) -> None:
         now = time.monotonic()
