@@ -218,11 +218,24 @@ def check_agent_tools() -> None:
             log.info("AGENT_TOOLS: %s replaces the built-in tool %r for every agent", path, name)
 
 
+class MethodFunction(Function):
+    """agno's Function for a bound method, with the parameters the framework supplies (agent,
+    run_context, images...) resolved once per process, by the template: agno resolves them again
+    for every run's copy (`process_entrypoint`), from a cache it keeps on the method's object,
+    which lives one turn here (the agent's toolsets are built per turn), so every turn paid for
+    inspecting each method's signature and type hints again."""
+
+    def _resolve_framework_params(self) -> set[str]:
+        if self._framework_params is not None:  # the template's, carried by each copy
+            return set(self._framework_params)
+        return super()._resolve_framework_params()
+
+
 @lru_cache(maxsize=256)
 def _method_template(function: Callable[..., Any], name: str) -> Function:
     """A processed Function for a class's function: its schema (without `self`) and its
     validating wrapper, built once per process and never handed to a run itself."""
-    template = Function(name=name, entrypoint=function)
+    template = MethodFunction(name=name, entrypoint=function)
     template.process_entrypoint()
     return template
 

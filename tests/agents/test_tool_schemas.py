@@ -1,8 +1,10 @@
 """agno's tool schemas are built once per process, not once per turn (agents.tools.agno_tools).
 
 agno derives a tool's JSON schema from its callable (`_derive_entrypoint_schema`) and wraps it
-in a pydantic validator (`Function._wrap_callable_uncached`); both are counted here by wrapping
-agno's own functions, and the turns run for real against the local model server."""
+in a pydantic validator (`Function._wrap_callable_uncached`), and it finds which parameters the
+framework supplies (`_compute_framework_params`, for every run's copy of a tool unless a cache
+it can keep has them); all are counted here by wrapping agno's own functions, and the turns run
+for real against the local model server."""
 
 from __future__ import annotations
 
@@ -31,7 +33,14 @@ def schema_builds(monkeypatch):
         built.append(f"validator:{getattr(func, '__name__', func)}")
         return wrap(func)
 
+    framework = agno_function._compute_framework_params
+
+    def counted_framework(entrypoint):
+        built.append(f"framework:{getattr(entrypoint, '__name__', entrypoint)}")
+        return framework(entrypoint)
+
     monkeypatch.setattr(agno_function, "_derive_entrypoint_schema", counted_derive)
+    monkeypatch.setattr(agno_function, "_compute_framework_params", counted_framework)
     monkeypatch.setattr(
         agno_function.Function, "_wrap_callable_uncached", staticmethod(counted_wrap)
     )
