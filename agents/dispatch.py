@@ -17,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from celery import current_app
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
+
+from core.db import release_connection
 
 log = logging.getLogger(__name__)
 RUN_TURN_TASK = "agents.run_turn"
@@ -49,7 +51,7 @@ def _run_here(object_id: int, name: str = RUN_TURN_TASK) -> None:
         else:
             log.exception("task %s(%s) failed in process", name, object_id)
     finally:
-        connection.close()
+        release_connection()
 
 
 def drain() -> None:

@@ -27,9 +27,9 @@ from agno.run.agent import (
     ToolCallStartedEvent,
 )
 from agno.run.base import RunStatus
-from django.db import connection
 
 from core import events
+from core.db import release_connection
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
 from sessions_app.turns import UnstoredCall
@@ -79,7 +79,7 @@ def stream(run: TurnRun, messages: list[AgnoMessage]) -> Streamed:
 
 
 def _run(run: TurnRun, messages: list[AgnoMessage], got: Streamed) -> None:
-    release_pooled_connection()  # the model may take seconds: the stream needs no database
+    release_connection()  # the model may take seconds: the stream needs no database
     state = run.state
     # This run's calls, as the approval gate follows them (a continuation: the batch it replays).
     calls = state.new_run()
@@ -144,7 +144,7 @@ def relay(turn: Turn, item: RunItem, got: Streamed, *, told: bool = False) -> No
             )
     elif isinstance(item, ToolCallCompletedEvent) and item.tool is not None:
         flush(got)
-        release_pooled_connection()  # a tool that used the database is done with it
+        release_connection()  # a tool that used the database is done with it
         tool = item.tool
         note_finished(item, got)
         if not told:
@@ -225,13 +225,3 @@ def send_tool_finished(
         result=result,
         error=error,
     )
-
-
-def release_pooled_connection() -> None:
-    """Give this thread's database connection back to the process's pool (PostgreSQL) while
-    the turn waits on the model. Measured with 50 turns at once in a worker of 50 threads, the
-    turns held all 10 connections of the pool (DATABASE_POOL_SIZE) for their whole stream and
-    the others failed after DATABASE_POOL_TIMEOUT. The next query borrows one again. Nothing
-    changes without a pool (SQLite keeps its one connection per thread)."""
-    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
-        connection.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import connection
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -16,6 +15,7 @@ from rest_framework.views import APIView
 from agents.services import chat_submit, turn_submit
 from core import wake
 from core.api import body_fingerprint
+from core.db import release_connection
 from core.errors import InvalidInput
 from sessions_app.models import Turn
 from sessions_app.selectors import (
@@ -124,8 +124,7 @@ def _wait_for(turn: Turn) -> Turn:
     def ended() -> bool:
         # Read again with the messages its texts are read through (one query).
         latest[0] = turn_reloaded(turn) or latest[0]
-        if not connection.in_atomic_block:
-            connection.close()
+        release_connection()
         current = latest[0]
         return not current.is_active or current.status == Turn.Status.AWAITING_APPROVAL
 

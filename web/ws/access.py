@@ -28,8 +28,10 @@ class _Checks:
     def __init__(self) -> None:
         self.waiting: dict[Watcher, list[asyncio.Future[Access]]] = {}
         self.running: asyncio.Task[None] | None = None
+        self.asked = 0  # checks asked so far
 
     async def ask(self, watcher: Watcher) -> Access:
+        self.asked += 1
         answer: asyncio.Future[Access] = asyncio.get_running_loop().create_future()
         self.waiting.setdefault(watcher, []).append(answer)
         if self.running is None:
@@ -60,11 +62,16 @@ class _Checks:
 _checks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Checks] = weakref.WeakKeyDictionary()
 
 
-async def access_of(*, user_id: int, session_id: int, api_key_id: int | None) -> Access:
-    """`watch_access` for a socket, asked together with every other socket of this event loop
-    that asks meanwhile."""
+def checks_here() -> _Checks:
+    """The checks of the running event loop."""
     loop = asyncio.get_running_loop()
     checks = _checks.get(loop)
     if checks is None:
         checks = _checks[loop] = _Checks()
-    return await checks.ask((user_id, session_id, api_key_id))
+    return checks
+
+
+async def access_of(*, user_id: int, session_id: int, api_key_id: int | None) -> Access:
+    """`watch_access` for a socket, asked together with every other socket of this event loop
+    that asks meanwhile."""
+    return await checks_here().ask((user_id, session_id, api_key_id))
