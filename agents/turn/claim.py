@@ -158,9 +158,12 @@ class _Beats:
             return running
 
     def _run(self) -> None:
-        while running := self._take():
+        while True:
             interval = settings.TURN_HEARTBEAT_SECONDS
             time.sleep(min(interval, settings.TURN_STOP_POLL_SECONDS))
+            running = self._take()  # after the wait: a run that ended meanwhile is not looked at
+            if not running:
+                return
             try:
                 self._look_after(running, interval)
             except Exception:  # the database is away for a moment: try again next time
