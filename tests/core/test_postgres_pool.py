@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,7 +19,7 @@ from tests.procs import free_port
 pytestmark = pytest.mark.postgres
 
 
-def _pool(**kwargs: object) -> Pool:
+def _pool(check: Callable[[Any], None] | None = None, **kwargs: object) -> Pool:
     return Pool(
         kwargs={"connect_timeout": 2, "autocommit": True, **kwargs},
         min_size=1,
@@ -25,13 +27,19 @@ def _pool(**kwargs: object) -> Pool:
         timeout=30,
         open=True,
         reconnect_timeout=5,
+        check=check,
     )
+
+
+def _test_server() -> dict[str, object]:
+    """The test database's server, as a pool's connection arguments."""
+    params = connection.get_connection_params()
+    return {k: params[k] for k in ("host", "port", "user", "dbname") if params.get(k)}
 
 
 @pytest.mark.django_db
 def test_a_busy_pool_makes_the_request_wait_for_a_connection():
-    params = connection.get_connection_params()
-    pool = _pool(**{k: params[k] for k in ("host", "port", "user", "dbname") if params.get(k)})
+    pool = _pool(**_test_server())
     try:
         held = pool.getconn()  # the pool's one connection is lent: the pool is busy
         returned = threading.Timer(2.0, pool.putconn, args=[held])
@@ -58,16 +66,7 @@ def test_a_server_that_does_not_answer_is_an_error_rather_than_a_wait(how, silen
 
 
 def _checked_pool() -> Pool:
-    params = connection.get_connection_params()
-    kwargs = {k: params[k] for k in ("host", "port", "user", "dbname") if params.get(k)}
-    return Pool(
-        kwargs={"connect_timeout": 2, "autocommit": True, **kwargs},
-        min_size=1,
-        max_size=1,
-        timeout=30,
-        open=True,
-        check=check_if_idle,
-    )
+    return _pool(check=check_if_idle, **_test_server())
 
 
 @pytest.mark.django_db
