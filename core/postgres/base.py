@@ -15,9 +15,9 @@ check's) is left as asked.
 A connection is checked before it is lent (an empty query: a restarted server, a dropped
 socket) only when it has sat unused in the pool for CHECK_IDLE_SECONDS or more. psycopg's
 check costs a round trip, and the server's CPU, on every borrow: under load a connection goes
-back and out again within milliseconds, and a fifth of a busy web process's samples were these
-checks. A connection that failed while lent is broken, and the pool drops it when it comes back;
-one that sat idle through an outage is checked, and replaced.
+back and out again within milliseconds, and about a tenth of a busy web process's samples were
+these checks. A connection that failed while lent is broken, and the pool drops it when it
+comes back; one that sat idle through an outage is checked, and replaced.
 """
 
 from __future__ import annotations
@@ -113,8 +113,10 @@ def follow_worker(pool: object, concurrency: object) -> int | None:
     threads = concurrency if isinstance(concurrency, int) else (os.cpu_count() or 2)
     size = worker_pool_size(name, threads)
     options["max_size"] = size
-    wrapper = cast(DatabaseWrapper, connections["default"])
-    made = wrapper.pool  # made now with the new size, or made before: resized
+    # A pool made before (nothing connects before a worker starts, as a rule) is resized; none
+    # is made here, where a prefork worker's parent would hand it to its children.
+    pools = connections["default"]._connection_pools  # type: ignore[attr-defined]
+    made = cast("Pool | None", pools.get("default"))
     if made is not None and made.max_size != size:
         made.resize(min(made.min_size, size), size)
     return size
