@@ -110,15 +110,19 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
         # Checked again once in the groups: an access ending from now on is announced to them.
         if not await self.access_holds(full=True):
             await self.refuse(CLOSE_SIGNED_OUT)  # already closed with its own code
+        # In the groups already: what is published from now on is queued behind the snapshot.
+        # Looked up before the socket opens: a turn its client starts once it is open begins
+        # with its `turn.started`, never with a snapshot of itself.
+        running = await socket_db(running_turn)(self.session.pk)
+        snapshot = None
+        if running is not None:
+            snapshot = await sync_to_async(stream_snapshot, thread_sensitive=False)(
+                turn_id=running[0], attempt=running[1]
+            )
         await self.accept()
         self.rechecks = asyncio.create_task(self.recheck_periodically())
-        # In the groups already: a piece published from now on is queued behind the snapshot.
-        running = await socket_db(running_turn)(self.session.pk)
-        if running is not None:
+        if running is not None and snapshot is not None:
             turn, attempt = running
-            snapshot = await sync_to_async(stream_snapshot, thread_sensitive=False)(
-                turn_id=turn, attempt=attempt
-            )
             self.sent[turn] = (attempt, snapshot.seq)
             self.started[turn] = attempt
             await self.send_snapshot(turn, snapshot)
