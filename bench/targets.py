@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.common import TIMES
 from bench.figures import NAMES, fmt_bytes, fmt_ms, med, stats
+from bench.turns import step_medians
 
 Target = tuple[str, str, bool | None, str]
 
@@ -197,12 +198,11 @@ def _most_chats(results: dict[str, Any]) -> dict[str, Any]:
 def _worker_steps(results: dict[str, Any]) -> str:
     """The worker's step timers (median, the in-process turn section's `wait: true` turns)."""
     samples = ((results.get("turns") or {}).get("samples") or {}).get("api") or []
-    names = [k for k in (samples[0] if samples else {}) if k.startswith("phase:")]
-    if not names:
+    steps = step_medians(samples)
+    if not steps:
         return ""
     return "the worker's steps (median, in process): " + ", ".join(
-        f"{k.removeprefix('phase:')} {statistics.median(s.get(k, 0.0) for s in samples):.1f} ms"
-        for k in names
+        f"{k} {v:.1f} ms" for k, v in steps.items()
     )
 
 

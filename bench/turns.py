@@ -271,7 +271,7 @@ def _spread(samples: list[dict[str, float]], key: str) -> str:
     return f"**{statistics.median(values):.1f} ms** ({min(values):.1f}{DASH}{max(values):.1f})"
 
 
-def _steps(samples: list[dict[str, float]]) -> dict[str, float]:
+def step_medians(samples: list[dict[str, float]]) -> dict[str, float]:
     """The median of each of the worker's step timers, in their order."""
     names = [k for k in samples[0] if k.startswith(PHASE)] if samples else []
     return {k.removeprefix(PHASE): statistics.median(s.get(k, 0.0) for s in samples) for k in names}
@@ -333,7 +333,7 @@ def run_turns(var: Path, *, rounds: int, smoke: bool) -> dict[str, Any]:
         _median(samples["stream"], "first_ms"),
     )
     n = len(samples["raw"])
-    steps = _steps(samples["api"])
+    steps = step_medians(samples["api"])
     outside = api - sum(steps.values())
     where = (
         "steps of the worker (median): "

@@ -36,7 +36,6 @@ from .lookups import (
     sessions_listed,
     sessions_sidebar,
     turn_reloaded,
-    watch_access,
     watch_access_many,
     with_branch_summary,
 )
@@ -72,7 +71,6 @@ __all__ = [
     "sessions_listed",
     "sessions_sidebar",
     "turn_reloaded",
-    "watch_access",
     "watch_access_many",
     "with_branch_summary",
     "without_cyclic_gc",

@@ -45,18 +45,12 @@ Access = Literal["ok", "signed_out", "not_found"]
 Watcher = tuple[int, int, int | None]
 
 
-def watch_access(*, user_id: int, session_id: int, api_key_id: int | None = None) -> Access:
-    """Whether whoever watches a session's events (a socket) may still hear them, in one query:
-    "signed_out" when the user is no longer active (or gone) or the API key the socket was
-    opened with is revoked, "not_found" when the session is no longer the user's (deleted, or
-    given to someone else)."""
-    watcher = (user_id, session_id, api_key_id)
-    return watch_access_many([watcher])[watcher]
-
-
 def watch_access_many(watchers: Iterable[Watcher]) -> dict[Watcher, Access]:
-    """`watch_access` for every watcher at once, in one query (a UNION of the active users, the
-    sessions' owners and the active keys among those named)."""
+    """Whether each watcher of a session's events (a socket: its user, session and API key) may
+    still hear them, all in one query (a UNION of the active users, the sessions' owners and the
+    active keys among those named): "signed_out" when the user is no longer active (or gone) or
+    the API key the socket was opened with is revoked, "not_found" when the session is no longer
+    the user's (deleted, or given to someone else), else "ok"."""
     watchers = set(watchers)
     users = {user for user, _, _ in watchers}
     sessions = {session for _, session, _ in watchers}

@@ -72,6 +72,6 @@ def checks_here() -> _Checks:
 
 
 async def access_of(*, user_id: int, session_id: int, api_key_id: int | None) -> Access:
-    """`watch_access` for a socket, asked together with every other socket of this event loop
-    that asks meanwhile."""
+    """Whether a socket may still hear its session's events (`watch_access_many`), asked together
+    with every other socket of this event loop that asks meanwhile."""
     return await checks_here().ask((user_id, session_id, api_key_id))
