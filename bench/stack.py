@@ -126,24 +126,17 @@ class Stack:
 
     def cpu_s(self) -> dict[str, float]:
         """CPU time (user and system, seconds) each process has used so far."""
-        out = {}
-        for name, stat in self._proc_files("stat").items():
-            # The fields after the command's name (which may hold spaces): utime, stime at 11, 12.
-            fields = stat.rsplit(")", 1)[1].split()
-            out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return out
+        return {name: _cpu_of(stat) for name, stat in self._proc_files("stat").items()}
 
     def machine_cpu_s(self) -> dict[str, float]:
         """CPU time (seconds) the machine has used so far: `busy` over every core (/proc/stat:
-        all but idle and iowait), `cores` (their number); the PostgreSQL and Redis servers'
-        processes (`postgres`, `redis`: by their command name, whoever started them), and this
-        benchmark's own process (`bench`: the clients and the fake model server)."""
-        tick = os.sysconf("SC_CLK_TCK")
+        all but idle and iowait); the PostgreSQL and Redis servers' processes (`postgres`,
+        `redis`: by their command name, whoever started them), and this benchmark's own process
+        (`bench`: the clients and the fake model server)."""
         first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         jiffies = [int(x) for x in first]
         out = {
-            "busy": (sum(jiffies) - jiffies[3] - jiffies[4]) / tick,
-            "cores": float(os.cpu_count() or 1),
+            "busy": (sum(jiffies) - jiffies[3] - jiffies[4]) / os.sysconf("SC_CLK_TCK"),
             "postgres": 0.0,
             "redis": 0.0,
         }
@@ -155,8 +148,7 @@ class Stack:
             name = text[text.index("(") + 1 : text.rindex(")")]
             kind = "postgres" if name.startswith("postgres") else "redis" if "redis" in name else ""
             if kind:
-                fields = text.rsplit(")", 1)[1].split()
-                out[kind] += (int(fields[11]) + int(fields[12])) / tick
+                out[kind] += _cpu_of(text)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         out["bench"] = usage.ru_utime + usage.ru_stime
         return out
@@ -191,6 +183,13 @@ class Stack:
                 name: str((conn.execute(f"SHOW {name}").fetchone() or ("?",))[0])
                 for name in ("fsync", "synchronous_commit", "full_page_writes")
             }
+
+
+def _cpu_of(stat: str) -> float:
+    """The CPU time (user and system, seconds) in a process's /proc/<pid>/stat."""
+    # The fields after the command's name (which may hold spaces): utime, stime at 11, 12.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _turn_samples(
@@ -258,7 +257,7 @@ async def _concurrent(
         "cpu_per_piece_ms": (web_cpu + worker_cpu) * 1000 / pieces,
         # The machine's cores over the run: how busy (of all of them), and the CPU per chat of
         # each part (ms): the app's processes, the servers, the clients with the fake model.
-        "busy": machine["busy"] / (wall * stack.machine_cpu_s()["cores"]),
+        "busy": machine["busy"] / (wall * (os.cpu_count() or 1)),
         "per_chat_ms": {
             "web": web_cpu * 1000 / chats,
             "workers": worker_cpu * 1000 / chats,
