@@ -51,6 +51,7 @@ from .tools import (
     timeouts_of,
     without_replaced,
 )
+from .turn.claim import MCP_SERVERS_ENABLED, claim_may_find
 from .turn.pipeline import resume_message, run_message
 from .turn.surface import AgnoAgent, RunItem
 from .turn_state import ROLLBACK_KEYS, Hold, TurnState, saved_calls, starting_state
@@ -295,11 +296,16 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         if self.turn_state is not None:
             self.turn_state.mcp.close()
 
-    def offer_mcp_tools(self) -> McpToolset:
+    def offer_mcp_tools(self, turn: Turn | None = None) -> McpToolset:
         """The tools of the MCP servers this agent's session gets, for a turn (listed under its
         heartbeat: a listing may wait AGENT_MCP_TIMEOUT), with their effects, approvals and
-        deadlines; a server that is down leaves a notice for the turn instead."""
-        return mcp_toolset(session=self.external_session, taken=set(self.tool_effects))
+        deadlines; a server that is down leaves a notice for the turn instead. None are looked
+        for when the claim of `turn` found no server enabled."""
+        return mcp_toolset(
+            session=self.external_session,
+            taken=set(self.tool_effects),
+            any_server=turn is None or claim_may_find(turn, MCP_SERVERS_ENABLED),
+        )
 
     @contextmanager
     def attempt(self, turn: Turn, *, hold: Hold) -> Iterator[TurnState]:
@@ -308,7 +314,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
         ends. The agent's own session state is the attempt's from now on (its rollback request
         included), until the next attempt starts from it without the request."""
         resumed = paused_state(turn.metadata)  # a continuation resumes from its pause
-        mcp = self.offer_mcp_tools()
+        mcp = self.offer_mcp_tools(turn)
         state = TurnState(
             turn=turn,
             hold=hold,

@@ -143,7 +143,11 @@ def turn_submit(
     turn in progress, nothing to recover: a submission costs no look for one.)"""
     if idempotency_key:
         earlier = (
-            Turn.objects.filter(session=session, idempotency_key=idempotency_key)
+            # Scoped to the owner: `session` may be a reference not yet proven theirs
+            # (sessions_app.selectors.session_ref_for_user; turn_start's lock proves it).
+            Turn.objects.filter(
+                session=session, session__owner_id=session.owner_id, idempotency_key=idempotency_key
+            )
             .select_related("user_message", "reply_message")
             .first()
         )

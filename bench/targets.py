@@ -282,12 +282,13 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
     if what.startswith("statements per turn"):
         return (
             "the turn's path, step by step (tests/web/api/test_turn_queries.py lists them): the "
-            "request reads the session (1); the submission locks the session, reads its branch, "
-            "adds the message, counts it and adds the turn (5); the claim reads and takes the "
-            "turn (2); the agent reads the MCP servers and the memories (2); the fit reads the "
-            "history and the summaries along the branch's lineage (2); the store locks the "
-            "session, reads the turn, adds the reply, counts it and ends the turn (5); the "
-            "answer reads the turn (1)"
+            "submission locks the session (scoped to its owner: the request reads none), reads "
+            "its branch, adds the message, counts it and adds the turn (5); the claim reads and "
+            "takes the turn (2: its read also looks for the owner's memories and any MCP "
+            "server, which, when there are some, cost the agent their own reads); the fit "
+            "reads the history and the summaries along the branch's lineage (2); the store "
+            "locks the session, moves the branch's length (checking the branch and the "
+            "attempt), adds the reply and ends the turn (4); the answer reads the turn (1)"
         )
     if "added to" in what and queries:
         floor = _floor(results, part)

@@ -32,7 +32,7 @@ from django.conf import settings
 
 from ..tool_errors import ToolFailed
 from . import kept
-from .access import headers_for, servers_for
+from .access import TurnServers, headers_for, servers_for
 from .catalogue import drain_changed
 from .services import mcp_servers_ensure
 
@@ -361,16 +361,19 @@ def _catalogues(
     return ready
 
 
-def mcp_toolset(*, session: Session, taken: set[str] | None = None) -> McpToolset:
+def mcp_toolset(
+    *, session: Session, taken: set[str] | None = None, any_server: bool = True
+) -> McpToolset:
     """The tools of the servers this turn's user gets in this session (agents.mcp.access), from
     the catalogue cache (no server, or every catalogue known: no connection at all), sent the
     user's own credentials where the server asks for them. `taken`: names already offered; an
-    MCP tool never replaces another tool."""
+    MCP tool never replaces another tool. `any_server` False: the caller knows that no server
+    is enabled at all (the turn's claim looked), so none is read."""
     mcp_servers_ensure()
     drain_changed()  # servers that said their tools changed since: listed again below
     kept.sync_versions()  # this process's stdio servers whose row changed: closed
     user = session.owner
-    chosen = servers_for(user, session)
+    chosen = servers_for(user, session) if any_server else TurnServers()
     rows = list(chosen.servers)
     toolset = McpToolset(notices=list(chosen.notices))
     _turn_sessions.set(None)  # the last turn's, on this thread, are not this one's

@@ -22,7 +22,9 @@ from django.db import (
     connection,
     transaction,
 )
+from django.db.models import Exists, OuterRef
 
+from memories.models import Memory
 from sessions_app.models import Turn
 from sessions_app.turns import (
     turn_claim,
@@ -32,6 +34,8 @@ from sessions_app.turns import (
     turns_heartbeat,
 )
 
+from ..mcp.models import McpServer
+from ..mcp.services import mcp_servers_ensure
 from ..services import turns_recover
 
 if TYPE_CHECKING:
@@ -47,12 +51,37 @@ class ClaimFailed(Exception):
     new one."""
 
 
+# What a worker's claim also looks up, in its one read of the turn (`claim_looks`): whether the
+# owner has any memory, whether any MCP server is enabled at all. A turn whose claim found none
+# asks no query for them (`claim_may_find`): most turns, which had one query each.
+OWNER_HAS_MEMORIES = "owner_has_memories"
+MCP_SERVERS_ENABLED = "mcp_servers_enabled"
+
+
+def claim_looks() -> dict[str, Exists]:
+    return {
+        OWNER_HAS_MEMORIES: Exists(Memory.objects.filter(user_id=OuterRef("session__owner_id"))),
+        MCP_SERVERS_ENABLED: Exists(McpServer.objects.enabled()),
+    }
+
+
+def claim_may_find(turn: Turn, look: str) -> bool:
+    """False when the claim that returned `turn` found none of what `look` names; True when it
+    found some, or did not look (the Python API's claim, a test's turn)."""
+    return getattr(turn, look, True) is not False
+
+
 def claim_queued(turn_id: int) -> Turn | None:
     """A worker's claim of a queued turn. None when it was not queued (a redelivered task, a
     turn another worker took over, a deleted session): the reason is logged. ClaimFailed when
     the database failed during the claim: nothing changed, try again."""
+    mcp_servers_ensure()  # AGENT_MCP_SERVERS in their rows before the claim looks for any
     try:
-        turn = turn_claim(turn_id=turn_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+        turn = turn_claim(
+            turn_id=turn_id,
+            worker=f"{socket.gethostname()}:{os.getpid()}",
+            looks=claim_looks(),
+        )
     except (OperationalError, InterfaceError) as exc:
         log.warning("turn %s not claimed: the database failed (%s)", turn_id, exc)
         # A broken connection goes, so the next try opens a new one (a first claim runs

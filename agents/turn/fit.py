@@ -19,6 +19,7 @@ from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
 from ..history import CONTINUE_INSTRUCTION, alternate, continuation_request, to_agno
 from ..mcp.vision import REPLAY_IMAGES, sees_images
 from ..model import ChatModel
+from .claim import OWNER_HAS_MEMORIES, claim_may_find
 from .common import TurnRun, fail_turn
 
 # The fitting failed as too long for the window: fit again, smaller (or with the window the
@@ -32,9 +33,12 @@ def memories_of(run: TurnRun) -> str | None:
     after a restore that left external effects behind, the note naming them
     (context.left_behind_note), so the model does not repeat them unasked. The fitting counts
     all of it (`extra_chars`)."""
+    memories = claim_may_find(run.turn, OWNER_HAS_MEMORIES)
     notes = (
         run.agent.owner_instructions(run.turn),
-        run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS),
+        run.agent.memory_note(run.turn.message, budget=settings.MEMORY_PROMPT_CHARS)
+        if memories
+        else None,
         left_behind_note(run.agent.internal_session),
     )
     return "\n\n".join(note for note in notes if note) or None

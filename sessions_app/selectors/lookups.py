@@ -40,6 +40,18 @@ def get_session_for_user(user: AnyUser, pk: object) -> Session:
         raise SessionNotFound() from None
 
 
+def session_ref_for_user(user: AnyUser, pk: object) -> Session:
+    """The user's session `pk` as an unread reference (its id and its owner, nothing else), for
+    a writer that proves it is the user's by its first statement: a submission's lock is scoped
+    to the owner (sessions_app.turns.turn_start), so another user's session, or none, is
+    SessionNotFound there, exactly as here. It saves the request a read of the session."""
+    key = parse_pk(pk)
+    owner = user.pk if getattr(user, "is_authenticated", False) else None
+    if key is None or not isinstance(owner, int):
+        raise SessionNotFound()
+    return Session(pk=key, owner_id=owner)
+
+
 Access = Literal["ok", "signed_out", "not_found"]
 # Who watches a session's events: the user, the session, the API key the socket was opened with.
 Watcher = tuple[int, int, int | None]

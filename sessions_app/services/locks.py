@@ -23,11 +23,14 @@ def lock_session(session_id: int) -> Session:
         raise SessionNotFound() from None
 
 
-def lock_session_touched(session_id: int) -> None:
+def lock_session_touched(session_id: int, *, owner_id: int | None = None) -> None:
     """`lock_session` for a writer that marks the session updated anyway (appending messages):
     the update of its `updated_at` takes the same lock, in one statement instead of a read and
-    an update. A session gone meanwhile is SessionNotFound."""
-    if not Session.objects.filter(pk=session_id).update(updated_at=timezone.now()):
+    an update. A session gone meanwhile, or not `owner_id`'s when given, is SessionNotFound."""
+    rows = Session.objects.filter(pk=session_id)
+    if owner_id is not None:
+        rows = rows.filter(owner_id=owner_id)
+    if not rows.update(updated_at=timezone.now()):
         raise SessionNotFound()
 
 

@@ -6,10 +6,11 @@ message; with them, in the same transaction, the effects ledger's entry of each 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists
 
 from core.validation import JSONObject, storable_json, storable_text
 
@@ -53,9 +54,9 @@ def turn_store_messages(
 ) -> Branch:
     """Append the agent's messages after the turn's user message, in one transaction. Only the
     worker holding the turn's current attempt may; text the database cannot store is cleaned.
-    The branch returned is its row as read under the session's lock. Inside the caller's
-    transaction, `savepoint=False` spares the savepoint of a caller that undoes its whole
-    transaction on any error (agents.turn.store)."""
+    The branch returned is the turn's (as its claim read it), its length moved past them.
+    Inside the caller's transaction, `savepoint=False` spares the savepoint of a caller that
+    undoes its whole transaction on any error (agents.turn.store)."""
     with transaction.atomic(savepoint=savepoint):
         return _store_messages(turn, messages)
 
@@ -65,44 +66,66 @@ def _store_messages(turn: Turn, messages: list[NewMessage]) -> Branch:
         raise BranchMoved("The branch this turn was answering on has been deleted.")
     # The session's lock, taken by marking it updated (as the answer does).
     lock_session_touched(turn.session_id)
-    # The turn's row (still this attempt's?) and its branch's, both locked, with the session's
-    # (its owner as it is now), in one query. (The filter on the branch's session makes the
-    # join an inner one, which FOR UPDATE needs.)
-    mine = (
-        owned(turn)
-        .filter(branch__session_id=turn.session_id)
-        .select_for_update()
-        .select_related("branch", "session")
-        .first()
-    )
-    if mine is None or mine.branch is None:
-        if owned(turn).exists():  # still this attempt's: its branch is gone
-            raise BranchMoved("The branch this turn was answering on has been deleted.")
-        raise TurnTakenOver(
-            "This turn was given up on or handed to another worker before this answer "
-            "arrived, so the answer was not added."
+    # In one statement, under that lock: the branch still ends with the turn's user message,
+    # the caller still holds the turn's attempt, and the branch's length moves past the new
+    # messages. (turn_finish's conditional update, in the same transaction, is the fence a
+    # take-over meets after this.)
+    start = (turn.user_message_position or 0) + 1
+    if not (
+        Branch.objects.filter(pk=turn.branch_id, session_id=turn.session_id, message_count=start)
+        .filter(Exists(owned(turn)))
+        .update(message_count=start + len(messages))
+    ):
+        _refused(turn)
+    branch = turn.branch  # as the claim read it (the worker's agent holds the same row)
+    assert branch is not None  # noqa: S101 - the update above found it
+    stored = insert_rows(branch, start, messages)
+    branch.message_count = start + len(messages)
+    if any(_in_ledger(m) for m in stored):
+        ledger_record(
+            session_id=turn.session_id,
+            turn_id=turn.pk,
+            owner_id=turn.session.owner_id,
+            messages=stored,
         )
-    branch = mine.branch
-    if branch.message_count != (turn.user_message_position or 0) + 1:
-        raise BranchMoved(
-            "The conversation was rewound or changed while the agent was answering, "
-            "so the reply was not added."
-        )
-    stored = stored_rows(branch, branch.message_count, messages)
-    ledger_record(
-        session_id=turn.session_id, turn_id=turn.pk, owner_id=mine.session.owner_id, messages=stored
-    )
     # The turn's reply is its last assistant message: turn_finish records the reference.
     last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
     turn.reply_message = last
     return branch
 
 
+def _refused(turn: Turn) -> NoReturn:
+    """Why the store's update matched nothing (read only then): the attempt is no longer the
+    caller's, the branch was deleted, or it no longer ends with the turn's user message."""
+    if not owned(turn).exists():
+        raise TurnTakenOver(
+            "This turn was given up on or handed to another worker before this answer "
+            "arrived, so the answer was not added."
+        )
+    branches = Branch.objects.filter(session_id=turn.session_id)
+    if turn.branch_id is None or not branches.filter(pk=turn.branch_id).exists():
+        raise BranchMoved("The branch this turn was answering on has been deleted.")
+    raise BranchMoved(
+        "The conversation was rewound or changed while the agent was answering, "
+        "so the reply was not added."
+    )
+
+
 def stored_rows(branch: Branch, start: int, messages: list[NewMessage]) -> list[Message]:
     """`messages` stored on `branch` from position `start` on, text the database cannot store
     cleaned; the branch's message count then ends after them. Under the session's lock."""
+    stored = insert_rows(branch, start, messages)
+    if messages:
+        branch.message_count = start + len(messages)
+        Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
+    return stored
+
+
+def insert_rows(branch: Branch, start: int, messages: list[NewMessage]) -> list[Message]:
+    """`messages` inserted on `branch` from position `start` on, text the database cannot
+    store cleaned (the branch's count is the caller's to move)."""
     limit = settings.AGENT_MAX_REPLY_CHARS
-    stored = Message.objects.bulk_create(
+    return Message.objects.bulk_create(
         [
             Message(
                 branch=branch,
@@ -120,10 +143,11 @@ def stored_rows(branch: Branch, start: int, messages: list[NewMessage]) -> list[
             for i, m in enumerate(messages)
         ]
     )
-    if messages:
-        branch.message_count = start + len(messages)
-        Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
-    return stored
+
+
+def _in_ledger(m: Message) -> bool:
+    """Whether a stored message is an external call, which the ledger records."""
+    return m.role == Message.Role.TOOL and m.effect == Effect.EXTERNAL
 
 
 def ledger_record(
@@ -151,7 +175,7 @@ def ledger_record(
             created_at=m.created_at,
         )
         for m in messages
-        if m.role == Message.Role.TOOL and m.effect == Effect.EXTERNAL
+        if _in_ledger(m)
     ]
     return LedgerEntry.objects.bulk_create(entries) if entries else []
 

@@ -4,6 +4,7 @@ turn (`turn_claim`), which counts the attempt that is its fencing token."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -43,13 +44,17 @@ def turn_start(
     message. Empty or oversized messages are refused before anything is written. With an
     idempotency key, `request_fingerprint` (a digest of the request that carried it) is kept
     with the turn, so a later request with the same key can be told apart (agents.services).
-    A message sent in an archived session brings it back (announced like any unarchiving)."""
+    A message sent in an archived session brings it back (announced like any unarchiving).
+    The session's lock is scoped to `session.owner_id`: a session that is not (or no longer)
+    theirs is SessionNotFound, so `session` may be an unread reference
+    (sessions_app.selectors.session_ref_for_user); the turn returned holds the row as read
+    under the lock."""
     text = clean_user_message(message)
     if branch is not None and branch.session_id != session.pk:
         raise BranchNotFound()
     try:
         with transaction.atomic():
-            lock_session_touched(session.pk)
+            lock_session_touched(session.pk, owner_id=session.owner_id)
             # Under the session's lock, which every writer of a branch takes first, in one
             # read: the branch (its message_count is the one to append at), the session as it
             # is now, and whether a turn of the session is still in progress.
@@ -76,7 +81,7 @@ def turn_start(
                 branch=branch, locked=locked, role=Message.Role.USER, content=text
             )
             return Turn.objects.create(
-                session=session,
+                session=locked.session,
                 branch=branch,
                 user_message=stored,
                 user_message_position=stored.position,
@@ -172,13 +177,16 @@ def turn_retry(*, turn: Turn) -> Turn:
 CLAIM_READS = ("session", "session__owner", "branch", "user_message")
 
 
-def _claim_first_attempt(turn_id: int, worker: str, now: datetime) -> Turn | Literal[False] | None:
+def _claim_first_attempt(
+    turn_id: int, worker: str, now: datetime, looks: Mapping[str, Any]
+) -> Turn | Literal[False] | None:
     """The claim of a turn never run before (almost every claim), in two statements and no
     transaction: the turn read, then moved to running by one update conditional on its still
     being queued and never claimed. False when it is not queued; None when it was claimed before
     (a take-over: `turn_claim`'s locked path, which drops the earlier attempts' writes)."""
     turn = (
         Turn.objects.select_related(*CLAIM_READS)
+        .annotate(**looks)
         .filter(pk=turn_id, status=Turn.Status.QUEUED)
         .first()
     )
@@ -205,14 +213,19 @@ def _claim_first_attempt(turn_id: int, worker: str, now: datetime) -> Turn | Lit
     return turn
 
 
-def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
+def turn_claim(
+    *, turn_id: int, worker: str = "", looks: Mapping[str, Any] | None = None
+) -> Turn | None:
     """Move a queued turn to running and return it, its `attempts` counting this claim (the
     claimer's fencing token) and `metadata.worker` naming the claimer (host:pid). None when it is
     not queued: a redelivered task, a turn another worker took, a finished turn, a deleted
     session. A turn claimed before (taken over from a worker that died) runs again from its
-    start: what its earlier attempts wrote to the workspace is deleted in the same transaction."""
+    start: what its earlier attempts wrote to the workspace is deleted in the same transaction.
+    `looks`: expressions the claim's read annotates the turn with (what the claimer would
+    otherwise ask in queries of its own: agents.turn.claim.claim_looks)."""
     now = timezone.now()
-    first = _claim_first_attempt(turn_id, worker, now)
+    looks = dict(looks or {})
+    first = _claim_first_attempt(turn_id, worker, now, looks)
     if first is not None:
         return first or None
     session_id: int | None = None
@@ -226,6 +239,7 @@ def turn_claim(*, turn_id: int, worker: str = "") -> Turn | None:
             turn = (
                 Turn.objects.select_for_update(of=("self",))
                 .select_related(*CLAIM_READS)
+                .annotate(**looks)
                 .filter(pk=turn_id, status=Turn.Status.QUEUED)
                 .first()
             )

@@ -15,6 +15,13 @@ from django.core.exceptions import ImproperlyConfigured
 from agents.mcp.config import configured_servers
 from agents.mcp.services import forget_sync, mcp_servers_ensure
 from agents.models import McpServer
+from agents.turn.claim import (
+    MCP_SERVERS_ENABLED,
+    OWNER_HAS_MEMORIES,
+    claim_may_find,
+    claim_queued,
+)
+from sessions_app.turns import turn_fail, turn_start
 
 SECRET = "Bearer config-secret-99"  # noqa: S105 - a test's secret
 
@@ -192,3 +199,22 @@ def test_a_bad_entry_in_the_environment_stops_the_start_without_its_secret(tmp_p
     assert bad.returncode != 0
     assert "AGENT_MCP_SERVERS[0] ('tracker'): the url must be an http(s) URL." in bad.stderr
     assert "config-secret-99" not in bad.stderr + bad.stdout
+
+
+@pytest.mark.django_db
+def test_a_workers_first_claim_looks_after_the_setting_is_written(mcp_setting, session):
+    # The claim's read looks whether any server is enabled (a turn with none reads no server):
+    # the setting's rows are written before it looks, so a new process's first turn offers them.
+    queued = turn_start(session=session, message="hi")
+    turn = claim_queued(queued.pk)
+    assert turn is not None
+    assert not claim_may_find(turn, MCP_SERVERS_ENABLED)
+
+    mcp_setting([{"name": "tracker", "url": "https://mcp.example.com/mcp"}])
+    forget_sync()  # a new process, started with the setting
+    turn_fail(turn=turn, error="next")
+    queued = turn_start(session=session, message="again")
+    turn = claim_queued(queued.pk)
+    assert turn is not None
+    assert claim_may_find(turn, MCP_SERVERS_ENABLED)
+    assert not claim_may_find(turn, OWNER_HAS_MEMORIES)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,6 +22,7 @@ from sessions_app.models import Turn
 from sessions_app.selectors import (
     get_session_for_user,
     get_turn_for_user,
+    session_ref_for_user,
     turn_reloaded,
 )
 from sessions_app.turns import turn_cancel
@@ -55,14 +57,20 @@ class SessionTurns(APIView):
         "(`archived_at` null again, announced as `session.changed`).",
     )
     def post(self, request: Request, pk: int) -> Response:
-        session = get_session_for_user(request.user, pk)
-        data = TurnIn.validated(request.data)
-        turn = turn_submit(
-            session=session,
-            message=data["message"],
-            idempotency_key=_idempotency_key(request),
-            request_fingerprint=body_fingerprint(data),
-        )
+        # Not read here: the submission's lock, scoped to the user, finds it theirs or a 404.
+        session = session_ref_for_user(request.user, pk)
+        try:
+            data = TurnIn.validated(request.data)
+            turn = turn_submit(
+                session=session,
+                message=data["message"],
+                idempotency_key=_idempotency_key(request),
+                request_fingerprint=body_fingerprint(data),
+            )
+        except (ValidationError, InvalidInput):
+            # Bad input to a session that is not theirs is a 404 all the same (read only then).
+            get_session_for_user(request.user, pk)
+            raise
         return _turn_answer(turn, wait=data["wait"])
 
 

@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from memories.services import memory_remember
 from sessions_app.turns import turn_start
 from tests.fakes.chat_server import Reply
 from tests.web.api.conftest import bearer_client
@@ -36,7 +37,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # in place of a locking read and a later update); the submission reads its branch, the session
 # as it is now and whether a turn is in progress in one statement; whether to summarise ahead is
 # judged from what the turn's fitting read and its store wrote (no lineage read after the turn).
-TURN_STATEMENTS = 22
+# 18: issue 37: the request reads no session (the submission's lock is scoped to its owner);
+# the store checks that the branch still ends with the turn's message and that the attempt is
+# still the worker's in the update of the branch's length (no read of the turn); the claim's
+# read looks whether the owner has any memory and any MCP server is enabled, and a turn that
+# has neither asks no query for them.
+TURN_STATEMENTS = 18
+
+
+def test_a_turn_reads_the_owners_memories_when_the_claim_found_some(alice, fake_llm, inline_turns):
+    memory_remember(user=alice, key="editor", category="Environment", l0_abstract="Uses vim daily")
+    api = bearer_client(alice)
+    sid = api.post("/api/v1/sessions/", {"name": "s"}, format="json").json()["id"]
+    fake_llm.queue(Reply("First."))
+    api.post(f"/api/v1/sessions/{sid}/turns/", {"message": "hi", "wait": True}, format="json")
+    fake_llm.queue(Reply("Right away."))
+    with CaptureQueriesContext(connection) as ctx:
+        response = api.post(
+            f"/api/v1/sessions/{sid}/turns/", {"message": "my editor?", "wait": True}, format="json"
+        )
+    assert response.json()["reply"] == "Right away."
+    # The memories are read (the most used, then the search: on SQLite its full-text match and
+    # its rows), besides the turn's own statements; and the model is told of them.
+    statements = [q["sql"] for q in ctx.captured_queries]
+    reads = ('SELECT "memories_memory"', 'SELECT rowid FROM "memories_memory_fts"')
+    others = [s for s in statements if not s.startswith(reads)]
+    assert len(others) == TURN_STATEMENTS, "\n".join(s[:160] for s in statements)
+    assert len(statements) > len(others)
+    assert "Uses vim daily" in str(fake_llm.requests[-1]["messages"][0]["content"])
 
 
 def test_a_turn_runs_a_fixed_number_of_statements(alice, fake_llm, inline_turns):
