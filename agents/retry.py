@@ -17,10 +17,13 @@ import math
 import re
 import time
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 import httpx2
 import openai
+
+from .plain_body import PlainChat
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +160,13 @@ class _RetryAfter:
 
 
 class Client(_RetryAfter, openai.OpenAI):
-    """openai's client, waiting before a retry as long as the server asks (`retry_after`)."""
+    """openai's client, waiting before a retry as long as the server asks (`retry_after`); a
+    streamed chat completion of plain JSON skips openai's request transform
+    (agents.plain_body)."""
+
+    @cached_property
+    def chat(self) -> PlainChat:
+        return PlainChat(self)
 
 
 class AsyncClient(_RetryAfter, openai.AsyncOpenAI):
