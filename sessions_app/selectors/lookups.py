@@ -248,7 +248,9 @@ def last_turn(session: Session) -> Turn | None:
 
 def turn_reloaded(turn: Turn) -> Turn | None:
     """The turn as it now stands, with its user message and reply (None once deleted)."""
-    return Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk).first()
+    # No ORDER BY (first() would add the model's ordering): one row by its key.
+    rows = Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk)
+    return next(iter(rows.order_by()[:1]), None)
 
 
 def message_for_user(

@@ -66,9 +66,9 @@ def turn_start(
                 )
                 .filter(session_id=session.pk)
             )
-            locked = (
-                rows.filter(is_current=True) if branch is None else rows.filter(pk=branch.pk)
-            ).first()
+            # One row (one current branch per session: a unique index), so no ORDER BY.
+            chosen = rows.filter(is_current=True) if branch is None else rows.filter(pk=branch.pk)
+            locked = next(iter(chosen.order_by()[:1]), None)
             if locked is None:
                 raise BranchNotFound()
             if getattr(locked, "busy", False):
@@ -184,12 +184,14 @@ def _claim_first_attempt(
     transaction: the turn read, then moved to running by one update conditional on its still
     being queued and never claimed. False when it is not queued; None when it was claimed before
     (a take-over: `turn_claim`'s locked path, which drops the earlier attempts' writes)."""
-    turn = (
+    # No ORDER BY (first() would add the model's ordering): one row by its key.
+    found = (
         Turn.objects.select_related(*CLAIM_READS)
         .annotate(**looks)
         .filter(pk=turn_id, status=Turn.Status.QUEUED)
-        .first()
+        .order_by()[:1]
     )
+    turn = next(iter(found), None)
     if turn is None:
         return False
     if turn.attempts:
