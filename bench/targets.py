@@ -3,6 +3,7 @@ for a missed one from the run's own figures."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
@@ -211,6 +212,44 @@ def _chats(results: dict[str, Any]) -> int:
     return max(int(k) for k in concurrency)
 
 
+def _turn_cpu(results: dict[str, Any]) -> str:
+    """The CPU a plain in-process turn costs against its wall time (the MCP section's turns with
+    no server, which time both): about as much CPU as wall time is a turn that computes, not one
+    that waits."""
+    mcp = results.get("mcp") or {}
+    wall = (mcp.get("samples") or {}).get("none") or []
+    cpu = (mcp.get("cpu_samples") or {}).get("none") or []
+    if not wall or not cpu:
+        return ""
+    return (
+        f"; a plain turn in process takes {statistics.median(cpu):.1f} ms of the process's CPU "
+        f"(its fake model server's included) for {statistics.median(wall):.1f} ms of wall time "
+        "(the MCP section, no server): it computes (Django, agno, the openai SDK on one "
+        "interpreter), it does not wait"
+    )
+
+
+def _cores(results: dict[str, Any]) -> int:
+    """The machine's cores, as its line states them ("x86_64, 2 cores, ...")."""
+    found = re.search(r"(\d+) cores?", str(results.get("machine") or ""))
+    return int(found.group(1)) if found else 1
+
+
+def _cpu_bound(top: dict[str, Any], chats: int, cores: int) -> str:
+    """What the chats' CPU alone asks of the machine: the least wall time their work takes on
+    its cores, and the CPU a chat could use if half of them were to see a token within 1.5 s."""
+    per_chat = sum((top.get("per_chat_ms") or {}).values())
+    if not per_chat or not chats:
+        return ""
+    total = per_chat * chats / 1000
+    allowed = 1500 * cores / (chats / 2)
+    return (
+        f"; the chats' work alone is {total:.1f} s of CPU, {total / cores:.1f} s on {cores} "
+        f"cores: half of them served within 1.5 s leaves each at most {allowed:.0f} ms of CPU, "
+        f"where a chat takes {per_chat:.0f} ms"
+    )
+
+
 def _per_chat(top: dict[str, Any]) -> str:
     """Where a chat's CPU went (the stack's largest run)."""
     ms = top.get("per_chat_ms") or {}
@@ -245,6 +284,7 @@ def _why_streams(what: str, results: dict[str, Any]) -> str:
             f"the two cores were {top['busy']:.0%} busy over the run's {top['wall_s']:.1f} s "
             f"({state}); per chat: {_per_chat(top)}; the first token came after "
             f"{top['first_p50']:.0f} ms (p50, max {top['first_max']:.0f} ms)"
+            + _cpu_bound(top, _chats(results), _cores(results))
         )
     return ""
 
@@ -297,6 +337,7 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
             (f"{steps}; " if steps else "")
             + f"a turn runs {queries['turn']:.0f} statements (measured in the served process)"
             + (f"; {floor}" if floor else "")
+            + _turn_cpu(results)
             + (
                 "; with Celery: the broker hop and PostgreSQL round trips"
                 if part == "stack"
