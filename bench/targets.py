@@ -297,9 +297,8 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
             extra = statistics.median(floor["served"]) - statistics.median(floor["client"])
             return (
                 f"the served path adds {fmt_ms(extra)} to Django's own: daphne's HTTP parsing, "
-                "the socket, the hops from the event loop to an HTTP thread and back (twice: "
-                "the answer, then request_finished), and the client's own side on the same "
-                "two cores"
+                "the socket, the hop from the event loop to an HTTP thread and back, and the "
+                "client's own side on the same two cores"
             )
     part = "stack" if ("Celery" in what or "PostgreSQL" in what or "stack" in what) else "served"
     queries = section_data(results, "served", "queries") or {}

@@ -9,7 +9,8 @@ synchronous, and so is most of the middleware: those hops were most of a request
 database connection, which belongs to a thread, was opened again for each request's new
 thread. Here the body is read in the loop (daphne gives it whole), and everything else runs in
 one hop, as under WSGI: the request_started signal, Django's synchronous middleware chain and
-the view, and, once the answer is sent, closing it (request_finished), on HTTP_THREADS threads
+the view, and closing the answer (request_finished): in the same hop for an answer whose
+content is made, once it is sent for a streamed one; on HTTP_THREADS threads
 whose database connections are kept from request to request (close_old_connections, on the
 answering thread, at each request's start and once its answer is made; SQLite keeps one per
 thread, PostgreSQL lends them from the process's pool, and gets them back then).
@@ -65,7 +66,10 @@ class PooledHandler(ASGIHandler):
             with contextlib.suppress(asyncio.CancelledError):  # the client went away meanwhile
                 await self.send_response(response, send)
         finally:
-            await self._in_pool(self._finish, response, body_file)
+            if response is not None and getattr(response, "closed_early", False):
+                body_file.close()  # the answer was closed in its own hop (`_respond`)
+            else:
+                await self._in_pool(self._finish, response, body_file)
 
     def _in_pool(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         """`fn(*args)` on one of the pool's threads, with this context (asgiref's, as every
@@ -88,6 +92,11 @@ class PooledHandler(ASGIHandler):
             response._handler_class = self.__class__  # type: ignore[attr-defined]
             if isinstance(response, FileResponse):  # the server cuts it in its own pieces
                 response.block_size = self.chunk_size
+            if not response.streaming:
+                # Its content is made: closing it now (request_finished) spares a second hop
+                # to a thread once it is sent. A streamed answer is closed after it went out.
+                response.close()
+                response.closed_early = True  # type: ignore[attr-defined]
             return response
         finally:
             close_old_connections()

@@ -147,3 +147,56 @@ def test_every_connection_a_request_took_goes_back_once_it_is_answered(alice, mo
     assert statuses == [200] * 40
     assert opened
     assert [c for c in opened if c.connection is not None] == []  # type: ignore[attr-defined]
+
+
+def _hops(handler: PooledHandler) -> list[str]:
+    """The calls made on the pool's threads (each a hop from the event loop and back)."""
+    made: list[str] = []
+    submit = handler.pool.submit
+
+    def counted(fn, *args, **kwargs):
+        made.append(getattr(fn, "__name__", repr(fn)))
+        return submit(fn, *args, **kwargs)
+
+    handler.pool.submit = counted  # type: ignore[method-assign]
+    return made
+
+
+def test_an_answer_whose_content_is_made_is_closed_in_the_same_hop(handler, alice):
+    key = apikey_create(user=alice, name="k")[1]
+    finished = threading.Event()
+    seen_before_sent: list[bool] = []
+    signals.request_finished.connect(finished_handler := (lambda **_: finished.set()))
+    hops = _hops(handler)
+    try:
+        status, _, body = request(handler, "GET", "/api/v1/sessions/", key)
+        seen_before_sent.append(finished.is_set())
+    finally:
+        signals.request_finished.disconnect(finished_handler)
+    assert status == 200
+    assert json.loads(body)["results"] == []
+    assert seen_before_sent == [True]  # request_finished was sent
+    assert len(hops) == 1, hops  # one hop: the answer made and closed
+
+
+def test_a_streamed_answer_is_closed_after_it_went_out(handler, alice, monkeypatch):
+    from django.http import StreamingHttpResponse
+
+    order: list[str] = []
+
+    async def pieces():
+        order.append("sent a")
+        yield b"a"
+        order.append("sent b")
+        yield b"b"
+
+    monkeypatch.setattr(handler, "get_response", lambda request: StreamingHttpResponse(pieces()))
+    signals.request_finished.connect(closed := (lambda **_: order.append("closed")))
+    hops = _hops(handler)
+    try:
+        status, _, body = request(handler, "GET", "/anything/", "no-key")
+    finally:
+        signals.request_finished.disconnect(closed)
+    assert (status, body) == (200, b"ab")
+    assert order == ["sent a", "sent b", "closed"]
+    assert len(hops) == 2, hops  # the answer made, then closed once sent
