@@ -34,13 +34,21 @@ def _client(session: int, key: str) -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.db import connection
     from django.test import Client
+    from django.urls import clear_url_caches
 
+    from bench.empty_urls import EMPTY_PATH
+
+    settings.ROOT_URLCONF = "bench.empty_urls"  # the site's addresses and the empty view
+    clear_url_caches()
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
     path = f"/api/v1/sessions/{session}/"
+    empty = f"/{EMPTY_PATH}"
     for _ in range(20):  # warm: the key in the cache, the code paths
         assert client.get(path).status_code == 200
+        assert client.get(empty).status_code == 200
     ran: list[tuple[str, list[Any]]] = []
 
     def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
@@ -51,12 +59,13 @@ def _client(session: int, key: str) -> None:
         client.get(path)
     print(json.dumps(ran, default=str), flush=True)
     for line in sys.stdin:
-        samples = []
+        samples: dict[str, list[float]] = {"client": [], "empty": []}
         for _ in range(int(line)):
-            start = time.perf_counter()
-            response = client.get(path)
-            samples.append((time.perf_counter() - start) * 1000)
-            assert response.status_code == 200
+            for name, address in (("client", path), ("empty", empty)):
+                start = time.perf_counter()
+                response = client.get(address)
+                samples[name].append((time.perf_counter() - start) * 1000)
+                assert response.status_code == 200
         print(json.dumps(samples), flush=True)
 
 
@@ -96,6 +105,7 @@ class _ClientProcess:
             cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         self.statements = json.loads(self._line())
+        self.empty: list[float] = []  # the empty view's samples, taken beside the session's
 
     def _line(self) -> str:
         out: IO[str] | None = self.proc.stdout
@@ -108,7 +118,9 @@ class _ClientProcess:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{n}\n")
         self.proc.stdin.flush()
-        return [float(x) for x in json.loads(self._line())]
+        got = json.loads(self._line())
+        self.empty += [float(x) for x in got["empty"]]
+        return [float(x) for x in got["client"]]
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -174,6 +186,7 @@ def measure_floor(
         except subprocess.TimeoutExpired:
             reference.kill()
     out["statements"] = [float(len(client.statements))]
+    out["empty"] = client.empty
     return out
 
 
@@ -183,6 +196,7 @@ def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
         statistics.median(floor[k]) for k in ("served", "client", "starlette")
     )
     ratio = served / client
+    empty = statistics.median(floor["empty"]) if floor.get("empty") else None
     lines = [
         "## The floor of one request (`GET /sessions/{id}/`, SQLite, the same file)",
         "",
@@ -193,6 +207,15 @@ def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
         f"| Django's test client (no server, no socket) | {fmt_ms(client)} | 1.00× |",
         f"| a minimal Starlette app under uvicorn, the same {int(floor['statements'][0])} "
         f"statement(s) on the same file | {fmt_ms(reference)} | {reference / client:.2f}× |",
+        *(
+            [
+                f"| an empty DRF view through Django's test client (the middleware, the API's "
+                f"key authentication, an empty JSON answer) | {fmt_ms(empty)} | "
+                f"{empty / client:.2f}× |"
+            ]
+            if empty is not None
+            else []
+        ),
         "",
         f"{len(floor['served'])} samples each, interleaved. The test client's is Django's own "
         "floor (the middleware, DRF, the view and its statements, in one thread); the served "
@@ -205,7 +228,17 @@ def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
         ratio <= 1.5,
         "",
     )
-    return lines, [target]
+    targets: list[Any] = [target]
+    if empty is not None:
+        targets.append(
+            (
+                "an empty view ≤ 1 ms (DRF behind the API's authentication, Django's test client)",
+                fmt_ms(empty),
+                empty <= 1,
+                "",
+            )
+        )
+    return lines, targets
 
 
 if __name__ == "__main__":

@@ -302,6 +302,14 @@ def why_missed(what: str, results: dict[str, Any]) -> str:
                 "of the HTTP thread that ran Django's whole path), the hop to that thread and "
                 "back, and the client's own side on the same two cores"
             )
+    if what.startswith("an empty view"):
+        return (
+            "what any request costs here before its view works: Django's middleware chain "
+            "(security, sessions, CSRF, authentication, messages, the request id, htmx, static "
+            "files), DRF's dispatch (the API key's authentication, from the cache; the "
+            "throttles; content negotiation) and rendering the answer, and the test client "
+            "building the request and reading the answer"
+        )
     part = "stack" if ("Celery" in what or "PostgreSQL" in what or "stack" in what) else "served"
     queries = section_data(results, "served", "queries") or {}
     if "history through the API" in what:

@@ -13,6 +13,7 @@ broke.
 from __future__ import annotations
 
 from django.db import connection
+from django.db.models import Field, Model
 
 
 def release_connection() -> None:
@@ -24,3 +25,18 @@ def release_connection() -> None:
         connection.close()
     else:
         connection.close_if_unusable_or_obsolete()
+
+
+def quoted_column(model: type[Model], name: str) -> str:
+    """A model field's column, quoted for raw SQL on the default connection (`name` "pk" for the
+    primary key's)."""
+    field = model._meta.pk if name == "pk" else model._meta.get_field(name)
+    column = field.column if isinstance(field, Field) else None
+    if not column:
+        raise TypeError(f"{model.__name__}.{name} has no column")
+    return connection.ops.quote_name(column)
+
+
+def quoted_table(model: type[Model]) -> str:
+    """A model's table, quoted for raw SQL on the default connection."""
+    return connection.ops.quote_name(model._meta.db_table)

@@ -7,10 +7,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from django.db.models import Count, Exists, F, IntegerField, OuterRef, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, F, IntegerField, OuterRef, QuerySet, Value
+from django.db.models.expressions import RawSQL
 
 from accounts.models import ApiKey, User
+from core.db import quoted_column, quoted_table
 
 from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
 from ..models import Branch, LedgerEntry, Message, Session, Turn
@@ -185,17 +186,19 @@ def sessions_idle(*, since: datetime) -> QuerySet[Session]:
 
 
 def with_branch_summary(sessions: QuerySet[Session]) -> QuerySet[Session]:
-    """Each session with `branch_count` and `current_branch_id`, in the same query."""
-    branches = Branch.objects.filter(session=OuterRef("pk")).order_by()
+    """Each session with `branch_count` and `current_branch_id`, in the same query: two
+    subqueries on the session's own row, written as SQL (Django's Subquery, Count and Coalesce
+    for them took a session's read about 1.5 ms to compile)."""
+    branches = quoted_table(Branch)
+    session_id = f"{quoted_table(Session)}.{quoted_column(Session, 'pk')}"
+    of_session = f"{quoted_column(Branch, 'session')} = {session_id}"
+    current, pk = quoted_column(Branch, "is_current"), quoted_column(Branch, "pk")
+    # Quoted names only; the one value is bound.
+    count = f"(SELECT COUNT(*) FROM {branches} WHERE {of_session})"  # noqa: S608
+    chosen = f"(SELECT {pk} FROM {branches} WHERE {of_session} AND {current} = %s LIMIT 1)"  # noqa: S608
     return sessions.annotate(
-        branch_count=Coalesce(
-            Subquery(
-                branches.values("session").annotate(n=Count("pk")).values("n"),
-                output_field=IntegerField(),
-            ),
-            Value(0),
-        ),
-        current_branch_id=Subquery(branches.filter(is_current=True).values("pk")[:1]),
+        branch_count=RawSQL(count, [], output_field=IntegerField()),  # noqa: S611
+        current_branch_id=RawSQL(chosen, [True], output_field=IntegerField()),  # noqa: S611
     )
 
 
@@ -226,9 +229,17 @@ def latest_session_for_user(user: AnyUser) -> Session | None:
     return sessions_listed(user, order="activity").first()
 
 
-def session_with_summary_for_user(user: AnyUser, pk: int) -> Session | None:
-    """The user's session `pk` with its `branch_count` and `current_branch_id`, or None."""
-    return with_branch_summary(sessions_for_user(user)).filter(pk=pk).first()
+def session_with_summary_for_user(user: AnyUser, pk: object) -> Session:
+    """The user's session `pk` with its `branch_count` and `current_branch_id`, in one query
+    (no ORDER BY: one row by its key); SessionNotFound when it is not theirs, or missing."""
+    key = parse_pk(pk)
+    if key is None:
+        raise SessionNotFound()
+    found = with_branch_summary(sessions_for_user(user)).filter(pk=key).order_by()[:1]
+    session = next(iter(found), None)
+    if session is None:
+        raise SessionNotFound()
+    return session
 
 
 def active_turn(session: Session) -> Turn | None:
