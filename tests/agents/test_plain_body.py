@@ -90,15 +90,22 @@ def _sent(client_class, params):
     return request.method, str(request.url), headers, json.loads(request.content)
 
 
-def test_a_plain_streamed_request_is_sent_exactly_as_openai_sends_it(monkeypatch):
-    theirs = _sent(openai.OpenAI, dict(PARAMS))
-    walked = []
+@pytest.fixture
+def walked(monkeypatch) -> list[int]:
+    """One entry per run of openai's request transform (which still runs as it did)."""
+    runs: list[int] = []
     transform = openai_completions.maybe_transform
     monkeypatch.setattr(
         openai_completions,
         "maybe_transform",
-        lambda *a, **k: walked.append(1) or transform(*a, **k),
+        lambda *a, **k: runs.append(1) or transform(*a, **k),
     )
+    return runs
+
+
+def test_a_plain_streamed_request_is_sent_exactly_as_openai_sends_it(walked):
+    theirs = _sent(openai.OpenAI, dict(PARAMS))
+    walked.clear()
     ours = _sent(Client, dict(PARAMS))
     assert ours == theirs
     assert walked == []  # the transform was not run
@@ -111,14 +118,7 @@ def test_a_plain_streamed_request_is_sent_exactly_as_openai_sends_it(monkeypatch
         {"stream_options": ({"include_usage": True},)},  # a tuple
     ],
 )
-def test_anything_else_goes_through_openais_own_create(monkeypatch, changed):
-    walked = []
-    transform = openai_completions.maybe_transform
-    monkeypatch.setattr(
-        openai_completions,
-        "maybe_transform",
-        lambda *a, **k: walked.append(1) or transform(*a, **k),
-    )
+def test_anything_else_goes_through_openais_own_create(walked, changed):
     params = {**PARAMS, **changed}
     with contextlib.suppress(TypeError):  # openai's own refused it, as it would without us
         _sent(Client, params)
