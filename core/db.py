@@ -12,8 +12,12 @@ broke.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.db import connection
-from django.db.models import Field, Model
+from django.db.models import Field, Model, QuerySet
+
+M = TypeVar("M", bound=Model)
 
 
 def release_connection() -> None:
@@ -40,3 +44,10 @@ def quoted_column(model: type[Model], name: str) -> str:
 def quoted_table(model: type[Model]) -> str:
     """A model's table, quoted for raw SQL on the default connection."""
     return connection.ops.quote_name(model._meta.db_table)
+
+
+def one_row(rows: QuerySet[M]) -> M | None:
+    """The row of a queryset that matches at most one (by its key, or a unique index), or None:
+    read with LIMIT 1 and no ORDER BY (`first()` would order by the model's ordering, which
+    only costs compiling for one row)."""
+    return next(iter(rows.order_by()[:1]), None)

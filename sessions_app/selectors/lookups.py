@@ -11,7 +11,7 @@ from django.db.models import Exists, F, IntegerField, OuterRef, QuerySet, Value
 from django.db.models.expressions import RawSQL
 
 from accounts.models import ApiKey, User
-from core.db import quoted_column, quoted_table
+from core.db import one_row, quoted_column, quoted_table
 
 from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
 from ..models import Branch, LedgerEntry, Message, Session, Turn
@@ -235,8 +235,7 @@ def session_with_summary_for_user(user: AnyUser, pk: object) -> Session:
     key = parse_pk(pk)
     if key is None:
         raise SessionNotFound()
-    found = with_branch_summary(sessions_for_user(user)).filter(pk=key).order_by()[:1]
-    session = next(iter(found), None)
+    session = one_row(with_branch_summary(sessions_for_user(user)).filter(pk=key))
     if session is None:
         raise SessionNotFound()
     return session
@@ -259,9 +258,7 @@ def last_turn(session: Session) -> Turn | None:
 
 def turn_reloaded(turn: Turn) -> Turn | None:
     """The turn as it now stands, with its user message and reply (None once deleted)."""
-    # No ORDER BY (first() would add the model's ordering): one row by its key.
-    rows = Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk)
-    return next(iter(rows.order_by()[:1]), None)
+    return one_row(Turn.objects.select_related("user_message", "reply_message").filter(pk=turn.pk))
 
 
 def message_for_user(

@@ -81,13 +81,12 @@ def _store_messages(turn: Turn, messages: list[NewMessage]) -> Branch:
     assert branch is not None  # noqa: S101 - the update above found it
     stored = insert_rows(branch, start, messages)
     branch.message_count = start + len(messages)
-    if any(_in_ledger(m) for m in stored):
-        ledger_record(
-            session_id=turn.session_id,
-            turn_id=turn.pk,
-            owner_id=turn.session.owner_id,
-            messages=stored,
-        )
+    ledger_record(
+        session_id=turn.session_id,
+        turn_id=turn.pk,
+        owner_id=turn.session.owner_id,  # as the claim read it
+        messages=stored,
+    )
     # The turn's reply is its last assistant message: turn_finish records the reference.
     last = stored[-1] if stored and stored[-1].role == Message.Role.ASSISTANT else None
     turn.reply_message = last
@@ -145,11 +144,6 @@ def insert_rows(branch: Branch, start: int, messages: list[NewMessage]) -> list[
     )
 
 
-def _in_ledger(m: Message) -> bool:
-    """Whether a stored message is an external call, which the ledger records."""
-    return m.role == Message.Role.TOOL and m.effect == Effect.EXTERNAL
-
-
 def ledger_record(
     *, session_id: int, turn_id: int | None, owner_id: int, messages: list[Message]
 ) -> list[LedgerEntry]:
@@ -175,7 +169,7 @@ def ledger_record(
             created_at=m.created_at,
         )
         for m in messages
-        if _in_ledger(m)
+        if m.role == Message.Role.TOOL and m.effect == Effect.EXTERNAL
     ]
     return LedgerEntry.objects.bulk_create(entries) if entries else []
 

@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from core import events, logs
+from core.db import one_row
 from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound, SessionNotFound, TurnInProgress
 
@@ -66,9 +67,10 @@ def turn_start(
                 )
                 .filter(session_id=session.pk)
             )
-            # One row (one current branch per session: a unique index), so no ORDER BY.
-            chosen = rows.filter(is_current=True) if branch is None else rows.filter(pk=branch.pk)
-            locked = next(iter(chosen.order_by()[:1]), None)
+            # One row: one current branch per session (a unique index), or the one named.
+            locked = one_row(
+                rows.filter(is_current=True) if branch is None else rows.filter(pk=branch.pk)
+            )
             if locked is None:
                 raise BranchNotFound()
             if getattr(locked, "busy", False):
@@ -177,6 +179,15 @@ def turn_retry(*, turn: Turn) -> Turn:
 CLAIM_READS = ("session", "session__owner", "branch", "user_message")
 
 
+def _queued(turn_id: int, looks: Mapping[str, Any]) -> QuerySet[Turn]:
+    """The turn, while queued, with what a claim reads with it and the claimer's looks."""
+    return (
+        Turn.objects.select_related(*CLAIM_READS)
+        .annotate(**looks)
+        .filter(pk=turn_id, status=Turn.Status.QUEUED)
+    )
+
+
 def _claim_first_attempt(
     turn_id: int, worker: str, now: datetime, looks: Mapping[str, Any]
 ) -> Turn | Literal[False] | None:
@@ -184,14 +195,7 @@ def _claim_first_attempt(
     transaction: the turn read, then moved to running by one update conditional on its still
     being queued and never claimed. False when it is not queued; None when it was claimed before
     (a take-over: `turn_claim`'s locked path, which drops the earlier attempts' writes)."""
-    # No ORDER BY (first() would add the model's ordering): one row by its key.
-    found = (
-        Turn.objects.select_related(*CLAIM_READS)
-        .annotate(**looks)
-        .filter(pk=turn_id, status=Turn.Status.QUEUED)
-        .order_by()[:1]
-    )
-    turn = next(iter(found), None)
+    turn = one_row(_queued(turn_id, looks))
     if turn is None:
         return False
     if turn.attempts:
@@ -238,13 +242,7 @@ def turn_claim(
                     lock_session(session_id)
                 except SessionNotFound:
                     return None
-            turn = (
-                Turn.objects.select_for_update(of=("self",))
-                .select_related(*CLAIM_READS)
-                .annotate(**looks)
-                .filter(pk=turn_id, status=Turn.Status.QUEUED)
-                .first()
-            )
+            turn = one_row(_queued(turn_id, looks).select_for_update(of=("self",)))
             if turn is None:
                 return None
             if turn.attempts and session_id is None:
