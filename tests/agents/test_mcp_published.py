@@ -6,9 +6,10 @@ stdio; mcp-proxy serving mcp-server-time over SSE and streamable HTTP."""
 from __future__ import annotations
 
 import os
-import socket
+import queue
+import re
 import subprocess
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,16 @@ def time_turn(fake_llm, session, name: str) -> str:
     )
     turn = ask(session, "what time is it in UTC?")
     assert turn.status == "done"
-    return results(turn)[-1]  # the branch's last tool message: this turn's
+    result = results(turn)[-1]  # the branch's last tool message: this turn's
+    notices = [
+        notice
+        for meta in Message.objects.filter(branch_id=turn.branch_id).values_list(
+            "metadata", flat=True
+        )
+        for notice in (meta or {}).get("notices", [])
+    ]
+    assert not notices, notices  # why a server's tools were left out of the turn
+    return result
 
 
 def children(name: str) -> list[int]:
@@ -93,28 +103,41 @@ def test_mcp_server_git_over_stdio(fake_llm, session, tmp_path):
 
 @pytest.fixture(scope="module")
 def proxy():
-    """mcp-proxy serving mcp-server-time on a local port: /sse and /mcp."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    """mcp-proxy serving mcp-server-time on a local port (/sse and /mcp), the port its own server
+    chose and logged: a port picked here and handed over could be taken meanwhile by another
+    process, whose answers would then look like a broken proxy."""
     process = subprocess.Popen(  # noqa: S603 - the test venv's own program
         [
             str(BIN / "mcp-proxy"),
             "--host",
             "127.0.0.1",
             "--port",
-            str(port),
+            "0",
             str(BIN / "mcp-server-time"),
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    lines: list[str] = []
+    ports: queue.Queue[int | None] = queue.Queue()
+
+    def read() -> None:  # to its end, so that the proxy never blocks on a full pipe
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if found := re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line):
+                ports.put(int(found[1]))
+        ports.put(None)  # it ended
+
+    threading.Thread(target=read, daemon=True).start()
     try:
-        for _ in range(300):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+        try:
+            port = ports.get(timeout=60)
+        except queue.Empty:
+            port = None
+        if port is None:
+            pytest.fail("mcp-proxy did not start:\n" + "".join(lines[-20:]), pytrace=False)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
