@@ -55,3 +55,40 @@ def test_no_consumer_reads_on_the_one_lane():
             if isinstance(node, ast.Name) and node.id == "database_sync_to_async":
                 lanes.append(f"{path.name}:{node.lineno}")
     assert lanes == []
+
+
+def test_no_event_of_a_socket_waits_for_the_one_lane(alice, session, monkeypatch):
+    """Channels closes the one lane's old connections before each message a consumer handles
+    (a hop there per event of every socket); ours handle theirs on their own threads."""
+    import json
+
+    import channels.consumer
+    from channels.testing import WebsocketCommunicator
+
+    from core import events
+    from rollback_site.asgi import application
+    from tests.sockets import socket_headers
+
+    hops = []
+
+    async def close_old_connections_on_the_lane() -> None:
+        hops.append(1)
+
+    monkeypatch.setattr(
+        channels.consumer, "aclose_old_connections", close_old_connections_on_the_lane
+    )
+
+    headers = socket_headers(alice)
+
+    async def run() -> dict:
+        path = f"/ws/v1/sessions/{session.pk}/"
+        communicator = WebsocketCommunicator(application, path, headers=headers)
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        await socket_db(events.message_delta)(session=session.pk, turn=7, delta="Hel")
+        frame = json.loads(await communicator.receive_from(timeout=5))
+        await communicator.disconnect(timeout=10)
+        return frame
+
+    assert async_to_sync(run)()["delta"] == "Hel"
+    assert hops == []

@@ -34,11 +34,12 @@ import json
 import logging
 import math
 import time
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import parse_qs
 
 import redis.exceptions
 from asgiref.sync import sync_to_async
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -86,6 +87,19 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
     tells_why_refused = False
     checked_at = -math.inf  # when a check last passed (time.monotonic)
     rechecks: asyncio.Task[None] | None = None
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, without the hop it makes before every message, each event of
+        every socket, to asgiref's one thread for synchronous code to close that thread's old
+        database connections. No handler here uses that thread's connections: every database
+        call of a socket runs on the sockets' pool, which looks after its own (web.ws.db), and
+        the handshake's authentication closes its own (Channels' database_sync_to_async). At a
+        hundred streams that hop put every piece of every socket of the process in one queue,
+        behind one thread."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
