@@ -1,13 +1,18 @@
-"""The floor of one API request, three ways on the same SQLite file (issue 37): `GET
-/api/v1/sessions/{id}/` served by daphne as `make run` serves it; the same request through
-Django's test client, in a process of its own on the same file (no server, no socket: Django's
-own floor); and a minimal Starlette app under uvicorn that runs the statements Django ran for
-that request, on the same file, and answers the row as JSON (the physical reference: the SQL
-and an ASGI server's path, nothing else). Interleaved rounds; medians.
+"""The floor of one API request on the same SQLite file (issue 37): `GET /api/v1/sessions/{id}/`
+served by daphne as `make run` serves it; the same application under uvicorn (which could hold
+the sockets too); the same Django under gunicorn, one synchronous worker (WSGI: the thread that
+parses the request runs Django, no hop; HTTP only), with Django's own time inside that worker;
+the same request through Django's test client, in a process of its own (no server, no socket:
+Django's own floor, in a loop that never sleeps); a minimal Starlette app under uvicorn that runs
+the statements Django ran for that request (the SQL and an ASGI server's path, nothing else);
+and a server that answers at once (the client and the socket alone). Interleaved rounds;
+medians.
 
 `python -m bench.floor client SESSION KEY` (the test client: reads a sample count per line on
 stdin, answers each line with the samples' milliseconds as JSON; its first line out is the
-statements one request ran) and `python -m bench.floor starlette PORT DATABASE STATEMENTS` are
+statements one request ran), `python -m bench.floor starlette PORT DATABASE STATEMENTS`,
+`python -m bench.floor uvicorn PORT`, `python -m bench.floor gunicorn PORT` (`GET /__floor__`
+answers Django's own times since the last such GET) and `python -m bench.floor echo PORT` are
 the helper processes, started by `measure_floor` in the served app's environment.
 """
 
@@ -97,6 +102,82 @@ def _starlette(port: int, database: str, statements: str) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
+def _uvicorn(port: int) -> None:
+    """The same ASGI application as `make run` serves, under uvicorn."""
+    import uvicorn
+
+    uvicorn.run(
+        "rollback_site.asgi:application",
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+
+
+def _gunicorn(port: int) -> None:
+    """The same Django under gunicorn, one synchronous worker (WSGI), timing Django's own path
+    in the worker: `GET /__floor__` answers those times (ms) since the last such GET."""
+    from django.core.wsgi import get_wsgi_application
+    from gunicorn.app.base import BaseApplication
+
+    django_app = get_wsgi_application()
+    times: list[float] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ["PATH_INFO"] == "/__floor__":
+            body = json.dumps(times).encode()
+            times.clear()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        start = time.perf_counter()
+        answer = django_app(environ, start_response)
+        body = b"".join(answer)
+        close = getattr(answer, "close", None)
+        if close is not None:
+            close()
+        times.append((time.perf_counter() - start) * 1000)
+        return [body]
+
+    class Server(BaseApplication):  # type: ignore[misc]  # gunicorn is untyped
+        def load_config(self) -> None:
+            self.cfg.set("bind", f"127.0.0.1:{port}")
+            self.cfg.set("workers", 1)
+            self.cfg.set("worker_class", "sync")
+            self.cfg.set("loglevel", "warning")
+
+        def load(self) -> Any:
+            return app
+
+    Server().run()
+
+
+def _echo(port: int) -> None:
+    """A server that answers every request at once with a small JSON body: the client's and
+    the socket's own part of a served request."""
+    import asyncio
+
+    answer = b'{"id": 1}'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(head % len(answer) + answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
 class _ClientProcess:
     def __init__(self, env: dict[str, str], session: int, key: str) -> None:
         cmd = [sys.executable, "-m", "bench.floor", "client", str(session), key]
@@ -151,43 +232,68 @@ def measure_floor(
     rounds: int,
     per_round: int,
 ) -> dict[str, list[float]]:
-    """Samples (ms) of the served GET, the test client's and the Starlette reference's, taken in
-    interleaved rounds of `per_round` each, the order rotating."""
+    """Samples (ms) of each path, taken in interleaved rounds of `per_round` each, the order
+    rotating; `django_in_gunicorn`: Django's own time inside gunicorn's worker, per request."""
     from tests.procs import free_port, wait_until_answers
 
     client = _ClientProcess(env, session, key)
     statements = var / "floor-statements.json"
     statements.write_text(json.dumps(client.statements))
-    port = free_port()
     database = str(var / "rollback.sqlite3")
-    cmd = [sys.executable, "-m", "bench.floor", "starlette", str(port), database, str(statements)]
-    reference = subprocess.Popen(cmd, env=env)  # noqa: S603 - our own module
+    helpers = {
+        "starlette": ["starlette", database, str(statements)],
+        "uvicorn": ["uvicorn"],
+        "gunicorn": ["gunicorn"],
+        "echo": ["echo"],
+    }
+    ports = {name: free_port() for name in helpers}
+    procs = {
+        name: subprocess.Popen(  # noqa: S603 - our own module
+            [sys.executable, "-m", "bench.floor", args[0], str(ports[name]), *args[1:]],
+            env={**env, "DJANGO_SETTINGS_MODULE": "rollback_site.settings"},
+        )
+        for name, args in helpers.items()
+    }
     headers = {"Authorization": f"Bearer {key}"}
     path = f"/api/v1/sessions/{session}/"
-    out: dict[str, list[float]] = {"served": [], "client": [], "starlette": []}
+    url = {name: f"http://127.0.0.1:{port}{path}" for name, port in ports.items()}
+    out: dict[str, list[float]] = {name: [] for name in ("served", "client", *helpers)}
     try:
-        wait_until_answers(f"http://127.0.0.1:{port}{path}", reference, timeout=60)
+        for name, proc in procs.items():
+            wait_until_answers(url[name], proc, timeout=60)
         takers = {
             "served": lambda n: _served_samples(f"{web}{path}", headers, n),
             "client": client.samples,
-            "starlette": lambda n: _served_samples(f"http://127.0.0.1:{port}{path}", {}, n),
+            **{
+                name: (lambda n, name=name: _served_samples(url[name], headers, n))
+                for name in helpers
+            },
         }
         names = list(takers)
         for name in names:  # warm each
             takers[name](5)
+        _django_times(ports["gunicorn"])  # from here on
         for r in range(rounds):
-            for name in names[r % 3 :] + names[: r % 3]:
+            turn = r % len(names)
+            for name in names[turn:] + names[:turn]:
                 out[name] += takers[name](per_round)
+        out["django_in_gunicorn"] = _django_times(ports["gunicorn"])
     finally:
         client.close()
-        reference.terminate()
-        try:
-            reference.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            reference.kill()
+        for proc in procs.values():
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     out["statements"] = [float(len(client.statements))]
     out["empty"] = client.empty
     return out
+
+
+def _django_times(port: int) -> list[float]:
+    with httpx.Client(timeout=30) as http:
+        return [float(x) for x in http.get(f"http://127.0.0.1:{port}/__floor__").json()]
 
 
 def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
@@ -196,7 +302,14 @@ def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
         statistics.median(floor[k]) for k in ("served", "client", "starlette")
     )
     ratio = served / client
-    empty = statistics.median(floor["empty"]) if floor.get("empty") else None
+
+    def row(label: str, key: str) -> list[str]:
+        if not floor.get(key):
+            return []
+        value = statistics.median(floor[key])
+        return [f"| {label} | {fmt_ms(value)} | {value / client:.2f}× |"]
+
+    statements = int(floor["statements"][0])
     lines = [
         "## The floor of one request (`GET /sessions/{id}/`, SQLite, the same file)",
         "",
@@ -204,23 +317,32 @@ def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
         "| --- | --- | --- |",
         f"| served by daphne as `make run` serves it, over HTTP | {fmt_ms(served)} | "
         f"{ratio:.2f}× |",
-        f"| Django's test client (no server, no socket) | {fmt_ms(client)} | 1.00× |",
-        f"| a minimal Starlette app under uvicorn, the same {int(floor['statements'][0])} "
-        f"statement(s) on the same file | {fmt_ms(reference)} | {reference / client:.2f}× |",
-        *(
-            [
-                f"| an empty DRF view through Django's test client (the middleware, the API's "
-                f"key authentication, an empty JSON answer) | {fmt_ms(empty)} | "
-                f"{empty / client:.2f}× |"
-            ]
-            if empty is not None
-            else []
+        *row("the same application under uvicorn (it could hold the sockets too)", "uvicorn"),
+        *row(
+            "the same Django under gunicorn, one synchronous worker (WSGI: no hop between "
+            "threads; it cannot hold the sockets)",
+            "gunicorn",
+        ),
+        *row(
+            "Django's own path inside that gunicorn worker (timed around the WSGI call)",
+            "django_in_gunicorn",
+        ),
+        f"| Django's test client (no server, no socket; a loop that never sleeps) | "
+        f"{fmt_ms(client)} | 1.00× |",
+        f"| a minimal Starlette app under uvicorn, the same {statements} statement(s) on the "
+        f"same file | {fmt_ms(reference)} | {reference / client:.2f}× |",
+        *row("a server that answers at once (the client and the socket alone)", "echo"),
+        *row(
+            "an empty DRF view through Django's test client (the middleware, the API's key "
+            "authentication, an empty JSON answer)",
+            "empty",
         ),
         "",
         f"{len(floor['served'])} samples each, interleaved. The test client's is Django's own "
         "floor (the middleware, DRF, the view and its statements, in one thread); the served "
-        "path adds the server, the socket and the hand-off to the HTTP threads "
-        "(rollback_site.http_handler); Starlette's is the same SQL and an ASGI server alone.",
+        "paths add the server, the socket, the client and, under daphne and uvicorn, the "
+        "hand-off to the HTTP threads (rollback_site.http_handler); Starlette's is the same "
+        "SQL and an ASGI server alone.",
     ]
     target = (
         "a served GET of one session ≤ 1.5× the same request through Django's test client",
@@ -229,7 +351,8 @@ def floor_report(floor: dict[str, list[float]]) -> tuple[list[str], list[Any]]:
         "",
     )
     targets: list[Any] = [target]
-    if empty is not None:
+    if floor.get("empty"):
+        empty = statistics.median(floor["empty"])
         targets.append(
             (
                 "an empty view ≤ 1 ms (DRF behind the API's authentication, Django's test client)",
@@ -246,5 +369,11 @@ if __name__ == "__main__":
         _client(int(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "starlette":
         _starlette(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "uvicorn":
+        _uvicorn(int(sys.argv[2]))
+    elif sys.argv[1] == "gunicorn":
+        _gunicorn(int(sys.argv[2]))
+    elif sys.argv[1] == "echo":
+        _echo(int(sys.argv[2]))
     else:
         raise SystemExit(f"bench.floor: no mode {sys.argv[1]!r}")
