@@ -35,6 +35,12 @@ from daphne.access import AccessLogGenerator
 from rollback_site.static_collect import static_files_collect
 
 APPLICATION = "rollback_site.asgi:application"
+# How long a WebSocket's opening may take before daphne drops it (its own default is 5 s, after
+# which the client gets no answer at all). A saturated machine (the benchmark's 100 chats at once
+# on two cores) can take longer than that to open a socket that it then serves well: the client
+# would fail and come back, adding to the load. `--websocket_connect_timeout N` on the command
+# line still sets it.
+CONNECT_TIMEOUT_SECONDS = 30
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("rollback.access")
@@ -152,7 +158,15 @@ def main(argv: list[str] | None = None) -> None:
 
     mcp_servers_ensure()
     args = sys.argv[1:] if argv is None else argv
-    cli.CommandLineInterface().run([*args, APPLICATION])
+    cli.CommandLineInterface().run([*with_defaults(args), APPLICATION])
+
+
+def with_defaults(args: list[str]) -> list[str]:
+    """daphne's options as given, with this server's defaults for those not given."""
+    given = {arg.split("=", 1)[0] for arg in args}
+    if "--websocket_connect_timeout" in given:
+        return list(args)
+    return ["--websocket_connect_timeout", str(CONNECT_TIMEOUT_SECONDS), *args]
 
 
 if __name__ == "__main__":

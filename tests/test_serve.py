@@ -183,3 +183,15 @@ def test_the_production_start_on_a_fresh_checkout_serves_pages_with_their_css(
         assert manifest.stat().st_mtime_ns == made
     finally:
         services.stop_all()
+
+
+def test_a_socket_may_take_30_s_to_open_unless_the_command_line_says_otherwise():
+    from rollback_site.serve import CONNECT_TIMEOUT_SECONDS, with_defaults
+
+    assert CONNECT_TIMEOUT_SECONDS == 30  # daphne's own 5 s drops sockets a saturated host serves
+    assert with_defaults(["-p", "8000"]) == ["--websocket_connect_timeout", "30", "-p", "8000"]
+    assert with_defaults(["--websocket_connect_timeout", "9"]) == [
+        "--websocket_connect_timeout",
+        "9",
+    ]
+    assert with_defaults(["--websocket_connect_timeout=9"]) == ["--websocket_connect_timeout=9"]
