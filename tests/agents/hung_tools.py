@@ -28,9 +28,9 @@ def hang(job: str) -> str:
     return f"finished {job}"
 
 
-@tool_effect("none", timeout=0.2)
+@tool_effect("none", timeout=2)
 def quick_lookup(order_id: str) -> str:
-    """Look an order up (its own deadline: 0.2 s; it hangs)."""
+    """Look an order up (its own deadline: 2 s; it hangs)."""
     with _lock:
         CALLS.append(order_id)
     RELEASE.wait(120)

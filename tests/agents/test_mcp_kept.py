@@ -234,7 +234,7 @@ def test_a_changed_row_closes_its_process_and_a_disabled_one_too(fake_llm, sessi
     first = int(pid_turn(fake_llm, session))
     first_other = int(pid_turn(fake_llm, session, "other"))
 
-    row.timeout = 20
+    row.timeout = 150  # changed from the helper's 120
     mcp_server_save(server=row)  # as the admin saves it
     second = int(pid_turn(fake_llm, session))
 

@@ -46,6 +46,10 @@ TOKEN = "wire-token"  # noqa: S105 - a test server's token
 
 
 def stdio_row(name: str = "local", *args: str, **fields: object) -> McpServer:
+    """A row for the stdio fake. Its timeout is 120 s unless a test sets one: on CI's loaded
+    two-core machine a start of the SDK's server took 15-30 s (1.2 s idle), and a listing cut
+    at the default 30 s left a test that is not about timeouts with no tools at all."""
+    fields.setdefault("timeout", 120)
     return McpServer.objects.create(
         name=name,
         transport="stdio",
@@ -330,7 +334,7 @@ def test_a_stdio_servers_session_keeps_its_state_within_a_turn_and_across_turns(
 
 
 def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, session):
-    stdio_row(timeout=10)
+    stdio_row()
     fake_llm.queue(
         ToolCalls([ToolCall("local__counter", {})]),
         ToolCalls([ToolCall("local__die", {})]),
@@ -352,7 +356,6 @@ def test_a_session_lost_mid_turn_is_opened_again_by_the_next_call(fake_llm, sess
 
 
 def test_a_stdio_server_writing_a_garbage_line_still_offers_its_tools(session):
-    # The default timeout: a first start of the SDK on a loaded CI machine can take over 5 s.
     stdio_row("noisy", "garbage")
     tools = offered_tools(session)
     # The SDK skips a line that is not JSON-RPC; the server's tools are offered.
@@ -433,7 +436,7 @@ def test_a_server_listing_1000_tools_offers_the_first_allowed_ones(session, sett
 
 
 def test_a_server_process_that_dies_mid_call_may_have_run(fake_llm, session):
-    stdio_row(timeout=10)
+    stdio_row()
     fake_llm.queue(ToolCalls([ToolCall("local__die", {})]), Reply("It died."))
 
     turn = ask(session, "die")

@@ -100,7 +100,10 @@ def test_a_call_given_up_on_in_one_turn_is_not_taken_for_the_same_call_of_the_ne
         return f"synced {job}"
 
     agent = python_agent(session, alice, tools=[sync])
-    agent.tool_timeouts["sync"] = 0.2
+    # Long enough for the call to start on the tool executor first: one that has not started
+    # by its deadline is never run (`✗ Not run`, not `may_have_run`), and CI's loaded machine
+    # once took longer than the 0.2 s this was to start its thread.
+    agent.tool_timeouts["sync"] = 3.0
     fake_llm.queue(
         ToolCalls([ToolCall("sync", {"job": "a"})]),
         Reply("Gave up."),
@@ -116,6 +119,7 @@ def test_a_call_given_up_on_in_one_turn_is_not_taken_for_the_same_call_of_the_ne
         release.set()
 
     first, second = tool_messages(session)
+    assert calls == ["a", "a"]  # the first call started, and hung past its deadline
     assert first.metadata == {"error": True, "may_have_run": True}
     assert second.tool_result == "synced a"
     assert second.metadata == {}

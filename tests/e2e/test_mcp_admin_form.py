@@ -12,8 +12,25 @@ from .conftest import sign_in_as_staff
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture
+def no_servers_left(app, app_settings):
+    """The servers this test saves are removed after it: the served app is shared by the browser
+    tests that follow, and a server that cannot start would be offered to every turn of theirs
+    (CI saw a later test's turns wait on it, with its notices on their replies)."""
+    yield
+    app.manage(
+        app_settings,
+        "shell",
+        "-c",
+        "from agents.models import McpServer; "
+        "McpServer.objects.filter(name__startswith='local-').delete()",
+    )
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_form_shows_the_fields_of_the_chosen_transport(page, app, app_settings, scheme):
+def test_the_form_shows_the_fields_of_the_chosen_transport(
+    page, app, app_settings, scheme, no_servers_left
+):
     page.set_viewport_size({"width": 1366, "height": 900})
     page.emulate_media(color_scheme=scheme)
     sign_in_as_staff(page, app, app_settings)

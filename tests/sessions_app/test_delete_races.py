@@ -38,13 +38,19 @@ def race_a_delete(writer, deleter, *, writers: int = WRITERS) -> tuple[list, lis
     started = threading.Barrier(writers + 1)
     warm = threading.Semaphore(0)
     writer_errors: list[BaseException] = []
-    deleter_errors: list[BaseException] = []
+    deleter_errors: list[tuple[BaseException, object]] = []
 
     def write(i: int) -> None:
         try:
             started.wait()
             for step in range(200):
                 writer(i, step)
+                # Each step is a request's worth of work: its connection goes back to the pool
+                # after it, as a request's does. Held for the thread's life, the six writers,
+                # the deleter and the test's own thread left 2 of the process's 10 (measured),
+                # and CI's deleter once waited out the pool's 30 s for one; what held those two
+                # is not known: a deleter's failure now says how the pool stood.
+                connection.close()
                 if step == 2:
                     warm.release()
         except BaseException as exc:  # reported by the test
@@ -59,8 +65,9 @@ def race_a_delete(writer, deleter, *, writers: int = WRITERS) -> tuple[list, lis
             for _ in range(writers):
                 warm.acquire(timeout=30)
             deleter()
-        except BaseException as exc:  # reported by the test
-            deleter_errors.append(exc)
+        except BaseException as exc:  # reported by the test, with the pool as it was then
+            pool = getattr(connection, "pool", None)
+            deleter_errors.append((exc, pool.get_stats() if pool is not None else None))
         finally:
             connection.close()
 
