@@ -21,10 +21,16 @@ def close_the_sockets_of_the_login(
 ) -> None:
     """Every logout (the site's, the admin's) goes through `django.contrib.auth.logout`, which
     sends this signal while the login's session key is still known: the sockets that login
-    opened close."""
+    opened close.
+
+    Django flushes the login's stored session only after its signal, so it is deleted here
+    first: a page whose socket closes reloads at once, and that reload must find the login
+    already gone, or it is served the chat again and stays there (the later flush deletes
+    nothing more)."""
     session = getattr(request, "session", None)
     session_key = session.session_key if session is not None else None
-    if session_key:
+    if session is not None and session_key:
+        session.delete()
         events.sockets_close_login(session_key=session_key)
 
 

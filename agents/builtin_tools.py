@@ -13,8 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.conf import settings
+
+from sandbox.availability import availability
+from sandbox.network import network_mode
+
 from .calculator import calculate
-from .registry import BuiltinTool, Group, Intent, ToolRegistry
+from .registry import BuiltinTool, Effect, Group, Intent, ToolRegistry
+from .shell_replies import shell_reply
 
 INTRO = "You are Rollback's assistant. Answer clearly; use Markdown where it helps."
 
@@ -40,11 +46,19 @@ MEMORY = Group(
 FILES = Group(
     "files",
     40,
-    "This conversation has a workspace of text files: use {names} when the user asks you to "
+    "This conversation has a workspace of files: use {names} when the user asks you to "
     "create, change or look at files. A checkpoint keeps the files as they are, and a restore "
     "brings them back.",
 )
 PLAN = Group("plan", 50, "Keep a plan for longer tasks with {names}.")
+SHELL = Group(
+    "shell",
+    45,
+    "You can run commands over the workspace's files with {names}: in a sandbox with no "
+    "network unless the operator allows some, where what a command changes in the files is "
+    "kept as new versions (a restore undoes it). Use them to run code, scripts and tests the "
+    "user asks for.",
+)
 
 # The demo's patterns: a name (of a checkpoint), a file's path (with an extension: notes.md,
 # docs/plan.txt), quoted or not; a polite start; the words for a todo.
@@ -74,6 +88,19 @@ def _remember_args(groups: dict[str, Any]) -> dict[str, Any]:
     category's name, as in "comm.tone: be brief")."""
     key = groups["key"]
     return {"key": key, "category": _category_of(key), "l0": groups["fact"]}
+
+
+def _sandboxed() -> bool:
+    return availability().ok
+
+
+def _shell_settled() -> tuple[Effect, bool]:
+    """The shell tools' effect and approval: with no network a restore undoes all a command
+    did (`workspace`, no approval); with one it may have acted outside (`external`, the ledger
+    keeps it), and it waits for approval unless SANDBOX_NETWORK_APPROVAL is off."""
+    if network_mode() == "none":
+        return "workspace", False
+    return "external", bool(settings.SANDBOX_NETWORK_APPROVAL)
 
 
 def _calculated(result: str) -> str | None:
@@ -371,6 +398,33 @@ REGISTRY = ToolRegistry(
                 ),
             ),
             asked_as="mark todo … done",
+        ),
+        BuiltinTool(
+            "run_shell",
+            "workspace",
+            SHELL,
+            offered=_sandboxed,
+            settled=_shell_settled,
+            intents=(
+                # "run ls", "run `python3 main.py`": anchored, tried after "run the tests".
+                Intent(
+                    26,
+                    re.compile(rf"{_PLEASE}run\s+(?P<command>\S.*?)\s*$", re.I | re.S),
+                    lambda g: {"command": _unquoted(g["command"])},
+                ),
+            ),
+            asked_as="run …",
+            reply=shell_reply,
+        ),
+        BuiltinTool(
+            "run_tests",
+            "workspace",
+            SHELL,
+            offered=_sandboxed,
+            settled=_shell_settled,
+            intents=(Intent(25, re.compile(rf"{_PLEASE}run (?:the |my )?tests\s*[.!?]*$", re.I)),),
+            asked_as="run the tests",
+            reply=shell_reply,
         ),
     ]
 )

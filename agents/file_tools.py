@@ -16,12 +16,17 @@ the model as its result, starting with "✗ ", and nothing is written. Paths are
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from core.errors import DomainError
-from workspace.selectors import directory, workspace_file, workspace_files
+from workspace.errors import BinaryFile
+from workspace.pdf_text import is_pdf, pdf_text
+from workspace.selectors import directory, workspace_file, workspace_file_bytes, workspace_files
 from workspace.services import file_delete, file_write
 from workspace.validation import clean_path
+
+from .mcp.vision import image_type_of, sees_images
 
 if TYPE_CHECKING:
     from sessions_app.models import Branch, Turn
@@ -97,16 +102,21 @@ class FileTools:
             lines.append(f"… and {len(entries) - LIST_DIR_ENTRIES:,} more entries.")
         return "\n".join(lines)
 
-    def read_file(self, path: str) -> str:
-        """Read a text file of the workspace. A long file is cut, with a note saying so.
+    def read_file(self, path: str) -> Any:
+        """Read a text file of the workspace, the text of a PDF, or look at an image (PNG, JPEG,
+        GIF, WebP) when you take images. A long file is cut, with a note saying so.
 
         Args:
             path: the file's path in the workspace, e.g. "notes/plan.md".
         """
         try:
             _, content = workspace_file(self.internal_session, path)
+        except BinaryFile as exc:
+            return self._read_binary(path, exc)
         except DomainError as exc:
             return f"✗ {exc.message} Use list_dir to see the files."
+        if content.startswith("%PDF-"):  # a PDF written in ASCII only: kept as text
+            return self._pdf(path, content.encode())
         if len(content) <= READ_FILE_CHARS:
             return content
         return (
@@ -114,6 +124,62 @@ class FileTools:
             + f"\n[… cut here: the file has {len(content):,} characters; only the first "
             f"{READ_FILE_CHARS:,} are shown.]"
         )
+
+    def _read_binary(self, path: str, refused: BinaryFile) -> Any:
+        """A PDF's text (workspace.pdf_text), an image (`_image`); any other binary file is
+        refused as it was."""
+        try:
+            found, content = workspace_file_bytes(self.internal_session, path)
+        except DomainError as exc:
+            return f"✗ {exc.message}"
+        if is_pdf(content.raw):
+            return self._pdf(found.path, content.raw)
+        mime = image_type_of(content.raw)
+        if mime is not None:
+            return self._image(found.path, mime, content.raw)
+        return f"✗ {refused.message}"
+
+    def _image(self, path: str, mime: str, data: bytes) -> Any:
+        """An image for a model that takes images (AGENT_VISION_MODELS): agno gives it to the
+        model after the call (agents.mcp.vision), and the call's message keeps it, as an MCP
+        tool's image. Another model is told it cannot see it."""
+        kind = f"{mime}, {_plural(len(data), 'byte')}"
+        if not sees_images(getattr(self, "model", None)):
+            return (
+                f"✗ '{path}' is an image ({kind}), and this model does not take images: it "
+                "cannot be shown to you. Ask the user what it shows, or use a model that "
+                "takes images."
+            )
+        from agno.media import Image
+        from agno.tools.function import ToolResult
+
+        from .mcp.vision import MAX_IMAGE_BYTES
+
+        if len(data) > MAX_IMAGE_BYTES:
+            return (
+                f"✗ '{path}' is an image ({kind}) larger than the {MAX_IMAGE_BYTES:,} bytes a "
+                "model is shown: it can be downloaded, or made smaller by a command."
+            )
+        image = Image(id=f"img-{uuid.uuid4().hex[:12]}", content=data, mime_type=mime)
+        return ToolResult(
+            content=f"[The image {path}, attached after this result]\n[image {image.id}: {kind}]",
+            images=[image],
+        )
+
+    def _pdf(self, path: str, data: bytes) -> str:
+        try:
+            extracted = pdf_text(path, data, chars=READ_FILE_CHARS)
+        except DomainError as exc:
+            return f"✗ {exc.message}"
+        head = f"[The text of the PDF {path}: {_plural(extracted.pages, 'page')}."
+        if not extracted.text:
+            return head + " It has no text to extract (scanned pages are images).]"
+        tail = ""
+        if extracted.cut and len(extracted.text) >= READ_FILE_CHARS:
+            tail = f"\n[… cut here: only the first {READ_FILE_CHARS:,} characters are shown.]"
+        elif extracted.cut:
+            tail = f"\n[… cut here: only the first {_plural(extracted.read, 'page')} were read.]"
+        return f"{head}]\n{extracted.text}{tail}"
 
     def write_file(self, path: str, content: str) -> str:
         """Write a text file of the workspace: create it, or replace its content. Folders are

@@ -69,6 +69,11 @@ class BuiltinTool:
       that point to it, each with the user's words for them (a regular expression, the words).
     - `reply`: the demo's reply for a result of this tool (None: the result in the user's
       words); `empty_reply`: its reply for an empty result.
+    - `offered`: whether agents offer it in this process (None: always); one that is not
+      offered is left out of their tools and instructions (the shell tools without a sandbox).
+    - `settled`: its effect and approval as the settings make them now, when they depend on
+      them (the shell tools: `external`, and approved, when the sandbox has a network); None:
+      `effect` and `approval` as declared. Read by `effect_now` and `approval_now`.
     """
 
     name: str
@@ -82,10 +87,18 @@ class BuiltinTool:
     rewrites: tuple[tuple[str, str], ...] = ()
     reply: Callable[[str], str | None] | None = None
     empty_reply: str = "Done."
+    offered: Callable[[], bool] | None = None
+    settled: Callable[[], tuple[Effect, bool]] | None = None
 
     def __post_init__(self) -> None:
         if self.effect not in EFFECTS:
             raise ValueError(f"{self.name}: unknown effect {self.effect!r}")
+
+    def effect_now(self) -> Effect:
+        return self.settled()[0] if self.settled is not None else self.effect
+
+    def approval_now(self) -> bool:
+        return self.settled()[1] if self.settled is not None else self.approval
 
     def implementation(self, agent: object) -> Callable[..., str]:
         """The callable the agent offers: the declared function, else its method."""
@@ -137,19 +150,23 @@ class ToolRegistry:
         )
 
     def effects(self) -> dict[str, Effect]:
-        return {t.name: t.effect for t in self}
+        return {t.name: t.effect_now() for t in self}
 
     def approvals(self) -> frozenset[str]:
-        return frozenset(t.name for t in self if t.approval)
+        return frozenset(t.name for t in self if t.approval_now())
+
+    def offered(self) -> list[BuiltinTool]:
+        """The tools agents offer in this process, in the registry's order."""
+        return [t for t in self if t.offered is None or t.offered()]
 
     def implementations(self, agent: object) -> list[Callable[..., str]]:
         """What `agent` offers the model for the built-in tools, in the registry's order."""
-        return [t.implementation(agent) for t in self]
+        return [t.implementation(agent) for t in self.offered()]
 
     def instructions(self, intro: str) -> list[str]:
-        """The agent's instructions: `intro`, then a line per group of tools."""
+        """The agent's instructions: `intro`, then a line per group of the offered tools."""
         groups: dict[str, tuple[Group, list[str]]] = {}
-        for tool in self:
+        for tool in self.offered():
             groups.setdefault(tool.group.key, (tool.group, []))[1].append(tool.name)
         ordered = sorted(groups.values(), key=lambda g: g[0].rank)
         return [intro] + [g.instruction.format(names=names_in_words(n)) for g, n in ordered]

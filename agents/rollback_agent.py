@@ -39,6 +39,7 @@ from .mcp.vision import sees_images
 from .memory_tools import MemoryTools
 from .model import max_tool_calls
 from .repositories import CheckpointRepository, InternalSessionRepository
+from .shell_tools import ShellTools
 from .tool_deadline import ToolDeadlines
 from .tool_errors import tool_errors_hook
 from .tools import (
@@ -115,7 +116,7 @@ def _repository(argument: str, given: object, ours: type, user: User | None) -> 
     return given
 
 
-class RollbackAgent(CheckpointTools, MemoryTools, FileTools):
+class RollbackAgent(CheckpointTools, MemoryTools, FileTools, ShellTools):
     """An agent bound to one session and one of its branches, running an agno Agent. Its
     built-in tools are declared in agents.builtin_tools; the methods among them come from
     agents.checkpoint_tools, agents.memory_tools and agents.file_tools."""

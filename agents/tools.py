@@ -41,8 +41,9 @@ CHECKPOINT_TOOLS = REGISTRY.names(checkpoint=True)
 MEMORY_TOOLS = REGISTRY.names(group="memory")
 FILE_TOOLS = REGISTRY.names(group="files")
 TODO_TOOLS = REGISTRY.names(group="plan")
+# Offered only where the sandbox works (sandbox.availability).
+SHELL_TOOLS = REGISTRY.names(group="shell")
 BUILTIN_TOOLS = REGISTRY.names()
-BUILTIN_EFFECTS: dict[str, str] = dict(REGISTRY.effects())
 # A custom tool that declares nothing acts on the outside world: the safe assumption.
 DEFAULT_EFFECT = "external"
 # How a built-in tool's result starts when it refused the call and did nothing (a path outside
@@ -130,8 +131,8 @@ def effects_of(builtins: Iterable[Any], custom: Iterable[Any]) -> tuple[dict[str
     for tool in builtins:
         for name in tool_names(tool):
             declared = REGISTRY.get(name)
-            effects[name] = declared.effect if declared is not None else DEFAULT_EFFECT
-            if declared is not None and declared.approval:
+            effects[name] = declared.effect_now() if declared is not None else DEFAULT_EFFECT
+            if declared is not None and declared.approval_now():
                 approvals.add(name)
     for tool in custom:
         functions = tool.functions if isinstance(tool, Toolkit) else {}

@@ -115,6 +115,11 @@ def run_served_parts(
 
         return run_mcp(var / "mcp", rounds=rounds, smoke=args.smoke)
 
+    def run_sandbox_part() -> Any:
+        from bench.sandbox import run_sandbox
+
+        return run_sandbox(var / "sandbox", rounds=rounds, smoke=args.smoke)
+
     def run_served_part() -> Any:
         from bench.served import run_served
 
@@ -140,6 +145,7 @@ def run_served_parts(
     parts = {
         "turns": run_turns_part,
         "mcp": run_mcp_part,
+        "sandbox": run_sandbox_part,
         "served": run_served_part,
         "stack": run_stack_part,
         "bystander": run_bystander_part,
@@ -163,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to leave out: store,storage,turns,mcp,served,stack,bystander",
+        help="comma-separated parts to leave out: "
+        "store,storage,turns,mcp,sandbox,served,stack,bystander",
     )
     parser.add_argument(
         "--synchronous",
@@ -219,7 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     if skip and previous.exists() and not args.smoke:
         # A part left out keeps its figures from the previous full run, and says so.
         old = json.loads(previous.read_text())
-        for part in ("store", "storage", "turns", "mcp", "served", "stack", "bystander"):
+        for part in (
+            "store",
+            "storage",
+            "turns",
+            "mcp",
+            "sandbox",
+            "served",
+            "stack",
+            "bystander",
+        ):
             if part in skip and part in old:
                 results[part] = old[part]
                 results.setdefault("notes", []).append(

@@ -211,7 +211,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             title = TITLES[bench] + " (in process, the services and selectors)"
             parts += ["", f"## {title}", "", store_table(store, bench, sizes, with_bytes)]
     parts += _storage_table(results)
-    for key in ("served", "turns", "mcp", "stack", "bystander"):
+    for key in ("served", "turns", "mcp", "sandbox", "stack", "bystander"):
         section = results.get(key)
         if section:
             parts += ["", section["markdown"]]

@@ -106,16 +106,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 )
             )
     rows += api_targets(results, agno)
-    for row in results.get("served", {}).get("targets", []):
-        rows.append(tuple(row))
-    for row in results.get("turns", {}).get("targets", []):
-        rows.append(tuple(row))
-    for row in results.get("mcp", {}).get("targets", []):
-        rows.append(tuple(row))
-    for row in results.get("stack", {}).get("targets", []):
-        rows.append(tuple(row))
-    for row in results.get("bystander", {}).get("targets", []):
-        rows.append(tuple(row))
+    for part in ("served", "turns", "mcp", "sandbox", "stack", "bystander"):
+        rows += [tuple(row) for row in results.get(part, {}).get("targets", [])]
     return rows
 
 

@@ -24,8 +24,7 @@ from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound
 from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history, common_length, parse_pk
-from workspace.models import WorkspaceBlob
-from workspace.selectors import WorkspaceFile, files_change, workspace_files
+from workspace.selectors import WorkspaceFile, blob_contents, files_change, workspace_files
 
 from .errors import CheckpointNotFound
 from .models import Checkpoint
@@ -212,12 +211,27 @@ def unified_diff(path: str, before: str | None, after: str | None) -> tuple[str,
     return "".join(out), ""
 
 
-def _contents(blobs: list[int]) -> dict[int, str]:
-    """The texts of these blobs: one query."""
-    if not blobs:
-        return {}
-    rows = WorkspaceBlob.objects.filter(pk__in=blobs).values_list("pk", "content")
-    return {int(pk): str(content) for pk, content in rows}
+def _size(n: int) -> str:
+    """A file's size as a person reads it: "820 bytes", "12 kB", "3.4 MB"."""
+    if n < 1000:
+        return f"{n:,} byte{'' if n == 1 else 's'}"
+    for unit, scale in (("kB", 1000), ("MB", 1000**2), ("GB", 1000**3)):
+        value = n / scale
+        if value < 1000 or unit == "GB":
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{n:,} bytes"
+
+
+def binary_note(a: WorkspaceFile | None, b: WorkspaceFile | None) -> str:
+    """What a binary file's change is, without a line diff: "changed (12 kB → 14 kB)"."""
+    if a is None and b is not None:
+        return f"binary file added ({_size(b.size)})"
+    if b is None and a is not None:
+        return f"binary file removed ({_size(a.size)})"
+    if a is not None and b is not None:
+        kind = "binary file" if a.binary and b.binary else "changed between text and binary"
+        return f"{kind} changed ({_size(a.size)} → {_size(b.size)})"
+    return ""
 
 
 NOT_READ = (
@@ -245,14 +259,18 @@ def files_diff(before: list[WorkspaceFile], after: list[WorkspaceFile]) -> Files
     blobs: list[int] = []
     for path, a, b in order:
         sides = [f for f in (a, b) if f is not None]
+        if any(f.binary for f in sides):
+            continue  # no line diff: binary_note says what changed
         need = sum(f.size for f in sides)
         if need <= left:
             left -= need
             fits.add(path)
             blobs += [f.blob for f in sides]
-    texts = _contents(blobs)
+    texts = {pk: content.text or "" for pk, content in blob_contents(blobs).items()}
 
     def entry(path: str, a: WorkspaceFile | None, b: WorkspaceFile | None) -> FileDiff:
+        if (a is not None and a.binary) or (b is not None and b.binary):
+            return FileDiff(path=path, diff="", note=binary_note(a, b))
         if path not in fits:
             return FileDiff(path=path, diff="", note=NOT_READ)
         text_a = None if a is None else texts.get(a.blob, "")

@@ -2,7 +2,8 @@
 
 The document holds `files`: `versions`, every file version of the session in the order written
 (`branch`, `path`, `position`, `sha256` or null for a deletion, `created_at`, `by`), and `blobs`,
-each content once ({sha256: text}). A mark (a checkpoint's `files_mark`, a branch's
+each content once, by the SHA-256 of its bytes: a text file's as a string, a binary file's as
+`{"base64": "..."}`. A mark (a checkpoint's `files_mark`, a branch's
 `fork_file_mark`) is a version id of the exporting server; in the document it becomes the number
 of the session's versions it covers (`files_upto` of a checkpoint, `fork_files_upto` of a
 branch), which import turns back into an id of its own: versions are inserted in the document's
@@ -18,6 +19,8 @@ The new session's versions and contents count towards its owner's storage quotas
 
 from __future__ import annotations
 
+import base64
+import binascii
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,7 +36,13 @@ from sessions_app.models import Branch, Session
 from workspace.models import WORKSPACE_PATH_MAX, FileVersion, WorkspaceBlob
 from workspace.nfc import nfc_renames
 from workspace.quota import QuotaExceeded, quota_check
-from workspace.validation import clean_content, clean_path, max_files, sha256_of
+from workspace.validation import (
+    FileContent,
+    clean_content,
+    clean_file_content,
+    clean_path,
+    max_files,
+)
 
 from .models import Checkpoint
 
@@ -49,11 +58,37 @@ class FileVersionDoc(BaseModel):
     by: str = Field(default="", max_length=20, pattern=r"^[a-z_]*$")
 
 
+class BinaryDoc(BaseModel):
+    """A binary file's content in the document: its bytes in base64."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base64: str
+
+
 class FilesDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     versions: list[FileVersionDoc] = Field(default_factory=list)
-    blobs: dict[str, str] = Field(default_factory=dict)
+    blobs: dict[str, str | BinaryDoc] = Field(default_factory=dict)
+
+
+def blob_content(value: str | BinaryDoc) -> FileContent:
+    """A document's content as stored: a string is text; `{"base64"}` bytes, text or binary as
+    they are (InvalidInput: not base64, NUL in a text, over WORKSPACE_MAX_FILE_BYTES)."""
+    if isinstance(value, str):
+        return clean_file_content(clean_content(value))
+    try:
+        raw = base64.b64decode(value.base64, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("a binary content must be its bytes in base64.") from None
+    return clean_file_content(raw)
+
+
+def _blob_doc(text: str, data: bytes | memoryview | None) -> str | dict[str, str]:
+    if data is None:
+        return text
+    return {"base64": base64.b64encode(bytes(data)).decode("ascii")}
 
 
 def _iso(value: datetime) -> str:
@@ -98,7 +133,9 @@ def files_export(session: Session) -> FilesExport:
         files={
             "versions": versions,
             "blobs": {
-                sha: text for sha, text in blobs.values_list("sha256", "content") if sha in used
+                sha: _blob_doc(text, data)
+                for sha, text, data in blobs.values_list("sha256", "content", "data")
+                if sha in used
             },
         },
         ids=[row[0] for row in rows],
@@ -159,8 +196,7 @@ def _check_blobs(files: FilesDoc) -> None:
         where = f"file content {sha[:16]}"
         if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
             raise _bad(f"{where}: its key must be the content's SHA-256 in lowercase hex.")
-        clean_content(content)
-        if sha256_of(content) != sha:
+        if blob_content(content).sha256 != sha:
             raise _bad(f"{where}: the content's SHA-256 does not match its key.")
         if sha not in used:
             raise _bad(f"{where} is used by no file version.")
@@ -304,21 +340,23 @@ def files_import(
             session_id=session.pk,
             owner_id=session.owner_id,
             versions=len(files.versions),
-            new_bytes=sum(len(content.encode("utf-8")) for content in files.blobs.values()),
+            new_bytes=sum(blob_content(content).size for content in files.blobs.values()),
         )
     except QuotaExceeded as exc:
         raise ImportTooLarge(f"Cannot import this document: {exc.message}") from None
     now = timezone.now()
+    contents = {sha: blob_content(value) for sha, value in files.blobs.items()}
     blobs = WorkspaceBlob.objects.bulk_create(
         [
             WorkspaceBlob(
                 session=session,
                 sha256=sha,
-                content=content,
-                size=len(content.encode("utf-8")),
+                content=content.text or "",
+                data=content.raw if content.binary else None,
+                size=content.size,
                 created_at=now,
             )
-            for sha, content in files.blobs.items()
+            for sha, content in contents.items()
         ],
         batch_size=500,
     )

@@ -161,6 +161,7 @@ def check_model_settings(metadata: object) -> None:
         chosen_context_tokens(chosen)
         chosen_instructions(chosen)
         chosen_mcp_servers(chosen)
+        chosen_test_command(chosen)
 
 
 def chosen_mcp_servers(session_settings: Mapping[str, object]) -> dict[str, bool]:
@@ -177,3 +178,20 @@ def chosen_mcp_servers(session_settings: Mapping[str, object]) -> dict[str, bool
             "names to true or false."
         )
     return dict(value)
+
+
+TEST_COMMAND_MAX_CHARS = 2_000
+
+
+def chosen_test_command(session_settings: Mapping[str, object]) -> str:
+    """The session's test command (settings.test_command, which the agent's run_tests runs in
+    the sandbox; "" for none): one line of text of at most TEST_COMMAND_MAX_CHARS characters."""
+    value = session_settings.get("test_command")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or "\x00" in value or len(value) > TEST_COMMAND_MAX_CHARS:
+        raise InvalidInput(
+            "The session's test command (settings.test_command) must be text of at most "
+            f"{TEST_COMMAND_MAX_CHARS:,} characters, e.g. python3 -m unittest."
+        )
+    return value.strip()

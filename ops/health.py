@@ -35,6 +35,7 @@ from agents.tool_deadline import ToolStats
 from agents.tool_deadline import stats as tool_stats
 from agents.tool_reports import reported, this_node
 from core.channel_layers import DROPS_KEY
+from sandbox.availability import availability
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,15 @@ class ReportJSON(TypedDict):
     checks: dict[str, CheckJSON]
     channel_layer: ChannelLayerJSON
     tools: ToolsJSON
+    sandbox: SandboxJSON
+
+
+class SandboxJSON(TypedDict):
+    """Whether this process can run the agent's sandboxed shell (sandbox.availability): without
+    it, run_shell and run_tests are not offered. Not a check: /healthz stays 200 without it."""
+
+    available: bool
+    why: str
 
 
 @dataclass(frozen=True)
@@ -138,7 +148,13 @@ class Report:
             "tools": tools_json(
                 self.tools if self.tools is not None else tool_stats(), self.elsewhere
             ),
+            "sandbox": sandbox_json(),
         }
+
+
+def sandbox_json() -> SandboxJSON:
+    found = availability()
+    return {"available": found.ok, "why": found.why}
 
 
 def tools_json(stats: ToolStats, elsewhere: list[ElsewhereJSON] | None = None) -> ToolsJSON:

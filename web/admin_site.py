@@ -50,6 +50,12 @@ class RollbackAdminSite(admin.AdminSite):
         )
         return context
 
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """The index, saying whether the agent's sandboxed shell works here (and why not)."""
+        from sandbox.availability import availability
+
+        return super().index(request, {**(extra_context or {}), "sandbox": availability()})
+
 
 class RollbackAdminConfig(AdminConfig):
     default_site = "web.admin_site.RollbackAdminSite"

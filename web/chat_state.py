@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agents.context import context_usage
+from agents.tools import SHELL_TOOLS
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import (
     checkpoints_page,
@@ -102,6 +104,7 @@ def conversation(
     ending = shown[-1] if shown and before is None and active is None else None
     history = joined_replies(shown)
     markers_top, markers = checkpoint_markers(branch, history, start=start, end=end)
+    runs = run_points(history, markers_top, markers)
     # A turn continuing the last reply streams into that reply's bubble: shown with it.
     continued = None
     if active is not None and before is None and history and continued_reply(active) is not None:
@@ -126,6 +129,7 @@ def conversation(
         "history": history,
         "markers_top": markers_top,
         "markers": markers,
+        "run_points": runs,
         "earlier": start if start > 0 else None,
         "active_turn": active if before is None else None,
         "partial": partial,
@@ -160,6 +164,28 @@ def checkpoint_markers(
         else:
             after.setdefault(history[index].pk, []).append(cp)
     return top, after
+
+
+def run_points(
+    history: list[Message], top: list[Checkpoint], markers: dict[int, list[Checkpoint]]
+) -> dict[int, tuple[int, int]]:
+    """For each sandboxed run shown (a run_shell or run_tests tool message), the checkpoints on
+    either side of it among those shown: the last one before it and the first one after it (the
+    automatic checkpoint of its turn, as a rule), by the message's id; its terminal block links
+    to their comparison. None of the shown checkpoints on a side: no entry. No query."""
+    points: dict[int, tuple[int, int]] = {}
+    before = top[-1].pk if top else None
+    waiting: list[int] = []  # runs since the last checkpoint, waiting for the next one
+    for m in history:
+        if m.role == Message.Role.TOOL and m.tool_name in SHELL_TOOLS and before is not None:
+            waiting.append(m.pk)
+        here = markers.get(m.pk)
+        if here:
+            if before is not None:
+                points.update(dict.fromkeys(waiting, (before, here[0].pk)))
+            waiting = []
+            before = here[-1].pk
+    return points
 
 
 def approval_card(turn: Turn | None) -> dict[str, str] | None:
@@ -316,14 +342,24 @@ def panel(
     return {**page, "tree": branch_tree(known)}
 
 
+def state_stamp() -> int:
+    """Now, in microseconds: when a rendering of the chat's state began its reads."""
+    return time.time_ns() // 1000
+
+
 def page_state(
     session: Session, *, chosen: CheckpointFilter | None = None, shown: int = 0
 ) -> dict[str, Any]:
     """Everything of the chat page that depends on the current branch (the conversation, its
     header and composer, the side panel), each part computed once: what a page load shows
-    and what a refresh brings (sessions_app/_refresh.html)."""
+    and what a refresh brings (sessions_app/_refresh.html). `state_at`: when its reads began
+    (microseconds), so that the page never swaps an older rendering over a newer one
+    (static/rollback/swaps.js): an action's answer that comes back after the refresh of a
+    change that followed it (a turn's start) is not shown."""
+    state_at = state_stamp()
     known = Branches.of(session)
     return {
+        "state_at": state_at,
         **conversation(session, known=known),
         **panel(session, known=known, chosen=chosen, shown=shown),
     }

@@ -18,8 +18,18 @@ class BadPath(InvalidInput):
 class BinaryContent(InvalidInput):
     def __init__(self) -> None:
         super().__init__(
-            "The workspace holds UTF-8 text files only; this content is binary (not UTF-8, or "
-            "it holds NUL characters). Nothing was written."
+            "This needs text (UTF-8, without NUL characters); the content is binary. Nothing "
+            "was written."
+        )
+
+
+class BinaryFile(InvalidInput):
+    """A text read of a binary file (an image, a PDF): its bytes are there, but not as text."""
+
+    def __init__(self, path: str, size: int) -> None:
+        super().__init__(
+            f"'{path}' is a binary file ({size:,} bytes), not text: it can be downloaded, or "
+            "used by a command, but not read as text."
         )
 
 

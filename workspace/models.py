@@ -18,12 +18,16 @@ WORKSPACE_PATH_MAX = 255
 
 class WorkspaceBlob(models.Model):
     """The content of a file, stored once per session however many versions, branches and
-    checkpoints show it: addressed by its SHA-256."""
+    checkpoints show it: addressed by the SHA-256 of its bytes. Text in `content`, any other
+    bytes in `data`."""
 
     session = models.ForeignKey("sessions_app.Session", on_delete=models.CASCADE, related_name="+")
     sha256 = models.CharField(max_length=64)
-    size = models.PositiveIntegerField()  # bytes, UTF-8
+    size = models.PositiveIntegerField()  # bytes (a text's in UTF-8)
+    # A text file's content (UTF-8 without NUL); "" for a binary one, whose bytes are in `data`.
     content = models.TextField(blank=True, default="")
+    # A binary file's bytes (an image, a PDF, a compiled file); null for a text file.
+    data = models.BinaryField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -35,6 +39,10 @@ class WorkspaceBlob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size} bytes)"
+
+    @property
+    def is_binary(self) -> bool:
+        return self.data is not None
 
 
 class FileVersion(models.Model):

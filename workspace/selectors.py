@@ -18,9 +18,9 @@ from django.db.models import Max
 
 from sessions_app.models import Branch
 
-from .errors import FileNotFoundInWorkspace
+from .errors import BinaryFile, FileNotFoundInWorkspace
 from .models import FileVersion, WorkspaceBlob
-from .validation import clean_path
+from .validation import FileContent, clean_path
 
 # Past any version id: "everything so far" (a BIGINT on both databases).
 UNBOUNDED = 2**62
@@ -56,6 +56,7 @@ class WorkspaceFile:
     updated_at: datetime
     version: int  # the FileVersion's id
     blob: int
+    binary: bool = False  # bytes that are not UTF-8 text (an image, a PDF)
 
 
 def _sql(with_prefix: bool) -> str:
@@ -80,7 +81,8 @@ def _sql(with_prefix: bool) -> str:
             FROM {versions} v JOIN lineage l ON v.branch_id = l.id
             WHERE v.id <= l.upper {prefix}
         )
-        SELECT n.path, b.size, b.sha256, n.created_at, n.id, b.id
+        SELECT n.path, b.size, b.sha256, n.created_at, n.id, b.id,
+               CASE WHEN b.data IS NULL THEN 0 ELSE 1 END
         FROM newest n JOIN {blobs} b ON b.id = n.blob_id
         WHERE n.rn = 1
         ORDER BY n.path
@@ -107,23 +109,47 @@ def workspace_files(
         cursor.execute(_sql(bool(path)), params)
         rows = cursor.fetchall()
     out = []
-    for p, size, sha, when, version, blob in rows:
+    for p, size, sha, when, version, blob, binary in rows:
         for converter in converters:
             when = converter(when, created, connection)
-        out.append(WorkspaceFile(p, int(size), sha, when, int(version), int(blob)))
+        out.append(WorkspaceFile(p, int(size), sha, when, int(version), int(blob), bool(binary)))
     return out
 
 
 def workspace_file(
     branch: Branch, path: Any, *, mark: int | None = None
 ) -> tuple[WorkspaceFile, str]:
-    """One file and its content (FileNotFoundInWorkspace when the branch has none there)."""
+    """One text file and its content (FileNotFoundInWorkspace when the branch has none there;
+    BinaryFile when it is not text: workspace_file_bytes reads any file)."""
+    found, content = workspace_file_bytes(branch, path, mark=mark)
+    if content.text is None:
+        raise BinaryFile(found.path, found.size)
+    return found, content.text
+
+
+def workspace_file_bytes(
+    branch: Branch, path: Any, *, mark: int | None = None
+) -> tuple[WorkspaceFile, FileContent]:
+    """One file and its content, text or binary (FileNotFoundInWorkspace when there is none)."""
     clean = clean_path(path)
     found = [f for f in workspace_files(branch, mark=mark, path=clean) if f.path == clean]
     if not found:
         raise FileNotFoundInWorkspace(clean)
-    content = WorkspaceBlob.objects.filter(pk=found[0].blob).values_list("content", flat=True)
-    return found[0], str(content.first() or "")
+    return found[0], blob_contents([found[0].blob])[found[0].blob]
+
+
+def blob_contents(blob_ids: list[int]) -> dict[int, FileContent]:
+    """The contents of the blobs `blob_ids`, by id: one query (none for no ids), whatever their
+    number (a workspace's files, or two workspaces' in a comparison)."""
+    if not blob_ids:
+        return {}
+    rows = WorkspaceBlob.objects.filter(pk__in=blob_ids).values_list("pk", "content", "data")
+    return {
+        int(pk): FileContent(None, bytes(data))
+        if data is not None
+        else FileContent(text, text.encode("utf-8"))
+        for pk, text, data in rows
+    }
 
 
 @dataclass(frozen=True)

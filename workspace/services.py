@@ -16,6 +16,7 @@ where sessions_app.turns ends it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +30,14 @@ from sessions_app.errors import BranchNotFound, SessionNotFound
 from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import lock_session
 
+from . import batch
 from .coalescing import previous_version_coalesce, replaced_version
 from .errors import FileNotFoundInWorkspace, TooManyFiles
 from .file_rows import blobs_collect, versions_delete
 from .models import FileVersion, WorkspaceBlob
 from .quota import quota_check
 from .selectors import WorkspaceFile, workspace_files
-from .validation import clean_content, clean_path, max_files, sha256_of
+from .validation import FileContent, clean_file_content, clean_path, max_files
 
 __all__ = [
     "TurnNoLongerWrites",
@@ -43,6 +45,7 @@ __all__ = [
     "blobs_collect",
     "file_delete",
     "file_write",
+    "files_apply",
     "versions_delete",
 ]
 
@@ -129,24 +132,40 @@ def file_write(
     by: str = "user",
     metadata: JSONObject | None = None,
 ) -> Written:
-    """Write a text file of `branch`'s workspace (a new version at the branch's position).
-    Refused with a clear error, writing nothing: a bad path, binary content, a file over
+    """Write a file of `branch`'s workspace (a new version at the branch's position): text (a
+    str, or bytes that are UTF-8 without NUL) or binary (any other bytes). Refused with a clear
+    error, writing nothing: a bad path, a file over
     WORKSPACE_MAX_FILE_BYTES, a new file past WORKSPACE_MAX_FILES, a path that clashes with a
     folder, a write over a storage quota (workspace.quota)."""
     clean = clean_path(path)
-    text = clean_content(content)
+    stored = clean_file_content(content)
     meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
     owner_id = _lock_owner(branch.session_id)
     locked = _locked_branch(branch, turn)
     files = workspace_files(locked)
+    written = _write(locked, owner_id, files, clean, stored, turn, meta)
+    events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
+    return written
+
+
+def _write(
+    locked: Branch,
+    owner_id: int,
+    files: list[WorkspaceFile],
+    clean: str,
+    stored: FileContent,
+    turn: Turn | None,
+    meta: JSONObject,
+) -> Written:
+    """One version of `clean` holding `stored`, on a branch already locked whose files are
+    `files` (the checks of file_write, its event aside)."""
     exists = _check_shape(files, clean)
     if not exists and len(files) >= max_files():
         raise TooManyFiles(
             f"This workspace already holds {len(files):,} files, the most it may "
             "(WORKSPACE_MAX_FILES): delete one first. Nothing was written."
         )
-    sha = sha256_of(text)
-    size = len(text.encode("utf-8"))
+    sha, size = stored.sha256, stored.size
     replaces = replaced_version(
         branch_id=locked.pk,
         path=clean,
@@ -156,8 +175,69 @@ def file_write(
     blob = _within_quota(locked, owner_id, sha, size, adds_version=replaces is None)
     if blob is None:
         blob = WorkspaceBlob.objects.create(
-            session_id=locked.session_id, sha256=sha, content=text, size=size
+            session_id=locked.session_id,
+            sha256=sha,
+            content=stored.text or "",
+            data=stored.raw if stored.binary else None,
+            size=size,
         )
+    version = _new_version(locked, clean, blob, turn, meta)
+    return Written(
+        WorkspaceFile(
+            clean,
+            blob.size,
+            blob.sha256,
+            version.created_at,
+            version.pk,
+            blob.pk,
+            blob.is_binary,
+        ),
+        created=not exists,
+    )
+
+
+@transaction.atomic
+def files_apply(
+    *,
+    branch: Branch,
+    writes: Mapping[str, str | bytes],
+    deletes: list[str],
+    turn: Turn | None = None,
+    by: str = "user",
+    metadata: JSONObject | None = None,
+) -> list[str]:
+    """Write and delete several files of `branch`'s workspace in one step, all or none (a
+    sandboxed command's changes, taken back as its turn's write): the checks of file_write and
+    file_delete for each, one `workspace.changed` event for them all. A deletion of a file the
+    workspace no longer holds is skipped. Returns the paths changed, sorted."""
+    meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
+    cleaned = {clean_path(p): clean_file_content(content) for p, content in writes.items()}
+    gone = {clean_path(p) for p in deletes} - set(cleaned)
+    owner_id = _lock_owner(branch.session_id)
+    locked = _locked_branch(branch, turn)
+    files = {f.path: f for f in workspace_files(locked)}
+    gone &= set(files)
+    remaining = {p: f for p, f in files.items() if p not in gone}
+    batch.check_shapes(remaining, sorted(cleaned))
+    changed = sorted({*cleaned, *gone})
+    if changed:
+        batch.apply(
+            locked=locked,
+            owner_id=owner_id,
+            writes=cleaned,
+            deletes=sorted(gone),
+            turn=turn,
+            meta=meta,
+        )
+        events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=changed)
+    return changed
+
+
+def _new_version(
+    locked: Branch, clean: str, blob: WorkspaceBlob | None, turn: Turn | None, meta: JSONObject
+) -> FileVersion:
+    """A version of `clean` at the branch's position (`blob` None: a deletion), replacing the
+    one before it there when nothing needs that one (workspace.coalescing)."""
     version = FileVersion.objects.create(
         branch_id=locked.pk,
         position=locked.message_count,
@@ -167,15 +247,13 @@ def file_write(
         metadata=meta,
     )
     previous_version_coalesce(version)
-    events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
-    return Written(
-        WorkspaceFile(clean, blob.size, blob.sha256, version.created_at, version.pk, blob.pk),
-        created=not exists,
-    )
+    return version
 
 
 @transaction.atomic
-def files_write_all(*, branch: Branch, files: list[tuple[str, str]], by: str = "user") -> int:
+def files_write_all(
+    *, branch: Branch, files: Sequence[tuple[str, str | bytes]], by: str = "user"
+) -> int:
     """Write several files all or none (an upload): a refusal of any one (past
     WORKSPACE_MAX_FILES, a folder clash) rolls the earlier writes back, and their events are
     never sent. Returns how many were written."""
@@ -200,14 +278,6 @@ def file_delete(
     locked = _locked_branch(branch, turn)
     if not any(f.path == clean for f in workspace_files(locked, path=clean)):
         raise FileNotFoundInWorkspace(clean)
-    deletion = FileVersion.objects.create(
-        branch_id=locked.pk,
-        position=locked.message_count,
-        path=clean,
-        blob=None,
-        turn=turn,
-        metadata=meta,
-    )
-    previous_version_coalesce(deletion)
+    _new_version(locked, clean, None, turn, meta)
     events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=[clean])
     return clean

@@ -1,12 +1,13 @@
 """What a workspace accepts: relative paths of printable names in Unicode's composed form (NFC),
-UTF-8 text without NUL, within WORKSPACE_MAX_FILE_BYTES per file and WORKSPACE_MAX_FILES per
-workspace. Everything a person, an integration or the agent sends goes through here before
-anything is written or looked up."""
+contents of any kind (UTF-8 text without NUL is kept as text, any other bytes as binary), within
+WORKSPACE_MAX_FILE_BYTES per file and WORKSPACE_MAX_FILES per workspace. Everything a person, an
+integration or the agent sends goes through here before anything is written or looked up."""
 
 from __future__ import annotations
 
 import hashlib
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -107,3 +108,44 @@ def _too_large(size: int) -> FileTooLarge:
 
 def sha256_of(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileContent:
+    """A file's content as stored: `text` for UTF-8 text without NUL (else None: binary), and
+    `raw`, its bytes either way."""
+
+    text: str | None
+    raw: bytes
+
+    @property
+    def binary(self) -> bool:
+        return self.text is None
+
+    @property
+    def size(self) -> int:
+        return len(self.raw)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def clean_file_content(value: Any) -> FileContent:
+    """Any file's content: text (a str, or bytes that are UTF-8 without NUL) or binary (any
+    other bytes), at most WORKSPACE_MAX_FILE_BYTES bytes."""
+    if isinstance(value, str):
+        text = clean_content(value)
+        return FileContent(text, text.encode("utf-8"))
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise BinaryContent()
+    raw = bytes(value)
+    if len(raw) > max_file_bytes():
+        raise _too_large(len(raw))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return FileContent(None, raw)
+    if "\x00" in text:
+        return FileContent(None, raw)
+    return FileContent(text, raw)

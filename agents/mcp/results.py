@@ -43,12 +43,11 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from .vision import IMAGE_TYPES, image_type_of
+from .vision import IMAGE_TYPES, MAX_IMAGE_BYTES, image_type_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-MAX_IMAGE_BYTES = 1024 * 1024
 MAX_IMAGES = 4
 MAX_RESULT_IMAGE_BYTES = 3 * 1024 * 1024
 # A block's text is cut to the result's limit plus this margin before it is scrubbed (a 50 MB

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 # What a page may show inline and a model accepts: never SVG (it can carry script).
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+# The bytes of one image a model is given (a tool's, an attached one, one read_file opens).
+MAX_IMAGE_BYTES = 1024 * 1024
 # How many of the history's tool images a vision model gets again on a later turn.
 REPLAY_IMAGES = 4
 # agno's own text for the user message that carries a tool's media (models/base.py).
@@ -91,6 +94,41 @@ def agno_image(stored: dict[str, Any]) -> Image | None:
     if not data:
         return None
     return Image(id=stored["id"], content=data, mime_type=str(stored.get("mime") or ""))
+
+
+# The line the composer adds to a message for the files it attached (static/rollback/attach.js):
+# "Attached: `a.png`, `b.pdf`".
+ATTACHED_LINE = re.compile(r"^Attached: (.+)$", re.MULTILINE)
+ATTACHED_NAME = re.compile(r"`([^`\n]+)`")
+# The attached images a vision model is given with one message, and the names looked at for them.
+MAX_ATTACHED_IMAGES = 4
+MAX_ATTACHED_NAMES = 20
+
+
+def attached_images(branch: Any, message: str) -> list[Image]:
+    """The images a message's "Attached:" line names (at most MAX_ATTACHED_IMAGES, each a PNG,
+    JPEG, GIF or WebP of the workspace within MAX_IMAGE_BYTES), for a model that sees images:
+    they go with the message as image content. A name that is no such file is left out: the
+    model reads the line, and can open it with read_file."""
+    from agno.media import Image
+
+    from core.errors import DomainError
+    from workspace.selectors import workspace_file_bytes
+
+    names = [n for line in ATTACHED_LINE.findall(message) for n in ATTACHED_NAME.findall(line)]
+    images: list[Image] = []
+    # Each name looked at costs two reads: a line naming hundreds of files costs a bounded few.
+    for name in list(dict.fromkeys(names))[:MAX_ATTACHED_NAMES]:
+        if len(images) >= MAX_ATTACHED_IMAGES:
+            break
+        try:
+            found, content = workspace_file_bytes(branch, name)
+        except DomainError:
+            continue
+        mime = image_type_of(content.raw)
+        if mime is not None and content.size <= MAX_IMAGE_BYTES:
+            images.append(Image(id=f"att-{found.blob}", content=content.raw, mime_type=mime))
+    return images
 
 
 def images_of_result(text: str, images: list[Image] | None) -> list[dict[str, Any]]:

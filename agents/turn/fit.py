@@ -17,7 +17,7 @@ from sessions_app.turns import continued_reply
 
 from ..context import ContextTooSmall, SummaryFailed, fit_turn, left_behind_note
 from ..history import CONTINUE_INSTRUCTION, alternate, continuation_request, to_agno
-from ..mcp.vision import REPLAY_IMAGES, sees_images
+from ..mcp.vision import REPLAY_IMAGES, attached_images, sees_images
 from ..model import ChatModel
 from .claim import OWNER_HAS_MEMORIES, claim_may_find
 from .common import TurnRun, fail_turn
@@ -79,10 +79,15 @@ def fit(
         agent.model.begin_turn()
     # A tool's images reach a vision model only (agents.mcp.vision); the last few again.
     # (the agent's agno Agent sends the turn's own ones: RollbackAgent, send_media_to_model).
-    history = to_agno(run.fit.history, images=REPLAY_IMAGES if sees_images(agent.model) else 0)
+    sees = sees_images(agent.model)
+    history = to_agno(run.fit.history, images=REPLAY_IMAGES if sees else 0)
     if continues:
         return alternate(continuation_request(history))
-    return alternate([*history, AgnoMessage(role="user", content=turn.message)])
+    # The images the composer attached go with the message to a model that sees them.
+    attached = attached_images(agent.internal_session, turn.message) if sees else []
+    return alternate(
+        [*history, AgnoMessage(role="user", content=turn.message, images=attached or None)]
+    )
 
 
 def _summary_failed(run: TurnRun, exc: SummaryFailed) -> None:

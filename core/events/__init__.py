@@ -4,8 +4,8 @@ One function per event type, one payload shape each (`core.events.payloads`). Th
 them, never the adapters: a change made through a page, the API, an agent tool, the admin, a
 command or a job sends the same events, once. Events about a change in the database are sent
 after its transaction commits (`transaction.on_commit`), so a rolled-back change sends nothing;
-the stream of a running reply (`message.delta`, `tool.started`, `tool.finished`) is sent as it
-happens. Who hears them, and how, is the bus's (`core.events.bus`).
+the stream of a running reply (`message.delta`, `tool.started`, `tool.output`, `tool.finished`)
+is sent as it happens. Who hears them, and how, is the bus's (`core.events.bus`).
 
 Every event names its `session`. The package knows no model: it takes ids and values, so every
 app can use it.
@@ -123,6 +123,20 @@ def tool_started(*, session: int, turn: int, tool: str, args: object, call_id: s
             "tool": tool,
             "args": args,
             "call_id": call_id,
+        }
+    )
+
+
+def tool_output(*, session: int, turn: int, tool: str, run: str, offset: int, text: str) -> None:
+    send(
+        {
+            "type": "tool.output",
+            "session": session,
+            "turn": turn,
+            "tool": tool,
+            "run": run,
+            "offset": offset,
+            "text": text,
         }
     )
 

@@ -47,6 +47,19 @@ class ToolFinished(TypedDict):
     error: bool
 
 
+class ToolOutput(TypedDict):
+    """What a running shell command printed since the last one (stdout and stderr, as read):
+    shown live; its whole (bounded) output comes with its `tool.finished`."""
+
+    type: Literal["tool.output"]
+    session: int
+    turn: int
+    tool: str
+    run: str  # one run's id: its pieces go together
+    offset: int  # the characters of this run's output sent before this piece
+    text: str
+
+
 class TurnFinished(TypedDict):
     type: Literal["turn.finished"]
     session: int
@@ -144,6 +157,7 @@ Event: TypeAlias = (
     | MessageDelta
     | ToolStarted
     | ToolFinished
+    | ToolOutput
     | TurnFinished
     | TurnFailed
     | TurnCancelled

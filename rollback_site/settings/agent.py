@@ -94,6 +94,38 @@ WORKSPACE_SESSION_MAX_BYTES = env.WORKSPACE_SESSION_MAX_BYTES
 WORKSPACE_USER_MAX_VERSIONS = env.WORKSPACE_USER_MAX_VERSIONS
 WORKSPACE_USER_MAX_BYTES = env.WORKSPACE_USER_MAX_BYTES
 
+# --- The sandbox of run_shell and run_tests (sandbox/) ----------------------------------------
+# A command the agent runs works on a copy of the branch's workspace under bubblewrap
+# (SANDBOX_BWRAP), with no network, the system's folders read-only (SANDBOX_READ_PATHS beside
+# them), a private /tmp of SANDBOX_TMP_BYTES, an unprivileged uid. It is killed past its timeout
+# (its own, at most SANDBOX_MAX_SECONDS; SANDBOX_TIMEOUT_SECONDS when it names none), its CPU
+# seconds, or when what it leaves passes SANDBOX_MAX_DISK_BYTES or SANDBOX_MAX_FILES. Each process
+# may use SANDBOX_MEMORY_BYTES of memory and SANDBOX_MAX_OPEN_FILES files, the run
+# SANDBOX_MAX_PROCESSES processes; SANDBOX_MAX_OUTPUT_BYTES of its stdout and of its stderr are
+# kept. A worker runs at most SANDBOX_PER_WORKER commands at once. SANDBOX=off (or no
+# bubblewrap, or no user namespaces) offers neither tool: a command never runs unsandboxed.
+SANDBOX = env.SANDBOX
+SANDBOX_BWRAP = env.SANDBOX_BWRAP
+SANDBOX_DIR = env.SANDBOX_DIR
+SANDBOX_READ_PATHS = env.SANDBOX_READ_PATHS
+SANDBOX_TIMEOUT_SECONDS = env.SANDBOX_TIMEOUT_SECONDS
+SANDBOX_MAX_SECONDS = env.SANDBOX_MAX_SECONDS
+SANDBOX_MEMORY_BYTES = env.SANDBOX_MEMORY_BYTES
+SANDBOX_MAX_PROCESSES = env.SANDBOX_MAX_PROCESSES
+SANDBOX_MAX_OPEN_FILES = env.SANDBOX_MAX_OPEN_FILES
+SANDBOX_MAX_OUTPUT_BYTES = env.SANDBOX_MAX_OUTPUT_BYTES
+SANDBOX_MAX_DISK_BYTES = env.SANDBOX_MAX_DISK_BYTES
+SANDBOX_MAX_FILES = env.SANDBOX_MAX_FILES
+SANDBOX_TMP_BYTES = env.SANDBOX_TMP_BYTES
+# The sandbox's network (sandbox.network): `none` (the default), `all` (the host's network as it
+# is: the app's own ports and databases too), or hosts reached through a proxy the app starts
+# for each run (HTTPS CONNECT only, to those hosts only). With any network a command's effect is
+# `external` (the ledger keeps it; a restore cannot undo what it did outside), and each call
+# waits for its owner's approval unless SANDBOX_NETWORK_APPROVAL is off.
+SANDBOX_NETWORK = env.SANDBOX_NETWORK
+SANDBOX_NETWORK_APPROVAL = env.SANDBOX_NETWORK_APPROVAL
+SANDBOX_PER_WORKER = env.SANDBOX_PER_WORKER
+
 # --- Rollback limits ------------------------------------------------------------------------
 ROLLBACK_IMPORT_MAX_BYTES = env.ROLLBACK_IMPORT_MAX_BYTES
 # The largest metadata of a session, branch, checkpoint or message, and the largest session state

@@ -53,6 +53,31 @@ def _fernet_keys(keys: list[str], info: ValidationInfo) -> list[str]:
 
 
 FernetKeys = Annotated[CommaList, AfterValidator(_fernet_keys)]
+
+# A host the sandbox may reach through its proxy: a name (`pypi.org`), a wildcard for its
+# subdomains (`*.pythonhosted.org`), either with a port (`localhost:8080`; without: 443 and 80).
+_HOST = r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*(:[0-9]{1,5})?"
+
+
+def _network(entries: list[str], info: ValidationInfo) -> list[str]:
+    import re
+
+    words = [entry.lower() for entry in entries]
+    if not words or words == ["none"]:
+        return ["none"]
+    if words == ["all"]:
+        return ["all"]
+    for entry in words:
+        port = entry.rsplit(":", 1)[1] if ":" in entry else "443"
+        if entry in ("none", "all") or not re.fullmatch(_HOST, entry) or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"{info.field_name}: {entry!r} is not a host: give `none`, `all`, or hosts such as"
+                " pypi.org, *.pythonhosted.org, localhost:8080"
+            )
+    return words
+
+
+Network = Annotated[CommaList, AfterValidator(_network)]
 # DRF's rates: a number, a slash, a period of which the first letter counts (s, m, h or d).
 Rate = Annotated[
     str,
@@ -183,6 +208,22 @@ class Env(Schema):
     WORKSPACE_USER_MAX_BYTES: Count = Field(
         1024 * 1024 * 1024, description="bytes per user, 0: no quota"
     )
+    SANDBOX: Literal["auto", "off"] = "auto"
+    SANDBOX_BWRAP: str = "bwrap"
+    SANDBOX_DIR: Path | None = shown("a folder of `/dev/shm`, or of the system's temporary one")
+    SANDBOX_READ_PATHS: CommaList = []  # noqa: RUF012
+    SANDBOX_TIMEOUT_SECONDS: BoundSeconds = Field(30.0, gt=0, le=3600)
+    SANDBOX_MAX_SECONDS: BoundSeconds = Field(300.0, gt=0, le=24 * 3600)
+    SANDBOX_MEMORY_BYTES: int = Field(1024 * 1024 * 1024, ge=64 * 1024 * 1024)
+    SANDBOX_MAX_PROCESSES: int = Field(64, ge=4, le=10_000)
+    SANDBOX_MAX_OPEN_FILES: int = Field(256, ge=16, le=65_536)
+    SANDBOX_MAX_OUTPUT_BYTES: int = Field(64 * 1024, ge=1024)
+    SANDBOX_MAX_DISK_BYTES: int = Field(256 * 1024 * 1024, ge=1024 * 1024)
+    SANDBOX_MAX_FILES: int = Field(10_000, ge=10)
+    SANDBOX_TMP_BYTES: int = Field(64 * 1024 * 1024, ge=1024 * 1024)
+    SANDBOX_PER_WORKER: int = Field(2, ge=1, le=64)
+    SANDBOX_NETWORK: Network = ["none"]  # noqa: RUF012
+    SANDBOX_NETWORK_APPROVAL: bool = True
     ROLLBACK_IMPORT_MAX_BYTES: int = Field(50 * 1024 * 1024, ge=1)
     ROLLBACK_METADATA_MAX_BYTES: int = Field(64 * 1024, ge=1)
     ROLLBACK_STATE_MAX_BYTES: int = Field(64 * 1024, ge=1)

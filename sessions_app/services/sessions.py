@@ -150,17 +150,26 @@ def session_update(
 
 @transaction.atomic
 def session_settings_update(
-    *, session: Session, model: str | None = None, instructions: str | None = None
+    *,
+    session: Session,
+    model: str | None = None,
+    instructions: str | None = None,
+    test_command: str | None = None,
 ) -> Session:
-    """Change one or both of the session's `metadata.settings.model` and `.instructions` (None:
-    left as it is; "": back to the default, none) and keep the rest of its metadata, through
+    """Change some of the session's `metadata.settings.model`, `.instructions` and
+    `.test_command` (None: left as it is; "": back to the default, none) and keep the rest of
+    its metadata, through
     `session_update` (checked like any metadata, announced as `session.changed`). The metadata
     is read under the session's lock, so two changes at once both stay."""
     locked = lock_session(session.pk)
     metadata = dict(locked.metadata) if isinstance(locked.metadata, dict) else {}
     chosen = metadata.get("settings")
     chosen = dict(chosen) if isinstance(chosen, dict) else {}
-    for key, value in (("model", model), ("instructions", instructions)):
+    for key, value in (
+        ("model", model),
+        ("instructions", instructions),
+        ("test_command", test_command),
+    ):
         if value is None:
             continue
         if not isinstance(value, str):

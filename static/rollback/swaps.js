@@ -7,12 +7,17 @@
 //    is out stays in the page until answered: a live fetch (data-live-fetch) where it is, without
 //    its id, the newer one beside it, and its (older) answer is dropped; any other in a hidden
 //    holder, its answer swapped in as usual.
-// 2. A streamed piece (or a running tool's line) that arrives once its bubble is already final
-//    has nothing to go to: it is dropped before htmx tries.
+// 2. A streamed piece (or a running tool's line, or its output) that arrives once its bubble is
+//    already final has nothing to go to: it is dropped before htmx tries.
 // 3. A refresh's checkpoint list (and its count of rows) was made for the view the page had
 //    when it asked (data-view: the filter and how many rows were loaded). When the reader has
 //    chosen another filter or loaded older checkpoints since, it is not swapped in: it would
 //    undo what they just did (their own answer brings the list they asked for).
+// 4. An answer that brings the chat's state (the page's refresh: an action's answer, or a live
+//    fetch) says when its reads began (#messages' data-state-at). One older than the state the
+//    page shows is not swapped in: an action's answer rendered before a change that followed it
+//    (a turn's start, whose refresh came back first) would bring back what that change ended,
+//    a bubble for an attempt that is not the one streaming, and undo it.
 (function () {
   "use strict";
 
@@ -21,7 +26,18 @@
   document.addEventListener("htmx:beforeRequest", function (event) {
     if (event.detail && event.detail.elt) waiting.add(event.detail.elt);
   });
+  var STATE_AT = /<div id="messages"[^>]*\sdata-state-at="(\d+)"/;
+  function olderState(text) {
+    var found = typeof text === "string" ? STATE_AT.exec(text) : null;
+    var shown = document.getElementById("messages");
+    var now = shown ? parseInt(shown.getAttribute("data-state-at") || "", 10) : NaN;
+    return !!found && !isNaN(now) && parseInt(found[1], 10) < now;
+  }
   document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail && olderState(event.detail.serverResponse)) {
+      event.detail.shouldSwap = false;
+      return;
+    }
     var elt = (event.detail && event.detail.elt) || null;
     // A live fetch replaced by a newer one: its answer is older than the newer one's, so it is
     // not swapped in at all (it would undo, say, "Show older" clicked meanwhile).
@@ -91,7 +107,7 @@
     }
   });
 
-  var PIECE = /^\s*<div id="(turn-\d+-(?:body|tools))" hx-swap-oob="beforeend">[\s\S]*<\/div>\s*$/;
+  var PIECE = /^\s*<div id="(turn-\d+-(?:body|tools|out-[0-9a-f]+))" hx-swap-oob="beforeend">[\s\S]*<\/div>\s*$/;
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
     var message = event.detail && event.detail.message;
     var found = typeof message === "string" ? PIECE.exec(message) : null;

@@ -9,9 +9,10 @@ from agents.demo_model import DemoModel
 from agents.model import build_model
 from agents.rollback_agent import CHECKPOINT_TOOLS, MEMORY_TOOLS, RollbackAgent
 from agents.service import AgentService
-from agents.tools import FILE_TOOLS, TODO_TOOLS
+from agents.tools import FILE_TOOLS, SHELL_TOOLS, TODO_TOOLS
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create
+from sandbox.availability import availability
 from sessions_app.models import Branch
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_set_state, session_create
@@ -32,7 +33,10 @@ def test_rollback_agent_owns_an_agno_agent_with_the_contract_tools(session):
     assert isinstance(agent.agent, Agent)
     assert agent.agent.model is model
     names = {getattr(t, "__name__", None) for t in agent.tools}
-    assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | FILE_TOOLS | TODO_TOOLS | {"calculate"}
+    shell = SHELL_TOOLS if availability().ok else frozenset()
+    assert names == CHECKPOINT_TOOLS | MEMORY_TOOLS | FILE_TOOLS | TODO_TOOLS | shell | {
+        "calculate"
+    }
     # agno gets the same tools (it asks at each run), the bound methods as Functions bound to
     # this agent; outside a turn, no MCP tool is among them.
     assert agent.agent.tools == agent.run_tools

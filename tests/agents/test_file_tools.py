@@ -3,16 +3,24 @@ answer, what they write, and that every refusal is a "✗" answer that writes no
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from agents.demo_model import DemoModel
 from agents.file_tools import READ_FILE_CHARS, TODO_MAX, TODO_TITLE_CHARS
 from agents.rollback_agent import RollbackAgent
 from agents.turn.claim import Heartbeat
-from sessions_app.models import Branch
+from sessions_app.models import Branch, Message
 from sessions_app.turns import turn_cancel, turn_start
+from tests.agents.test_mcp_result_turns import image_urls
+from tests.conftest import ask
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
+from tests.fakes.mcp_server import tiny_png
+from tests.fakes.pdf import make_locked_pdf, make_pdf
+from workspace import pdf_text
 from workspace.models import FileVersion
-from workspace.selectors import workspace_file, workspace_files
+from workspace.selectors import workspace_file, workspace_file_bytes, workspace_files
 from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
@@ -182,3 +190,158 @@ def test_new_todo_ids_follow_the_highest_even_after_a_malformed_state(agent):
     agent.session_state = {"todos": [{"id": 4, "title": "kept"}, "junk", {"title": "no id"}]}
     assert agent.create_todo("next") == "✓ Added todo 5: next"
     assert [t["id"] for t in agent.session_state["todos"]] == [4, 5]
+
+
+# --- PDFs: their text is read -----------------------------------------------------------------
+
+
+def test_read_file_gives_a_pdfs_text_page_by_page(agent, branch):
+    file_write(branch=branch, path="docs/report.pdf", content=make_pdf("Revenue (Q3)", "Costs"))
+    shown = agent.read_file("docs/report.pdf")
+    assert shown == "[The text of the PDF docs/report.pdf: 2 pages.]\nRevenue (Q3)\n\nCosts"
+
+
+def test_a_long_pdf_is_cut_at_its_pages_or_characters_and_says_so(agent, branch, monkeypatch):
+    monkeypatch.setattr(pdf_text, "MAX_PAGES", 2)
+    file_write(branch=branch, path="long.pdf", content=make_pdf("one", "two", "three"))
+    shown = agent.read_file("long.pdf")
+    assert shown.startswith("[The text of the PDF long.pdf: 3 pages.]\none\n\ntwo\n")
+    assert shown.endswith("[… cut here: only the first 2 pages were read.]")
+    assert "three" not in shown
+
+    wide = "x" * 90
+    file_write(branch=branch, path="wide.pdf", content=make_pdf(*[wide] * 300))
+    monkeypatch.setattr(pdf_text, "MAX_PAGES", 1000)
+    shown = agent.read_file("wide.pdf")
+    assert shown.endswith(f"[… cut here: only the first {READ_FILE_CHARS:,} characters are shown.]")
+    assert len(shown) < READ_FILE_CHARS + 200
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (make_locked_pdf("secret plans", "pw"), "✗ 'bad.pdf' is a PDF locked with a password"),
+        (
+            b"%PDF-1.4\nthis is no PDF at all\x00\xff",
+            "✗ 'bad.pdf' is a PDF whose text could not be read",
+        ),
+        (make_pdf("cut")[:60], "✗ 'bad.pdf' is a PDF whose text could not be read"),
+        (b"\x00\x01\x02 not a PDF", "✗ 'bad.pdf' is a binary file (13 bytes), not text"),
+    ],
+)
+def test_a_pdf_that_cannot_be_read_is_a_clear_refusal_and_stays(agent, branch, content, said):
+    file_write(branch=branch, path="bad.pdf", content=content)
+    assert agent.read_file("bad.pdf").startswith(said)
+    assert workspace_file_bytes(branch, "bad.pdf")[1].raw == content  # kept, downloadable
+
+
+def test_a_scanned_pdf_without_text_says_so(agent, branch):
+    file_write(branch=branch, path="scan.pdf", content=make_pdf(""))
+    assert agent.read_file("scan.pdf") == (
+        "[The text of the PDF scan.pdf: 1 page. It has no text to extract (scanned pages are "
+        "images).]"
+    )
+
+
+def test_the_model_reads_an_attached_pdf_in_a_turn(fake_llm, session, branch):
+    file_write(
+        branch=branch, path="paper.pdf", content=make_pdf("Attention is all you need"), by="user"
+    )
+    fake_llm.queue(ToolCalls([ToolCall("read_file", {"path": "paper.pdf"})]), Reply("Read it."))
+    turn = ask(session, "what does paper.pdf say?")
+    [tool] = Message.objects.filter(branch_id=turn.branch_id, role="tool")
+    assert "Attention is all you need" in tool.content
+    sent = [m for m in fake_llm.messages(-1) if m["role"] == "tool"]
+    assert "Attention is all you need" in sent[0]["content"]
+
+
+# --- images: shown to a model that takes them -------------------------------------------------
+
+
+def test_an_image_file_reaches_a_vision_model_and_stays_with_its_result(
+    fake_llm, session, branch, settings
+):
+    settings.AGENT_VISION_MODELS = ["fake-*"]
+    file_write(branch=branch, path="shots/red.png", content=tiny_png(), by="user")
+    fake_llm.queue(ToolCalls([ToolCall("read_file", {"path": "shots/red.png"})]), Reply("Red."))
+    turn = ask(session, "what is in shots/red.png?")
+
+    sent = fake_llm.messages(-1)
+    [tool_at] = [i for i, m in enumerate(sent) if m["role"] == "tool"]
+    assert sent[tool_at]["content"].startswith("[The image shots/red.png, attached after")
+    assert sent[tool_at + 1]["role"] == "user"  # agno's carrier of a tool's images
+    assert image_urls([sent[tool_at + 1]]) == [
+        "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
+    ]
+    [tool] = Message.objects.filter(branch_id=turn.branch_id, role="tool")
+    [stored] = tool.metadata["images"]  # the page shows it with the call; a later turn sends it
+    assert base64.b64decode(stored["data"]) == tiny_png()
+    assert stored["mime"] == "image/png"
+
+
+def test_a_model_that_takes_no_images_is_told_so(fake_llm, session, branch, settings):
+    settings.AGENT_VISION_MODELS = ["gpt-4o*"]
+    file_write(branch=branch, path="red.png", content=tiny_png(), by="user")
+    fake_llm.queue(ToolCalls([ToolCall("read_file", {"path": "red.png"})]), Reply("Sorry."))
+    turn = ask(session, "look at red.png")
+
+    assert image_urls(fake_llm.messages(-1)) == []
+    [tool] = Message.objects.filter(branch_id=turn.branch_id, role="tool")
+    assert tool.content.startswith("✗ 'red.png' is an image (image/png, ")
+    assert "this model does not take images" in tool.content
+    assert not tool.metadata.get("images")
+
+
+def test_an_image_over_the_models_bound_is_refused(session, branch, settings, monkeypatch):
+    from agno.models.openai import OpenAIChat
+
+    from agents.mcp import vision
+
+    monkeypatch.setattr(vision, "MAX_IMAGE_BYTES", 10)
+    settings.AGENT_VISION_MODELS = ["gpt-4o*"]
+    model = OpenAIChat(id="gpt-4o", api_key="unused")  # never called: read_file is
+    agent = RollbackAgent(external_session_id=session.pk, model=model, skip_session_creation=True)
+    file_write(branch=branch, path="big.png", content=tiny_png())
+    shown = agent.read_file("big.png")
+    assert shown.startswith("✗ 'big.png' is an image (image/png, ")
+    assert "larger than the 10 bytes a model is shown" in shown
+
+
+def test_images_attached_to_a_message_go_with_it_to_a_vision_model(
+    fake_llm, session, branch, settings
+):
+    settings.AGENT_VISION_MODELS = ["fake-*"]
+    file_write(branch=branch, path="red.png", content=tiny_png(), by="user")
+    file_write(branch=branch, path="notes.txt", content="not an image", by="user")
+    fake_llm.queue(Reply("A red square."))
+    ask(session, "What is this?\nAttached: `red.png`, `notes.txt`, `gone.png`")
+
+    sent = fake_llm.messages(-1)[-1]
+    assert sent["role"] == "user"
+    assert sent["content"][0] == {
+        "type": "text",
+        "text": "What is this?\nAttached: `red.png`, `notes.txt`, `gone.png`",
+    }
+    assert image_urls([sent]) == ["data:image/png;base64," + base64.b64encode(tiny_png()).decode()]
+
+
+def test_a_model_that_takes_no_images_gets_the_attached_line_only(
+    fake_llm, session, branch, settings
+):
+    settings.AGENT_VISION_MODELS = ["gpt-4o*"]
+    file_write(branch=branch, path="red.png", content=tiny_png(), by="user")
+    fake_llm.queue(Reply("I cannot see it."))
+    ask(session, "What is this?\nAttached: `red.png`")
+    assert fake_llm.messages(-1)[-1]["content"] == "What is this?\nAttached: `red.png`"
+
+
+def test_only_the_first_names_of_an_attached_line_are_looked_at(
+    branch, django_assert_max_num_queries
+):
+    from agents.mcp.vision import MAX_ATTACHED_NAMES, attached_images
+
+    file_write(branch=branch, path="late.png", content=tiny_png(), by="user")
+    many = ", ".join(f"`missing-{i}.png`" for i in range(100))
+    with django_assert_max_num_queries(2 * MAX_ATTACHED_NAMES):
+        assert attached_images(branch, f"Look\nAttached: {many}, `late.png`") == []
+    assert len(attached_images(branch, "Attached: `late.png`")) == 1

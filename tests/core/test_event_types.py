@@ -87,6 +87,7 @@ def test_the_functions_send_what_their_typeddicts_say():
             events.message_delta(session=7, turn=1, delta="Hel"),
             events.message_delta(session=7, turn=1, delta="lo", seq=2),
             events.tool_started(session=7, turn=1, tool="add", args={"a": 1}, call_id="c1"),
+            events.tool_output(session=7, turn=1, tool="run_shell", run="r1", offset=0, text="1\n"),
             events.tool_finished(
                 session=7, turn=1, tool="add", call_id="c1", result="2", error=False
             ),

@@ -46,6 +46,8 @@ SHAPES = {
     "message.delta": {"session", "turn", "delta", "seq", "attempt"},
     "tool.started": {"session", "turn", "tool", "args", "call_id"},
     "tool.finished": {"session", "turn", "tool", "call_id", "result", "error"},
+    # Not the contract's: a running command's output (agents.shell_tools.LiveOutput).
+    "tool.output": {"session", "turn", "tool", "run", "offset", "text"},
     "tool.approval_requested": {
         "session",
         "turn",

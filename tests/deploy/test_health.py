@@ -46,9 +46,10 @@ def env(model_server, database, fresh_redis, tmp_path_factory) -> dict[str, str]
         HEALTH_HEARTBEAT_SECONDS=str(HEARTBEAT),
         HEALTH_WORKER_MAX_AGE=str(WORKER_MAX_AGE),
         HEALTH_BEAT_MAX_AGE=str(BEAT_MAX_AGE),
-        # A tool that hangs (its calls are abandoned past 1 s, and held by the worker).
+        # A tool that hangs (its calls are abandoned past 3 s, and held by the worker): long
+        # enough for the call to start before its deadline, on a loaded machine too.
         AGENT_TOOLS='["tests.agents.hung_tools.hang"]',
-        AGENT_TOOL_TIMEOUT_SECONDS="1",
+        AGENT_TOOL_TIMEOUT_SECONDS="3",
     )
 
 

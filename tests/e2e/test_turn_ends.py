@@ -175,24 +175,35 @@ def test_continue_extends_the_cut_off_reply_in_place(contexts, app, llm, width, 
     assert message_texts(page) == texts
 
 
-def test_a_turn_that_ends_before_the_socket_joins_is_shown_final(contexts, app, llm):
-    """A tab whose page was rendered while a turn ran, and whose socket joined only after the
-    turn ended (its end went to nobody): it shows the finished reply, not "answering" forever."""
+def test_an_answer_older_than_the_state_shown_is_not_swapped_over_it(contexts, app, llm):
+    # CI saw it: Continue's answer (the page as it was before the turn was claimed: a bubble
+    # for attempt 0) came back after the refresh that the turn's start asked for (the bubble
+    # for attempt 1), was swapped over it, and the reply's pieces had no bubble to go to until
+    # the turn ended. Here Continue is answered, once the turn streams, with the page as the
+    # server rendered it before the click: older than what the page shows by then.
     page = open_session(contexts, app, 1366, 900, "light")
-    llm.queue(Reply("one two three four five six", delay=0.2))
-    send_message(page, "count to six")
-    expect(page.locator("#messages [data-streaming=true] .body")).to_contain_text("two")
+    start = " ".join(f"point{i}" for i in range(10))
+    more = "".join(f" more{i}" for i in range(1, 31))  # 30 chunks, 0.2 s apart: about 6 s
+    llm.queue(Reply(start, finish_reason="length"), Reply(more, delay=0.2))
+    wait_turn_done(page, send_message(page, "tell me everything"))
+    refresh_url = page.locator("#live-refresh").get_attribute("hx-get")
+    before = page.request.get(f"{app.base_url}{refresh_url}").text()
+    assert 'data-testid="continue"' in before
+    held = []
 
-    def held_until_the_turn_ended(route):
-        """The page's last deferred script: htmx opens the socket only once it has run."""
-        expect(page.locator(FINISHED_ASSISTANT)).to_have_count(1, timeout=20_000)  # it ended
-        route.continue_()
+    def hold(route):
+        route.fetch()  # Continue is done; its answer is held back
+        held.append(route)
 
-    other = page.context.new_page()
-    other.route("**/rollback/search*.js", held_until_the_turn_ended)
-    other.goto(page.url)
-    expect(page.locator(FINISHED_ASSISTANT)).to_have_count(1)
+    page.route("**/continue/", hold)
+    page.get_by_test_id("continue").click()
+    streaming = page.locator("#messages [data-streaming=true] .body")
+    expect(streaming).to_contain_text("more2")  # the turn's start's refresh brought the bubble
+    [route] = held
+    route.fulfill(status=200, content_type="text/html; charset=utf-8", body=before)
 
-    expect(other.locator("#messages [data-streaming=true]")).to_have_count(0)
-    expect(other.locator(FINISHED_ASSISTANT)).to_have_count(1)
-    assert message_texts(other, "assistant") == message_texts(page, "assistant")
+    # The older answer is not swapped in: the bubble goes on streaming to the reply's end.
+    expect(streaming).to_contain_text("more20")
+    expect(page.get_by_test_id("continue")).to_have_count(0)
+    expect(page.locator(f"{FINISHED_ASSISTANT} .body")).to_contain_text("more30")
+    assert message_texts(page)[-1].endswith("more29 more30")

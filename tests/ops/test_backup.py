@@ -186,6 +186,22 @@ def serve(env: dict[str, str], log_dir: Path) -> tuple[Services, str, str]:
     return services, services.start_daphne(env), key
 
 
+# A binary file (not UTF-8: its bytes in WorkspaceBlob.data) put before the backup, which the
+# restored app must serve byte for byte.
+BINARY = bytes(range(256)) * 4 + b"\x00\xff"
+
+
+def put_binary_file(base_url: str, key: str) -> int:
+    """A session holding BINARY as `blob.bin`: its id."""
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(headers=headers, timeout=30) as http:
+        session = http.post(f"{base_url}/api/v1/sessions/", json={"name": "binary"}).json()["id"]
+        put = http.put(f"{base_url}/api/v1/sessions/{session}/files/blob.bin", content=BINARY)
+        assert put.status_code == 201, put.text
+        assert put.json()["binary"] is True
+    return session
+
+
 def backup_under_load(env: dict[str, str], base_url: str, key: str, path: Path):
     """Run `manage.py backup PATH` while two clients run turns; what the clients had finished
     before it started, and its result. The clients go on for a while after it ends."""
@@ -315,16 +331,23 @@ def history(db: Tables, session: int) -> list[tuple[str, str]]:
 
 
 def assert_served_as_backed_up(
-    tmp_path: Path, restored_env: dict[str, str], key: str, tables: Tables
+    tmp_path: Path, restored_env: dict[str, str], key: str, tables: Tables, binary: int
 ) -> None:
     """The app served on the restored database shows the backup's histories (of the newest
-    settled sessions) through the API."""
+    settled sessions) and the binary file of session `binary` through the API."""
     services = Services(tmp_path)
     try:
         prebuilt.static_files(Path(restored_env["ROLLBACK_VAR_DIR"]))
         restored_url = services.start_daphne(restored_env)
         for session in settled_sessions(tables)[-3:]:
             assert served_messages(restored_url, key, session) == history(tables, session)
+        got = httpx.get(
+            f"{restored_url}/api/v1/sessions/{binary}/files/blob.bin",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert got.status_code == 200, got.text
+        assert got.content == BINARY
     finally:
         services.stop_all()
 
@@ -367,6 +390,7 @@ def test_a_sqlite_backup_taken_while_turns_run_restores_with_the_same_data(
     # A connection held open, as a long-lived process holds one, keeps SQLite from copying the
     # WAL into the database file each time the last connection closes: as on a busy server,
     # the newest commits are in the WAL only, and a copy of the file alone would miss them.
+    binary = put_binary_file(base_url, key)
     held = sqlite3.connect(live)
     try:
         finished_before, result = backup_under_load(env, base_url, key, path)
@@ -406,7 +430,7 @@ def test_a_sqlite_backup_taken_while_turns_run_restores_with_the_same_data(
         assert restored.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     tables = sqlite_tables(var / "rollback.sqlite3")
     assert tables == sqlite_tables(path)
-    assert_served_as_backed_up(tmp_path, restored_env, key, tables)
+    assert_served_as_backed_up(tmp_path, restored_env, key, tables, binary)
 
 
 # docs/operations.md, "Restoring SQLite", steps 2 and 3: the var directory in $VAR, the backup
@@ -619,6 +643,7 @@ def test_a_postgres_backup_taken_while_turns_run_restores_with_the_same_data(
 ):
     env, base_url, key = pg_app
     path = tmp_path / "rollback.dump"
+    binary = put_binary_file(base_url, key)
     finished_before, result = backup_under_load(env, base_url, key, path)
     assert f"Backed up to {path}: PostgreSQL dump (custom format)" in result.stdout
     assert listing(tmp_path) == ["rollback.dump"]
@@ -649,7 +674,7 @@ def test_a_postgres_backup_taken_while_turns_run_restores_with_the_same_data(
             "SELECT 1 FROM pg_indexes WHERE indexname = 'message_content_search'"
         ).fetchall()
         assert index == [(1,)]
-    assert_served_as_backed_up(tmp_path, restored_env, key, tables)
+    assert_served_as_backed_up(tmp_path, restored_env, key, tables, binary)
 
 
 @pytest.mark.postgres

@@ -25,6 +25,7 @@ def _filed(owner, name: str) -> Session:
     branch = Branch.objects.get(session=session, is_current=True)
     file_write(branch=branch, path="a.txt", content=f"{name} one")
     file_write(branch=branch, path="dir/b.txt", content=f"{name} two")
+    file_write(branch=branch, path="pic.png", content=b"\x89PNG\r\n\x1a\n" + name.encode())
     cp = checkpoint_create(branch=branch, name="cp")
     file_delete(branch=branch, path="a.txt")
     side = checkpoint_restore(checkpoint=cp).branch
@@ -45,8 +46,8 @@ def test_an_erasure_leaves_no_file_version_or_content_of_the_user(alice, bob):
     _filed(alice, "alice's second")
     _filed(bob, "bob's")
     bob_before = _files_of(bob)
-    assert user_holdings(alice)["file_versions"] == 8
-    assert user_holdings(alice)["file_contents"] == 6
+    assert user_holdings(alice)["file_versions"] == 10
+    assert user_holdings(alice)["file_contents"] == 8
     user_id = alice.pk
 
     call_command("erase_user", "alice", "--noinput", stdout=StringIO())
@@ -54,6 +55,10 @@ def test_an_erasure_leaves_no_file_version_or_content_of_the_user(alice, bob):
     assert not FileVersion.objects.filter(branch__session__owner_id=user_id).exists()
     assert not WorkspaceBlob.objects.filter(session__owner_id=user_id).exists()
     assert not WorkspaceBlob.objects.filter(content__startswith="alice's").exists()
+    assert not any(
+        b"alice's" in bytes(d) for d in WorkspaceBlob.objects.values_list("data", flat=True) if d
+    )
+    assert WorkspaceBlob.objects.filter(session__owner=bob, data__isnull=False).count() == 1
     assert _files_of(bob) == bob_before
 
 
@@ -63,7 +68,7 @@ def test_deleting_a_user_deletes_their_files(alice, bob):
 
     user_delete(user=alice)
 
-    assert (FileVersion.objects.count(), WorkspaceBlob.objects.count()) == (4, 3)
+    assert (FileVersion.objects.count(), WorkspaceBlob.objects.count()) == (5, 4)
     assert not WorkspaceBlob.objects.filter(content__startswith="alice's").exists()
 
 
@@ -75,5 +80,5 @@ def test_deleting_a_session_deletes_its_files_and_only_its(alice):
 
     assert not FileVersion.objects.filter(branch__session_id=gone.pk).exists()
     assert not WorkspaceBlob.objects.filter(session_id=gone.pk).exists()
-    assert FileVersion.objects.filter(branch__session=kept).count() == 4
-    assert WorkspaceBlob.objects.filter(session=kept).count() == 3
+    assert FileVersion.objects.filter(branch__session=kept).count() == 5
+    assert WorkspaceBlob.objects.filter(session=kept).count() == 4

@@ -4,6 +4,7 @@ and Redis down) are tests/deploy/test_health.py's."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
@@ -47,6 +48,18 @@ def test_healthz_answers_200_naming_the_database_and_the_cache(client, embedded)
         assert check["ok"] is True
         assert isinstance(check["ms"], float)
         assert "error" not in check
+
+
+def test_healthz_says_whether_the_sandbox_works_and_why_not(client, embedded, settings):
+    """Without the sandbox the shell tools are not offered: /healthz says so, and stays 200."""
+    body = client.get("/healthz").json()
+    if shutil.which(settings.SANDBOX_BWRAP):
+        assert body["sandbox"] == {"available": True, "why": "bubblewrap, no network"}
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["sandbox"]["available"] is False
+    assert "bubblewrap (/nonexistent/bwrap) is not installed" in response.json()["sandbox"]["why"]
 
 
 def test_healthz_fails_when_the_static_files_were_never_collected(

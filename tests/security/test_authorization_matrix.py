@@ -79,7 +79,8 @@ ALL = ("GET", "POST", "PUT", "PATCH", "DELETE")
 OWNER_ORDER = ("GET", "PUT", "PATCH", "POST", "DELETE")
 
 ALICES_KEY = "agent:shket:main:12345"
-PNG = base64.b64encode(tiny_png()).decode()
+PNG_BYTES = tiny_png()
+PNG = base64.b64encode(PNG_BYTES).decode()
 PUBLIC, LOGIN, OWNER, STAFF, MODEL = "public", "login", "owner", "staff", "model"
 
 
@@ -224,6 +225,9 @@ PAGE_RULES: dict[str, Rule] = {
     ),
     "/chat/<int:pk>/files/download/<path:path>": Rule(
         OWNER, ("GET",), {"pk": "session", "path": "file"}
+    ),
+    "/chat/<int:pk>/files/image/<path:path>": Rule(
+        OWNER, ("GET",), {"pk": "session", "path": "image_file"}
     ),
     "/chat/<int:pk>/files/delete/<path:path>": Rule(
         OWNER, ("POST",), {"pk": "session", "path": "file"}
@@ -567,6 +571,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         l2_details=f"{SECRET} details",
     )
     file_write(branch=current_branch(session), path="notes/alice.md", content=f"{SECRET} file")
+    file_write(branch=current_branch(session), path="notes/alice.png", content=PNG_BYTES)
     # A tool result with an image an MCP tool returned (agents.mcp.results).
     pictured = message_append(
         branch=current_branch(session),
@@ -596,6 +601,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "key": key.pk,
         "memory": memory.pk,
         "file": "notes/alice.md",
+        "image_file": "notes/alice.png",
         "share": share.pk,
         "telegram_chat": TelegramChat.objects.create(
             chat_id=12345, user=alice, title=f"{SECRET} chat"
@@ -931,7 +937,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 16, MIXED
+    assert len(MIXED) == 17, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

@@ -144,7 +144,6 @@ def test_upload_writes_text_files_into_a_folder(as_alice, session, branch):
 @pytest.mark.parametrize(
     ("name", "content", "folder", "status", "words"),
     [
-        ("bin.dat", b"\x89PNG\r\n\x1a\n\x00\x00", "", 400, "binary"),
         ("ok.txt", b"fine", "../up", 400, ".."),
         ("ok.txt", b"fine", "/abs", 400, "absolute"),
         ("big.txt", b"x" * 300_000, "", 413, "WORKSPACE_MAX_FILE_BYTES"),
@@ -167,6 +166,46 @@ def test_a_bad_upload_writes_nothing_and_says_why_in_the_panel(
     assert 'data-testid="upload-error"' in html
     assert words in html.replace("&#x27;", "'")
     assert not FileVersion.objects.exists()
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f80f000001010000b9f3b2f00000000049454e44ae426082"
+)
+
+
+def test_binary_files_upload_and_an_image_is_shown_the_rest_offered_to_download(
+    as_alice, session, branch
+):
+    uploads = [
+        SimpleUploadedFile("dot.png", PNG, content_type="image/png"),
+        SimpleUploadedFile("blob.bin", b"\x00\x01\xff", content_type="application/x-bin"),
+        SimpleUploadedFile("draw.svg", b"<svg onload='alert(1)'/>", content_type="image/svg+xml"),
+    ]
+    response = as_alice.post(
+        reverse("chat:files_upload", args=[session.pk]), {"folder": "", "files": uploads}, **HX
+    )
+    assert response.status_code == 200
+    assert "Uploaded 3 files" in response.content.decode()
+
+    view = as_alice.get(reverse("chat:file_view", args=[session.pk, "dot.png"]), **HX)
+    image_url = reverse("chat:file_image", args=[session.pk, "dot.png"])
+    assert f'src="{image_url}"' in view.content.decode()
+    image = as_alice.get(image_url)
+    assert (image["Content-Type"], image.content) == ("image/png", PNG)
+    assert image["Content-Disposition"].startswith("inline;")
+    assert image["X-Content-Type-Options"] == "nosniff"
+
+    other = as_alice.get(reverse("chat:file_view", args=[session.pk, "blob.bin"]), **HX)
+    assert 'data-testid="file-binary"' in other.content.decode()
+    download = as_alice.get(reverse("chat:file_download", args=[session.pk, "blob.bin"]))
+    assert download.content == b"\x00\x01\xff"
+    assert download["Content-Disposition"].startswith("attachment;")
+    # Neither text nor another type is ever shown inline: an SVG is text, and a binary file
+    # that is no image is not an image.
+    for path in ("draw.svg", "blob.bin"):
+        url = reverse("chat:file_image", args=[session.pk, path])
+        assert as_alice.get(url).status_code == 404
 
 
 def test_an_upload_past_the_file_limit_writes_none_of_its_files(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from core.model_choice import DEMO_MODEL_ID, INSTRUCTIONS_MAX_CHARS
+from core.model_choice import DEMO_MODEL_ID, INSTRUCTIONS_MAX_CHARS, TEST_COMMAND_MAX_CHARS
 from sessions_app.models import Session
 
 pytestmark = pytest.mark.django_db
@@ -84,6 +84,29 @@ def test_instructions_over_the_limit_come_back_in_the_dialog_with_the_reason(as_
     assert 'data-testid="instructions-error"' in body
     assert "the limit is 8,000" in body
     assert text in body  # what was typed is not lost
+    assert Session.objects.get(pk=session.pk).metadata == {}
+
+
+def test_the_dialog_sets_the_test_command_that_run_the_tests_runs(as_alice, session):
+    dialog = as_alice.get(settings_url(session), **HX).content.decode()
+    assert 'data-testid="session-test-command"' in dialog
+    form = {"instructions": "", "test_command": "  python3 -m unittest  "}
+    assert as_alice.post(settings_url(session), form, **HX).status_code == 200
+    assert Session.objects.get(pk=session.pk).settings == {"test_command": "python3 -m unittest"}
+    dialog = as_alice.get(settings_url(session), **HX).content.decode()
+    assert 'value="python3 -m unittest"' in dialog
+    as_alice.post(settings_url(session), {"instructions": "", "test_command": ""}, **HX)
+    assert Session.objects.get(pk=session.pk).settings == {}
+
+
+def test_a_test_command_too_long_comes_back_in_the_dialog_with_the_reason(as_alice, session):
+    command = "x" * (TEST_COMMAND_MAX_CHARS + 1)
+    form = {"instructions": "kept", "test_command": command}
+    body = as_alice.post(settings_url(session), form, **HX).content.decode()
+    assert 'data-testid="instructions-error"' in body
+    assert "settings.test_command" in body
+    assert command in body  # what was typed is not lost
+    assert ">kept</textarea>" in body
     assert Session.objects.get(pk=session.pk).metadata == {}
 
 

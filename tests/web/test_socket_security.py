@@ -5,16 +5,20 @@ in every case before the next event, with new connections refused."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth.management.commands import changepassword
+from django.contrib.auth.signals import user_logged_out
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -305,6 +309,38 @@ def test_logging_out_closes_the_sockets_of_that_login_only(alice, session, path)
         assert await open_.receive_from(timeout=5)
         await open_.disconnect(timeout=10)
         assert await refusal(url, old_cookie) == told(path, SIGNED_OUT)
+
+    async_to_sync(run)()
+
+
+def test_a_login_is_gone_when_its_sockets_are_told_to_close(alice, session):
+    """A page whose socket closes with "signed out" reloads at once, and that reload must be
+    refused: the login's stored session is deleted before its sockets hear of the logout, not
+    after (Django's logout sends its signal first and flushes the session after it). The logout
+    is held, once its sockets were told, until the test has looked at the stored session."""
+    leaving = login(alice)
+    key = leaving.cookies[settings.SESSION_COOKIE_NAME].value
+    looked = threading.Event()
+
+    def hold(sender: object, **kwargs: Any) -> None:  # runs after the app's own receiver
+        looked.wait(timeout=10)
+
+    async def run():
+        socket, ok = await connect(f"/ws/chat/{session.pk}/", browser(leaving))
+        assert ok
+        user_logged_out.connect(hold, dispatch_uid="test.hold_the_logout")
+        try:
+            logout = asyncio.ensure_future(
+                sync_to_async(leaving.post, thread_sensitive=False)(reverse("accounts:logout"))
+            )
+            assert await close_code(socket) == SIGNED_OUT
+            stored = await sync_to_async(SessionStore().exists, thread_sensitive=False)(key)
+            looked.set()
+            assert (await logout).status_code == 302
+        finally:
+            looked.set()
+            user_logged_out.disconnect(dispatch_uid="test.hold_the_logout")
+        assert not stored
 
     async_to_sync(run)()
 

@@ -3,6 +3,8 @@ with a clear error that writes nothing."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from django.utils.html import escape
 from django_htmx.middleware import HtmxDetails
@@ -13,12 +15,13 @@ from core.http import domain_errors
 from workspace.errors import (
     BadPath,
     BinaryContent,
+    BinaryFile,
     FileNotFoundInWorkspace,
     FileTooLarge,
     TooManyFiles,
 )
 from workspace.models import FileVersion, WorkspaceBlob
-from workspace.selectors import directory, workspace_file, workspace_files
+from workspace.selectors import directory, workspace_file, workspace_file_bytes, workspace_files
 from workspace.services import file_delete, file_write
 
 pytestmark = pytest.mark.django_db
@@ -140,22 +143,27 @@ def test_a_bad_path_is_refused_and_nothing_written(branch, path):
     assert not WorkspaceBlob.objects.exists()
 
 
-@pytest.mark.parametrize(
-    "content",
-    [
-        b"\xff\xfe\x00binary",
-        b"\x89PNG\r\n\x1a\n",
-        "text with a NUL \x00 inside",
-        "\ud800",
-        12,
-        None,
-    ],
-)
-def test_binary_content_is_refused_and_nothing_written(branch, content):
+@pytest.mark.parametrize("content", ["text with a NUL \x00 inside", "\ud800", 12, None])
+def test_text_that_is_not_text_and_what_is_no_content_are_refused(branch, content):
+    """A str is text: one with a NUL or a lone surrogate is refused (bytes may say anything)."""
     with pytest.raises(BinaryContent):
         file_write(branch=branch, path="a.bin", content=content)
     assert not FileVersion.objects.exists()
     assert not WorkspaceBlob.objects.exists()
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00binary", b"\x89PNG\r\n\x1a\n\x00", b"a\x00b"])
+def test_binary_bytes_are_kept_as_they_are_and_not_read_as_text(branch, content):
+    written = file_write(branch=branch, path="a.bin", content=content)
+    assert written.file.binary
+    assert written.file.size == len(content)
+    assert written.file.sha256 == hashlib.sha256(content).hexdigest()
+    found, stored = workspace_file_bytes(branch, "a.bin")
+    assert (found.binary, stored.text, stored.raw) == (True, None, content)
+    with pytest.raises(BinaryFile, match="binary file"):
+        workspace_file(branch, "a.bin")
+    file_write(branch=branch, path="copy.bin", content=content)
+    assert WorkspaceBlob.objects.count() == 1  # stored once per session, like a text
 
 
 def test_utf8_bytes_are_taken_as_text(branch):

@@ -1,8 +1,9 @@
 """REST API for a session's workspace (/api/v1/sessions/{id}/files/): list, read, write, delete.
 
 Thin, like the rest of the API: the workspace package validates and writes. A file's content
-travels as raw UTF-8 text both ways (text/plain), not inside JSON, so a client can `curl -T` a
-file up and save the answer of a GET as it is. Errors stay JSON ({"detail"}) whatever the file.
+travels raw both ways, not inside JSON, so a client can `curl -T` a file up and save the answer
+of a GET as it is: a text file as text/plain, any other (`binary` in its fields) as its own
+type. Errors stay JSON ({"detail"}) whatever the file.
 """
 
 from __future__ import annotations
@@ -28,15 +29,20 @@ from core.renderers import JSONRenderer
 from sessions_app.errors import BranchNotFound
 from sessions_app.models import Branch, Session
 from sessions_app.selectors import current_branch, get_branch_for_user, get_session_for_user
-from workspace.selectors import workspace_file, workspace_files
+from web.file_responses import file_response
+from workspace.selectors import workspace_file_bytes, workspace_files
 from workspace.services import file_delete, file_write
 
 
 class FileOut(serializers.Serializer[Any]):  # a WorkspaceFile, or a list of them
     path = serializers.CharField()
-    size = serializers.IntegerField(help_text="Bytes, in UTF-8.")
+    size = serializers.IntegerField(help_text="Bytes (a text file's in UTF-8).")
     sha256 = serializers.CharField()
     updated_at = serializers.DateTimeField(help_text="When this version was written.")
+    binary = serializers.BooleanField(
+        help_text="Bytes that are not UTF-8 text (an image, a PDF): read as their own type, "
+        "as an attachment; a text file is read as text/plain."
+    )
 
 
 class TextParser(BaseParser):
@@ -142,19 +148,22 @@ class SessionFile(APIView):
     @extend_schema(
         operation_id="sessions_files_read",
         parameters=[PATH, BRANCH, CHECKPOINT],
-        responses={(200, "text/plain"): OpenApiTypes.STR},
-        summary="A file's content, as text/plain",
+        responses={
+            (200, "text/plain"): OpenApiTypes.STR,
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+        },
+        summary="A file's content: text as text/plain, others as their type, as an attachment",
     )
     def get(self, request: Request, pk: int, path: str) -> HttpResponse:
         session = get_session_for_user(request.user, pk)
         branch, mark = _point(request, session)
-        _, content = workspace_file(branch, path, mark=mark)
-        return HttpResponse(content, content_type="text/plain; charset=utf-8")
+        found, content = workspace_file_bytes(branch, path, mark=mark)
+        return file_response(found.path, content)
 
     @extend_schema(
         operation_id="sessions_files_write",
         parameters=[PATH],
-        request={"text/plain": OpenApiTypes.STR},
+        request={"text/plain": OpenApiTypes.STR, "application/octet-stream": OpenApiTypes.BINARY},
         responses={200: FileOut, 201: FileOut},
         summary="Write a file of the current branch (201 when new, 200 when replaced)",
     )

@@ -50,6 +50,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session = get_session_for_user(request.user, pk)
     target = request.GET.get("message")  # a search hit: that message in its place
     marked = request.GET.get("checkpoint")  # the panel's "Show in conversation"
+    state_at = pages.state_stamp()
     if target is not None:
         shown = {
             **places.conversation_around(request.user, session, target),
@@ -66,6 +67,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         **sidebar(request, current=session),
         **shown,
         **files_context(session, shown["branch"]),
+        "state_at": state_at,
         "tab": new_tab_id(),
     }
     return render(request, "sessions_app/chat.html", context)

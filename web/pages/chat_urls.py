@@ -64,6 +64,7 @@ urlpatterns = [
     path("<int:pk>/files/upload/", file_views.files_upload, name="files_upload"),
     path("<int:pk>/files/view/<path:path>", file_views.file_view, name="file_view"),
     path("<int:pk>/files/download/<path:path>", file_views.file_download, name="file_download"),
+    path("<int:pk>/files/image/<path:path>", file_views.file_image, name="file_image"),
     path("<int:pk>/files/delete/<path:path>", file_views.file_remove, name="file_delete"),
     path("<int:pk>/checkpoints/", checkpoint_views.save, name="checkpoint_save"),
     path("<int:pk>/checkpoints/list/", checkpoint_views.checkpoint_list, name="checkpoint_list"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
@@ -31,12 +30,13 @@ from core.errors import HTTP_STATUS, DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.models import Branch, Session
 from sessions_app.selectors import current_branch, get_session_for_user
-from workspace.errors import FileTooLarge, TooManyFiles
+from web.file_responses import PREVIEWED_IMAGES, binary_type, file_response
+from workspace.errors import FileNotFoundInWorkspace, FileTooLarge, TooManyFiles
 from workspace.nfc import nfc
 from workspace.quota import session_use, user_use
-from workspace.selectors import WorkspaceFile, workspace_file, workspace_files
+from workspace.selectors import WorkspaceFile, workspace_file_bytes, workspace_files
 from workspace.services import file_delete, files_write_all
-from workspace.validation import clean_content, clean_path, max_file_bytes, max_files
+from workspace.validation import clean_file_content, clean_path, max_file_bytes, max_files
 
 from .tabs import PageView, answers_with_new_state
 
@@ -179,28 +179,41 @@ def _stale(path: str, sha: str, files: list[WorkspaceFile]) -> dict[str, str]:
 @require_GET
 @domain_errors
 def file_view(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
+    """A text file highlighted; an image shown; any other binary file named, to download."""
     session = get_session_for_user(request.user, pk)
-    found, content = workspace_file(current_branch(session), path)
-    code, language = highlighted_file(found.path, content)
-    context = {"session": session, "file": found, "code": code, "language": language}
+    found, content = workspace_file_bytes(current_branch(session), path)
+    context: dict[str, Any] = {"session": session, "file": found}
+    if content.text is None:
+        kind = binary_type(found.path)
+        context.update(binary=True, kind=kind, image=kind in PREVIEWED_IMAGES)
+    else:
+        code, language = highlighted_file(found.path, content.text)
+        context.update(code=code, language=language)
     return render(request, "workspace/_file_view.html", context)
 
 
 @login_required
 @require_GET
 @domain_errors
-def file_download(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
-    """The file as an attachment: text/plain whatever its name, so a browser never runs it."""
+def file_image(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
+    """An image file of the current branch inline, for the Files panel's preview: PNG, JPEG, GIF
+    or WebP only (never SVG, which can hold a script), with `nosniff`; anything else is a 404."""
     session = get_session_for_user(request.user, pk)
-    found, content = workspace_file(current_branch(session), path)
-    response = HttpResponse(content, content_type="text/plain; charset=utf-8")
-    name = found.path.rsplit("/", 1)[-1]
-    ascii_name = name.encode("ascii", "ignore").decode().replace('"', "").replace("\\", "")
-    response["Content-Disposition"] = (
-        f"attachment; filename=\"{ascii_name or 'file.txt'}\"; filename*=UTF-8''{quote(name)}"
-    )
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+    found, content = workspace_file_bytes(current_branch(session), path)
+    if content.text is not None or binary_type(found.path) not in PREVIEWED_IMAGES:
+        raise FileNotFoundInWorkspace(found.path)
+    return file_response(found.path, content, inline=True)
+
+
+@login_required
+@require_GET
+@domain_errors
+def file_download(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
+    """The file as an attachment: text as text/plain whatever its name, any other bytes as the
+    type its name says (web.file_responses), so a browser never runs it."""
+    session = get_session_for_user(request.user, pk)
+    found, content = workspace_file_bytes(current_branch(session), path)
+    return file_response(found.path, content)
 
 
 @login_required
@@ -216,14 +229,16 @@ def file_remove(request: HtmxHttpRequest, pk: int, path: str) -> HttpResponse:
     return HttpResponse(done + _tree_update(request, session, branch))
 
 
-def _checked_uploads(folder: str, uploads: list[UploadedFile[Any]]) -> list[tuple[str, str]]:
+def _checked_uploads(
+    folder: str, uploads: list[UploadedFile[Any]]
+) -> list[tuple[str, str | bytes]]:
     """(path, text) for each uploaded file, every one checked before anything is written: one
     bad file refuses the whole upload with its name in the message."""
     if not uploads:
         raise InvalidInput("Choose one or more text files to upload.")
     if len(uploads) > UPLOAD_MAX_FILES:
         raise TooManyFiles(f"Upload at most {UPLOAD_MAX_FILES} files at a time.")
-    checked = []
+    checked: list[tuple[str, str | bytes]] = []
     for upload in uploads:
         name = upload.name or ""
         if (upload.size or 0) > max_file_bytes():
@@ -233,12 +248,12 @@ def _checked_uploads(folder: str, uploads: list[UploadedFile[Any]]) -> list[tupl
             )
         try:
             path = clean_path(f"{folder}/{name}" if folder else name)
-            text = clean_content(upload.read())
+            content = clean_file_content(upload.read())
         except DomainError as exc:  # the same refusal, naming the file it is about
             named = DomainError(f"'{name}': {exc.message}")
             named.code = exc.code
             raise named from None
-        checked.append((path, text))
+        checked.append((path, content.raw))
     return checked
 
 
@@ -247,8 +262,9 @@ def _checked_uploads(folder: str, uploads: list[UploadedFile[Any]]) -> list[tupl
 @domain_errors
 @answers_with_new_state
 def files_upload(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Upload text files into a folder of the current branch's workspace (multipart). Refused
-    as a whole, with the reason in the form, when any file is not acceptable."""
+    """Upload files (text or binary) into a folder of the current branch's workspace
+    (multipart). Refused as a whole, with the reason in the form, when any file is not
+    acceptable."""
     session = get_session_for_user(request.user, pk)
     raw_folder = request.POST.get("folder", "")
     context: dict[str, Any] = {"session": session, "folder": raw_folder, **upload_limits()}

@@ -1,7 +1,7 @@
 """The chat page's session settings: the model picker (a POST of `model`) and the session's
-instructions (GET: the dialog; POST of `instructions`). Both go through the service the API's
-PATCH uses (sessions_app.services.session_settings_update, then session_update), so every open
-tab hears `session.changed` and shows the change."""
+instructions and test command (GET: the dialog; POST of `instructions` and `test_command`).
+Both go through the service the API's PATCH uses (sessions_app.services.session_settings_update,
+then session_update), so every open tab hears `session.changed` and shows the change."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from django.views.decorators.http import require_http_methods
 from accounts.models import User
 from core.errors import InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
-from core.model_choice import INSTRUCTIONS_MAX_CHARS
+from core.model_choice import INSTRUCTIONS_MAX_CHARS, TEST_COMMAND_MAX_CHARS
+from sandbox.availability import availability
 from sessions_app.models import Session
 from sessions_app.selectors import get_session_for_user
 from sessions_app.services import session_settings_update
@@ -22,12 +23,20 @@ from web.templatetags.session_settings import picker_context
 
 
 def _dialog(
-    request: HtmxHttpRequest, session: Session, *, instructions: str, error: str = ""
+    request: HtmxHttpRequest,
+    session: Session,
+    *,
+    instructions: str,
+    test_command: str,
+    error: str = "",
 ) -> HttpResponse:
     user = request.user
     context = {
         "session": session,
         "instructions": instructions,
+        "test_command": test_command,
+        "test_command_max": TEST_COMMAND_MAX_CHARS,
+        "sandbox": availability().ok,
         "user_instructions": isinstance(user, User) and bool(user.preference("instructions")),
         "max_chars": INSTRUCTIONS_MAX_CHARS,
         "max_chars_label": f"{INSTRUCTIONS_MAX_CHARS:,}",
@@ -38,8 +47,8 @@ def _dialog(
     return render(request, "sessions_app/_session_settings.html", context)
 
 
-def _stored_instructions(session: Session) -> str:
-    value = session.settings.get("instructions")
+def _stored(session: Session, key: str) -> str:
+    value = session.settings.get(key)
     return value if isinstance(value, str) else ""
 
 
@@ -52,13 +61,25 @@ def session_settings(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     show them set (or the dialog again with the reason, nothing written)."""
     session = get_session_for_user(request.user, pk)
     if request.method == "GET":
-        return _dialog(request, session, instructions=_stored_instructions(session))
+        return _dialog(
+            request,
+            session,
+            instructions=_stored(session, "instructions"),
+            test_command=_stored(session, "test_command"),
+        )
     if "instructions" in request.POST:
         text = request.POST["instructions"]
+        command = request.POST.get("test_command")
         try:
-            session_settings_update(session=session, instructions=text)
+            session_settings_update(session=session, instructions=text, test_command=command)
         except InvalidInput as exc:
-            return _dialog(request, session, instructions=text, error=exc.message)
+            return _dialog(
+                request,
+                session,
+                instructions=text,
+                test_command=command if command is not None else "",
+                error=exc.message,
+            )
         controls = render_to_string(
             "sessions_app/_session_controls.html",
             {**picker_context(session), "oob": True},

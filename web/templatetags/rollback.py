@@ -7,6 +7,8 @@ from django import template
 from django.conf import settings
 from django.utils.safestring import SafeString
 
+from agents.shell_replies import ShellView, shell_view
+from agents.tools import SHELL_TOOLS
 from sessions_app.turns import stopped_line as turns_stopped_line
 from web.rendering import render_markdown
 
@@ -64,3 +66,22 @@ def markers_after(markers: Any, message_id: int) -> Any:
     """The checkpoints whose markers follow one message (web.chat_state.conversation's
     `markers`)."""
     return markers.get(message_id, ()) if isinstance(markers, dict) else ()
+
+
+@register.simple_tag
+def run_compare(run_points: Any, message_id: int) -> str:
+    """The compare page's query for a run's checkpoints on either side of it
+    (web.chat_state.run_points), or "" when the page shows none on a side."""
+    points = run_points.get(message_id) if isinstance(run_points, dict) else None
+    if not points:
+        return ""
+    return f"from=checkpoint:{points[0]}&to=checkpoint:{points[1]}"
+
+
+@register.filter
+def shell_run(message: Any) -> ShellView | None:
+    """A run_shell or run_tests tool message's result as the terminal block shows it, else None
+    (another tool, or a refusal, shown as any result)."""
+    if getattr(message, "tool_name", None) not in SHELL_TOOLS:
+        return None
+    return shell_view(getattr(message, "tool_result", None))

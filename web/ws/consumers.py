@@ -391,6 +391,8 @@ def render_event(session: Session, event: Event, *, own: bool = False) -> str:
     if event["type"] == "tool.started":
         context = {"turn": event["turn"], "tool": event["tool"]}
         return render_to_string("sessions_app/_stream_tool.html", context)
+    if event["type"] == "tool.output":  # a running command's output, as it comes
+        return render_to_string("sessions_app/_stream_output.html", dict(event))
     if event["type"] == "tool.approval_requested":  # the card, in every open tab
         card = card_of(event, event.get("note"))
         context = {"turn": event["turn"], "session_id": session.pk, "approval": card}

@@ -37,6 +37,7 @@ log = logging.getLogger("web.ws.consumers")
 OF_A_RUNNING_TURN = (
     "message.delta",
     "tool.started",
+    "tool.output",
     "tool.finished",
     "tool.approval_requested",
     "tool.approval_answered",

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -426,3 +427,16 @@ def test_the_audit_section_links_the_audit_records_list_when_it_exists(admin_cli
     assert ("All audit records" in body) is (url is not None)
     if url is not None:
         assert f'href="{url}"' in body
+
+
+def test_the_admins_index_says_whether_the_sandboxed_shell_works_and_why_not(
+    client, admin_user, settings
+):
+    client.force_login(admin_user)
+    body = client.get(reverse("admin:index")).content.decode()
+    if shutil.which(settings.SANDBOX_BWRAP):
+        assert "Available: run_shell and run_tests are offered" in body
+    settings.SANDBOX = "off"
+    body = client.get(reverse("admin:index")).content.decode()
+    assert "Not available: run_shell and run_tests are not offered" in body
+    assert "turned off (SANDBOX=off)" in body

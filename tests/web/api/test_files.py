@@ -64,7 +64,8 @@ def test_the_list_is_paginated_and_sorted_by_path(api, session):
     body = api.get(_files(session)).json()
     assert body["count"] == 3
     assert [f["path"] for f in body["results"]] == ["a/b.txt", "a/z.txt", "b.txt"]
-    assert set(body["results"][0]) == {"path", "size", "sha256", "updated_at"}
+    assert set(body["results"][0]) == {"path", "size", "sha256", "updated_at", "binary"}
+    assert body["results"][0]["binary"] is False
     page = api.get(_files(session), {"limit": 1, "offset": 1}).json()
     assert [f["path"] for f in page["results"]] == ["a/z.txt"]
     assert page["next"]
@@ -123,12 +124,29 @@ def test_an_absolute_path_is_refused(api, session):
     assert not FileVersion.objects.exists()
 
 
-@pytest.mark.parametrize("body", [b"\xff\xfe\x00binary", b"nul\x00inside"])
-def test_binary_content_is_400_and_writes_nothing(api, session, body):
-    response = _put(api, session, "bin.dat", body)
-    assert response.status_code == 400
-    assert "binary" in response.json()["detail"]
-    assert not FileVersion.objects.exists()
+@pytest.mark.parametrize(
+    ("name", "body", "kind"),
+    [
+        ("bin.dat", b"\xff\xfe\x00binary", "application/octet-stream"),
+        ("dot.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "image/png"),
+        ("page.html", b"<script>alert(1)</script>", "text/plain; charset=utf-8"),
+    ],
+)
+def test_any_body_is_kept_and_read_back_as_its_type_as_an_attachment(
+    api, session, name, body, kind
+):
+    written = _put(api, session, name, body)
+    assert written.status_code == 201
+    assert written.json()["binary"] is not kind.startswith("text/plain")
+    assert written.json()["size"] == len(body)
+    [listed] = api.get(_files(session)).json()["results"]
+    assert listed["binary"] is written.json()["binary"]
+    response = api.get(_files(session) + name)
+    assert response.status_code == 200
+    assert response.content == body
+    assert response["Content-Type"] == kind  # a text file is text/plain, whatever its name
+    assert response["Content-Disposition"].startswith("attachment;")
+    assert response["X-Content-Type-Options"] == "nosniff"
 
 
 def test_a_file_over_the_size_limit_is_413(api, session, settings):
