@@ -31,6 +31,12 @@ def renderable(text: str) -> str:
     return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+# A name from the code in parentheses: a setting (" (WORKSPACE_MAX_FILE_BYTES)") or a stored
+# field (" (settings.instructions)"). It helps an integrator or an operator; a person on a page
+# cannot act on it.
+_INTERNAL_NAME = re.compile(r" \((?:settings\.[a-z_]+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\)")
+
+
 class DomainError(Exception):
     code = "invalid"
 
@@ -38,6 +44,11 @@ class DomainError(Exception):
         message = renderable(message)
         super().__init__(message)
         self.message = message
+
+    @property
+    def people(self) -> str:
+        """The message as the pages show it: without the internal names the API's keeps."""
+        return _INTERNAL_NAME.sub("", self.message)
 
 
 class NotFound(DomainError):

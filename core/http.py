@@ -49,10 +49,10 @@ def domain_errors(
         except DomainError as exc:
             status = HTTP_STATUS.get(exc.code, 400)
             if request.htmx:
-                return notice(request, exc.message, status=status)
+                return notice(request, exc.people, status=status)
             if status == 404:
-                raise Http404(exc.message) from None
-            messages.error(request, exc.message)
+                raise Http404(exc.people) from None
+            messages.error(request, exc.people)
             back = request.META.get("HTTP_REFERER", "")
             safe = url_has_allowed_host_and_scheme(
                 back, allowed_hosts={request.get_host()}, require_https=request.is_secure()

@@ -62,13 +62,13 @@ def clean_category(value: object) -> str:
 
 
 def clean_l0(value: object) -> str:
-    text = " ".join(_text(value, what="L0 abstract").split())  # one line
+    text = " ".join(_text(value, what="summary").split())  # one line
     if not text:
-        raise InvalidInput("The L0 abstract (one line) cannot be empty.")
+        raise InvalidInput("The summary (one line) cannot be empty.")
     if len(text) > L0_MAX_LENGTH:
         raise InvalidInput(
-            f"The L0 abstract is {len(text)} characters long; the limit is {L0_MAX_LENGTH} "
-            "(one line): put the rest in the L1 overview or the L2 details."
+            f"The summary is {len(text)} characters long; the limit is {L0_MAX_LENGTH} "
+            "(one line): put the rest in the overview or the details."
         )
     return text
 
@@ -76,11 +76,11 @@ def clean_l0(value: object) -> str:
 def clean_l1(value: object) -> str:
     if value is None:
         return ""
-    text = _text(value, what="L1 overview").strip()
+    text = _text(value, what="overview").strip()
     if len(text) > L1_MAX_LENGTH:
         raise InvalidInput(
-            f"The L1 overview is {len(text)} characters long; the limit is {L1_MAX_LENGTH} "
-            "(two or three sentences): put the rest in the L2 details."
+            f"The overview is {len(text)} characters long; the limit is {L1_MAX_LENGTH} "
+            "(two or three sentences): put the rest in the details."
         )
     return text
 
@@ -88,10 +88,10 @@ def clean_l1(value: object) -> str:
 def clean_l2(value: object) -> str:
     if value is None:
         return ""
-    text = _text(value, what="L2 details").strip()
+    text = _text(value, what="details").strip()
     limit = settings.MEMORY_L2_MAX_CHARS
     if len(text) > limit:
-        raise TooLarge(f"The L2 details are {len(text)} characters long; the limit is {limit}.")
+        raise TooLarge(f"The details are {len(text)} characters long; the limit is {limit}.")
     return text
 
 

@@ -86,6 +86,7 @@ def prepare(run: TurnRun, got: Streamed, output: RunOutput, meta: TurnMeta) -> A
             continue
         if run.state.was_refused(m.tool_call_id, m.tool_args):
             m.effect = "none"  # a call the owner refused did not run: it had no effect
+            m.metadata["refused"] = True  # shown as "not run", never as "failed"
         if m.tool_name in run.agent.builtin_tools and m.content.startswith(REFUSED):
             m.metadata["error"] = True  # a built-in that refused did nothing: no tool used
         if run.state.may_have_run(m.tool_name, m.tool_args):

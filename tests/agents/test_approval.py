@@ -139,7 +139,9 @@ def test_an_approved_call_runs_once_and_the_turn_finishes(fake_llm, email_tool, 
     assert turn.metadata["approvals"]["1:1"]["tool_call_id"] == "call_mail"
 
 
-def test_a_refused_call_never_runs_and_the_model_is_told(fake_llm, email_tool, session):
+def test_a_refused_call_never_runs_and_the_model_is_told(
+    fake_llm, email_tool, session, client, alice
+):
     script(fake_llm)
     turn = turn_start(session=session, message="mail bob")
     turn, seen = run_answering(session, turn, approve(False))
@@ -158,6 +160,12 @@ def test_a_refused_call_never_runs_and_the_model_is_told(fake_llm, email_tool, s
     assert "refused" in tool_message(session).tool_result
     # It did not run: it had no effect, and no restore will list it as one it cannot undo.
     assert tool_message(session).effect == "none"
+    # The page says it did not run, never that it failed.
+    assert tool_message(session).metadata["refused"] is True
+    client.force_login(alice)
+    page = client.get(f"/chat/{session.pk}/").content.decode()
+    assert "tool: send_email (not run)" in page
+    assert "(failed)" not in page
 
 
 def test_an_unanswered_call_times_out_as_a_refusal(fake_llm, email_tool, session, settings):

@@ -68,7 +68,7 @@ def test_add_edit_delete(page, alice):
                 "l2_details": "z" * 20_001,
                 "confidence": "1",
             },
-            "limit is 20000",
+            "The details are 20001 characters long; the limit is 20000",
         ),
     ],
 )
@@ -77,6 +77,14 @@ def test_bad_input_is_a_form_error_and_writes_nothing(page, data, words):
     assert answer.status_code == 400
     assert words in answer.content.decode()
     assert not Memory.objects.exists()
+
+
+def test_the_form_names_its_fields_in_plain_words(page):
+    form = page.get("/memories/").content.decode()
+    for label in ("Summary (one line)", "Overview (two or three sentences)", "Details (Markdown)"):
+        assert label in form
+    for internal in ("L0", "L1", "L2"):
+        assert internal not in form
 
 
 def test_a_duplicate_key_is_a_form_error(page, alice):

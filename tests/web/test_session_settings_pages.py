@@ -82,7 +82,8 @@ def test_instructions_over_the_limit_come_back_in_the_dialog_with_the_reason(as_
     response = as_alice.post(settings_url(session), {"instructions": text}, **HX)
     body = response.content.decode()
     assert 'data-testid="instructions-error"' in body
-    assert "the limit is 8,000" in body
+    assert "The session&#x27;s instructions are 8,001 characters long; the limit is 8,000" in body
+    assert "settings.instructions" not in body  # a stored field's name is the API's
     assert text in body  # what was typed is not lost
     assert Session.objects.get(pk=session.pk).metadata == {}
 
@@ -104,7 +105,8 @@ def test_a_test_command_too_long_comes_back_in_the_dialog_with_the_reason(as_ali
     form = {"instructions": "kept", "test_command": command}
     body = as_alice.post(settings_url(session), form, **HX).content.decode()
     assert 'data-testid="instructions-error"' in body
-    assert "settings.test_command" in body
+    assert "The session&#x27;s test command must be text of at most" in body
+    assert "settings.test_command" not in body  # a stored field's name is the API's
     assert command in body  # what was typed is not lost
     assert ">kept</textarea>" in body
     assert Session.objects.get(pk=session.pk).metadata == {}

@@ -112,7 +112,7 @@ def conversation_search(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         context["hits"] = conversation_hits(session, search_clean(query))
     except InvalidInput as exc:
-        context["search_error"] = exc.message
+        context["search_error"] = exc.people
     return render(request, "sessions_app/_conversation_search.html", context)
 
 
@@ -252,7 +252,7 @@ def branch_rename_view(request: HtmxHttpRequest, pk: int, branch_id: int) -> Htt
             "branch": branch,
             "label": branch_label(branch),
             "typed": typed,
-            "error": exc.message,
+            "error": exc.people,
         }
         response = render(request, "sessions_app/_branch_rename_form.html", context, status=400)
         return reswap(retarget(response, f"#rename-branch-{branch.pk}"), "outerHTML")

@@ -229,7 +229,7 @@ def compare(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         try:
             diff = session_diff(session, source, target, limit=SIDE_SHOWN)
         except InvalidRef as exc:
-            context["error"] = exc.message
+            context["error"] = exc.people
             status = 400
         else:
             context.update(compare_context(session, diff))

@@ -235,7 +235,7 @@ def _checked_uploads(
     """(path, text) for each uploaded file, every one checked before anything is written: one
     bad file refuses the whole upload with its name in the message."""
     if not uploads:
-        raise InvalidInput("Choose one or more text files to upload.")
+        raise InvalidInput("Choose one or more files to upload.")
     if len(uploads) > UPLOAD_MAX_FILES:
         raise TooManyFiles(f"Upload at most {UPLOAD_MAX_FILES} files at a time.")
     checked: list[tuple[str, str | bytes]] = []
@@ -250,7 +250,7 @@ def _checked_uploads(
             path = clean_path(f"{folder}/{name}" if folder else name)
             content = clean_file_content(upload.read())
         except DomainError as exc:  # the same refusal, naming the file it is about
-            named = DomainError(f"'{name}': {exc.message}")
+            named = DomainError(f"'{name}': {exc.people}")
             named.code = exc.code
             raise named from None
         checked.append((path, content.raw))
@@ -274,7 +274,7 @@ def files_upload(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         branch = current_branch(session)
         written = files_write_all(branch=branch, files=checked, by="user")
     except DomainError as exc:
-        context["error"] = exc.message
+        context["error"] = exc.people
         html = render_to_string("workspace/_upload_form.html", context, request)
         return HttpResponse(html, status=HTTP_STATUS.get(exc.code, 400))
     context["uploaded"] = written

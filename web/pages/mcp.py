@@ -93,7 +93,7 @@ def session_tools_credentials(request: HtmxHttpRequest, pk: int, name: str) -> H
     try:
         mcp_credentials_set(user=user, server=server, headers=_posted_headers(request, server))
     except InvalidInput as exc:
-        return _dialog(request, session, error=exc.message)
+        return _dialog(request, session, error=exc.people)
     return _dialog(request, session, saved=server.name)
 
 
@@ -108,7 +108,7 @@ def credentials_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
     try:
         mcp_credentials_set(user=user, server=server, headers=_posted_headers(request, server))
     except InvalidInput as exc:
-        messages.error(request, exc.message)
+        messages.error(request, exc.people)
     else:
         messages.success(
             request, f"Your credentials for {server.name} are saved; they are never shown again."

@@ -35,15 +35,15 @@ class MemoryForm(forms.Form):
         strip=False,
     )
     category = forms.ChoiceField(choices=Category.choices, initial=Category.PROJECT)
-    l0_abstract = forms.CharField(label="L0: one line", max_length=L0_MAX_LENGTH, strip=False)
+    l0_abstract = forms.CharField(label="Summary (one line)", max_length=L0_MAX_LENGTH, strip=False)
     l1_overview = forms.CharField(
-        label="L1: overview (two or three sentences)",
+        label="Overview (two or three sentences)",
         required=False,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 3, "maxlength": L1_MAX_LENGTH}),
     )
     l2_details = forms.CharField(
-        label="L2: details (Markdown)",
+        label="Details (Markdown)",
         required=False,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 6}),
@@ -64,7 +64,7 @@ def _page(
     try:
         query = clean_search(request.GET.get("q"))
     except InvalidInput as exc:
-        messages.error(request, exc.message)
+        messages.error(request, exc.people)
         query = ""
     listed = list(memories_listed(request.user, query=query)[:MEMORIES_SHOWN])
     context: dict[str, Any] = {

@@ -125,7 +125,7 @@ def sidebar(
     try:
         cleaned = search_clean(query)
     except InvalidInput as exc:
-        cleaned, search_error = "", exc.message
+        cleaned, search_error = "", exc.people
     sessions = sessions_sidebar(request.user, query=cleaned, archived=archived)
     shown: list[Session] = []
     more = False
@@ -227,7 +227,7 @@ def session_rename(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         session_update(session=session, name=name)
     except InvalidInput as exc:
-        context.update(error=exc.message, value=name)
+        context.update(error=exc.people, value=name)
         response = render(request, "sessions_app/_session_rename.html", context, status=400)
         return reswap(retarget(response, f"#session-{session.pk}"), "outerHTML")
     return _list_changed(request, session)
@@ -315,7 +315,7 @@ def import_session(request: HtmxHttpRequest) -> HttpResponse:
         session = session_import(owner=_user(request), raw=raw)
         session_summaries_schedule(session=session)
     except DomainError as exc:  # a broken document, or no room for one more session
-        messages.error(request, f"Import failed: {exc.message}")
+        messages.error(request, f"Import failed: {exc.people}")
         return redirect("chat:home")
     messages.success(request, f"Imported “{session.session_name}”.")
     return redirect("chat:session", pk=session.pk)

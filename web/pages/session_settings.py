@@ -78,7 +78,7 @@ def session_settings(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 session,
                 instructions=text,
                 test_command=command if command is not None else "",
-                error=exc.message,
+                error=exc.people,
             )
         controls = render_to_string(
             "sessions_app/_session_controls.html",
@@ -89,6 +89,6 @@ def session_settings(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         session_settings_update(session=session, model=request.POST.get("model", ""))
     except InvalidInput as exc:
-        context = picker_context(session, error=exc.message)
+        context = picker_context(session, error=exc.people)
         return render(request, "sessions_app/_session_controls.html", context, status=400)
     return render(request, "sessions_app/_session_controls.html", picker_context(session))

@@ -82,7 +82,7 @@ def share_dialog(request: HtmxHttpRequest, branch_id: int) -> HttpResponse:
     try:
         share, token = share_create(owner=user, branch=branch, checkpoint=checkpoint)
     except (InvalidInput, Conflict) as exc:
-        return _dialog(request, branch, chosen=chosen, error=exc.message)
+        return _dialog(request, branch, chosen=chosen, error=exc.people)
     return _dialog(request, branch, share=share, url=shared_url(request, token))
 
 
