@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from checkpoints.models import Checkpoint
 from core import events
-from core.validation import storable_text
+from core.validation import NAME_MAX_LENGTH, storable_text
 from sessions_app.errors import ImportRejected
 from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import without_cyclic_gc
@@ -164,16 +164,33 @@ def _free_key(owner: User, key: str | None) -> str:
     return key
 
 
+IMPORTED = " (imported)"
+
+
+def _copy_name(owner: User, name: str) -> str | None:
+    """The copy's name when the owner already has a session of this name (the original, most
+    likely: an export imported again), so that the two rows tell apart; None when the name is
+    free (a conversation moved to another account or server keeps its name)."""
+    if not Session.objects.filter(owner=owner, session_name=name).exists():
+        return None
+    return name[: NAME_MAX_LENGTH - len(IMPORTED)].rstrip() + IMPORTED
+
+
 @transaction.atomic
 def _write(owner: User, doc: ExportDoc) -> Session:
     session_quota_check(owner=owner)
+    name = doc.session.name.strip()
+    copy_name = _copy_name(owner, name)
+    # A copy beside its original is not pinned (two identical pinned rows otherwise); a moved
+    # conversation keeps its pin.
+    pinned = doc.session.pinned_at if copy_name is None else None
     session = Session.objects.create(
         owner=owner,
-        session_name=doc.session.name.strip(),
+        session_name=copy_name or name,
         metadata=doc.session.metadata,
         created_at=_when(doc.session.created_at),
         session_key=_free_key(owner, doc.session.session_key),
-        pinned_at=_when(doc.session.pinned_at) if doc.session.pinned_at else None,
+        pinned_at=_when(pinned) if pinned else None,
     )
     events.sessions_changed(user=owner.pk, session=session.pk, change="created")
     branch_ids: dict[int, int] = {}

@@ -1,12 +1,23 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 from web import telegram_webhook
 from web.admin import login as admin_login
 from web.pages import errors, health, shared
+
+
+class FaviconView(RedirectView):
+    """/favicon.ico: the app's icon (static/rollback/icon.svg, by its hashed name)."""
+
+    permanent = False
+
+    def get_redirect_url(self, *args: object, **kwargs: object) -> str:
+        return static("rollback/icon.svg")
+
 
 admin.site.site_header = "Rollback console"
 admin.site.site_title = "Rollback console"
@@ -35,5 +46,7 @@ urlpatterns = [
         telegram_webhook.webhook,
         name="telegram_webhook",
     ),
+    # What a browser asks for when a page names no icon (the API's JSON, a file download).
+    path("favicon.ico", FaviconView.as_view(), name="favicon"),
     path("", RedirectView.as_view(pattern_name="chat:home", permanent=False)),
 ]

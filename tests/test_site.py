@@ -73,6 +73,13 @@ def test_the_served_app_gives_the_admin_with_its_static_files(tmp_path):
         css = page.split('href="')[1].split('"')[0]
         assert css.startswith("/static/")
         assert urllib.request.urlopen(f"{base}{css}", timeout=5).status == 200  # noqa: S310 - a local http URL the test built
+        # The console names the app's icon, and /favicon.ico leads to it: no 404 in the admin.
+        named = page.split('rel="icon" href="')[1].split('"')[0]
+        assert named.startswith("/static/rollback/icon.")
+        with urllib.request.urlopen(f"{base}/favicon.ico", timeout=5) as icon:  # noqa: S310 - a local http URL the test built
+            assert (icon.status, icon.url) == (200, f"{base}{named}")
+            assert icon.headers["Content-Type"] == "image/svg+xml"
+            assert icon.read().startswith(b"<svg")
     finally:
         server.terminate()
         server.wait(10)

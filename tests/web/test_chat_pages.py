@@ -11,10 +11,10 @@ from django.urls import reverse
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_create, checkpoint_delete
-from checkpoints.transfer import session_export
+from checkpoints.transfer import session_export, session_import
 from sessions_app.models import Branch, Message, Session, Turn
 from sessions_app.selectors import branch_history, current_branch
-from sessions_app.services import message_append, session_create
+from sessions_app.services import message_append, session_create, session_update
 from tests.conftest import grow, say
 from tests.fakes.chat_server import Error, Reply
 
@@ -370,6 +370,29 @@ def test_export_downloads_the_document_and_import_makes_a_copy(as_alice, alice, 
     copy = Session.objects.exclude(pk=session.pk).get(owner=alice)
     assert response["Location"] == reverse("chat:session", args=[copy.pk])
     assert [m.content for m in branch_history(current_branch(copy))] == ["a", "b"]
+
+
+def test_the_header_says_which_export_is_json_and_which_markdown(as_alice, session):
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    assert re.search(r'data-testid="export">Export JSON</a>', page)
+    assert re.search(r'data-testid="export-markdown">Export Markdown</a>', page)
+
+
+def test_a_copy_imported_beside_its_original_is_named_apart_and_not_pinned(
+    as_alice, alice, bob, session, branch
+):
+    session_update(session=session, pinned=True)
+    say(branch, "a", "b")
+    document = as_alice.get(reverse("chat:export", args=[session.pk])).content
+    upload = SimpleUploadedFile("s.json", document, content_type="application/json")
+    as_alice.post(reverse("chat:import"), {"document": upload})
+
+    copy = Session.objects.exclude(pk=session.pk).get(owner=alice)
+    assert copy.session_name == f"{session.session_name} (imported)"
+    assert copy.pinned_at is None
+    # Moved to an account without it, the conversation keeps its name and its pin.
+    moved = session_import(owner=bob, raw=document)
+    assert (moved.session_name, moved.pinned_at is not None) == (session.session_name, True)
 
 
 def test_importing_garbage_says_why_and_creates_nothing(as_alice, session):

@@ -31,7 +31,11 @@ def test_another_users_chat_is_the_same_404_page(client, bob, session):
 def test_an_unknown_address_is_the_styled_404_page(client):
     response = client.get("/no/such/page/")
     assert response.status_code == 404
-    assert 'data-testid="error-page"' in response.content.decode()
+    page = response.content.decode()
+    assert 'data-testid="error-page"' in page
+    # Signed out: a way to sign in, never "your conversations".
+    assert f'href="{reverse("accounts:login")}" data-testid="error-sign-in"' in page
+    assert "Back to your conversations" not in page
 
 
 @pytest.mark.django_db

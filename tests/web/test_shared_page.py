@@ -92,8 +92,13 @@ def test_a_deleted_link_is_a_404_at_once_without_cookies(client, shared, alice):
     share_delete(owner=alice, share_id=share.pk)
     response = client.get(url(token))
     assert response.status_code == 404
-    assert b"Page not found" in response.content
-    assert b"the shared" not in response.content
+    page = response.content.decode()
+    assert "This link no longer works" in page
+    assert "Ask whoever sent it for a new one." in page
+    # A visitor who is not signed in is offered no conversations of theirs, nor a sign-in.
+    assert "Back to your conversations" not in page
+    assert 'data-testid="error-sign-in"' not in page
+    assert "the shared" not in page
     assert_private(response)
     assert b"csrfmiddlewaretoken" not in response.content
 

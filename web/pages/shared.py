@@ -42,7 +42,7 @@ def _position(raw: str) -> int | None:
 def shared(request: HttpRequest, token: str) -> HttpResponse:
     share = share_for_token(token)
     if share is None:
-        html = render_to_string("404.html", {"theme": "system"})
+        html = render_to_string("404.html", {"theme": "system", "share_gone": True})
         return _private(HttpResponse(html, status=404))
     raw = request.GET.get("from", "")
     start = _position(raw) if raw else None
