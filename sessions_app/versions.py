@@ -59,10 +59,14 @@ def message_versions(
     branches: Iterable[Branch], history: Sequence[Message], *, current: int
 ) -> dict[int, Versions]:
     """For the messages of `history` (a slice of the current branch's history, oldest first) that
-    have other versions: the message that shows the switcher (by id) and its versions. The
-    switcher sits on the user message at the fork point, or on the reply after it when every
-    other version there was made by regenerating the reply. Switching to a version makes current
-    the newest branch that shows it (the current one when it does)."""
+    have other versions: the message that shows the switcher (by id) and its versions.
+
+    At a fork point two switchers may show, as in ChatGPT: the user message's moves between its
+    edits, and the reply's (the first reply with text after it) between the replies that
+    regenerating gave that edit. A version made by regenerating belongs to the edit whose reply
+    it answers again: that of the branch it was made from, at any depth of edits and
+    regenerations. Switching to a version makes current the newest branch that shows it (the
+    current one when it does)."""
     tree = _Tree(branches)
     forks = {
         b.fork_position
@@ -75,30 +79,83 @@ def message_versions(
         owner = tree.by_id.get(message.branch_id)
         if p not in forks or owner is None:
             continue
-        root = tree.root_at(owner, p)
-        versions = [b for b in tree.order if tree.owns(b, p) and tree.root_at(b, p) == root]
-        if len(versions) < 2:
-            continue
-        holders: dict[int, int] = {}  # version (owner) -> the branch to show it on
-        for b in tree.order:  # oldest first: the newest holder wins
-            held = tree.owner_at(b, p)
-            if held is not None and tree.root_at(b, p) == root:
-                holders[held] = b.pk
-        at = next(n for n, b in enumerate(versions) if b.pk == owner.pk)
-        holders[owner.pk] = current
-        shown_on = [holders.get(b.pk, b.pk) for b in versions]
-
-        anchor = message
-        forked = [b for b in versions if b.parent_id is not None and b.fork_position == p]
-        if forked and all("regenerated" in (b.metadata or {}) for b in forked):
-            anchor = _reply_after(history, i) or message
-        found[anchor.pk] = Versions(
-            index=at + 1,
-            total=len(versions),
-            previous=shown_on[at - 1] if at > 0 else None,
-            next=shown_on[at + 1] if at + 1 < len(shown_on) else None,
-        )
+        at = _Fork(tree, owner, p, current)
+        edits, replies = at.edits(), at.replies()
+        if edits is not None:
+            found[message.pk] = edits
+        if replies is not None:
+            reply = _reply_after(history, i)
+            if reply is not None:
+                found[reply.pk] = replies
+            elif edits is None:  # no reply shown (not yet, or its turn failed): on the question
+                found[message.pk] = replies
     return found
+
+
+class _Fork:
+    """The versions at position `p` of the histories that share `owner`'s history below `p`:
+    each branch holding its own message there is one, grouped by the edit it shows."""
+
+    def __init__(self, tree: _Tree, owner: Branch, p: int, current: int) -> None:
+        self.tree, self.owner, self.p = tree, owner, p
+        root = tree.root_at(owner, p)
+        self.versions = [b for b in tree.order if tree.owns(b, p) and tree.root_at(b, p) == root]
+        ids = {b.pk for b in self.versions}
+        self.edit_of: dict[int, int] = {}  # version -> the version whose user message it shows
+        for b in self.versions:
+            self._edit(b, ids)
+        # The branch to show each version and each edit on: the newest showing it (oldest first,
+        # so the newest wins), the current one for what it shows.
+        self.holders: dict[int, int] = {}
+        self.edit_holders: dict[int, int] = {}
+        for b in tree.order:
+            held = tree.owner_at(b, p)
+            if held in ids and tree.root_at(b, p) == root:
+                self.holders[held] = b.pk
+                self.edit_holders[self.edit_of[held]] = b.pk
+        self.holders[owner.pk] = current
+        self.edit_holders[self.edit_of[owner.pk]] = current
+
+    def _edit(self, branch: Branch, ids: set[int]) -> int:
+        """The version whose user message `branch` shows: the branch it regenerated the reply
+        of, when it was made by regenerating (that one's edit, and so on up), else its own."""
+        if branch.pk in self.edit_of:
+            return self.edit_of[branch.pk]
+        edit = branch.pk
+        parent = self.tree.by_id.get(branch.parent_id) if branch.parent_id is not None else None
+        if (
+            parent is not None
+            and branch.fork_position == self.p
+            and "regenerated" in (branch.metadata or {})
+        ):
+            source = self.tree.owner_at(parent, self.p)
+            if source in ids:  # else it no longer holds that message (a rewind cut it)
+                edit = self._edit(self.tree.by_id[source], ids)
+        self.edit_of[branch.pk] = edit
+        return edit
+
+    def edits(self) -> Versions | None:
+        """The user message's switcher: one version per edit."""
+        edits = list(dict.fromkeys(self.edit_of[b.pk] for b in self.versions))
+        return _switcher(edits, self.edit_of[self.owner.pk], self.edit_holders)
+
+    def replies(self) -> Versions | None:
+        """The reply's switcher: one version per reply to the edit shown."""
+        shown = self.edit_of[self.owner.pk]
+        replies = [b.pk for b in self.versions if self.edit_of[b.pk] == shown]
+        return _switcher(replies, self.owner.pk, self.holders)
+
+
+def _switcher(versions: list[int], shown: int, holders: dict[int, int]) -> Versions | None:
+    if len(versions) < 2:
+        return None
+    at = versions.index(shown)
+    return Versions(
+        index=at + 1,
+        total=len(versions),
+        previous=holders[versions[at - 1]] if at > 0 else None,
+        next=holders[versions[at + 1]] if at + 1 < len(versions) else None,
+    )
 
 
 def _reply_after(history: Sequence[Message], i: int) -> Message | None:

@@ -245,3 +245,157 @@ def test_the_agents_rollback_says_what_it_could_not_undo(as_alice, session, talk
     assert re.findall(r'data-testid="left-behind"><code>(\w+)</code>', notice.group(1)) == [
         "remember"
     ]
+
+
+# Versions of edits and regenerations, made through the page as a person makes them: an edit's
+# versions are counted on the user message, a regeneration's on the reply, at any nesting.
+
+
+def _messages_shown(page: str) -> list[dict[str, str]]:
+    """The messages with text on a chat page, oldest first: id, text, and their switcher's
+    label ("" without one) and the URLs its Previous and Next buttons post (when enabled)."""
+    found = []
+    for part in page.split('<div class="message" data-role="')[1:]:
+        body = re.search(r'data-testid="user-text">(.*?)</div>', part, re.S) or re.search(
+            r'<div class="body">(.*?)</div>', part, re.S
+        )
+        if body is None:
+            continue  # a tool call
+        switcher = re.search(r'data-testid="versions".*?data-testid="copy-message"', part, re.S)
+        both = switcher.group(0) if switcher else ""
+        label = re.search(r'data-testid="version-index">([^<]*)<', both)
+        message = {
+            "id": re.search(r'id="msg-(\d+)"', part).group(1),  # type: ignore[union-attr]
+            "text": _text(body.group(1)),
+            "label": label.group(1) if label else "",
+        }
+        for which in ("previous", "next"):
+            button = re.search(rf'version-{which}"[^>]*hx-post="([^"]+)"', both)
+            if button:
+                message[which] = button.group(1)
+        found.append(message)
+    return found
+
+
+class _Chat:
+    """The chat page as its buttons drive it: each action posts what its button posts, the turn
+    it starts run inline and answered by the model server with `reply`."""
+
+    def __init__(self, client, session, llm, on_commit) -> None:
+        self.client, self.session, self.llm, self.on_commit = client, session, llm, on_commit
+
+    def send(self, text: str, reply: str) -> None:
+        self._post(reverse("chat:send", args=[self.session.pk]), reply, message=text)
+
+    def edit(self, old: str, new: str, reply: str) -> None:
+        url = reverse("chat:edit", args=[self.session.pk, self._message(old)["id"]])
+        self._post(url, reply, message=new)
+
+    def regenerate(self, old: str, reply: str) -> None:
+        url = reverse("chat:regenerate", args=[self.session.pk, self._message(old)["id"]])
+        self._post(url, reply)
+
+    def switch(self, text: str, which: str) -> None:
+        """Press `which` ("previous" or "next") on the switcher of the message `text`."""
+        self._post(self._message(text)[which])
+
+    def shown(self) -> list[tuple[str, str]]:
+        """(text, its switcher's "n/m" or "") of each message shown, oldest first."""
+        return [(m["text"], m["label"]) for m in _messages_shown(_page(self.client, self.session))]
+
+    def _message(self, text: str) -> dict[str, str]:
+        (found,) = [
+            m for m in _messages_shown(_page(self.client, self.session)) if m["text"] == text
+        ]
+        return found
+
+    def _post(self, url: str, reply: str | None = None, **data: str) -> None:
+        if reply is not None:
+            self.llm.queue(Reply(reply))
+        with self.on_commit(execute=True):
+            assert self.client.post(url, data, **HX).status_code == 200
+
+
+@pytest.fixture
+def chat(as_alice, session, fake_llm, inline_turns, django_capture_on_commit_callbacks):
+    return _Chat(as_alice, session, fake_llm, django_capture_on_commit_callbacks)
+
+
+@pytest.fixture
+def asked(chat):
+    chat.send("question", "answer")
+    return chat
+
+
+def test_an_edit_then_a_regeneration_counts_the_edit_on_the_question_and_the_new_reply_on_the_reply(
+    asked,
+):
+    asked.edit("question", "better question", "answer to better")
+    asked.regenerate("answer to better", "another answer to better")
+    assert asked.shown() == [("better question", "2/2"), ("another answer to better", "2/2")]
+
+    asked.switch("another answer to better", "previous")
+    assert asked.shown() == [("better question", "2/2"), ("answer to better", "1/2")]
+    asked.switch("better question", "previous")
+    assert asked.shown() == [("question", "1/2"), ("answer", "")]
+    asked.switch("question", "next")  # back to the edit, as its newest branch shows it
+    assert asked.shown() == [("better question", "2/2"), ("another answer to better", "2/2")]
+
+
+def test_a_regeneration_then_an_edit_counts_each_where_it_was_made(asked):
+    asked.regenerate("answer", "second answer")
+    assert asked.shown() == [("question", ""), ("second answer", "2/2")]
+    asked.edit("question", "edited question", "answer to the edit")
+    assert asked.shown() == [("edited question", "2/2"), ("answer to the edit", "")]
+
+    asked.switch("edited question", "previous")
+    assert asked.shown() == [("question", "1/2"), ("second answer", "2/2")]
+    asked.switch("second answer", "previous")
+    assert asked.shown() == [("question", "1/2"), ("answer", "1/2")]
+    asked.switch("question", "next")
+    assert asked.shown() == [("edited question", "2/2"), ("answer to the edit", "")]
+
+
+def test_edits_and_regenerations_nested_deeper_keep_their_versions_apart(asked):
+    asked.edit("question", "edit one", "e1")
+    asked.regenerate("e1", "e2")
+    asked.regenerate("e2", "e3")
+    assert asked.shown() == [("edit one", "2/2"), ("e3", "3/3")]
+    asked.switch("e3", "previous")
+    assert asked.shown() == [("edit one", "2/2"), ("e2", "2/3")]
+    asked.edit("edit one", "edit two", "f1")  # made from the second reply to the first edit
+    asked.regenerate("f1", "f2")
+    assert asked.shown() == [("edit two", "3/3"), ("f2", "2/2")]
+    # A later exchange, edited and regenerated in its turn.
+    asked.send("follow-up", "g1")
+    asked.edit("follow-up", "follow-up, edited", "h1")
+    asked.regenerate("h1", "h2")
+    assert asked.shown() == [
+        ("edit two", "3/3"),
+        ("f2", "2/2"),
+        ("follow-up, edited", "2/2"),
+        ("h2", "2/2"),
+    ]
+
+    asked.switch("h2", "previous")
+    assert asked.shown()[2:] == [("follow-up, edited", "2/2"), ("h1", "1/2")]
+    asked.switch("follow-up, edited", "previous")
+    assert asked.shown()[2:] == [("follow-up", "1/2"), ("g1", "")]
+    asked.switch("f2", "previous")  # the follow-up is not part of this version
+    assert asked.shown() == [("edit two", "3/3"), ("f1", "1/2")]
+    asked.switch("edit two", "previous")  # the first edit as its newest branch shows it
+    assert asked.shown() == [("edit one", "2/3"), ("e3", "3/3")]
+    asked.switch("e3", "previous")
+    asked.switch("e2", "previous")
+    assert asked.shown() == [("edit one", "2/3"), ("e1", "1/3")]
+    asked.switch("edit one", "previous")
+    assert asked.shown() == [("question", "1/3"), ("answer", "")]
+    asked.switch("question", "next")
+    assert asked.shown() == [("edit one", "2/3"), ("e3", "3/3")]
+    asked.switch("edit one", "next")  # the newest branch showing the second edit
+    assert asked.shown() == [
+        ("edit two", "3/3"),
+        ("f2", "2/2"),
+        ("follow-up, edited", "2/2"),
+        ("h2", "2/2"),
+    ]
