@@ -226,3 +226,32 @@ def test_the_rewind_note_warns_only_when_something_is_lost(page, app, llm):
     expect(note).to_have_class("warning")
     expect(note).to_contain_text("permanently deletes 2 later messages")
     expect(note).to_contain_text("1 file version written after it (your own upload or edit)")
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_shift_tab_from_the_composer_reaches_regenerate_and_edit_and_shows_them(
+    page, app, llm, size
+):
+    width, height = SIZES[size]
+    page.set_viewport_size({"width": width, "height": height})
+    sign_up(page, app.base_url)
+    if size == "phone":
+        page.get_by_test_id("toggle-sidebar").click()
+    new_session(page)
+    llm.queue(Reply("an answer"))
+    chat(page, "a question")
+    page.get_by_test_id("message-input").focus()
+    reached: dict[str, float] = {}
+    for _ in range(40):
+        page.keyboard.press("Shift+Tab")
+        focused = page.evaluate(
+            """() => { const el = document.activeElement;
+                return [el.getAttribute("data-testid"),
+                        Number(getComputedStyle(el.closest(".tools") || el).opacity)]; }"""
+        )
+        if focused[0] in ("regenerate", "edit-message"):
+            reached[focused[0]] = focused[1]
+        if len(reached) == 2:
+            break
+    # Both are reached, and shown (not transparent) while they hold the focus.
+    assert reached == {"regenerate": 1.0, "edit-message": 1.0}
