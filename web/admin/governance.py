@@ -30,6 +30,7 @@ from sessions_app.labels import branch_labels
 from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_history, parse_pk, session_branches
 from web.admin.support import ConversationAdmin, ReadOnlyAdmin
+from web.restore_account import restore_account
 
 if TYPE_CHECKING:
     from django.contrib.admin import AdminSite
@@ -230,6 +231,8 @@ def tree_view(request: HttpRequest, pk: int, *, site: AdminSite) -> HttpResponse
         "checkpoint": checkpoint,
         "checkpoint_branch": nodes[checkpoint.branch_id].label if checkpoint else "",
         "preview": rewind_preview(checkpoint) if checkpoint else None,
+        # What comes back and what no restore can undo, as the user's own dialog says it.
+        **(restore_account(checkpoint, session) if checkpoint else {}),
         "form": form,
         "reason_max": REASON_MAX_CHARS,
         "records": records_for_session(session)[:10],

@@ -10,8 +10,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from checkpoints.models import Checkpoint
-from checkpoints.selectors import get_checkpoint_for_user, restore_outcome, rewind_preview
+from checkpoints.selectors import get_checkpoint_for_user, rewind_preview
 from checkpoints.services import checkpoint_create, checkpoint_delete, checkpoint_restore
 from core.errors import InvalidInput
 from core.http import domain_errors
@@ -22,6 +21,7 @@ from sessions_app.services import branch_activate
 from web import chat_state as pages
 from web.pages.live import refresh
 from web.pages.tabs import answers_with_new_state
+from web.restore_account import restore_account
 
 
 def _number(value: str | None, what: str) -> int | None:
@@ -117,39 +117,6 @@ def show_on_branch(request: HttpRequest, cp_id: int) -> HttpResponse:
     return redirect(f"{page}?checkpoint={checkpoint.pk}")
 
 
-# How many paths of each kind the restore dialog names before "and N more".
-FILES_SHOWN = 8
-
-
-def _restore_outcome(checkpoint: Checkpoint, session: Session) -> dict[str, object]:
-    """The restore dialog's account of what the restore would do (checkpoints.selectors.
-    restore_outcome): the files of each kind, and the external effects per mode (once when both
-    modes leave the same)."""
-    outcome = restore_outcome(checkpoint, current=current_branch(session))
-    change = outcome.files
-    same = [m.pk for m in outcome.as_branch] == [m.pk for m in outcome.as_rewind]
-    kinds = [
-        ("brings back", "files-back", change.added),
-        ("removes", "files-removed", change.removed),
-        ("restores the earlier version of", "files-earlier", change.changed),
-    ]
-    return {
-        "files": [
-            {
-                "verb": verb,
-                "testid": testid,
-                "paths": paths[:FILES_SHOWN],
-                "more": max(0, len(paths) - FILES_SHOWN),
-            }
-            for verb, testid, paths in kinds
-            if paths
-        ],
-        "irreversible_branch": outcome.as_branch,
-        "irreversible_rewind": [] if same else outcome.as_rewind,
-        "irreversible_same": same,
-    }
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 @domain_errors
@@ -163,7 +130,7 @@ def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
             "cp": checkpoint,
             "preview": rewind_preview(checkpoint),
             "branch_label": branch_label(checkpoint.branch),
-            **_restore_outcome(checkpoint, session),
+            **restore_account(checkpoint, session),
         }
         return render(request, "checkpoints/_restore_dialog.html", context)
     result = checkpoint_restore(

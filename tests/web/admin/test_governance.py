@@ -14,7 +14,8 @@ from governance.models import AuditRecord
 from sessions_app.models import Branch, Session, Turn
 from sessions_app.services import session_create
 from sessions_app.turns import turn_fail, turn_start
-from tests.conftest import say
+from tests.conftest import external_call, say
+from workspace.services import file_write
 
 pytestmark = pytest.mark.django_db
 
@@ -182,6 +183,36 @@ def test_choosing_a_checkpoint_shows_the_form_with_what_a_rewind_deletes(client,
     preview = response.content.decode().split('data-testid="gov-rewind-preview"')[1]
     assert "3 messages after the checkpoint" in " ".join(preview.split())
     assert "1 later checkpoint" in preview
+
+
+def test_the_form_says_what_comes_back_and_what_no_restore_can_undo(client, governor, world):
+    branch = world["branch"]
+    file_write(branch=branch, path="notes.md", content="later")
+    external_call(branch, "send_email", "<b>sent</b> to bob")
+    client.force_login(governor)
+
+    page = client.get(tree_url(world["session"]), {"checkpoint": world["early"].pk})
+
+    html = page.content.decode()
+    outcome = html.split('data-testid="gov-restore-outcome"')[1].split("</div>\n      <fieldset")[0]
+    assert "the workspace's files go back" in html
+    assert "Files: removes <code>notes.md</code>." in outcome
+    assert "No restore can undo what these tools did outside Rollback" in outcome
+    assert "<code>send_email</code>" in outcome
+    assert "&lt;b&gt;sent&lt;/b&gt;" in outcome  # a tool's result is untrusted text
+
+
+def test_the_tree_names_branches_as_the_user_sees_them_and_the_trail_says_sessions(
+    client, governor, world
+):
+    client.force_login(governor)
+    html = client.get(tree_url(world["session"])).content.decode()
+    meta = " ".join(html.split('class="gov-meta"')[1].split("</span>")[0].split())
+    assert meta.startswith(">5 messages")  # no database id ("branch 22")
+    assert f"branch {world['branch'].pk}" not in html
+    trail = " ".join(html.split('class="breadcrumbs"')[1].split("</div>")[0].split())
+    assert "Sessions" in trail
+    assert "External" not in html
 
 
 def test_restore_as_branch_on_the_users_behalf_is_recorded(client, governor, alice, world):
