@@ -118,6 +118,16 @@ class SessionDiff:
     def identical(self) -> bool:
         return self.from_count == 0 and self.to_count == 0 and self.state.empty and self.files.empty
 
+    @property
+    def same_point(self) -> bool:
+        """Both sides name the very same point (the same branch, or the same checkpoint)."""
+        return self.source.ref == self.target.ref
+
+    @property
+    def parted(self) -> bool:
+        """The two histories go on differently after the shared part (either has more)."""
+        return self.from_count > 0 or self.to_count > 0
+
 
 def parse_ref(raw: object) -> tuple[str, int]:
     """`branch:<id>` or `checkpoint:<id>` as (kind, id); anything else is InvalidRef."""

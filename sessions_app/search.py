@@ -46,7 +46,7 @@ FTS_TABLE = "sessions_app_message_fts"
 SEARCH_INDEXED_CHARS = 100_000
 MAX_TERMS = 16
 SNIPPET_CHARS = 140  # about how much text a snippet shows around its match
-CONVERSATION_HITS = 30  # the most hits a search inside one conversation lists
+CONVERSATION_HITS = 30  # the hits a search inside one conversation lists a page ("Show more")
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -208,16 +208,55 @@ def hit_snippets(sessions: list[Session], query: str) -> dict[int, list[SnippetP
     }
 
 
-def search_history(branch: Branch, lineage: list[tuple[int, int]], query: str) -> list[Message]:
+def history_matching(lineage: list[tuple[int, int]], query: str) -> QuerySet[Message]:
     """The messages of a branch's history (`lineage`: selectors.branch_lineage) that match
-    `query`, newest first, at most CONVERSATION_HITS."""
+    `query`, in no order. A history holds one message at each position."""
     if not search_terms(query) or not lineage:
-        return []
+        return Message.objects.none()
     in_history = Q()
     for branch_id, upper in lineage:
         in_history |= Q(branch_id=branch_id, position__lt=upper)
-    matched = messages_matching(query).filter(in_history)
-    return list(matched.order_by("-position")[:CONVERSATION_HITS])
+    return messages_matching(query).filter(in_history)
+
+
+def search_history(branch: Branch, lineage: list[tuple[int, int]], query: str) -> list[Message]:
+    """The messages of a branch's history (`lineage`: selectors.branch_lineage) that match
+    `query`, newest first, at most CONVERSATION_HITS."""
+    return list(history_matching(lineage, query).order_by("-position")[:CONVERSATION_HITS])
+
+
+@dataclass(frozen=True)
+class HistoryHits:
+    """A page of a history's matching messages, newest first: `total` counts every match of the
+    history (on the first page only: None on the next ones), `more` says older ones follow."""
+
+    messages: list[Message]
+    total: int | None
+    more: bool
+
+    @property
+    def next_before(self) -> int | None:
+        """The position the next page's hits are below (None: this page is the last)."""
+        return self.messages[-1].position if self.more and self.messages else None
+
+
+def search_history_page(
+    lineage: list[tuple[int, int]], query: str, *, before: int | None = None
+) -> HistoryHits:
+    """The newest CONVERSATION_HITS messages of a history that match `query`, below position
+    `before` when given (the next page: no count), else with the count of every match. Two
+    reads at most (besides SQLite's check of its expression): the page (one more row, to know
+    whether more follow), and the count only when the page does not hold them all."""
+    matched = history_matching(lineage, query)
+    if before is not None:
+        matched = matched.filter(position__lt=before)
+    found = list(matched.order_by("-position")[: CONVERSATION_HITS + 1])
+    more = len(found) > CONVERSATION_HITS
+    found = found[:CONVERSATION_HITS]
+    total = None
+    if before is None:
+        total = matched.count() if more else len(found)
+    return HistoryHits(messages=found, total=total, more=more)
 
 
 def search_index_forget_deleted() -> None:

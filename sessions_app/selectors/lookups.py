@@ -4,6 +4,7 @@ the user: another user's object is reported exactly like a missing one."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
@@ -15,7 +16,7 @@ from core.db import one_row, quoted_column, quoted_table
 
 from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
 from ..models import Branch, LedgerEntry, Message, Session, Turn
-from ..search import SnippetPart, search_history, search_sessions, snippet
+from ..search import SnippetPart, search_history_page, search_sessions, snippet
 from .lineage import branch_lineage
 
 if TYPE_CHECKING:
@@ -167,12 +168,29 @@ class ConversationHit(TypedDict):
     snippet: list[SnippetPart]
 
 
-def conversation_hits(session: Session, query: str) -> list[ConversationHit]:
+@dataclass(frozen=True)
+class ConversationHits:
+    """A page of a search inside one conversation: its hits, newest first; how many match in all
+    (the first page only); the position the next page of older hits is below, if there is one."""
+
+    hits: list[ConversationHit]
+    total: int | None
+    next_before: int | None
+
+
+def conversation_hits(
+    session: Session, query: str, *, before: int | None = None
+) -> ConversationHits:
     """The messages of the session's current branch history that match `query` (see
-    sessions_app/search.py), newest first, each with a snippet around the match: two queries."""
+    sessions_app/search.py), newest first (those below position `before` for the next page),
+    each with a snippet around the match: three queries, four when the first page has more."""
     branch = current_branch(session)
-    found = search_history(branch, branch_lineage(branch), query)
-    return [{"message": m, "snippet": snippet(m.content or m.tool_result, query)} for m in found]
+    found = search_history_page(branch_lineage(branch), query, before=before)
+    hits: list[ConversationHit] = [
+        {"message": m, "snippet": snippet(m.content or m.tool_result, query)}
+        for m in found.messages
+    ]
+    return ConversationHits(hits=hits, total=found.total, next_before=found.next_before)
 
 
 def sessions_idle(*, since: datetime) -> QuerySet[Session]:

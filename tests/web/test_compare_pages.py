@@ -120,11 +120,45 @@ def test_a_checkpoint_against_its_branch(as_alice, session, parted):
     assert "old question" in text
 
 
-def test_identical_points_say_so(as_alice, session, parted):
+def test_the_same_point_on_both_sides_says_plainly_that_nothing_differs(as_alice, session, parted):
     ref = f"branch:{parted['main'].pk}"
-    text = _text(as_alice.get(_url(session, ref, ref)).content.decode())
-    assert "6 messages in common" in text
+    page = as_alice.get(_url(session, ref, ref)).content.decode()
+    text = _text(page)
+    assert "These are the same point: nothing differs." in text
+    assert "part after" not in text
+    assert 'data-testid="compare-sides"' not in page
+    assert 'data-testid="compare-swap"' not in page
+
+
+def test_two_points_holding_the_same_history_do_not_say_they_part(as_alice, session, branch):
+    say(branch, "q1", "a1")
+    cp = checkpoint_create(branch=branch, name="at the end")
+    text = _text(
+        as_alice.get(_url(session, f"checkpoint:{cp.pk}", f"branch:{branch.pk}")).content.decode()
+    )
+    assert "2 messages in common." in text
+    assert "part after" not in text
     assert "These two points hold the same conversation" in text
+
+
+def test_without_refs_a_branch_made_from_none_is_compared_with_its_newest_checkpoint(
+    as_alice, session, branch
+):
+    say(branch, "q1", "a1")
+    checkpoint_create(branch=branch, name="first")
+    say(branch, "q2", "a2")
+    newest = checkpoint_create(branch=branch, name="second")
+    say(branch, "q3", "a3")
+    page = as_alice.get(_url(session)).content.decode()
+    source = re.search(r'name="from".*?</select>', page, re.S).group(0)
+    target = re.search(r'name="to".*?</select>', page, re.S).group(0)
+    assert f'value="branch:{branch.pk}" selected' in target
+    assert f'value="checkpoint:{newest.pk}" selected' in source
+    assert f'value="branch:{branch.pk}" selected' not in source
+    # The form as it comes compares two points that part.
+    chosen = as_alice.get(_url(session, f"checkpoint:{newest.pk}", f"branch:{branch.pk}"))
+    chosen = _text(chosen.content.decode())
+    assert "4 messages in common; they part after that." in chosen
 
 
 def test_without_refs_the_picker_chooses_the_current_branch_and_its_parent(

@@ -4,6 +4,9 @@ search that cannot be read gets."""
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -193,3 +196,46 @@ def test_the_chat_page_offers_the_search_in_the_conversation(as_alice, alice):
     assert 'data-testid="conversation-search-input"' in body
     assert reverse("chat:search", args=[chat.pk]) in body
     assert current_branch(chat).message_count == 0
+
+
+def _hit_positions(body: str) -> list[int]:
+    return [int(p) - 1 for p in re.findall(r'class="hit-role">\w+ · #(\d+)<', body)]
+
+
+def test_the_search_in_a_conversation_counts_every_hit_and_shows_older_ones_in_place(
+    as_alice, alice, bob
+):
+    chat = session_create(owner=alice, name="Chat")
+    branch = chat.branches.get()
+    grow(branch, 75)  # "message 0" … "message 74": every one matches
+    say(branch, "nothing to see")
+    url = reverse("chat:search", args=[chat.pk])
+    first = as_alice.get(url, {"q": "messag"}, **HX).content.decode()
+    assert "75 messages on this branch, newest first" in first
+    assert _hit_positions(first) == list(range(74, 44, -1))
+    button = re.search(r'<button[^>]*data-testid="conversation-search-more"[^>]*>', first)
+    assert button is not None
+    assert 'hx-target="#conversation-more"' in button.group(0)
+    assert 'hx-swap="outerHTML"' in button.group(0)
+    more = html.unescape(re.search(r'hx-get="([^"]+)"', button.group(0)).group(1))
+    assert more == f"{url}?q=messag&before=45"
+
+    # "Show more": the next older hits alone (items for the list, no count), then the last ones.
+    second = as_alice.get(more, **HX).content.decode()
+    assert _hit_positions(second) == list(range(44, 14, -1))
+    assert "conversation-search-count" not in second
+    assert "<ul" not in second
+    more = html.unescape(re.search(r'hx-get="([^"]+)"', second).group(1))
+    assert more == f"{url}?q=messag&before=15"
+    third = as_alice.get(more, **HX).content.decode()
+    assert _hit_positions(third) == list(range(14, -1, -1))
+    assert "conversation-search-more" not in third
+
+    # A search that the first page holds whole says its count, with no "Show more".
+    few = as_alice.get(url, {"q": "message 7"}, **HX).content.decode()
+    assert "6 messages on this branch" in few  # "message 7", "message 70" … "message 74"
+    assert "conversation-search-more" not in few
+
+    # Bob cannot read the next pages of alice's conversation either.
+    as_alice.force_login(bob)
+    assert as_alice.get(more, **HX).status_code == 404

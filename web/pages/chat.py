@@ -105,14 +105,20 @@ def conversation_later(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @domain_errors
 def conversation_search(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The messages of the current branch's history that match `q`, newest first, each with a
-    snippet and a link to it in its place (or why the search cannot be read)."""
+    snippet and a link to it in its place (or why the search cannot be read), with how many
+    match in all. With `before` (its "Show more"): the next page of older hits alone, below
+    that position, to put in place of the button."""
     session = get_session_for_user(request.user, pk)
     query = request.GET.get("q", "").strip()
-    context: dict[str, Any] = {"session": session, "query": query, "hits": []}
+    older = "before" in request.GET
+    before = (parse_pk(request.GET.get("before")) or 0) if older else None
+    context: dict[str, Any] = {"session": session, "query": query, "found": None}
     try:
-        context["hits"] = conversation_hits(session, search_clean(query))
+        context["found"] = conversation_hits(session, search_clean(query), before=before)
     except InvalidInput as exc:
         context["search_error"] = exc.people
+    if older:
+        return render(request, "sessions_app/_conversation_hits.html", context)
     return render(request, "sessions_app/_conversation_search.html", context)
 
 

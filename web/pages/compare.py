@@ -27,7 +27,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import session_checkpoints
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.labels import branch_labels
-from sessions_app.models import Message, Session
+from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import get_session_for_user, session_branches_with_forks
 
 SIDE_SHOWN = 200  # messages of each side shown on the page
@@ -56,6 +56,20 @@ def _checkpoint_label(cp: Checkpoint, labels: dict[int, str]) -> str:
     return f"“{cp.checkpoint_name}” · {on} · {cp.message_count} msg"
 
 
+def default_source(current: Branch, checkpoints: list[Checkpoint]) -> str:
+    """The point the current branch is compared with when the reader chose none: the branch it
+    was made from (they part at the fork); for a branch made from none, the newest checkpoint
+    (`checkpoints`, newest first), one of its own first; the branch itself only when the session
+    has no other point at all."""
+    if current.parent_id is not None:
+        return f"branch:{current.parent_id}"
+    own = next((cp for cp in checkpoints if cp.branch_id == current.pk), None)
+    newest = own or next(iter(checkpoints), None)
+    if newest is not None:
+        return f"checkpoint:{newest.pk}"
+    return f"branch:{current.pk}"
+
+
 def picker(
     session: Session,
     *,
@@ -64,18 +78,19 @@ def picker(
     chosen: tuple[Point, ...] = (),
 ) -> Picker:
     """The points of the session to choose from; without a choice, the current branch (to)
-    and the branch it was made from, or itself (from). Two queries. A `chosen` checkpoint
-    older than the newest PICKER_CHECKPOINTS is offered too, so the form shows what it compared."""
+    and another point to compare it with (from: see `default_source`). Two queries. A `chosen`
+    checkpoint older than the newest PICKER_CHECKPOINTS is offered too, so the form shows what
+    it compared."""
     branches = session_branches_with_forks(session)
     labels = branch_labels(branches)
     current = next((b for b in branches if b.is_current), branches[0] if branches else None)
-    if current is not None and not target:
-        target = f"branch:{current.pk}"
-    if current is not None and not source:
-        source = f"branch:{current.parent_id or current.pk}"
     checkpoints = list(session_checkpoints(session)[: PICKER_CHECKPOINTS + 1])
     more = len(checkpoints) > PICKER_CHECKPOINTS
     checkpoints = checkpoints[:PICKER_CHECKPOINTS]
+    if current is not None and not target:
+        target = f"branch:{current.pk}"
+    if current is not None and not source:
+        source = default_source(current, checkpoints)
     listed = {cp.pk for cp in checkpoints}
     for point in chosen:
         if point.checkpoint is not None and point.checkpoint.pk not in listed:
