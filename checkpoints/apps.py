@@ -9,12 +9,14 @@ class CheckpointsConfig(AppConfig):
 
     def ready(self) -> None:
         # The layers below call up through hooks they declare (sessions_app.hooks,
-        # workspace.hooks): a turn that loses its writes, and coalescing's question.
-        from sessions_app.hooks import register_turn_writes_drop
+        # workspace.hooks): a turn that loses its writes, whether a session keeps files or
+        # checkpoints, and coalescing's question.
+        from sessions_app.hooks import register_session_holds, register_turn_writes_drop
         from workspace.hooks import register_checkpoint_holds
 
         from .captures import turn_writes_drop
-        from .selectors import checkpoint_holds
+        from .selectors import checkpoint_holds, session_holds
 
         register_turn_writes_drop(turn_writes_drop)
+        register_session_holds(session_holds)
         register_checkpoint_holds(checkpoint_holds)

@@ -275,6 +275,16 @@ def checkpoint_holds(branch_id: int, version_id: int) -> bool:
     return Checkpoint.objects.filter(branch_id=branch_id, files_mark__gte=version_id).exists()
 
 
+def session_holds(session_id: int) -> bool:
+    """Whether a session has a checkpoint or a workspace file (a version of one, even deleted
+    since), on any branch: the page's "New session" does not open it again as a blank one
+    (sessions_app.services.session_new_or_blank asks, through sessions_app.hooks)."""
+    return (
+        Checkpoint.objects.filter(branch__session_id=session_id).exists()
+        or FileVersion.objects.filter(branch__session_id=session_id).exists()
+    )
+
+
 def restore_outcome(checkpoint: Checkpoint, *, current: Branch) -> RestoreOutcome:
     return RestoreOutcome(
         files=files_change(workspace_files(current), checkpoint_files(checkpoint)),

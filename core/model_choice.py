@@ -24,6 +24,7 @@ from django.conf import settings
 from core.errors import InvalidInput
 
 DEMO_MODEL_ID = "rollback-demo"
+DEMO_MODEL_NAME = "Offline demo model"  # what the pages call it (the header's label, the picker)
 TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
 
 

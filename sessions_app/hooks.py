@@ -4,7 +4,9 @@
 two of its operations touch their tables: a fork records how much of its parent's workspace it
 sees (workspace's file versions), and a turn that loses its writes (failed, stopped, run again)
 deletes them together with the checkpoints and branches that captured them
-(checkpoints.captures). The owners register the two functions in their AppConfig.ready()
+(checkpoints.captures); and the page's "New session" opens a blank session again only when
+nothing of it is kept up there (no workspace file, no checkpoint). The owners register the
+functions in their AppConfig.ready()
 (workspace.apps, checkpoints.apps); calling one that no app registered is a configuration error,
 never a silent skip.
 """
@@ -22,12 +24,14 @@ if TYPE_CHECKING:
 
 ForkMark = Callable[["Branch", int], int]
 TurnWritesDrop = Callable[[int], list[str]]
+SessionHolds = Callable[[int], bool]
 
 
 @dataclass
 class _Registered:
     fork_mark: ForkMark | None = None
     turn_writes_drop: TurnWritesDrop | None = None
+    session_holds: SessionHolds | None = None
 
 
 _registered = _Registered()
@@ -39,6 +43,10 @@ def register_fork_mark(function: ForkMark) -> None:
 
 def register_turn_writes_drop(function: TurnWritesDrop) -> None:
     _registered.turn_writes_drop = function
+
+
+def register_session_holds(function: SessionHolds) -> None:
+    _registered.session_holds = function
 
 
 def fork_mark(branch: Branch, position: int) -> int:
@@ -57,3 +65,11 @@ def turn_writes_drop(turn_id: int) -> list[str]:
             "No turn_writes_drop registered: is the checkpoints app installed?"
         )
     return _registered.turn_writes_drop(turn_id)
+
+
+def session_holds(session_id: int) -> bool:
+    """Whether the apps above keep anything of the session: a workspace file (even one deleted
+    since) or a checkpoint (checkpoints.selectors.session_holds)."""
+    if _registered.session_holds is None:
+        raise ImproperlyConfigured("No session_holds registered: is the checkpoints app installed?")
+    return _registered.session_holds(session_id)

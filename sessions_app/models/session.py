@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     # Whoever a request is from: a signed-in user or the anonymous one.
     AnyUser: TypeAlias = AbstractBaseUser | AnonymousUser
 
+# The name of a session nobody has named yet: the model titles it after its first exchange
+# (sessions_app.services.session_title_set), its owner may rename it.
+DEFAULT_SESSION_NAME = "New session"
+
 
 class SessionQuerySet(models.QuerySet["Session"]):
     def for_user(self, user: AnyUser) -> SessionQuerySet:

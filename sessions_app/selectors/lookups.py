@@ -16,6 +16,7 @@ from core.db import one_row, quoted_column, quoted_table
 
 from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
 from ..models import Branch, LedgerEntry, Message, Session, Turn
+from ..models.session import DEFAULT_SESSION_NAME
 from ..search import SnippetPart, search_history_page, search_sessions, snippet
 from .lineage import branch_lineage
 
@@ -200,6 +201,22 @@ def sessions_idle(*, since: datetime) -> QuerySet[Session]:
         Session.objects.active()
         .filter(updated_at__lt=since)
         .exclude(Exists(Turn.objects.active().filter(session=OuterRef("pk"))))
+    )
+
+
+def sessions_blank(user: AnyUser) -> QuerySet[Session]:
+    """The user's sessions as "New session" left them, newest first: listed (not archived), not
+    pinned, never named (still DEFAULT_SESSION_NAME), no integration's key, no message or turn.
+    Whether their settings are their own, and whether the apps above keep anything of them
+    (workspace files, checkpoints: sessions_app.hooks.session_holds), the caller checks
+    (sessions_app.services.session_new_or_blank)."""
+    return (
+        Session.objects.for_user(user)
+        .active()
+        .filter(pinned_at__isnull=True, session_name=DEFAULT_SESSION_NAME, session_key="")
+        .exclude(Exists(Message.objects.filter(branch__session=OuterRef("pk"))))
+        .exclude(Exists(Turn.objects.filter(session=OuterRef("pk"))))
+        .order_by("-created_at", "-id")
     )
 
 

@@ -3,6 +3,7 @@ each all-or-nothing, under the locks of `locks.py`."""
 
 from __future__ import annotations
 
+from ..models.session import DEFAULT_SESSION_NAME
 from .branches import (
     branch_activate,
     branch_create,
@@ -14,11 +15,11 @@ from .branches import (
 from .locks import lock_session, lock_session_touched
 from .messages import message_append, message_append_locked, summary_store
 from .sessions import (
-    DEFAULT_SESSION_NAME,
     session_archive_if_idle,
     session_create,
     session_delete,
     session_for_key,
+    session_new_or_blank,
     session_quota_check,
     session_settings_update,
     session_title_set,
@@ -41,6 +42,7 @@ __all__ = [
     "session_create",
     "session_delete",
     "session_for_key",
+    "session_new_or_blank",
     "session_quota_check",
     "session_settings_update",
     "session_title_set",

@@ -17,15 +17,15 @@ from core.model_choice import check_model_settings
 from core.validation import clean_metadata, clean_name
 from sessions_app.errors import SessionLimitReached, SessionNotFound
 
+from .. import hooks
 from ..keys import clean_session_key, parse_session_key
 from ..models import Branch, Session
-from ..selectors import sessions_idle
+from ..models.session import DEFAULT_SESSION_NAME
+from ..selectors import sessions_blank, sessions_idle
 from .locks import lock_session
 
 if TYPE_CHECKING:
     from datetime import datetime
-
-DEFAULT_SESSION_NAME = "New session"
 
 
 def session_quota_check(*, owner: User) -> None:
@@ -90,6 +90,52 @@ def session_for_key(*, owner: User, session_key: Any) -> Session:
         if found is None:
             raise
         return found
+
+
+# How many of the owner's blank sessions `session_new_or_blank` looks at, newest first, for one
+# that nothing above keeps (hooks.session_holds): a bound on its queries under the owner's lock.
+BLANK_LOOKS = 10
+
+
+def _untouched(session: Session) -> bool:
+    """No settings or metadata of its own (settings put back to the defaults count as none) and
+    nothing the apps above keep of it (workspace files, checkpoints)."""
+    metadata = session.metadata
+    plain = metadata == {} or (isinstance(metadata, dict) and not any(metadata.values()))
+    return plain and not hooks.session_holds(session.pk)
+
+
+def _blank_reused(owner: User) -> Session | None:
+    """The owner's newest blank session (`sessions_blank`, `_untouched`), locked, looked at
+    again under its lock (a message may have come meanwhile) and made the most recently active,
+    so it heads the list; None when there is none."""
+    for candidate in sessions_blank(owner)[:BLANK_LOOKS]:
+        if not _untouched(candidate):
+            continue
+        try:
+            locked = lock_session(candidate.pk)
+        except SessionNotFound:  # deleted meanwhile
+            continue
+        if not (sessions_blank(owner).filter(pk=locked.pk).exists() and _untouched(locked)):
+            continue
+        locked.updated_at = timezone.now()
+        locked.save(update_fields=["updated_at"])
+        events.sessions_changed(user=owner.pk, session=locked.pk, change="changed")
+        return locked
+    return None
+
+
+@transaction.atomic
+def session_new_or_blank(*, owner: User) -> Session:
+    """The session the chat page's "New session" opens: the owner's newest blank session (never
+    named, no message, turn, settings, workspace file or checkpoint; not archived or pinned),
+    brought to the top of their list, else a new one (`session_create`). So "New session" never
+    piles up empty sessions, and two at once (a double click, a click again while the answer is
+    slow) end with one: both take the lock on the owner's row first (the one every creation
+    takes, `session_quota_check`), and the second finds the session the first made. The API
+    makes a session at each call (`session_create`): integrators count on it."""
+    lock_user(owner.pk)
+    return _blank_reused(owner) or session_create(owner=owner)
 
 
 def _since(when: datetime | None, state: bool) -> datetime | None:

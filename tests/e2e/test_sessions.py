@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import chat, new_session, sign_up
+from .conftest import chat, new_session, save_checkpoint, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -29,6 +29,7 @@ def test_the_first_exchange_titles_the_session_live(page, app, llm):
 def test_rename_in_place_and_archive(page, app, llm):
     sign_up(page, app.base_url)
     first = new_session(page)
+    save_checkpoint(page, "start")  # no longer blank: "New session" makes another
     second = new_session(page)  # its page is the one open
     # Rename the first in place: the field holds the current name; Esc keeps it.
     entry(page, first).get_by_test_id("rename-session").click()

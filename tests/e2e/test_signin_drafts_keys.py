@@ -18,6 +18,7 @@ from .conftest import (
     chat,
     last_reply,
     new_session,
+    save_checkpoint,
     send_message,
     session_id,
     sign_up,
@@ -168,6 +169,7 @@ def test_drafts_are_kept_per_session_and_leave_once_the_message_is_sent(contexts
     page = context.new_page()
     sign_up(page, app.base_url)
     first = new_session(page)
+    save_checkpoint(page, "start")  # no longer blank: "New session" makes another
     second = new_session(page)
     for size, scheme in ((WIDE, "light"), (NARROW, "dark")):
         look(page, size, scheme)

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from core.model_choice import DEMO_MODEL_ID, INSTRUCTIONS_MAX_CHARS, TEST_COMMAND_MAX_CHARS
+from core.model_choice import (
+    DEMO_MODEL_ID,
+    DEMO_MODEL_NAME,
+    INSTRUCTIONS_MAX_CHARS,
+    TEST_COMMAND_MAX_CHARS,
+)
 from sessions_app.models import Session
 
 pytestmark = pytest.mark.django_db
@@ -32,17 +37,36 @@ def settings_url(session) -> str:
 def test_the_header_offers_the_allowed_models_with_the_sessions_choice_selected(
     as_alice, session, settings
 ):
+    settings.OPENAI_API_KEY = "key"  # a real server: the session's choice answers
     settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "house-model", ["big-model"]
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
     assert 'data-testid="model-picker"' in page
     assert '<option value="house-model" selected>' in page
     assert '<option value="big-model">' in page
-    assert f'<option value="{DEMO_MODEL_ID}">' in page  # the demo answers in the tests
+    assert DEMO_MODEL_ID not in page
 
     response = as_alice.post(settings_url(session), {"model": "big-model"}, **HX)
     assert response.status_code == 200
     assert '<option value="big-model" selected>' in response.content.decode()
     assert Session.objects.get(pk=session.pk).settings == {"model": "big-model"}
+
+
+@pytest.mark.parametrize("stored", [{}, {"settings": {"model": "gpt-4o-mini"}}])
+def test_with_the_demo_model_the_header_names_it_not_the_default_model(
+    as_alice, session, settings, stored
+):
+    """Issue 39: with no model server the demo model answers, whatever the session chose; the
+    header named gpt-4o-mini (AGENT_MODEL) as selected."""
+    settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL = "", ""
+    settings.AGENT_MODEL, settings.AGENT_ALLOWED_MODELS = "gpt-4o-mini", []
+    Session.objects.filter(pk=session.pk).update(metadata=stored)
+    page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
+    controls = page[page.index('data-testid="session-controls"') :]
+    controls = controls[: controls.index('data-testid="open-instructions"')]
+    assert 'data-testid="model-picker"' not in controls
+    assert "gpt-4o-mini" not in controls
+    assert f'data-model="{DEMO_MODEL_ID}"' in controls
+    assert f">{DEMO_MODEL_NAME}</span>" in controls
 
 
 def test_with_one_model_allowed_it_is_named_not_offered(as_alice, session, settings):

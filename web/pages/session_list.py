@@ -35,7 +35,12 @@ from sessions_app.selectors import (
     parse_pk,
     sessions_sidebar,
 )
-from sessions_app.services import session_create, session_delete, session_update
+from sessions_app.services import (
+    session_create,
+    session_delete,
+    session_new_or_blank,
+    session_update,
+)
 from web import chat_state as pages
 
 SIDEBAR_PAGE = 50  # sessions per page of the sidebar's list; more come as it scrolls
@@ -185,7 +190,14 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
 @require_POST
 @domain_errors
 def session_new(request: HtmxHttpRequest) -> HttpResponse:
-    session = session_create(owner=_user(request), name=request.POST.get("name") or None)
+    """The page's "New session" (the sidebar's button, Ctrl+Shift+O): the user's blank session
+    when they have one, else a new one (session_new_or_blank), so clicks never pile up empty
+    sessions; with a `name`, a new session of that name."""
+    name = request.POST.get("name")
+    if name:
+        session = session_create(owner=_user(request), name=name)
+    else:
+        session = session_new_or_blank(owner=_user(request))
     return redirect("chat:session", pk=session.pk)
 
 

@@ -10,23 +10,39 @@ from django import template
 
 from agents.mcp.access import usable_servers
 from core.errors import InvalidInput
-from core.model_choice import allowed_models, chosen_instructions, chosen_model
+from core.model_choice import (
+    DEMO_MODEL_ID,
+    DEMO_MODEL_NAME,
+    allowed_models,
+    chosen_instructions,
+    chosen_model,
+    is_demo,
+)
 from sessions_app.models import Session
 
 register = template.Library()
 
 
-def picker_context(session: Session, *, error: str = "") -> dict[str, Any]:
-    """The models the session may use, the one it uses ("" when what it stored is no longer
-    allowed: the default answers; see agents.model), and whether it has instructions."""
+def _chosen(session: Session, error: str) -> tuple[list[str], str, str, str]:
+    """The models offered, the one that answers, its name as shown, and the error to show. With
+    no model server (core.model_choice.is_demo) the demo model answers whatever the session
+    chose, so it alone is named (agents.model builds it)."""
+    if is_demo():
+        return [DEMO_MODEL_ID], DEMO_MODEL_ID, DEMO_MODEL_NAME, error
     models = allowed_models()
     try:
         chosen = chosen_model(session.settings) or models[0]
     except InvalidInput:
-        chosen, error = (
-            models[0],
-            error or (f"The model this session chose is no longer allowed; {models[0]} answers."),
-        )
+        chosen = models[0]
+        error = error or f"The model this session chose is no longer allowed; {chosen} answers."
+    return models, chosen, chosen, error
+
+
+def picker_context(session: Session, *, error: str = "") -> dict[str, Any]:
+    """The models the session may use, the one that answers (the default when what it stored
+    is no longer allowed, the demo model while it answers; see agents.model), and whether it
+    has instructions."""
+    models, chosen, label, error = _chosen(session, error)
     try:
         has_instructions = bool(chosen_instructions(session.settings))
     except InvalidInput:
@@ -35,6 +51,8 @@ def picker_context(session: Session, *, error: str = "") -> dict[str, Any]:
         "session": session,
         "models": models,
         "chosen_model": chosen,
+        "model_label": label,
+        "demo_model": is_demo(),
         "has_instructions": has_instructions,
         # The Tools menu, when its owner may use an MCP server (agents.mcp.access).
         "has_tools": usable_servers(session.owner).exists(),
