@@ -264,6 +264,8 @@ PAGE_RULES: dict[str, Rule] = {
     # Health, for load balancers: no user data. 503 where Celery is configured (the PostgreSQL
     # and Redis phase) and no worker runs beside the tests.
     "/healthz": Rule(PUBLIC, ("GET",), answers=(200, 503)),
+    # The app's icon (a redirect to its static file): nothing of anyone's.
+    "/favicon.ico": Rule(PUBLIC, ALL),
 }
 
 API_RULES: dict[str, Rule] = {
