@@ -8,8 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
+from checkpoints.models import Checkpoint
+from checkpoints.rewinds import rewind_cut
 from sessions_app.labels import branch_labels
 from sessions_app.models import Branch, Message
 from sessions_app.selectors import branch_lineage, parse_pk
@@ -116,3 +118,53 @@ def shared_page(share: ShareLink, *, size: int, start: int | None = None) -> Sha
     end = min(count, first + size)
     messages = list(shown.filter(position__gte=first, position__lt=end).order_by("position"))
     return SharedPage(messages=messages, count=count, start=first, end=end)
+
+
+def shown_counts(shares: Iterable[ShareLink]) -> dict[int, int]:
+    """How many messages each link's page shows now: fewer than it was made with once a rewind
+    cut its branch below the shared point (a rewind of an ancestor below the fork deletes the
+    branch, and its links with it). One query finds the links whose own branch was cut (now
+    shorter, or rewritten below the point with newer messages); only those are counted, two
+    queries each."""
+    shares = list(shares)
+    if not shares:
+        return {}
+    rewritten = Message.objects.filter(
+        branch_id=OuterRef("branch_id"),
+        position__lt=OuterRef("message_count"),
+        id__gt=OuterRef("message_mark"),
+    )
+    cut = set(
+        ShareLink.objects.filter(pk__in=[s.pk for s in shares])
+        .filter(Q(branch__message_count__lt=F("message_count")) | Exists(rewritten))
+        .values_list("pk", flat=True)
+    )
+    return {s.pk: _shown(s).count() if s.pk in cut else s.message_count for s in shares}
+
+
+@dataclass(frozen=True)
+class SharesCut:
+    """What a rewind to a checkpoint does to its owner's live links: `shortened` links of its
+    branch shared past the checkpoint then show less; `deleted` links of the branches forked
+    after it go with them."""
+
+    shortened: int
+    deleted: int
+
+
+def shares_a_rewind_cuts(checkpoint: Checkpoint) -> SharesCut:
+    """The share links a rewind to `checkpoint` would shorten or delete (its own rule,
+    checkpoints.rewinds.rewind_cut): a few indexed counts."""
+    cut = rewind_cut(checkpoint.branch, checkpoint.message_count, files_mark=checkpoint.files_mark)
+    links = ShareLink.objects.all()
+    # A link shows less only when the cut takes a message it shows now (not one that replaced,
+    # after an earlier rewind, what it was shared with).
+    shown_past_the_cut = Message.objects.filter(
+        branch_id=cut.branch_id,
+        position__gte=cut.position,
+        position__lt=OuterRef("message_count"),
+        id__lte=OuterRef("message_mark"),
+    )
+    shortened = links.filter(branch_id=cut.branch_id).filter(Exists(shown_past_the_cut)).count()
+    deleted = links.filter(branch_id__in=cut.branches).count() if cut.branches else 0
+    return SharesCut(shortened=shortened, deleted=deleted)

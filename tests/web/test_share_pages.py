@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from checkpoints.services import checkpoint_create
+from checkpoints.services import checkpoint_create, checkpoint_restore
 from sessions_app.selectors import current_branch
 from sessions_app.services import session_create
 from sharing.models import ShareLink
@@ -92,6 +92,53 @@ def test_the_profile_lists_the_links_with_views_and_deletes_them(as_alice, alice
     assert response["Location"] == "/accounts/profile/#shares"
     assert as_alice.get(f"/s/{token}/").status_code == 404
     assert b'data-testid="no-shares"' in as_alice.get("/accounts/profile/").content
+
+
+def test_a_rewind_warns_of_the_links_it_shortens_and_the_profile_says_what_they_show(
+    as_alice, alice, session, branch
+):
+    say(branch, "q1", "a1")
+    cp = checkpoint_create(branch=branch, name="cp")
+    say(branch, "q2", "a2")
+    share_create(owner=alice, branch=branch)  # 4 messages
+    share_create(owner=alice, branch=branch, checkpoint=cp)  # 2: a rewind to cp keeps them all
+
+    dialog = as_alice.get(f"/chat/checkpoints/{cp.pk}/restore/", **HX).content.decode()
+    warning = re.search(r'data-testid="rewind-shares">([^<]*)<', dialog)
+    assert warning is not None
+    assert warning.group(1) == (
+        "1 live share link of this branch will show only the messages up to this checkpoint."
+    )
+
+    as_alice.post(f"/chat/checkpoints/{cp.pk}/restore/", {"mode": "rewind"}, **HX)
+    branch.refresh_from_db()
+    say(branch, "q3", "a3")  # as long as before, rewritten: the link still shows 2
+    profile = as_alice.get("/accounts/profile/").content.decode()
+    shown = [
+        " ".join(t.split()) for t in re.findall(r'data-testid="share-shown">(.*?)</span>', profile)
+    ]
+    assert shown == [
+        "2 messages",
+        "2 messages (a rewind removed the rest of the 4 shared)",
+    ]  # newest first
+    # Nothing later on the branch: no warning.
+    dialog = as_alice.get(f"/chat/checkpoints/{cp.pk}/restore/", **HX).content.decode()
+    assert 'data-testid="rewind-shares"' not in dialog
+
+
+def test_a_rewind_warns_of_the_links_of_the_branches_it_deletes(as_alice, alice, session, branch):
+    say(branch, "q1", "a1")
+    cp = checkpoint_create(branch=branch, name="cp")
+    say(branch, "q2", "a2")
+    later = checkpoint_create(branch=branch, name="later")
+    checkpoint_restore(checkpoint=later, mode="branch")  # a branch forked after cp
+    share_create(owner=alice, branch=current_branch(session))
+
+    dialog = as_alice.get(f"/chat/checkpoints/{cp.pk}/restore/", **HX).content.decode()
+
+    warning = re.search(r'data-testid="rewind-shares">([^<]*)<', dialog)
+    assert warning is not None
+    assert warning.group(1) == "1 share link of the branches it deletes will open nothing."
 
 
 def test_bob_cannot_delete_alices_link(alice, bob, branch):

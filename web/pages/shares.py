@@ -21,7 +21,7 @@ from sessions_app.labels import branch_label
 from sessions_app.models import Branch
 from sessions_app.selectors import get_branch_for_user, parse_pk
 from sharing.models import ShareLink
-from sharing.selectors import share_labels, shares_for_user
+from sharing.selectors import share_labels, shares_for_user, shown_counts
 from sharing.services import share_create, share_delete
 from web.share_links import share_url, shared_url
 
@@ -104,8 +104,14 @@ def profile_shares(request: HttpRequest, user: User) -> dict[str, Any]:
     listed = shares_for_user(user)
     shares = list(listed[:PROFILE_SHARES_SHOWN])
     labels = share_labels(shares)
+    shown = shown_counts(shares)
     rows = [
-        {"share": share, "label": labels.get(share.pk, ""), "url": share_url(request, share)}
+        {
+            "share": share,
+            "label": labels.get(share.pk, ""),
+            "url": share_url(request, share),
+            "shown": shown[share.pk],  # fewer than shared once a rewind cut its branch
+        }
         for share in shares
     ]
     total = len(shares) if len(shares) < PROFILE_SHARES_SHOWN else listed.count()
