@@ -193,12 +193,18 @@ def user_deactivate(*, user: User) -> User:
 
 @transaction.atomic
 def preferences_update(
-    *, user: User, auto_checkpoint: bool, theme: str, instructions: str | None = None
+    *,
+    user: User,
+    auto_checkpoint: bool,
+    theme: str,
+    instructions: str | None = None,
+    checkpoint_each_message: bool | None = None,
 ) -> User:
     """Store the user's preferences in `metadata["preferences"]`, keeping any other keys there
     and elsewhere in `metadata`. `instructions` (None: left as they are; "": none) are the
     user's custom instructions for all their sessions (core.model_choice.clean_instructions);
-    none are kept as no key at all."""
+    none are kept as no key at all. `checkpoint_each_message` (None: left as it is): a checkpoint
+    before each message they send, in the sessions that do not say otherwise."""
     if not isinstance(auto_checkpoint, bool):
         raise InvalidPreference("Automatic checkpoints must be on or off.", field="auto_checkpoint")
     if theme not in THEMES:
@@ -206,6 +212,13 @@ def preferences_update(
             f"Unknown theme {theme!r}; choose one of {', '.join(THEMES)}.", field="theme"
         )
     changes: dict[str, object] = {"auto_checkpoint": auto_checkpoint, "theme": theme}
+    if checkpoint_each_message is not None:
+        if not isinstance(checkpoint_each_message, bool):
+            raise InvalidPreference(
+                "A checkpoint before each message must be on or off.",
+                field="checkpoint_each_message",
+            )
+        changes["checkpoint_each_message"] = checkpoint_each_message
     if instructions is not None:
         try:
             changes["instructions"] = clean_instructions(instructions, what="instructions")

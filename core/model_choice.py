@@ -163,6 +163,7 @@ def check_model_settings(metadata: object) -> None:
         chosen_instructions(chosen)
         chosen_mcp_servers(chosen)
         chosen_test_command(chosen)
+        chosen_checkpoint_each_message(chosen)
 
 
 def chosen_mcp_servers(session_settings: Mapping[str, object]) -> dict[str, bool]:
@@ -182,6 +183,19 @@ def chosen_mcp_servers(session_settings: Mapping[str, object]) -> dict[str, bool
 
 
 TEST_COMMAND_MAX_CHARS = 2_000
+
+
+def chosen_checkpoint_each_message(session_settings: Mapping[str, object]) -> bool | None:
+    """Whether the session takes a checkpoint before each message its owner sends
+    (settings.checkpoint_each_message: true or false; None when absent, and the owner's
+    preference decides)."""
+    value = session_settings.get("checkpoint_each_message")
+    if value is None or isinstance(value, bool):
+        return value
+    raise InvalidInput(
+        "The session's checkpoint before each message (settings.checkpoint_each_message) must "
+        "be true or false."
+    )
 
 
 def chosen_test_command(session_settings: Mapping[str, object]) -> str:

@@ -5,8 +5,9 @@ two of its operations touch their tables: a fork records how much of its parent'
 sees (workspace's file versions), and a turn that loses its writes (failed, stopped, run again)
 deletes them together with the checkpoints and branches that captured them
 (checkpoints.captures); and the page's "New session" opens a blank session again only when
-nothing of it is kept up there (no workspace file, no checkpoint). The owners register the
-functions in their AppConfig.ready()
+nothing of it is kept up there (no workspace file, no checkpoint); and a session that asks for a
+checkpoint before each message gets it as the message is stored (checkpoints.each_message). The
+owners register the functions in their AppConfig.ready()
 (workspace.apps, checkpoints.apps); calling one that no app registered is a configuration error,
 never a silent skip.
 """
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 ForkMark = Callable[["Branch", int], int]
 TurnWritesDrop = Callable[[int], list[str]]
 SessionHolds = Callable[[int], bool]
+MessageCheckpoint = Callable[["Branch", str], None]
 
 
 @dataclass
@@ -32,6 +34,7 @@ class _Registered:
     fork_mark: ForkMark | None = None
     turn_writes_drop: TurnWritesDrop | None = None
     session_holds: SessionHolds | None = None
+    checkpoint_before_message: MessageCheckpoint | None = None
 
 
 _registered = _Registered()
@@ -47,6 +50,10 @@ def register_turn_writes_drop(function: TurnWritesDrop) -> None:
 
 def register_session_holds(function: SessionHolds) -> None:
     _registered.session_holds = function
+
+
+def register_checkpoint_before_message(function: MessageCheckpoint) -> None:
+    _registered.checkpoint_before_message = function
 
 
 def fork_mark(branch: Branch, position: int) -> int:
@@ -73,3 +80,14 @@ def session_holds(session_id: int) -> bool:
     if _registered.session_holds is None:
         raise ImproperlyConfigured("No session_holds registered: is the checkpoints app installed?")
     return _registered.session_holds(session_id)
+
+
+def checkpoint_before_message(branch: Branch, text: str) -> None:
+    """Take the checkpoint a session asks for before each message its owner sends, at the
+    branch's position before `text` is stored (checkpoints.each_message),
+    under the session's lock that turn_start holds."""
+    if _registered.checkpoint_before_message is None:
+        raise ImproperlyConfigured(
+            "No checkpoint_before_message registered: is the checkpoints app installed?"
+        )
+    _registered.checkpoint_before_message(branch, text)

@@ -3,7 +3,7 @@ change its settings, archive, title, delete."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -201,10 +201,12 @@ def session_settings_update(
     model: str | None = None,
     instructions: str | None = None,
     test_command: str | None = None,
+    checkpoint_each_message: bool | Literal["default"] | None = None,
 ) -> Session:
     """Change some of the session's `metadata.settings.model`, `.instructions` and
-    `.test_command` (None: left as it is; "": back to the default, none) and keep the rest of
-    its metadata, through
+    `.test_command` (None: left as it is; "": back to the default, none) and
+    `.checkpoint_each_message` (True or False; "default": the owner's preference decides) and
+    keep the rest of its metadata, through
     `session_update` (checked like any metadata, announced as `session.changed`). The metadata
     is read under the session's lock, so two changes at once both stay."""
     locked = lock_session(session.pk)
@@ -224,6 +226,10 @@ def session_settings_update(
             chosen[key] = value.strip()
         else:
             chosen.pop(key, None)
+    if checkpoint_each_message == "default":
+        chosen.pop("checkpoint_each_message", None)
+    elif checkpoint_each_message is not None:
+        chosen["checkpoint_each_message"] = checkpoint_each_message  # checked with the metadata
     metadata["settings"] = chosen
     updated = session_update(session=locked, metadata=metadata)
     session.metadata, session.updated_at = updated.metadata, updated.updated_at

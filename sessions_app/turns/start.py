@@ -18,12 +18,21 @@ from core.errors import InvalidInput
 from sessions_app.errors import BranchNotFound, SessionNotFound, TurnInProgress
 
 from ..approvals import PAUSED_KEY
-from ..hooks import turn_writes_drop
+from ..hooks import checkpoint_before_message, turn_writes_drop
 from ..models import Branch, Message, Session, Turn
 from ..reply_stream import stream_reset
 from ..selectors import branch_history
 from ..services import lock_session, lock_session_touched, message_append_locked, session_update
 from .texts import clean_user_message, is_cut_off
+
+
+def checkpoint_each_message(session: Session) -> bool:
+    """Whether a checkpoint is taken before each message sent in `session`: its own setting
+    (settings.checkpoint_each_message), else its owner's preference, else not."""
+    value = session.settings.get("checkpoint_each_message")
+    if isinstance(value, bool):
+        return value
+    return session.owner.preference("checkpoint_each_message") is True
 
 
 def _origin() -> dict[str, Any]:
@@ -61,7 +70,7 @@ def turn_start(
             # is now, and whether a turn of the session is still in progress.
             rows = (
                 Branch.objects.select_for_update(of=("self",))
-                .select_related("session")
+                .select_related("session__owner")  # its preferences: no query more
                 .annotate(
                     busy=Exists(Turn.objects.filter(session_id=OuterRef("session_id")).active())
                 )
@@ -79,6 +88,8 @@ def turn_start(
                 session_update(session=locked.session, archived=False)
                 session.archived_at = None
             branch = branch or locked
+            if checkpoint_each_message(locked.session):
+                checkpoint_before_message(locked, text)
             stored = message_append_locked(
                 branch=branch, locked=locked, role=Message.Role.USER, content=text
             )

@@ -396,12 +396,20 @@ def test_preferences_are_saved(alice_client, alice):
     assert response.redirect_chain[-1][0] == reverse("accounts:profile")
     assert "Preferences saved." in response.content.decode()
     alice.refresh_from_db()
-    assert alice.metadata["preferences"] == {"auto_checkpoint": False, "theme": "dark"}
+    assert alice.metadata["preferences"] == {
+        "auto_checkpoint": False,
+        "checkpoint_each_message": False,
+        "theme": "dark",
+    }
     assert 'data-theme="dark"' in response.content.decode()
 
     alice_client.post(reverse("accounts:profile"), {"theme": "light", "auto_checkpoint": "on"})
     alice.refresh_from_db()
-    assert alice.metadata["preferences"] == {"auto_checkpoint": True, "theme": "light"}
+    assert alice.metadata["preferences"] == {
+        "auto_checkpoint": True,
+        "checkpoint_each_message": False,
+        "theme": "light",
+    }
 
 
 def test_a_bad_theme_is_refused_and_nothing_saved(alice_client, alice):

@@ -190,6 +190,7 @@ def _profile_page(
         preferences_form = PreferencesForm(
             initial={
                 "auto_checkpoint": auto_checkpoint is not False,
+                "checkpoint_each_message": user.preference("checkpoint_each_message") is True,
                 "theme": user.preference("theme", "system"),
                 "instructions": user.preference("instructions", ""),
             }
@@ -224,6 +225,7 @@ def profile(request: HttpRequest) -> HttpResponse:
             preferences_update(
                 user=_user(request),
                 auto_checkpoint=form.cleaned_data["auto_checkpoint"],
+                checkpoint_each_message=form.cleaned_data["checkpoint_each_message"],
                 theme=form.cleaned_data["theme"],
                 # A form without the field (an older page) leaves them as they are.
                 instructions=(

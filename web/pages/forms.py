@@ -70,6 +70,15 @@ class PreferencesForm(forms.Form):
     auto_checkpoint = forms.BooleanField(
         label="Take automatic checkpoints after the agent uses a tool", required=False
     )
+    checkpoint_each_message = forms.BooleanField(
+        label="Take a checkpoint before each message I send",
+        required=False,
+        help_text=(
+            "Named after the message's first words, so you can go back to just before any of "
+            "them. A session's own setting wins; old ones are cleaned like other automatic "
+            "checkpoints."
+        ),
+    )
     theme = forms.ChoiceField(choices=[(theme, THEME_LABELS[theme]) for theme in THEMES])
     # Its limit is the service's (accounts.services.preferences_update); the browser's is a help.
     instructions = forms.CharField(
@@ -85,6 +94,7 @@ class PreferencesForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _testid(self.fields["auto_checkpoint"], "auto-checkpoint")
+        _testid(self.fields["checkpoint_each_message"], "checkpoint-each-message")
         _testid(self.fields["theme"], "theme")
         _testid(self.fields["instructions"], "user-instructions")
 

@@ -5,6 +5,8 @@ then session_update), so every open tab hears `session.changed` and shows the ch
 
 from __future__ import annotations
 
+from typing import Literal
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -28,11 +30,15 @@ def _dialog(
     *,
     instructions: str,
     test_command: str,
+    checkpoint_each_message: str,
     error: str = "",
 ) -> HttpResponse:
     user = request.user
+    preferred = isinstance(user, User) and user.preference("checkpoint_each_message") is True
     context = {
         "session": session,
+        "checkpoint_each_message": checkpoint_each_message,
+        "checkpoint_each_message_default": "on" if preferred else "off",
         "instructions": instructions,
         "test_command": test_command,
         "test_command_max": TEST_COMMAND_MAX_CHARS,
@@ -52,6 +58,15 @@ def _stored(session: Session, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+# The dialog's choice of a checkpoint before each message: the profile's default, on or off.
+EACH_MESSAGE: dict[str, bool | Literal["default"]] = {"": "default", "on": True, "off": False}
+
+
+def _each_message(session: Session) -> str:
+    value = session.settings.get("checkpoint_each_message")
+    return "" if not isinstance(value, bool) else "on" if value else "off"
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 @domain_errors
@@ -66,18 +81,28 @@ def session_settings(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             session,
             instructions=_stored(session, "instructions"),
             test_command=_stored(session, "test_command"),
+            checkpoint_each_message=_each_message(session),
         )
     if "instructions" in request.POST:
         text = request.POST["instructions"]
         command = request.POST.get("test_command")
+        each = request.POST.get("checkpoint_each_message")  # absent: an older page, unchanged
         try:
-            session_settings_update(session=session, instructions=text, test_command=command)
+            if each is not None and each not in EACH_MESSAGE:
+                raise InvalidInput("Choose your default, on or off for the checkpoints.")
+            session_settings_update(
+                session=session,
+                instructions=text,
+                test_command=command,
+                checkpoint_each_message=EACH_MESSAGE[each] if each is not None else None,
+            )
         except InvalidInput as exc:
             return _dialog(
                 request,
                 session,
                 instructions=text,
                 test_command=command if command is not None else "",
+                checkpoint_each_message=each if each in EACH_MESSAGE else "",
                 error=exc.people,
             )
         controls = render_to_string(

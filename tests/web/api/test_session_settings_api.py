@@ -36,8 +36,9 @@ def test_patch_stores_the_sessions_instructions_and_model(api, made, settings):
         ({"instructions": 42}, "must be text"),
         ({"instructions": "a\x00b"}, "NUL"),
         ({"model": "no-such-model"}, "'no-such-model' is not allowed"),
+        ({"checkpoint_each_message": "yes"}, "checkpoint_each_message) must be true or false"),
     ],
-    ids=["too-long", "list", "number", "nul", "unknown-model"],
+    ids=["too-long", "list", "number", "nul", "unknown-model", "each-message"],
 )
 def test_bad_settings_are_400_with_a_reason_on_patch_create_and_import_and_nothing_is_written(
     api, made, chosen, detail
