@@ -269,3 +269,79 @@ def test_names_of_200_characters_wrap_or_truncate_with_their_full_text_at_hand(p
         expect(page.get_by_test_id("session-title")).to_have_attribute("title", "s" * 200)
         inside(page, "#conv-header")
         no_horizontal_overflow(page)
+
+
+# --- the sidebar's rows, width and collapse (issue 39, item 3) --------------------------------
+
+TITLE = "A session title long enough to need most of the row to be read at all"
+TITLE_WIDTH = "(el) => el.getBoundingClientRect().width"
+
+
+def renamed(page, app) -> None:
+    """The current session renamed to TITLE (through the API, as the page's own rename does)."""
+    session_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    api(page, "PATCH", f"/sessions/{session_id}/", data={"name": TITLE})
+    page.reload()
+
+
+def test_a_title_gets_the_rows_width_and_its_actions_show_on_hover_or_focus(page, app, llm):
+    sign_up(page, app.base_url)
+    new_session(page)
+    renamed(page, app)
+    row = page.get_by_test_id("session").first
+    link = row.get_by_test_id("session-link")
+    page.mouse.move(900, 400)  # pointing elsewhere
+    # The title has the row (all but its padding), not what is left beside four buttons.
+    assert link.evaluate(TITLE_WIDTH) >= row.evaluate(TITLE_WIDTH) - 4
+    actions = row.locator(".actions")
+    assert float(actions.evaluate("(el) => getComputedStyle(el).opacity")) == 0
+    row.hover()
+    expect(actions).to_have_css("opacity", "1")
+    page.mouse.move(900, 400)
+    tab_to(page, row.get_by_test_id("rename-session"))
+    expect(actions).to_have_css("opacity", "1")
+    expect(row.get_by_test_id("session-more")).to_be_hidden()  # a pointer needs no "…"
+
+
+def test_the_sidebars_width_and_collapse_are_remembered(page, app, llm):
+    sign_up(page, app.base_url)
+    new_session(page)
+    sidebar = page.locator("#sidebar")
+    assert round(sidebar.evaluate(TITLE_WIDTH)) == 260
+    # As the grip in its corner leaves it (the browser's resize sets the element's width).
+    sidebar.evaluate("(el) => { el.style.width = '340px'; }")
+    page.wait_for_function("() => window.localStorage.getItem('rollback.sidebar.width') === '340'")
+    page.reload()
+    assert round(sidebar.evaluate(TITLE_WIDTH)) == 340
+
+    page.get_by_test_id("toggle-sidebar").click()
+    expect(sidebar).to_be_hidden()
+    page.reload()
+    expect(sidebar).to_be_hidden()
+    expect(page.get_by_test_id("toggle-sidebar")).to_have_attribute("aria-expanded", "false")
+    page.get_by_test_id("toggle-sidebar").click()
+    page.reload()
+    expect(sidebar).to_be_visible()
+
+
+def test_a_touch_screen_opens_a_rows_actions_from_its_more_button(contexts, app, llm):
+    page = contexts.new(
+        viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True
+    ).new_page()
+    sign_up(page, app.base_url)
+    page.get_by_test_id("toggle-sidebar").click()
+    new_session(page)
+    renamed(page, app)
+    page.get_by_test_id("toggle-sidebar").click()
+    row = page.get_by_test_id("session").first
+    more = row.get_by_test_id("session-more")
+    expect(row.get_by_test_id("archive-session")).to_be_hidden()
+    # The title has the row but for the "…" (44 px under a finger) and the gap.
+    spare = row.evaluate(TITLE_WIDTH) - row.get_by_test_id("session-link").evaluate(TITLE_WIDTH)
+    assert spare <= 44 + 12, spare
+    more.tap()
+    expect(more).to_have_attribute("aria-expanded", "true")
+    expect(row.get_by_test_id("archive-session")).to_be_visible()
+    expect(row.get_by_test_id("rename-session")).to_be_visible()
+    more.tap()
+    expect(row.get_by_test_id("archive-session")).to_be_hidden()

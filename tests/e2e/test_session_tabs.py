@@ -32,9 +32,25 @@ def open_sidebar(page) -> None:
 
 
 def make_session(page) -> int:
-    """Click "+ New session" in the sidebar (the drawer, on a phone)."""
+    """Click "+ New session" in the sidebar (the drawer, on a phone), and give the session some
+    metadata of its own (through the API), so that the next click makes another instead of
+    opening this blank one again."""
     open_sidebar(page)
-    return new_session(page)
+    session_id = new_session(page)
+    status = page.evaluate(
+        """async (id) => {
+            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
+            const answer = await fetch(`/api/v1/sessions/${id}/`, {
+                method: "PATCH",
+                headers: {"Content-Type": "application/json", "X-CSRFToken": token},
+                body: JSON.stringify({metadata: {"made_by": "test"}}),
+            });
+            return answer.status;
+        }""",
+        session_id,
+    )
+    assert status == 200
+    return session_id
 
 
 def open_page(context, url: str, scheme: str):
