@@ -345,3 +345,45 @@ def test_a_touch_screen_opens_a_rows_actions_from_its_more_button(contexts, app,
     expect(row.get_by_test_id("rename-session")).to_be_visible()
     more.tap()
     expect(row.get_by_test_id("archive-session")).to_be_hidden()
+
+
+# --- a phone's header (issue 39, item 4) -------------------------------------------------------
+
+PLACEHOLDER_FITS = """(t) => {
+    const style = getComputedStyle(t);
+    const ctx = document.createElement("canvas").getContext("2d");
+    ctx.font = style.font;
+    const room = t.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    return ctx.measureText(t.placeholder).width <= room;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_phones_header_is_one_row_and_the_conversation_gets_most_of_the_height(
+    page, app, llm, scheme
+):
+    page.emulate_media(color_scheme=scheme)
+    start(page, app, llm, "phone")
+    height = page.viewport_size["height"]
+    messages = page.locator("#messages").bounding_box()
+    assert messages["height"] >= 0.7 * height, messages
+    # One row: the toggles, the title, "⋯" and the search share a line.
+    tops = [
+        round(page.get_by_test_id(testid).bounding_box()["y"])
+        for testid in ("toggle-sidebar", "toggle-panel", "header-more")
+    ]
+    title = page.get_by_test_id("session-title").bounding_box()
+    assert max(tops) - min(tops) <= 2, tops
+    assert title["y"] < tops[0] + 44, (tops, title)
+    expect(page.get_by_test_id("current-branch")).to_be_hidden()
+    assert page.get_by_test_id("message-input").evaluate(PLACEHOLDER_FITS)
+    no_horizontal_overflow(page)
+
+    more = page.get_by_test_id("header-more")
+    more.click()
+    expect(more).to_have_attribute("aria-expanded", "true")
+    for testid in ("current-branch", "context-gauge", "export", "export-markdown"):
+        expect(page.get_by_test_id(testid)).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.get_by_test_id("current-branch")).to_be_hidden()
+    expect(more).to_be_focused()
