@@ -61,12 +61,18 @@ class RewindCut:
         return own | Checkpoint.objects.filter(branch_id__in=self.branches)
 
 
-def rewind_cut(branch: Branch, position: int, *, files_mark: int | None = None) -> RewindCut:
+def rewind_cut(
+    branch: Branch, position: int, *, files_mark: int | None = None, keep_files: bool = False
+) -> RewindCut:
     """What a rewind of `branch` to `position` messages, and its workspace to `files_mark` (a
     checkpoint's; None: as the files stood when the message at `position` was sent), deletes.
+    With `keep_files` (a restore of the conversation only) it deletes no file version: the
+    branch's versions written after `position` stay, moved to `position` (versions_keep).
     Two queries: the first version past the mark, and the forks that captured anything."""
     versions = FileVersion.objects.filter(branch_id=branch.pk)
-    if files_mark is None:
+    if keep_files:
+        versions = versions.none()
+    elif files_mark is None:
         # fork_mark's cut: the versions from the first one written after that message.
         versions = versions.filter(position__gt=position)
     else:
@@ -77,4 +83,17 @@ def rewind_cut(branch: Branch, position: int, *, files_mark: int | None = None) 
         position=position,
         first_version=first,
         branches=branches_forked_after(branch.pk, position, first_version=first),
+    )
+
+
+def versions_keep(branch_id: int, position: int) -> int:
+    """Move the versions of `branch_id` written after message `position` to `position`, after a
+    rewind that keeps the files (rewind_cut's `keep_files`): the workspace stays exactly as it
+    was (every version keeps its id and content, so no mark shows anything else), and the
+    branch's next messages, which take those positions again, find them written before they
+    were sent, as an edit's fork (workspace.selectors.fork_mark) and a later rewind read them.
+    One update over the (branch, position) index range: what the rewind would otherwise have
+    deleted. Returns how many moved."""
+    return FileVersion.objects.filter(branch_id=branch_id, position__gt=position).update(
+        position=position
     )

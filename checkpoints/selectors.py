@@ -190,7 +190,7 @@ def unused_checkpoint_name(session_id: int, name: str, *, limit: int = NAME_MAX_
 
 
 def irreversible_effects(
-    checkpoint: Checkpoint, *, mode: str, current: Branch | None
+    checkpoint: Checkpoint, *, mode: str, current: Branch | None, scope: str = "all"
 ) -> list[Message]:
     """What a restore of `checkpoint` leaves behind, oldest first: the entries of the effects
     ledger (sessions_app.models.LedgerEntry) of the external calls that ran (or may have run)
@@ -201,11 +201,18 @@ def irreversible_effects(
     A call that never ran (an unknown tool, arguments that failed validation, a refusal) is not
     among them, nor one of a part cut before the checkpoint was taken. Each is given in a tool
     message's shape (`ledger_message`), as the doors (the page, the API, the terminal and
-    Telegram) and the model show them. A few small queries, whatever the history's length."""
+    Telegram) and the model show them. A few small queries, whatever the history's length.
+    A restore of the files only (`scope`) leaves none behind: the conversation stays; one of
+    the conversation only cuts no file, so its rewind may delete fewer branches."""
     branch = checkpoint.branch
     position = checkpoint.message_count
+    if scope == "files":
+        return []
     if mode == "rewind":
-        doomed = rewind_cut(branch, position, files_mark=checkpoint.files_mark).branches
+        keep = scope == "conversation"
+        doomed = rewind_cut(
+            branch, position, files_mark=checkpoint.files_mark, keep_files=keep
+        ).branches
         where = Q(branch_ref=branch.pk, position__gte=position) | Q(branch_ref__in=doomed)
     elif current is None:
         return []
@@ -293,17 +300,19 @@ def restore_outcome(checkpoint: Checkpoint, *, current: Branch) -> RestoreOutcom
     )
 
 
-def rewind_preview(checkpoint: Checkpoint) -> dict[str, int]:
+def rewind_preview(checkpoint: Checkpoint, *, scope: str = "all") -> dict[str, int]:
     """What a rewind to `checkpoint` would delete, by the rewind's own rule (rewinds.rewind_cut):
     the later messages of its branch, the checkpoints that captured anything it deletes (its
     branch's and those of the branches that would go), the branches forked from what it deletes
     (with their descendants), and the file versions it deletes (`files`: those written on the
     branch after the checkpoint and those of the branches that go), `own_files` of them written
     by a person (uploads and edits in the Files panel or the API, not by a turn's agent). A few
-    counts over index ranges, whatever the history's length."""
+    counts over index ranges, whatever the history's length. `scope` "conversation": the rewind
+    that keeps the files (no version deleted)."""
     branch = checkpoint.branch
     position = checkpoint.message_count
-    cut = rewind_cut(branch, position, files_mark=checkpoint.files_mark)
+    keep = scope == "conversation"
+    cut = rewind_cut(branch, position, files_mark=checkpoint.files_mark, keep_files=keep)
     return {
         "messages": max(0, branch.message_count - position),
         "checkpoints": cut.checkpoints().count(),

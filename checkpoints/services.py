@@ -30,13 +30,13 @@ from sessions_app.errors import (
 from sessions_app.models import Branch, Message, Session
 from sessions_app.selectors import branch_lineage
 from sessions_app.services import branch_fork, branch_make_current, lock_session
-from workspace.selectors import file_mark
-from workspace.services import versions_delete
+from workspace.selectors import file_mark, workspace_files
+from workspace.services import files_match, lock_owner, versions_delete
 
 from .captures import branches_drop
 from .errors import CheckpointNotFound
 from .models import Checkpoint
-from .rewinds import rewind_cut
+from .rewinds import rewind_cut, versions_keep
 from .selectors import (
     auto_checkpoints_beyond,
     irreversible_effects,
@@ -45,6 +45,19 @@ from .selectors import (
 
 RestoreMode = Literal["branch", "rewind"]
 RESTORE_MODES = ("branch", "rewind")
+# What a restore brings back: the conversation and the files (`all`), or one of them.
+RestoreScope = Literal["all", "conversation", "files"]
+RESTORE_SCOPES = ("all", "conversation", "files")
+
+
+def check_restore_choice(mode: object, scope: object) -> None:
+    """InvalidInput, naming the values allowed, for an unknown mode or scope."""
+    if mode not in RESTORE_MODES:
+        raise InvalidInput(f"Unknown restore mode {mode!r}: use 'branch' or 'rewind'.")
+    if scope not in RESTORE_SCOPES:
+        raise InvalidInput(
+            f"Unknown restore scope {scope!r}: use 'all', 'conversation' or 'files'."
+        )
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,10 @@ class RestoreResult:
     deleted_checkpoints: list[DeletedCheckpoint] = field(default_factory=list)
     # The external effects the restore left behind (selectors.irreversible_effects).
     irreversible: list[Message] = field(default_factory=list)
+    scope: str = "all"
+    # The paths whose new version the restore wrote (a files-only restore, or the workspace a
+    # conversation-only one carried over from another branch).
+    paths: list[str] = field(default_factory=list)
 
 
 # How many of the effects a restore left behind the restored branch keeps for the model's
@@ -234,22 +251,27 @@ def _rewind_locked(
     position: int,
     session_state: JSONObject | None,
     files_mark: int | None = None,
+    *,
+    keep_files: bool = False,
 ) -> list[DeletedCheckpoint]:
     """Cut `branch` (row locked, session locked) back to `position` messages, and its workspace
     back to `files_mark` (a checkpoint's; without one, to the files as they stood when the
     message at `position` was sent). What goes is rewinds.rewind_cut's: the later messages and
-    file versions, and every checkpoint and branch that captured any of them."""
+    file versions, and every checkpoint and branch that captured any of them. With
+    `keep_files`, no file version goes: the workspace stays as it is (rewinds.versions_keep)."""
     if not branch.fork_position <= position <= branch.message_count:
         raise RewindOutOfRange(
             f"Cannot rewind to message {position}: this branch holds messages "
             f"{branch.fork_position} to {branch.message_count} of its history."
         )
-    cut = rewind_cut(branch, position, files_mark=files_mark)
+    cut = rewind_cut(branch, position, files_mark=files_mark, keep_files=keep_files)
     deleted = _snapshot(cut.checkpoints())
     doomed = cut.branches
     branches_drop(doomed)
     Message.objects.filter(branch_id=branch.pk, position__gte=position).delete()
     versions_delete(cut.versions())
+    if keep_files:
+        versions_keep(branch.pk, position)
     cut.own_checkpoints().delete()
     updates: dict[str, Any] = {"message_count": position}
     if session_state is not None:
@@ -297,6 +319,7 @@ def checkpoint_restore(
     checkpoint: Checkpoint,
     mode: str = "branch",
     session: Session | None = None,
+    scope: str = "all",
 ) -> RestoreResult:
     """Restore a checkpoint.
 
@@ -304,10 +327,12 @@ def checkpoint_restore(
     `rewind`: the checkpoint's own branch is cut back to it; its later messages and file
     versions go, with every checkpoint and branch that captured any of them (rewinds.rewind_cut),
     and the deleted checkpoints are returned.
+    `scope`: `all` restores the conversation and the workspace together; `conversation` the
+    messages and session state only, the workspace the session shows now carried over (_carry);
+    `files` the workspace only (_restore_files), whatever the mode.
     With `session`, a checkpoint of any other session is reported as not found.
     """
-    if mode not in RESTORE_MODES:
-        raise InvalidInput(f"Unknown restore mode {mode!r}: use 'branch' or 'rewind'.")
+    check_restore_choice(mode, scope)
     try:
         current = Checkpoint.objects.select_related("branch").get(pk=checkpoint.pk)
     except Checkpoint.DoesNotExist:
@@ -315,6 +340,9 @@ def checkpoint_restore(
     session_id = current.branch.session_id
     if session is not None and session.pk != session_id:
         raise CheckpointNotFound()
+    if scope != "all":
+        # It may write files: the owner's row first, as every workspace write takes it.
+        lock_owner(session_id)
     lock_session(session_id)
     # Re-read under the lock: a concurrent rewind or delete may have removed it meanwhile. Its
     # row stays locked, so the retention job cannot delete it under the new branch either.
@@ -328,20 +356,11 @@ def checkpoint_restore(
         raise CheckpointNotFound("That checkpoint no longer exists.") from None
     source = current.branch
     was_current = Branch.objects.filter(session_id=session_id, is_current=True).first()
-    ledger = irreversible_effects(current, mode=mode, current=was_current)
+    if scope == "files":
+        return _restore_files(current, was_current or source, mode)
+    ledger = irreversible_effects(current, mode=mode, current=was_current, scope=scope)
     if mode == "rewind":
-        deleted = _rewind_locked(
-            source, current.message_count, current.session_state, current.files_mark
-        )
-        kept = left_behind_after(_kept(source), effects=ledger)
-        if kept:
-            meta = {**(source.metadata or {}), "left_behind": kept}
-            Branch.objects.filter(pk=source.pk).update(metadata=meta)
-            source.metadata = meta
-        _announce(source, current.pk, deleted)
-        return RestoreResult(
-            branch=source, mode=mode, deleted_checkpoints=deleted, irreversible=ledger
-        )
+        return _restore_rewind(current, was_current, ledger, scope)
     why: JSONObject = {"restored_from": current.pk}
     # The new branch inherits what the restores behind its parent and the branch it leaves
     # left behind (but the calls its own history shows), and adds this restore's.
@@ -352,15 +371,76 @@ def checkpoint_restore(
     )
     if kept:
         why["left_behind"] = kept
+    # Conversation only, from the branch shown: the new branch sees its parent's files as they
+    # stand (every version so far), so nothing is written.
+    same = was_current is None or was_current.pk == source.pk
     new = branch_fork(
         branch=source,
         position=current.message_count,
         forked_from_id=current.pk,
         session_state=current.session_state,
-        file_mark=current.files_mark,
+        file_mark=file_mark() if scope == "conversation" and same else current.files_mark,
         metadata=why,
     )
-    return RestoreResult(branch=new, mode=mode, irreversible=ledger)
+    paths = _carry(current, was_current, new) if scope == "conversation" and not same else []
+    return RestoreResult(branch=new, mode=mode, irreversible=ledger, scope=scope, paths=paths)
+
+
+def _carry(checkpoint: Checkpoint, shown: Branch | None, onto: Branch) -> list[str]:
+    """A conversation-only restore keeps the workspace the session shows (`shown`, its current
+    branch): when that is another branch than the one the restore goes on from, its files are
+    written onto `onto` (a new version of each path that differs, as the user's own write, the
+    contents shared): the cost is the files that differ, whatever the history's length."""
+    if shown is None or shown.pk == onto.pk:
+        return []
+    return files_match(
+        branch=onto,
+        files=workspace_files(shown),
+        metadata={"restored_from": checkpoint.pk, "scope": "conversation"},
+    )
+
+
+def _restore_rewind(
+    current: Checkpoint, was_current: Branch | None, ledger: list[Message], scope: str
+) -> RestoreResult:
+    """Cut the checkpoint's branch back to it (checkpoint_restore's `rewind`). Conversation
+    only: no file version goes, and the workspace shown before stays (_carry, before the cut,
+    which may delete the branch it was read from)."""
+    source = current.branch
+    keep = scope == "conversation"
+    paths = _carry(current, was_current, source) if keep else []
+    deleted = _rewind_locked(
+        source, current.message_count, current.session_state, current.files_mark, keep_files=keep
+    )
+    kept = left_behind_after(_kept(source), effects=ledger)
+    if kept:
+        meta = {**(source.metadata or {}), "left_behind": kept}
+        Branch.objects.filter(pk=source.pk).update(metadata=meta)
+        source.metadata = meta
+    _announce(source, current.pk, deleted)
+    return RestoreResult(
+        branch=source,
+        mode="rewind",
+        deleted_checkpoints=deleted,
+        irreversible=ledger,
+        scope=scope,
+        paths=paths,
+    )
+
+
+def _restore_files(current: Checkpoint, onto: Branch, mode: str) -> RestoreResult:
+    """Files only: the session's current branch (`onto`) gets the workspace as of the
+    checkpoint, a new version of every path that differs (written, or deleted) as the user's
+    own write, in one step; its messages, its state and every checkpoint and version stay, in
+    either mode (so no rewind cuts anything), and no effect is left behind: the conversation
+    that shows them stays."""
+    paths = files_match(
+        branch=onto,
+        files=workspace_files(current.branch, mark=current.files_mark),
+        metadata={"restored_from": current.pk, "scope": "files"},
+    )
+    onto.refresh_from_db()
+    return RestoreResult(branch=onto, mode=mode, scope="files", paths=paths)
 
 
 def checkpoint_cleanup_auto(

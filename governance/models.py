@@ -41,6 +41,14 @@ class AuditRecord(models.Model):
     checkpoint_ref = models.PositiveBigIntegerField(help_text="The checkpoint's id, kept.")
     checkpoint_name = models.CharField(max_length=200)
     action = models.CharField(max_length=32, choices=Action.choices)
+
+    class Scope(models.TextChoices):
+        ALL = "all", "the conversation and the files"
+        CONVERSATION = "conversation", "the conversation only"
+        FILES = "files", "the files only"
+
+    # What the restore brought back (checkpoints.services.checkpoint_restore's `scope`).
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ALL)
     reason = models.TextField()
     # What it did: the branch now current (the new one, or the one rewound), and for a rewind
     # what it deleted.

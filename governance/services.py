@@ -17,13 +17,14 @@ from accounts.models import User
 from checkpoints.errors import CheckpointNotFound
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import rewind_preview
-from checkpoints.services import RESTORE_MODES, checkpoint_restore
+from checkpoints.services import check_restore_choice, checkpoint_restore
 from core import events
 from core.errors import InvalidInput, NotFound
 from core.validation import check_text
 from sessions_app.errors import TurnInProgress
 from sessions_app.models import Turn
 from sessions_app.services import lock_session
+from workspace.services import lock_owner
 
 from .errors import GovernanceForbidden
 from .models import REASON_MAX_CHARS, AuditRecord
@@ -62,16 +63,17 @@ def restore_on_behalf(
     mode: str,
     reason: object,
     session: Session | None = None,
+    scope: str = "all",
 ) -> AuditRecord:
-    """Restore `checkpoint` (mode "branch" or "rewind") for the session's owner, as `actor`
-    with `reason`, and record it. With `session`, a checkpoint of another session is not found.
+    """Restore `checkpoint` (mode "branch" or "rewind"; scope "all", "conversation" or "files",
+    as checkpoint_restore takes them) for the session's owner, as `actor` with `reason`, and
+    record it. With `session`, a checkpoint of another session is not found.
     Refused while a turn of the session is queued, running or waits for an approval: the
     administrator acts on a conversation at rest, never under the user's running reply."""
     if not may_govern(actor) or not isinstance(actor, User):
         raise GovernanceForbidden()
     text = clean_reason(reason)
-    if mode not in RESTORE_MODES:
-        raise InvalidInput(f"Unknown restore mode {mode!r}: use 'branch' or 'rewind'.")
+    check_restore_choice(mode, scope)
     found = (
         Checkpoint.objects.filter(pk=checkpoint.pk)
         .values_list("branch__session_id", flat=True)
@@ -79,6 +81,8 @@ def restore_on_behalf(
     )
     if found is None or (session is not None and session.pk != found):
         raise CheckpointNotFound()
+    if scope != "all":
+        lock_owner(found)  # it may write files: the owner's row before the session's lock
     locked = lock_session(found)
     if Turn.objects.filter(session_id=found).active().exists():
         raise TurnInProgress(
@@ -88,8 +92,10 @@ def restore_on_behalf(
         current = Checkpoint.objects.select_related("branch").get(pk=checkpoint.pk)
     except Checkpoint.DoesNotExist:
         raise CheckpointNotFound("That checkpoint no longer exists.") from None
-    preview = rewind_preview(current) if mode == "rewind" else None
-    result = checkpoint_restore(checkpoint=current, mode=mode, session=locked)
+    preview = (
+        rewind_preview(current, scope=scope) if mode == "rewind" and scope != "files" else None
+    )
+    result = checkpoint_restore(checkpoint=current, mode=mode, session=locked, scope=scope)
     return AuditRecord.objects.create(
         actor=actor,
         actor_name=actor.get_username(),
@@ -102,6 +108,7 @@ def restore_on_behalf(
         action=(
             AuditRecord.Action.REWIND if mode == "rewind" else AuditRecord.Action.RESTORE_AS_BRANCH
         ),
+        scope=scope,
         reason=text,
         branch_ref=result.branch.pk,
         deleted_checkpoints=len(result.deleted_checkpoints),

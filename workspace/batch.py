@@ -131,13 +131,46 @@ def apply(
         ]
     )
     held.update({blob.sha256: blob.pk for blob in created})
+    _versions_store(
+        locked, {path: held[sha] for path, sha in shas.items()}, paths, turn, meta, replaced
+    )
+
+
+def apply_held(
+    *, locked: Branch, owner_id: int, blobs: dict[str, int], deletes: list[str], meta: JSONObject
+) -> None:
+    """Store, as a person's write, new versions of `blobs` (path: the id of a content the
+    session holds already: another point's workspace, a checkpoint's) and `deletes` (paths the
+    workspace holds), at the branch's position: no content is read or copied, and the version
+    quota is checked once for the whole."""
+    paths = sorted({*blobs, *deletes})
+    replaced = replaced_versions(locked, paths, None)
+    quota_check(
+        session_id=locked.session_id,
+        owner_id=owner_id,
+        versions=len(paths) - len(replaced),
+        new_bytes=0,
+    )
+    _versions_store(locked, blobs, paths, None, meta, replaced)
+
+
+def _versions_store(
+    locked: Branch,
+    blobs: dict[str, int],
+    paths: list[str],
+    turn: Turn | None,
+    meta: JSONObject,
+    replaced: dict[str, Previous],
+) -> None:
+    """One version of each of `paths` (its content `blobs[path]`; a deletion when absent), in
+    bulk, then the versions they replace deleted (with the contents nothing uses any more)."""
     FileVersion.objects.bulk_create(
         [
             FileVersion(
                 branch_id=locked.pk,
                 position=locked.message_count,
                 path=path,
-                blob_id=held[shas[path]] if path in writes else None,
+                blob_id=blobs.get(path),
                 turn=turn,
                 metadata=meta,
             )

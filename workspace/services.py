@@ -46,6 +46,8 @@ __all__ = [
     "file_delete",
     "file_write",
     "files_apply",
+    "files_match",
+    "lock_owner",
     "versions_delete",
 ]
 
@@ -80,7 +82,7 @@ def _locked_branch(branch: Branch, turn: Turn | None) -> Branch:
     return locked
 
 
-def _lock_owner(session_id: int) -> int:
+def lock_owner(session_id: int) -> int:
     """Lock the session's owner's row (before the session's lock, as every writer does) and
     return their id."""
     owner = Session.objects.filter(pk=session_id).values_list("owner_id", flat=True)
@@ -140,7 +142,7 @@ def file_write(
     clean = clean_path(path)
     stored = clean_file_content(content)
     meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
-    owner_id = _lock_owner(branch.session_id)
+    owner_id = lock_owner(branch.session_id)
     locked = _locked_branch(branch, turn)
     files = workspace_files(locked)
     written = _write(locked, owner_id, files, clean, stored, turn, meta)
@@ -213,7 +215,7 @@ def files_apply(
     meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
     cleaned = {clean_path(p): clean_file_content(content) for p, content in writes.items()}
     gone = {clean_path(p) for p in deletes} - set(cleaned)
-    owner_id = _lock_owner(branch.session_id)
+    owner_id = lock_owner(branch.session_id)
     locked = _locked_branch(branch, turn)
     files = {f.path: f for f in workspace_files(locked)}
     gone &= set(files)
@@ -229,6 +231,36 @@ def files_apply(
             turn=turn,
             meta=meta,
         )
+        events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=changed)
+    return changed
+
+
+@transaction.atomic
+def files_match(
+    *,
+    branch: Branch,
+    files: Sequence[WorkspaceFile],
+    by: str = "user",
+    metadata: JSONObject | None = None,
+) -> list[str]:
+    """Make `branch`'s workspace hold exactly `files` (another workspace of the same session,
+    as workspace_files reads it: a checkpoint's, another branch's) in one step: a new version of
+    each path that differs, written or deleted, at the branch's position, pointing at the
+    content the session holds already (none is read or copied). Nothing else changes; one
+    `workspace.changed` event for them all. Returns the paths changed, sorted: the cost is the
+    two workspaces' files, whatever the history's length."""
+    meta = clean_metadata({**(metadata or {}), "by": by}, what="file metadata")
+    owner_id = lock_owner(branch.session_id)
+    locked = _locked_branch(branch, None)
+    now = {f.path: f for f in workspace_files(locked)}
+    wanted = {f.path: f.blob for f in files}
+    writes = {p: blob for p, blob in wanted.items() if p not in now or now[p].blob != blob}
+    gone = set(now) - set(wanted)
+    deletes = sorted(gone)
+    batch.check_shapes({p: f for p, f in now.items() if p not in gone}, sorted(writes))
+    changed = sorted({*writes, *deletes})
+    if changed:
+        batch.apply_held(locked=locked, owner_id=owner_id, blobs=writes, deletes=deletes, meta=meta)
         events.workspace_changed(session=locked.session_id, branch=locked.pk, paths=changed)
     return changed
 

@@ -135,6 +135,16 @@ class RestoreForm(forms.Form):
         widget=forms.RadioSelect,
         initial="branch",
     )
+    scope = forms.ChoiceField(
+        choices=[
+            ("all", "Conversation and files"),
+            ("conversation", "Conversation only (the files stay as they are now)"),
+            ("files", "Files only (the conversation stays; nothing is deleted)"),
+        ],
+        widget=forms.RadioSelect,
+        initial="all",
+        required=False,
+    )
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4, "maxlength": REASON_MAX_CHARS}),
         max_length=REASON_MAX_CHARS,
@@ -194,6 +204,7 @@ def tree_view(request: HttpRequest, pk: int, *, site: AdminSite) -> HttpResponse
                         actor=request.user,
                         checkpoint=checkpoint,
                         mode=form.cleaned_data["mode"],
+                        scope=form.cleaned_data["scope"] or "all",
                         reason=form.cleaned_data["reason"],
                         session=session,
                     )
@@ -203,7 +214,8 @@ def tree_view(request: HttpRequest, pk: int, *, site: AdminSite) -> HttpResponse
                     messages.success(
                         request,
                         f"Done, on the record: checkpoint “{record.checkpoint_name}” "
-                        f"{record.get_action_display()} for {session.owner.get_username()}.",
+                        f"{record.get_action_display()} ({record.get_scope_display()}) "
+                        f"for {session.owner.get_username()}.",
                     )
                     url = reverse("admin:governance_tree", args=[session.pk], current_app=site.name)
                     return HttpResponseRedirect(f"{url}?branch={record.branch_ref}")

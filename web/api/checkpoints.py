@@ -12,6 +12,7 @@ from checkpoints.models import Checkpoint
 from checkpoints.selectors import get_checkpoint_for_user, session_checkpoints
 from checkpoints.services import (
     RESTORE_MODES,
+    RESTORE_SCOPES,
     checkpoint_create,
     checkpoint_delete,
     checkpoint_restore,
@@ -42,6 +43,19 @@ class CheckpointIn(StrictSerializer):
 
 class RestoreIn(StrictSerializer):
     mode = serializers.ChoiceField(choices=RESTORE_MODES, required=False, default="branch")
+    scope = serializers.ChoiceField(
+        choices=RESTORE_SCOPES,
+        required=False,
+        default="all",
+        help_text="What comes back: `all` (the conversation and the files), `conversation` "
+        "(the files stay as they are now) or `files` (the conversation stays; a new version of "
+        "each changed file, as the user's own write; the mode changes nothing then).",
+        error_messages={
+            "invalid_choice": "Unknown restore scope \"{input}\": use 'all', 'conversation' "
+            "or 'files'.",
+            "null": "The restore scope may not be null: use 'all', 'conversation' or 'files'.",
+        },
+    )
 
 
 RestoreOut = inline_serializer(
@@ -109,7 +123,9 @@ class CheckpointRestore(APIView):
         checkpoint = get_checkpoint_for_user(request.user, pk)
         data = RestoreIn.validated(request.data)
         session = checkpoint.branch.session
-        result = checkpoint_restore(checkpoint=checkpoint, mode=data["mode"], session=session)
+        result = checkpoint_restore(
+            checkpoint=checkpoint, mode=data["mode"], scope=data["scope"], session=session
+        )
         deleted = [d.id for d in result.deleted_checkpoints]
         result.branch.refresh_from_db()
         return Response(

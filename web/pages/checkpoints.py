@@ -122,7 +122,8 @@ def show_on_branch(request: HttpRequest, cp_id: int) -> HttpResponse:
 @domain_errors
 @answers_with_new_state
 def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
-    """GET: the confirmation dialog; POST: restore as a new branch (default) or rewind."""
+    """GET: the confirmation dialog; POST: restore as a new branch (default) or rewind, the
+    conversation and the files (`scope` "all", the default), or one of them."""
     checkpoint = get_checkpoint_for_user(request.user, cp_id)
     session = checkpoint.branch.session
     if request.method == "GET":
@@ -134,7 +135,10 @@ def restore(request: HttpRequest, cp_id: int) -> HttpResponse:
         }
         return render(request, "checkpoints/_restore_dialog.html", context)
     result = checkpoint_restore(
-        checkpoint=checkpoint, mode=request.POST.get("mode", "branch"), session=session
+        checkpoint=checkpoint,
+        mode=request.POST.get("mode", "branch"),
+        scope=request.POST.get("scope", "all"),
+        session=session,
     )
     # Close this tab's dialog; other tabs get the change over their socket, dialogs untouched.
     # A rewind's deleted checkpoints leave this tab's markers as they leave the others'.

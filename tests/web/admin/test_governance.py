@@ -328,3 +328,99 @@ def test_a_branch_chosen_shows_its_messages(client, governor, world):
     body = client.get(tree_url(session), {"branch": new.pk}).content.decode()
     assert f"{SECRET} wrong answer" not in body
     assert body.count('data-testid="gov-branch"') == 2
+
+
+# --- restore scopes on the user's behalf --------------------------------------------------------
+
+
+def files_of(branch: Branch) -> dict[str, str]:
+    from workspace.selectors import workspace_file, workspace_files
+
+    return {f.path: workspace_file(branch, f.path)[1] for f in workspace_files(branch)}
+
+
+@pytest.fixture
+def with_files(world):
+    """World, with a file at the early checkpoint changed since and another added."""
+    branch = world["branch"]
+    file_write(branch=branch, path="plan.md", content="then")
+    world["early"] = checkpoint_create(branch=branch, name="with files")
+    say(branch, "more", "more answer")
+    file_write(branch=branch, path="plan.md", content="now")
+    file_write(branch=branch, path="added.txt", content="added")
+    return world
+
+
+def test_the_form_offers_what_to_restore(client, governor, world):
+    client.force_login(governor)
+    html = client.get(f"{tree_url(world['session'])}?checkpoint={world['early'].pk}").text
+    assert 'data-testid="gov-scopes"' in html
+    for value in ("all", "conversation", "files"):
+        assert f'value="{value}"' in html
+    assert "Conversation only" in html
+    assert "Files only" in html
+
+
+def test_files_only_on_the_users_behalf_keeps_the_conversation(client, governor, alice, with_files):
+    client.force_login(governor)
+    session, branch = with_files["session"], with_files["branch"]
+    count = branch.message_count
+    response = client.post(
+        tree_url(session),
+        {
+            "checkpoint": with_files["early"].pk,
+            "mode": "branch",
+            "scope": "files",
+            "reason": "Alice asked for her plan back",
+        },
+    )
+    assert response.status_code == 302
+    record = AuditRecord.objects.get()
+    assert (record.scope, record.branch_ref) == ("files", branch.pk)
+    assert current(session).pk == branch.pk
+    branch.refresh_from_db()
+    assert branch.message_count == count
+    assert files_of(branch) == {"plan.md": "then"}
+    client.force_login(alice)
+    page = client.get(reverse("chat:session", args=[session.pk])).text
+    assert "restored the files of checkpoint" in page
+
+
+def test_conversation_only_on_the_users_behalf_keeps_the_files(client, governor, with_files):
+    client.force_login(governor)
+    session = with_files["session"]
+    response = client.post(
+        tree_url(session),
+        {
+            "checkpoint": with_files["early"].pk,
+            "mode": "rewind",
+            "scope": "conversation",
+            "reason": "Remove the later talk",
+        },
+    )
+    assert response.status_code == 302
+    record = AuditRecord.objects.get()
+    assert (record.action, record.scope) == ("rewind", "conversation")
+    branch = current(session)
+    assert branch.message_count == with_files["early"].message_count
+    assert files_of(branch) == {"plan.md": "now", "added.txt": "added"}
+
+
+def test_an_unknown_scope_is_a_form_error_and_nothing_is_written(client, governor, with_files):
+    client.force_login(governor)
+    branch = with_files["branch"]
+    branches = Branch.objects.count()
+    response = client.post(
+        tree_url(with_files["session"]),
+        {
+            "checkpoint": with_files["early"].pk,
+            "mode": "branch",
+            "scope": "everything",
+            "reason": "A reason",
+        },
+    )
+    assert response.status_code == 400
+    assert 'data-testid="gov-scope-error"' in response.text
+    assert AuditRecord.objects.count() == 0
+    assert Branch.objects.count() == branches
+    assert files_of(branch) == {"plan.md": "now", "added.txt": "added"}
