@@ -26,3 +26,5 @@ class CheckpointsConfig(AppConfig):
         register_session_holds(session_holds)
         register_checkpoint_before_message(checkpoint_before_message)
         register_checkpoint_holds(checkpoint_holds)
+        # Celery's tasks of this app, registered by name in every process (a job's import).
+        from . import tasks  # noqa: F401

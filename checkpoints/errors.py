@@ -9,3 +9,8 @@ from core.errors import NotFound
 class CheckpointNotFound(NotFound):
     def __init__(self, message: str = "Checkpoint not found.") -> None:
         super().__init__(message)
+
+
+class ImportJobNotFound(NotFound):
+    def __init__(self, message: str = "Import not found.") -> None:
+        super().__init__(message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -74,3 +75,56 @@ class Checkpoint(models.Model):
     @property
     def kind(self) -> str:
         return "auto" if self.is_auto else "manual"
+
+
+class ImportJobQuerySet(models.QuerySet["ImportJob"]):
+    def for_user(self, user: AnyUser) -> ImportJobQuerySet:
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(owner=user.pk)
+
+
+class ImportJob(models.Model):
+    """An import of another app's export of several conversations (checkpoints.foreign), run by
+    a task: its progress, the sessions it made, and what it left out or could not import."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    source = models.CharField(max_length=32)  # chatgpt, openwebui, librechat
+    filename = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="")
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    # The ids of the sessions made, in the export's order.
+    sessions = models.JSONField(default=list, blank=True)
+    # What was left out, counted by kind (checkpoints.foreign.formats.skipped_lines).
+    skipped = models.JSONField(default=dict, blank=True)
+    # The conversations that could not be imported: [{"index", "title", "error"}].
+    failures = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, default="")
+    # The export itself, until the job has read it (emptied once it ends).
+    document = models.BinaryField(default=b"", editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ImportJobQuerySet.as_manager()
+
+    class Meta:
+        ordering: ClassVar[list[str]] = ["-created_at", "-id"]
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["owner", "-created_at"], name="importjob_owner_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.source}, {self.done}/{self.total})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)

@@ -145,7 +145,12 @@ def session_import(*, owner: User, raw: bytes | str) -> Session:
     The whole document is checked first; a malformed, oversized or wrong-version document raises
     ImportRejected (ImportTooLarge) and nothing is written.
     """
-    doc = parse_export(raw)
+    return session_import_document(owner=owner, doc=parse_export(raw))
+
+
+def session_import_document(*, owner: User, doc: ExportDoc) -> Session:
+    """Import a document already checked (`parse_export`, `validate_export`), in one
+    transaction."""
     try:
         return _write(owner, doc)
     except (DataError, IntegrityError) as exc:

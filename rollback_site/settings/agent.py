@@ -128,6 +128,10 @@ SANDBOX_PER_WORKER = env.SANDBOX_PER_WORKER
 
 # --- Rollback limits ------------------------------------------------------------------------
 ROLLBACK_IMPORT_MAX_BYTES = env.ROLLBACK_IMPORT_MAX_BYTES
+# Imports of other apps' exports (checkpoints.foreign): the most conversations one file may hold
+# (a file of several is imported by a job), and the most messages (nodes) of one conversation.
+ROLLBACK_IMPORT_MAX_CONVERSATIONS = 5_000
+ROLLBACK_IMPORT_MAX_MESSAGES = 20_000
 # The largest metadata of a session, branch, checkpoint or message, and the largest session state
 # of a branch (which every checkpoint copies), measured as compact JSON in UTF-8.
 ROLLBACK_METADATA_MAX_BYTES = env.ROLLBACK_METADATA_MAX_BYTES

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -17,8 +19,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import User
+from agents.dispatch import enqueue
 from agents.summaries import session_summaries_schedule
-from checkpoints.transfer import session_export, session_import
+from checkpoints.foreign.selectors import get_import_job_for_user
+from checkpoints.foreign.services import history_import
+from checkpoints.models import ImportJob
+from checkpoints.tasks import IMPORT_TASK
+from checkpoints.transfer import session_export
 from checkpoints.transfer_markdown import EXPORT_FORMATS, export_format, markdown_response
 from core.api import paginate, paginate_range
 from core.api_schema import paginated
@@ -43,6 +50,7 @@ from sessions_app.services import (
     session_delete,
     session_update,
 )
+from web.api.imports import ImportJobOut, import_job_out
 from web.api.serializers import (
     MessageOut,
     SessionCreateIn,
@@ -233,8 +241,11 @@ class SessionExport(APIView):
 class SessionImport(APIView):
     @extend_schema(
         request=inline_serializer("ImportDocument", {"format": serializers.CharField()}),
-        responses={201: SessionOut},
-        summary="Import an exported session as a new session of yours",
+        responses={201: SessionOut, 202: ImportJobOut},
+        summary="Import an exported session, or a ChatGPT, Open WebUI or LibreChat export",
+        description="Rollback's own export, or one conversation of another app's, is a new "
+        "session (201, with `skipped`: what was left out, counted by kind). An export of several "
+        "conversations is imported by a job (202): `GET /imports/{id}/` gives its progress.",
     )
     def post(self, request: Request) -> Response:
         limit = settings.ROLLBACK_IMPORT_MAX_BYTES
@@ -244,6 +255,16 @@ class SessionImport(APIView):
             length = 0
         if length > limit:
             raise ImportTooLarge(f"The document is {length} bytes; the limit is {limit} bytes.")
-        session = session_import(owner=request_user(request), raw=request.body)
-        session_summaries_schedule(session=session)
-        return Response(_session_out(request.user, session.pk), status=status.HTTP_201_CREATED)
+        imported = history_import(owner=request_user(request), raw=request.body)
+        if isinstance(imported, ImportJob):
+            job_id = imported.pk
+            transaction.on_commit(lambda: enqueue(IMPORT_TASK, job_id))
+            job = get_import_job_for_user(request.user, job_id)
+            return Response(
+                import_job_out(job),
+                status=status.HTTP_202_ACCEPTED,
+                headers={"Location": reverse("api:import", args=[job_id])},
+            )
+        session_summaries_schedule(session=imported.session)
+        body = {**_session_out(request.user, imported.session.pk), "skipped": imported.skipped}
+        return Response(body, status=status.HTTP_201_CREATED)

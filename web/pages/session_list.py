@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,11 +22,17 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from accounts.models import User
+from agents.dispatch import enqueue
 from agents.summaries import session_summaries_schedule
-from checkpoints.transfer import session_export, session_import
+from checkpoints.foreign.formats import SOURCE_NAMES, skipped_lines
+from checkpoints.foreign.selectors import get_import_job_for_user, import_job_sessions
+from checkpoints.foreign.services import history_import
+from checkpoints.models import ImportJob
+from checkpoints.tasks import IMPORT_TASK
+from checkpoints.transfer import session_export
 from checkpoints.transfer_markdown import export_filename, export_format, markdown_response
 from core.api import non_negative, window
-from core.errors import DomainError, InvalidInput
+from core.errors import HTTP_STATUS, DomainError, InvalidInput
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.models import Session
 from sessions_app.search import hit_snippets, search_clean
@@ -315,19 +322,59 @@ def export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return response
 
 
+def _import_failed(request: HtmxHttpRequest, text: str, status: int = 400) -> HttpResponse:
+    if request.htmx:  # the sidebar's form: the answer in its place
+        context = {"error": text}
+        return render(request, "sessions_app/_import_result.html", context, status=status)
+    messages.error(request, f"Import failed: {text}")
+    return redirect("chat:home")
+
+
+def _job_context(job: ImportJob) -> dict[str, Any]:
+    return {
+        "job": job,
+        "source_name": SOURCE_NAMES.get(job.source, job.source),
+        "sessions": import_job_sessions(job),
+        "skipped": skipped_lines(job.skipped),
+    }
+
+
 @login_required
 @require_POST
 def import_session(request: HtmxHttpRequest) -> HttpResponse:
+    """Rollback's own export, or a ChatGPT, Open WebUI or LibreChat export: one conversation opens
+    as a session; several are imported by a job, whose progress the answer shows."""
     upload = request.FILES.get("document")
     if upload is None:
-        messages.error(request, "Choose an exported session file (.json) to import.")
-        return redirect("chat:home")
+        return _import_failed(request, "Choose an exported file (.json) to import.")
     raw = upload.read(settings.ROLLBACK_IMPORT_MAX_BYTES + 1)
     try:
-        session = session_import(owner=_user(request), raw=raw)
-        session_summaries_schedule(session=session)
+        imported = history_import(owner=_user(request), raw=raw, filename=upload.name or "")
     except DomainError as exc:  # a broken document, or no room for one more session
-        messages.error(request, f"Import failed: {exc.people}")
-        return redirect("chat:home")
-    messages.success(request, f"Imported “{session.session_name}”.")
+        return _import_failed(request, exc.people, HTTP_STATUS.get(exc.code, 400))
+    if isinstance(imported, ImportJob):
+        job_id = imported.pk
+        transaction.on_commit(lambda: enqueue(IMPORT_TASK, job_id))
+        job = get_import_job_for_user(request.user, job_id)
+        if request.htmx:
+            return render(request, "sessions_app/_import_result.html", _job_context(job))
+        return redirect("chat:import_job", pk=job_id)
+    session = imported.session
+    session_summaries_schedule(session=session)
+    left_out = skipped_lines(imported.skipped)
+    note = f" Left out: {', '.join(left_out)}." if left_out else ""
+    messages.success(request, f"Imported “{session.session_name}”.{note}")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("chat:session", args=[session.pk]))
     return redirect("chat:session", pk=session.pk)
+
+
+@login_required
+@require_GET
+@domain_errors
+def import_job(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """An import job's progress: the box alone (its own polling), or a page holding it."""
+    context = _job_context(get_import_job_for_user(request.user, pk))
+    if request.htmx:
+        return render(request, "sessions_app/_import_job.html", context)
+    return render(request, "sessions_app/import_job.html", context)

@@ -301,7 +301,8 @@ def test_export_then_import_gives_the_same_session(api, session, branch):
     assert response.status_code == 201
     copy = response.json()
     assert copy["branch_count"] == 2
-    assert copy["name"] == session.session_name
+    # Beside its original, the copy's name tells them apart (a moved one keeps it).
+    assert copy["name"] == f"{session.session_name} (imported)"
     again = api.get(f"/api/v1/sessions/{copy['id']}/export/").json()
 
     def shape(doc):

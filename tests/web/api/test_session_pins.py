@@ -67,6 +67,13 @@ def test_export_and_import_keep_the_pin(api, session):
     session_update(session=session, pinned=True)
     document = api.get(f"/api/v1/sessions/{session.pk}/export/").json()
     assert document["session"]["pinned_at"] is not None
+    # Beside its original, the copy is not pinned (two identical pinned rows otherwise) ...
+    made = api.post("/api/v1/sessions/import/", document, format="json")
+    assert made.status_code == 201
+    assert made.json()["pinned"] is False
+    # ... and a conversation moved where its name is free keeps its pin.
+    api.delete(f"/api/v1/sessions/{made.json()['id']}/")
+    api.patch(f"/api/v1/sessions/{session.pk}/", {"name": "the original"}, format="json")
     made = api.post("/api/v1/sessions/import/", document, format="json")
     assert made.status_code == 201
     assert made.json()["pinned"] is True
