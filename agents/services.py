@@ -15,6 +15,7 @@ from django.db import close_old_connections, connection, transaction
 
 from accounts.models import User
 from core.errors import InvalidInput, NotFound
+from core.model_choice import turn_model
 from core.validation import JSONObject, storable_text
 from sessions_app.errors import IdempotencyKeyReused, TurnInProgress
 from sessions_app.keys import parse_session_key
@@ -246,13 +247,15 @@ def _history_message(session: Session, message_id: int | str, role: str) -> Mess
     return message
 
 
-def _fork_and_ask(session: Session, position: int, text: str, why: JSONObject) -> Turn:
+def _fork_and_ask(
+    session: Session, position: int, text: str, why: JSONObject, *, model: str | None = None
+) -> Turn:
     turns_recover(session=session)
     with transaction.atomic():
         if Turn.objects.filter(session=session).active().exists():
             raise TurnInProgress()
         fork = branch_fork(branch=current_branch(session), position=position, metadata=why)
-        turn = turn_start(session=session, message=text, branch=fork)
+        turn = turn_start(session=session, message=text, branch=fork, model=model)
         _run_after_commit(turn.pk)
     return turn
 
@@ -264,16 +267,20 @@ def turn_edit(*, session: Session, message_id: int | str, text: Any) -> Turn:
     return _fork_and_ask(session, message.position, clean, {"edited_message": message.pk})
 
 
-def turn_regenerate(*, session: Session, message_id: int | str) -> Turn:
+def turn_regenerate(*, session: Session, message_id: int | str, model: object = None) -> Turn:
     """Answer again the user message before an assistant reply: a new branch from just before
-    that user message, asked the same text."""
+    that user message, asked the same text. With `model` (one of the allowed models:
+    core.model_choice.turn_model, else InvalidInput and nothing happens), that model answers
+    this turn only; the session's own choice is unchanged, and the new reply names its model."""
+    chosen = turn_model(model)
     reply = _history_message(session, message_id, Message.Role.ASSISTANT)
     branch = current_branch(session)
     earlier = branch_history(branch, start=max(0, reply.position - 50), end=reply.position)
     asked = next((m for m in reversed(earlier) if m.role == Message.Role.USER), None)
     if asked is None:
         raise InvalidInput("There is no user message before this reply to answer again.")
-    return _fork_and_ask(session, asked.position, asked.content, {"regenerated": reply.pk})
+    why: JSONObject = {"regenerated": reply.pk, **({"model": chosen} if chosen else {})}
+    return _fork_and_ask(session, asked.position, asked.content, why, model=chosen)
 
 
 def reply_continue(*, session: Session, message_id: int | str) -> Turn:

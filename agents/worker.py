@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from agno.models.base import Model
 
+from core.validation import JSONObject
 from sessions_app.models import Turn
+from sessions_app.turns import turn_model_of
 
 from .model import build_model
 from .rollback_agent import RollbackAgent, auto_checkpoint_enabled
@@ -17,12 +19,13 @@ __all__ = ["ClaimFailed", "agent_for_turn", "run_turn"]
 
 def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
     """The agent a worker runs a turn with: on the turn's branch (left as it is), carrying
-    out the rollbacks the model asks for, with the session's model."""
+    out the rollbacks the model asks for, with the session's model (or the one asked for this
+    turn only: a reply regenerated with another model, checked again here as allowed)."""
     session = turn.session
     return RollbackAgent(
         external_session_id=session.pk,
         user=session.owner,
-        model=model or build_model(session.settings),
+        model=model or build_model(settings_for_turn(turn)),
         auto_checkpoint=auto_checkpoint_enabled(session),
         skip_session_creation=True,
         internal_session_id=turn.branch_id,
@@ -30,6 +33,13 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
         carry_out_rollbacks=True,
         for_turn=turn,  # the session, its owner and the branch as the claim read them
     )
+
+
+def settings_for_turn(turn: Turn) -> JSONObject:
+    """The session's settings, with the model asked for this turn only in place of its own."""
+    chosen = turn_model_of(turn)
+    own = turn.session.settings
+    return {**own, "model": chosen} if chosen else own
 
 
 def run_turn(turn_id: int, *, model: Model | None = None) -> Turn | None:

@@ -26,6 +26,7 @@ from core.validation import (
     json_too_deep,
 )
 from sessions_app.errors import ImportRejected, ImportTooLarge, MessageTooLong
+from sessions_app.feedback import check_stored_feedback
 from sessions_app.keys import parse_session_key
 from sessions_app.turns import message_limits_check
 
@@ -278,6 +279,7 @@ def _check_values(doc: ExportDoc) -> None:
                 at = f"message {i} of {where}"
                 time(m.created_at, f"created_at of {at}")
                 clean_metadata(m.metadata, what=f"metadata of {at}")
+                check_stored_feedback(m.role, m.metadata, what=at)  # a reply's rating
                 clean_json(m.tool_args, what=f"tool_args of {at}")
                 clean_json(m.tool_calls, what=f"tool_calls of {at}")
                 message_limits_check(

@@ -56,6 +56,28 @@ def chosen_model(session_settings: Mapping[str, object]) -> str | None:
     return value.strip()
 
 
+def regenerate_models() -> list[str]:
+    """The models a reply may be regenerated with (the reply menu's "Regenerate with…"): the
+    allowed ones; none while the demo model answers, since it answers whatever is asked."""
+    return [] if is_demo() else allowed_models()
+
+
+def turn_model(value: object) -> str | None:
+    """A model asked for by one turn only (a reply regenerated with another model; the
+    session's own choice is unchanged): None for none, else one of `allowed_models`. Anything
+    else is refused (InvalidInput), so it is never called."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    allowed = allowed_models()
+    if not isinstance(value, str) or value.strip() not in allowed:
+        shown = value.strip()[:200] if isinstance(value, str) else value
+        raise InvalidInput(
+            f"The model {shown!r} is not allowed here; a reply may be regenerated with: "
+            f"{', '.join(allowed)}."
+        )
+    return value.strip()
+
+
 def chosen_temperature(session_settings: Mapping[str, object]) -> float | None:
     """The temperature the session's settings ask for (None: the default), if it is in range."""
     value = session_settings.get("temperature")

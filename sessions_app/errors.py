@@ -20,6 +20,11 @@ class RewindOutOfRange(InvalidInput):
     pass
 
 
+class MessageNotFound(NotFound):
+    def __init__(self, message: str = "Message not found.") -> None:
+        super().__init__(message)
+
+
 class TurnNotFound(NotFound):
     def __init__(self, message: str = "Turn not found.") -> None:
         super().__init__(message)

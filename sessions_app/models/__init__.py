@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .branch import Branch, BranchQuerySet, new_agno_session_id
 from .ledger import LEDGER_TEXT_LIMIT, LedgerEntry
-from .message import Effect, Message, MessageQuerySet
+from .message import Effect, Message, MessageQuerySet, RatedMessage
 from .session import Session, SessionQuerySet
 from .summary import Summary
 from .turn import Turn, TurnQuerySet
@@ -40,6 +40,7 @@ __all__ = [
     "LedgerEntry",
     "Message",
     "MessageQuerySet",
+    "RatedMessage",
     "Session",
     "SessionQuerySet",
     "Summary",

@@ -1,4 +1,4 @@
-"""A message: one entry of a branch's history, written once, never copied."""
+"""A message: one entry of a branch's history, written once (but for its feedback), never copied."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ class MessageQuerySet(models.QuerySet["Message"]):
             return self.none()
         return self.filter(branch__session__owner=user.pk)
 
+    def rated(self) -> MessageQuerySet:
+        """The assistant replies that carry their owner's feedback (sessions_app.feedback)."""
+        return self.filter(role="assistant", metadata__has_key="feedback")
+
 
 class Effect(models.TextChoices):
     """What a tool call did beyond the conversation (api-contract.md, "Workspace and tools with
@@ -33,7 +37,8 @@ class Effect(models.TextChoices):
 
 
 class Message(models.Model):
-    """One entry of a branch's history. Written once, never updated, never copied."""
+    """One entry of a branch's history. Written once, never copied; the one change a message
+    ever sees is its owner's feedback on a reply (`metadata["feedback"]`, sessions_app.feedback)."""
 
     class Role(models.TextChoices):
         USER = "user"
@@ -74,3 +79,13 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
+
+
+class RatedMessage(Message):
+    """The assistant replies their owners rated (sessions_app.feedback), as the admin lists them
+    (web.admin.messages): the same rows, no table of their own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "rated reply"
+        verbose_name_plural = "rated replies"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import connection
 
+from ..feedback import feedback_of
 from ..models import Branch, Message, Summary
 from .rows import (
     HISTORY_FIELDS,
@@ -178,8 +179,9 @@ def branch_history_rows(
                 "tool_call_id": tool_call_id,
                 "tool_calls": loads(tool_calls),
                 "effect": effect or None,
-                "metadata": loads(metadata),
+                "metadata": (meta := loads(metadata)),
                 "created_at": datetime_value(created_at),
+                "feedback": feedback_of(meta, role) if role == "assistant" else None,
             }
             for (
                 pk,

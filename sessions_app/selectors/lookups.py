@@ -14,7 +14,7 @@ from django.db.models.expressions import RawSQL
 from accounts.models import ApiKey, User
 from core.db import one_row, quoted_column, quoted_table
 
-from ..errors import BranchNotFound, SessionNotFound, TurnNotFound
+from ..errors import BranchNotFound, MessageNotFound, SessionNotFound, TurnNotFound
 from ..models import Branch, LedgerEntry, Message, Session, Turn
 from ..models.session import DEFAULT_SESSION_NAME
 from ..search import SnippetPart, search_history_page, search_sessions, snippet
@@ -308,6 +308,21 @@ def message_for_user(
     if role is not None:
         messages = messages.filter(role=role)
     return messages.select_related("branch__session").first()
+
+
+def get_message_for_user(user: AnyUser, pk: object, *, session: Session | None = None) -> Message:
+    """One of the user's messages, on any branch of any of their sessions (of `session`, when
+    given), with its branch and session; MessageNotFound when it is missing or another user's."""
+    key = parse_pk(pk)
+    if key is None:
+        raise MessageNotFound()
+    messages = Message.objects.for_user(user).select_related("branch__session")
+    if session is not None:
+        messages = messages.filter(branch__session=session)
+    try:
+        return messages.get(pk=key)
+    except Message.DoesNotExist:
+        raise MessageNotFound() from None
 
 
 def message_place(user: AnyUser, session: Session, pk: object) -> tuple[int, int] | None:

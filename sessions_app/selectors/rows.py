@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import JSONField
 from django.db.models.base import ModelState
 
+from ..feedback import Feedback
 from ..models import Message
 
 # The columns a history row is read with, in the model's own order, and how each value comes
@@ -94,6 +95,7 @@ class HistoryRow(TypedDict):
     effect: str | None  # a tool message's (none, workspace, external); None for other roles
     metadata: Any
     created_at: datetime
+    feedback: Feedback | None  # an assistant message's rating (sessions_app.feedback), or None
 
 
 ROW_FIELDS = (

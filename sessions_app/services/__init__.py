@@ -12,6 +12,7 @@ from .branches import (
     branch_rename,
     branch_set_state,
 )
+from .feedback import message_feedback_clear, message_feedback_set
 from .locks import lock_session, lock_session_touched
 from .messages import message_append, message_append_locked, summary_store
 from .sessions import (
@@ -38,6 +39,8 @@ __all__ = [
     "lock_session_touched",
     "message_append",
     "message_append_locked",
+    "message_feedback_clear",
+    "message_feedback_set",
     "session_archive_if_idle",
     "session_create",
     "session_delete",

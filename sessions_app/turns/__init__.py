@@ -45,7 +45,14 @@ from .recovery import (
     turns_cancelled,
     turns_heartbeat,
 )
-from .start import continued_reply, turn_claim, turn_continue, turn_retry, turn_start
+from .start import (
+    continued_reply,
+    turn_claim,
+    turn_continue,
+    turn_model_of,
+    turn_retry,
+    turn_start,
+)
 from .stopped import stopped_calls, stopped_line, turn_keep_stopped
 from .texts import (
     CUT_NOTE,
@@ -86,6 +93,7 @@ __all__ = [
     "turn_finish",
     "turn_heartbeat",
     "turn_keep_stopped",
+    "turn_model_of",
     "turn_recover_stale",
     "turn_retry",
     "turn_start",

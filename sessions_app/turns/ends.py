@@ -17,6 +17,7 @@ from ..models import Turn
 from ..reply_stream import stream_snapshot
 from .attempts import end_dropping_writes, end_keeping_writes, owned
 from .paused import paused_new_messages, without_pause
+from .start import turn_model_of
 from .stopped import turn_keep_stopped
 from .texts import bounded
 
@@ -165,6 +166,9 @@ def _model_label(turn: Turn) -> str:
     if is_demo():
         return DEMO_MODEL_ID
     session_settings = turn.session.settings if turn.session_id else {}
+    asked = turn_model_of(turn)  # a reply regenerated with another model
+    if asked:
+        session_settings = {**session_settings, "model": asked}
     try:
         return chosen_model(session_settings) or settings.AGENT_MODEL
     except InvalidInput:

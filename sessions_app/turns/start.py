@@ -49,11 +49,14 @@ def turn_start(
     branch: Branch | None = None,
     idempotency_key: str = "",
     request_fingerprint: str = "",
+    model: str | None = None,
 ) -> Turn:
     """Queue a turn on the session's current branch (or on `branch`) and store the user's
-    message. Empty or oversized messages are refused before anything is written. With an
-    idempotency key, `request_fingerprint` (a digest of the request that carried it) is kept
-    with the turn, so a later request with the same key can be told apart (agents.services).
+    message. Empty or oversized messages are refused before anything is written. `model`
+    (already checked: core.model_choice.turn_model) answers this turn instead of the session's
+    model (`metadata.turn_model`, agents.worker). With an idempotency key,
+    `request_fingerprint` (a digest of the request that carried it) is kept with the turn, so
+    a later request with the same key can be told apart (agents.services).
     A message sent in an archived session brings it back (announced like any unarchiving).
     The session's lock is scoped to `session.owner_id`: a session that is not (or no longer)
     theirs is SessionNotFound, so `session` may be an unread reference
@@ -102,6 +105,7 @@ def turn_start(
                     "user_message_id": stored.pk,
                     **_origin(),
                     **({"request_fingerprint": request_fingerprint} if idempotency_key else {}),
+                    **({TURN_MODEL_KEY: model} if model else {}),
                 },
                 idempotency_key=idempotency_key,
             )
@@ -174,15 +178,31 @@ def turn_retry(*, turn: Turn) -> Turn:
             else None
         )
         position = turn.user_message_position
+        model = turn_model_of(turn)  # a reply regenerated with another model: that one again
         if branch is None or position is None or branch.message_count != position + 1:
-            return turn_start(session=turn.session, message=turn.message)
+            return turn_start(session=turn.session, message=turn.message, model=model)
         return Turn.objects.create(
             session_id=turn.session_id,
             branch=branch,
             user_message_id=turn.user_message_id,
             user_message_position=position,
-            metadata={"retry_of": turn.pk, **_origin()},
+            metadata={
+                "retry_of": turn.pk,
+                **_origin(),
+                **({TURN_MODEL_KEY: model} if model else {}),
+            },
         )
+
+
+# In a turn's metadata: the model that answers it, when it is not the session's.
+TURN_MODEL_KEY = "turn_model"
+
+
+def turn_model_of(turn: Turn) -> str | None:
+    """The model asked for this turn only (a reply regenerated with another model), or None:
+    the session's."""
+    value = turn.metadata.get(TURN_MODEL_KEY) if isinstance(turn.metadata, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 # What a claim reads with the turn, for the worker that builds its agent from them (no second read:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.contrib import admin
@@ -13,8 +13,11 @@ from django.utils.text import Truncator
 
 from core.errors import InvalidInput
 from core.model_choice import is_demo
+from sessions_app.feedback import RATINGS, Feedback, feedback_of
 from sessions_app.models import (
     Message,
+    MessageQuerySet,
+    RatedMessage,
     Summary,
     Turn,
 )
@@ -23,12 +26,15 @@ from web.admin.support import (
     ConversationAdmin,
     OwnerFilter,
     ReadOnlyAdmin,
+    admin_link,
 )
 
 if TYPE_CHECKING:
     from accounts.models import User
 
 PREVIEW_CHARS = 80
+NOTE_PREVIEW_CHARS = 120
+MODEL_CHOICES = 50  # the model filter's choices, at most
 
 
 class MessageOwnerFilter(OwnerFilter):
@@ -143,3 +149,111 @@ class SummaryAdmin(ConversationAdmin, ReadOnlyAdmin):
         "created_at",
         "metadata",
     )
+
+
+class RatingFilter(admin.SimpleListFilter):
+    title = "rating"
+    parameter_name = "rating"
+
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
+        return [("up", "thumbs up"), ("down", "thumbs down")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value in RATINGS:
+            return queryset.filter(metadata__feedback__rating=value)
+        return queryset
+
+
+class ReplyModelFilter(admin.SimpleListFilter):
+    """The model that wrote the reply (its `metadata.model`), among those of rated replies."""
+
+    title = "model"
+    parameter_name = "model"
+
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
+        found = (
+            RatedMessage.objects.rated()
+            .order_by()
+            .values_list("metadata__model", flat=True)
+            .distinct()[:MODEL_CHOICES]
+        )
+        return [(str(name), str(name)) for name in sorted(n for n in found if n)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(metadata__model=value) if value else queryset
+
+
+class RatedMessageOwnerFilter(OwnerFilter):
+    owner_path = "branch__session__owner"
+
+
+@admin.register(RatedMessage)
+class RatedMessageAdmin(ConversationAdmin, ReadOnlyAdmin):
+    """The replies their owners rated, thumbs up or down, with the note, the model that wrote
+    the reply, its owner and session: filtered by rating and by model (how each model fares)."""
+
+    list_display = (
+        "id",
+        "rating",
+        "note",
+        "reply_model",
+        "owner",
+        "session",
+        "content_preview",
+        "created_at",
+    )
+    list_select_related = ("branch", "branch__session", "branch__session__owner")
+    list_filter = (RatingFilter, ReplyModelFilter, RatedMessageOwnerFilter)
+    show_full_result_count = False
+    ordering = ("-id",)
+    fields = readonly_fields = (
+        "id",
+        "rating",
+        "note",
+        "reply_model",
+        "owner",
+        "session",
+        "branch",
+        "position",
+        "content",
+        "created_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # The proxy's manager is Message's: its querysets are MessageQuerySets.
+        return cast("MessageQuerySet", super().get_queryset(request)).rated()
+
+    def _feedback(self, obj: Message) -> Feedback | None:
+        return feedback_of(obj.metadata, obj.role)
+
+    @admin.display(description="rating")
+    def rating(self, obj: Message) -> str:
+        fb = self._feedback(obj)
+        return {"up": "👍 up", "down": "👎 down"}.get(fb["rating"], "") if fb else ""
+
+    @admin.display(description="note")
+    def note(self, obj: Message) -> str:
+        fb = self._feedback(obj)
+        return Truncator(fb["note"]).chars(NOTE_PREVIEW_CHARS) if fb else ""
+
+    @admin.display(description="model")
+    def reply_model(self, obj: Message) -> str:
+        return str(obj.metadata.get("model", "")) if isinstance(obj.metadata, dict) else ""
+
+    @admin.display(description="user")
+    def owner(self, obj: Message) -> User:
+        return obj.branch.session.owner
+
+    @admin.display(description="session")
+    def session(self, obj: Message) -> str:
+        return admin_link(obj.branch.session)
+
+    @admin.display(description="reply")
+    def content_preview(self, obj: Message) -> str:
+        return Truncator(obj.content).chars(PREVIEW_CHARS)

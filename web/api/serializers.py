@@ -12,6 +12,7 @@ from rest_framework import serializers
 from core.api import JSONObjectField, StrictBooleanField, StrictSerializer, TextField
 from core.validation import JSONObject
 from sessions_app.approvals import may_have_run_note
+from sessions_app.feedback import NOTE_MAX_CHARS, RATINGS, Feedback, feedback_of
 from sessions_app.labels import branch_label
 from sessions_app.models import Branch, Effect, LedgerEntry, Session, Turn
 
@@ -86,6 +87,22 @@ class BranchOut(serializers.Serializer[Branch]):
         return branch_label(branch)
 
 
+class FeedbackOut(serializers.Serializer[Any]):
+    rating = serializers.ChoiceField(choices=RATINGS)
+    note = serializers.CharField(help_text='The note given with the rating ("" for none).')
+
+
+class FeedbackIn(StrictSerializer):
+    rating = serializers.ChoiceField(choices=RATINGS, help_text='"up" or "down".')
+    note = TextField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        trim_whitespace=False,
+        help_text=f"Optional, at most {NOTE_MAX_CHARS:,} characters; replaces any earlier note.",
+    )
+
+
 class MessageOut(serializers.Serializer[Any]):  # a Message, or its row's values
     id = serializers.IntegerField()
     position = serializers.IntegerField()
@@ -104,11 +121,21 @@ class MessageOut(serializers.Serializer[Any]):  # a Message, or its row's values
     )
     metadata = serializers.JSONField()
     created_at = serializers.DateTimeField()
+    feedback = serializers.SerializerMethodField(
+        help_text="An assistant message's rating by its owner (POST /messages/{id}/feedback/), "
+        "or null."
+    )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         data: dict[str, Any] = super().to_representation(instance)
         data["effect"] = data.get("effect") or None  # a Message's "" (not a tool message)
         return data
+
+    @extend_schema_field(FeedbackOut(allow_null=True))
+    def get_feedback(self, instance: Any) -> Feedback | None:
+        if isinstance(instance, Mapping):
+            return feedback_of(instance.get("metadata"), str(instance.get("role")))
+        return feedback_of(instance.metadata, instance.role)
 
 
 class LedgerEntryOut(serializers.Serializer[LedgerEntry]):

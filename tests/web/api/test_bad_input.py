@@ -72,6 +72,7 @@ def objects(alice, session, branch):
         "turns": turn.pk,
         "memories": memory.pk,
         "keys": key.pk,
+        "messages": Message.objects.get(branch=branch, role="assistant").pk,  # "hi"
     }
 
 
