@@ -7,14 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.selectors import checkpoint_place
-from sessions_app.labels import branch_labels
 from sessions_app.models import Branch, Session
 from sessions_app.selectors import (
     branch_lineage,
     current_branch,
     message_place,
     parse_pk,
-    session_branches_with_forks,
 )
 from web.chat_state import PAGE, conversation
 
@@ -25,16 +23,15 @@ if TYPE_CHECKING:
 
 AROUND = PAGE // 2  # messages shown after the one looked for (and PAGE - AROUND before it)
 MESSAGE_GONE = "That message is not in this conversation any more: here is its latest part."
-MESSAGE_ELSEWHERE = "That message is on another branch of this conversation, not on the one shown."
 
 
 def conversation_around(user: AnyUser, session: Session, message: object) -> dict[str, Any]:
     """The conversation with message `message` (an id from a query string) in its place: the
     current branch's history around it (with "Load earlier" and "Load later"), its id as
-    `target`. A message that is not in the branch's history gives the latest page with a
-    `target_notice`: another branch's (its id as `elsewhere`, for a button that switches there),
-    or a deleted or another user's one (not told apart). Costs the
-    same wherever the message sits: one lookup by id, the lineage, one range of positions."""
+    `target`. A message of another branch gives that branch's id alone, as `elsewhere_branch`
+    (the page opens that branch read-only there: web.reading); a deleted or another user's one
+    the latest page with a `target_notice` (not told apart). Costs the same wherever the
+    message sits: one lookup by id, the lineage, one range of positions."""
     branch = current_branch(session)
     pk = parse_pk(message)
     found = message_place(user, session, pk)
@@ -42,7 +39,7 @@ def conversation_around(user: AnyUser, session: Session, message: object) -> dic
         return {**conversation(session), "target_notice": MESSAGE_GONE}
     branch_id, position = found
     if position >= dict(branch_lineage(branch)).get(branch_id, 0):
-        return {**conversation(session), "target_notice": MESSAGE_ELSEWHERE, "elsewhere": pk}
+        return {"elsewhere_branch": branch_id}
     return _window_at(session, branch, position, {"target": pk})
 
 
@@ -80,9 +77,9 @@ def conversation_at_checkpoint(
     """The conversation with checkpoint `checkpoint` (an id from a query string) in its place:
     when its marker is in the current branch's history, the history around it (as
     `conversation_around` does for a message), its id as `target_checkpoint`. One on another
-    branch gives the latest page with a notice naming its branch (its id as
-    `checkpoint_elsewhere`, for a button that switches there); a deleted or another user's one
-    the latest page with a notice (not told apart). The same queries wherever it sits."""
+    branch gives that branch's id alone, as `elsewhere_branch` (the page opens that branch
+    read-only there: web.reading); a deleted or another user's one the latest page with a
+    notice (not told apart). The same queries wherever it sits."""
     branch = current_branch(session)
     pk = parse_pk(checkpoint)
     found = checkpoint_place(user, session, pk)
@@ -91,10 +88,5 @@ def conversation_at_checkpoint(
     branch_id, count = found
     upper = dict(branch_lineage(branch)).get(branch_id)
     if upper is None or count > upper:
-        label = branch_labels(session_branches_with_forks(session)).get(branch_id, "another branch")
-        return {
-            **conversation(session),
-            "target_notice": f"That checkpoint is on the branch “{label}”, not on the one shown.",
-            "checkpoint_elsewhere": pk,
-        }
+        return {"elsewhere_branch": branch_id}
     return _window_at(session, branch, count, {"target_checkpoint": pk})

@@ -120,14 +120,16 @@ def test_markers_show_where_checkpoints_sit_and_the_panel_takes_you_there(
         assert previous.evaluate("m => m.nextElementSibling.getAttribute('aria-labelledby')")
         assert violations(page) == [], scheme
 
-    # One on another branch: the page says so and switches there on request.
+    # One on another branch: that branch opens read-only at its marker; "Continue here" makes
+    # it the current branch.
     _open_panel_if_narrow(page, width)
     with page.expect_navigation():
         _panel_item(page, "on the side").get_by_test_id("show-checkpoint").click()
-    expect(page.get_by_test_id("message-notice")).to_contain_text("on the branch")
+    expect(page.get_by_test_id("read-banner")).to_contain_text("You are reading the branch")
+    _shown_and_focused(page, "on the side")
     assert violations(page) == []
     with page.expect_navigation():
-        page.get_by_test_id("checkpoint-on-branch").click()
+        page.get_by_test_id("continue-here").click()
     _shown_and_focused(page, "on the side")
     expect(page.locator("#messages [data-testid=message]").last).to_contain_text("aside")
 

@@ -140,11 +140,21 @@ def test_a_search_hit_opens_its_message_in_place(page, app, app_settings, llm, w
     expect(page.get_by_test_id("load-later")).to_have_count(0)
     expect(page.locator(USER_MESSAGE).filter(has_text="message 598")).to_have_count(1)
 
-    # A message left on another branch: the notice says so and switches there on request.
+    # A message left on another branch: that branch opens read-only at its own address, the
+    # message in its place, nothing switched; "Continue here" makes it the current branch.
     app.manage(app_settings, "shell", "-c", FORK.format(sid=sid))
     page.goto(f"{app.base_url}/chat/{sid}/?message={target}")
-    expect(page.get_by_test_id("message-notice")).to_contain_text("on another branch")
+    assert re.search(rf"/chat/{sid}/branches/\d+/\?message={target}$", page.url), page.url
+    expect(page.get_by_test_id("read-banner")).to_contain_text("You are reading the branch")
+    read = page.locator("#messages .message-target")
+    expect(read).to_contain_text("the zebrafish <b>restoration</b> plan")
+    page.wait_for_function(IN_VIEW)
+    expect(page.get_by_test_id("message-input")).to_have_count(0)
+    expect(page.get_by_test_id("regenerate")).to_have_count(0)
+    expect(page.get_by_test_id("read-later")).to_be_visible()
     assert violations(page) == []
     with page.expect_navigation():
-        page.get_by_test_id("show-on-branch").click()
+        page.get_by_test_id("continue-here").click()
+    assert page.url.endswith(f"/chat/{sid}/?message={target}")
     _assert_target_shown(page)
+    expect(page.get_by_test_id("message-input")).to_be_visible()

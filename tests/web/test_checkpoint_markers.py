@@ -287,19 +287,23 @@ def test_a_checkpoint_among_the_latest_messages_opens_in_the_usual_page(as_alice
     assert _sequence(_conversation(html))[-1] == f"c{marks[300].pk}"
 
 
-def test_a_checkpoint_on_another_branch_says_so_and_offers_to_switch_there(
+def test_a_checkpoint_on_another_branch_opens_that_branch_read_only_at_its_marker(
     as_alice, session, branch
 ):
     say(branch, "a", "b", "c", "d")
     later = _at(branch, 4, "on main")
     fork = branch_fork(branch=branch, position=2)
     say(fork, "other")
-    html = _page(as_alice, session, f"?checkpoint={later.pk}")
-    assert "That checkpoint is on the branch “main”, not on the one shown." in html
-    switch = reverse("chat:checkpoint_branch", args=[later.pk])
-    assert f'action="{switch}"' in html
-    assert "data-target-checkpoint" not in html
-    response = as_alice.post(switch)
+    response = as_alice.get(f"/chat/{session.pk}/?checkpoint={later.pk}")
+    read = reverse("chat:branch_read", args=[session.pk, branch.pk])
+    assert response.status_code == 302
+    assert response["Location"] == f"{read}?checkpoint={later.pk}"
+    html = as_alice.get(response["Location"]).content.decode()
+    assert "You are reading the branch “main” (not the current one)." in html
+    assert f'data-target-checkpoint="{later.pk}"' in html
+    assert current_branch(session).pk == fork.pk
+    switch = reverse("chat:branch_continue", args=[session.pk, branch.pk])
+    response = as_alice.post(switch, {"checkpoint": later.pk})
     assert response.status_code == 302
     assert response["Location"] == f"/chat/{session.pk}/?checkpoint={later.pk}"
     assert current_branch(session).pk == branch.pk

@@ -16,7 +16,7 @@ from sessions_app.models import Message
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork, message_append, session_create
 from tests.conftest import grow, say
-from web.places import MESSAGE_ELSEWHERE, MESSAGE_GONE
+from web.places import MESSAGE_GONE
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -136,20 +136,24 @@ def test_another_users_or_a_missing_message_is_a_notice_and_reveals_nothing(as_a
     assert as_alice.get(f"/chat/{theirs.pk}/?message={bobs.pk}").status_code == 404
 
 
-def test_a_message_of_another_branch_is_a_notice_on_the_branch_shown(as_alice, alice):
+def test_a_message_of_another_branch_opens_that_branch_read_only_in_its_place(as_alice, alice):
     chat = session_create(owner=alice, name="Branches")
     main = chat.branches.get()
     say(main, "first", "one", "abandoned question", "two")
     main.refresh_from_db()
-    branch_fork(branch=main, position=2)
+    fork = branch_fork(branch=main, position=2)
     abandoned = Message.objects.get(content="abandoned question")
-    body = as_alice.get(f"/chat/{chat.pk}/?message={abandoned.pk}").content.decode()
-    assert MESSAGE_ELSEWHERE in body
-    assert "data-target-message" not in body
-    switch = reverse("chat:message_branch", args=[chat.pk, abandoned.pk])
-    assert f'action="{switch}"' in body
-    # "Switch to its branch": that branch is current again, the message shown in its place.
-    response = as_alice.post(switch)
+    response = as_alice.get(f"/chat/{chat.pk}/?message={abandoned.pk}")
+    read = reverse("chat:branch_read", args=[chat.pk, main.pk])
+    assert response.status_code == 302
+    assert response["Location"] == f"{read}?message={abandoned.pk}"
+    body = as_alice.get(response["Location"]).content.decode()
+    assert f'data-target-message="{abandoned.pk}"' in body
+    assert current_branch(chat).pk == fork.pk  # reading it switched nothing
+    # "Continue here": that branch is current again, the message shown in its place.
+    response = as_alice.post(
+        reverse("chat:branch_continue", args=[chat.pk, main.pk]), {"message": abandoned.pk}
+    )
     assert response.status_code == 302
     assert response["Location"] == f"/chat/{chat.pk}/?message={abandoned.pk}"
     assert current_branch(chat).pk == main.pk
