@@ -6,7 +6,9 @@
 //    its targets (htmx:oobErrorNoTarget for every region) and is lost. So an element whose request
 //    is out stays in the page until answered: a live fetch (data-live-fetch) where it is, without
 //    its id, the newer one beside it, and its (older) answer is dropped; any other in a hidden
-//    holder, its answer swapped in as usual.
+//    holder, its answer swapped in as usual. So too when an answer's own swap replaces it (the
+//    sidebar's list fetched again on the socket's news while its Unarchive waits: the answer's
+//    header found no #conv-header).
 // 2. A streamed piece (or a running tool's line, or its output) that arrives once its bubble is
 //    already final has nothing to go to: it is dropped before htmx tries.
 // 3. A refresh's checkpoint list (and its count of rows) was made for the view the page had
@@ -18,6 +20,11 @@
 //    page shows is not swapped in: an action's answer rendered before a change that followed it
 //    (a turn's start, whose refresh came back first) would bring back what that change ended,
 //    a bubble for an attempt that is not the one streaming, and undo it.
+// 5. An out-of-band fragment for a place the server cannot know a page has is marked
+//    data-oob-optional: a session's link (the tab's sidebar may list another page of sessions, a
+//    search or the archived ones), an approval's slot (gone with its turn once the page's refresh
+//    came). When the page has no element of its id, it is left out of the answer or the socket's
+//    message before htmx looks for its target (which would log htmx:oobErrorNoTarget).
 (function () {
   "use strict";
 
@@ -47,6 +54,16 @@
       return;
     }
     answering = elt;
+    // The same as for an out-of-band target (below), for this answer's own target: the sidebar's
+    // list fetched again (a socket's news) while a button of it (Unarchive, Rename) waits.
+    // (The event's own `elt` is the target: the element that asked is the request's.)
+    var asker = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var target = event.detail.target;
+    if (event.detail.shouldSwap && target) {
+      keepWaitingInside(target, function (elt) {
+        return !!asker && (elt === asker || elt.contains(asker) || asker.contains(elt));
+      });
+    }
   });
   document.addEventListener("htmx:afterSwap", function () { answering = null; });
   document.addEventListener("htmx:afterRequest", function (event) {
@@ -87,13 +104,17 @@
       event.detail.target = place;
       return;
     }
+    keepWaitingInside(target, isAnswering);
+  });
+
+  function keepWaitingInside(target, spared) {
     waiting.forEach(function (elt) {
-      if (elt !== target && elt.isConnected && target.contains(elt) && !isAnswering(elt)) {
+      if (elt !== target && elt.isConnected && target.contains(elt) && !spared(elt)) {
         keep(elt);
         holder().appendChild(elt);
       }
     });
-  });
+  }
 
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target;
@@ -106,6 +127,21 @@
       event.detail.shouldSwap = false;
     }
   });
+
+  var OPTIONAL = "data-oob-optional";
+  function withoutAbsent(text) {
+    if (typeof text !== "string" || text.indexOf(OPTIONAL) < 0) return text;
+    var parsed = document.createElement("template");
+    parsed.innerHTML = text;
+    var absent = Array.prototype.filter.call(
+      parsed.content.querySelectorAll("[" + OPTIONAL + "][hx-swap-oob]"),
+      function (elt) { return !elt.id || !document.getElementById(elt.id); }
+    );
+    absent.forEach(function (elt) { elt.remove(); });
+    return absent.length ? parsed.innerHTML : text;
+  }
+  // On every page (base.html's hx-ext): htmx's answers and the ws extension's messages.
+  if (window.htmx) htmx.defineExtension("oob-optional", { transformResponse: withoutAbsent });
 
   var PIECE = /^\s*<div id="(turn-\d+-(?:body|tools|out-[0-9a-f]+))" hx-swap-oob="beforeend">[\s\S]*<\/div>\s*$/;
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
