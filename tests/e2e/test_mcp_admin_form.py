@@ -57,3 +57,31 @@ def test_the_form_shows_the_fields_of_the_chosen_transport(
     expect(page.locator(".messagelist .success")).to_be_visible()
     expect(command).to_be_visible()
     expect(url).to_be_hidden()
+
+
+def test_the_servers_list_shows_every_column_at_1366_px(page, app, app_settings, no_servers_left):
+    rows = ", ".join(
+        f"McpServer(name='local-srv-{i}', per_session=True, "
+        f"url='https://mcp.example.com/a/very/long/path/to/the/server/endpoint/{i}')"
+        for i in range(6)
+    )
+    app.manage(
+        app_settings,
+        "shell",
+        "-c",
+        f"from agents.models import McpServer; McpServer.objects.bulk_create([{rows}])",
+    )
+    page.set_viewport_size({"width": 1366, "height": 800})
+    sign_in_as_staff(page, app, app_settings)
+    page.goto(f"{app.base_url}/admin/agents/mcpserver/")
+    table = page.locator("#result_list")
+    expect(table.locator("th.column-updated_at")).to_be_visible()
+    # No column is pushed past the list's box (where it would scroll out of view).
+    right, room = table.evaluate(
+        "(t) => [t.getBoundingClientRect().right, t.parentElement.getBoundingClientRect().right]"
+    )
+    widths = table.evaluate(
+        "(t) => [...t.querySelectorAll('thead th')]"
+        ".map(th => [th.className, Math.round(th.getBoundingClientRect().width)])"
+    )
+    assert right <= room + 1, str(widths)

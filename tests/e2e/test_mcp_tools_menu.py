@@ -38,9 +38,14 @@ def mcp_server() -> Iterator[FakeMcpServer]:
 
 
 @pytest.fixture(scope="module")
-def tools_app(model_server, mcp_server, tmp_path_factory) -> Iterator[Services]:
+def tools_env(model_server, tmp_path_factory) -> dict[str, str]:
+    return app_env(tmp_path_factory.mktemp("tools-var"), model_server.base_url)
+
+
+@pytest.fixture(scope="module")
+def tools_app(tools_env, mcp_server, tmp_path_factory) -> Iterator[Services]:
     """The app served with one MCP server: chosen per session, each user's own token."""
-    env = app_env(tmp_path_factory.mktemp("tools-var"), model_server.base_url)
+    env = tools_env
     services = Services(tmp_path_factory.mktemp("tools-logs"))
     try:
         services.prepare(env)
@@ -124,3 +129,60 @@ def test_the_tools_menu_turns_a_server_on_and_the_next_turn_uses_it(
     expect(section.get_by_test_id("mcp-credentials-state")).to_have_text("set")
     assert TOKEN not in page.content()
     assert violations(page) == []
+
+
+LONG_NAMES = [f"server-{i:02d}-" + "x" * 28 for i in range(12)]
+
+
+@pytest.fixture
+def many_servers(tools_app, tools_env):
+    """Twelve servers of 40-character names, each chosen per session (so no turn contacts them),
+    removed after the test: the served app is shared by this module's tests."""
+    rows = ", ".join(
+        f"McpServer(name={n!r}, url='http://127.0.0.1:9/mcp', per_session=True)" for n in LONG_NAMES
+    )
+    tools_app.manage(
+        tools_env,
+        "shell",
+        "-c",
+        f"from agents.models import McpServer; McpServer.objects.bulk_create([{rows}])",
+    )
+    yield
+    tools_app.manage(
+        tools_env,
+        "shell",
+        "-c",
+        "from agents.models import McpServer; "
+        "McpServer.objects.filter(name__startswith='server-').delete()",
+    )
+
+
+@pytest.mark.parametrize("size", [(1366, 800), (390, 844)], ids=["1366", "390"])
+def test_a_long_list_of_servers_is_read_whole_in_the_tools_menu(
+    contexts, tools_app, many_servers, size
+):
+    width, height = size
+    page = contexts.new(viewport={"width": width, "height": height}).new_page()
+    sign_up(page, tools_app.base_url)
+    if width < 700:
+        page.get_by_test_id("toggle-sidebar").click()  # the sessions drawer
+    new_session(page)
+    if width < 700:
+        page.get_by_test_id("header-more").click()
+    page.get_by_test_id("open-tools").click()
+    dialog = page.get_by_test_id("session-tools-dialog")
+    expect(dialog).to_be_visible()
+    box = dialog.bounding_box()
+    assert box["y"] >= 0
+    assert box["y"] + box["height"] <= height  # within the screen, scrolling inside
+    for name in LONG_NAMES:
+        server = dialog.locator(f"[data-testid=tools-server][data-server={name}]")
+        server.scroll_into_view_if_needed()
+        label = server.locator("strong")
+        expect(label).to_have_text(name)
+        inside = label.evaluate(
+            """(el) => { const d = el.closest("dialog").getBoundingClientRect();
+                const b = el.getBoundingClientRect();
+                return b.left >= d.left && b.right <= d.right && b.width > 0; }"""
+        )
+        assert inside, name  # not cut at the dialog's edge

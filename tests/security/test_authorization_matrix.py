@@ -51,7 +51,7 @@ from django_celery_beat.models import (
 from accounts.models import ApiKey, SiteSettings, User
 from accounts.services import apikey_create, apikey_revoke
 from agents.models import McpCredential, McpServer
-from checkpoints.models import Checkpoint
+from checkpoints.models import Checkpoint, ImportJob
 from checkpoints.services import checkpoint_create
 from core import events
 from governance.models import AuditRecord as GovernanceRecord
@@ -61,7 +61,13 @@ from memories.services import memory_create
 from ops.models import AuditRecord
 from sessions_app.models import Branch, LedgerEntry, Message, Session, Turn
 from sessions_app.selectors import current_branch
-from sessions_app.services import branch_fork, message_append, session_create, summary_store
+from sessions_app.services import (
+    branch_fork,
+    message_append,
+    message_feedback_set,
+    session_create,
+    summary_store,
+)
 from sessions_app.turns import turn_fail, turn_start
 from sharing.models import ShareLink
 from sharing.services import share_create
@@ -133,6 +139,8 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/": Rule(LOGIN, ("GET",)),
     "/chat/new/": Rule(LOGIN, ("POST",), data={"name": "bob's"}),
     "/chat/import/": Rule(LOGIN, ("POST",)),
+    # An import job's progress (an export of several conversations).
+    "/chat/imports/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "import_job"}),
     "/chat/sessions/": Rule(LOGIN, ("GET",)),
     "/chat/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "session"}),
     "/chat/<int:pk>/rename/": Rule(OWNER, ("GET", "POST"), {"pk": "session"}, {"name": "pwned"}),
@@ -182,6 +190,9 @@ PAGE_RULES: dict[str, Rule] = {
     "/chat/<int:pk>/messages/<int:message_id>/regenerate/": Rule(
         OWNER, ("POST",), {"pk": "session", "message_id": "assistant_message"}
     ),
+    "/chat/<int:pk>/messages/<int:message_id>/feedback/": Rule(
+        OWNER, ("POST",), {"pk": "session", "message_id": "assistant_message"}, {"rating": "up"}
+    ),
     # Alice's reply is not cut off: she is told so (outside htmx, a notice on the chat page).
     "/chat/<int:pk>/messages/<int:message_id>/continue/": Rule(
         OWNER,
@@ -195,6 +206,13 @@ PAGE_RULES: dict[str, Rule] = {
     ),
     "/chat/<int:pk>/messages/<int:message_id>/branch/": Rule(
         OWNER, ("POST",), {"pk": "session", "message_id": "user_message"}
+    ),
+    # Another branch read in place (`branch` is not current), and its "Continue here".
+    "/chat/<int:pk>/branches/<int:branch_id>/": Rule(
+        OWNER, ("GET",), {"pk": "session", "branch_id": "branch"}
+    ),
+    "/chat/<int:pk>/branches/<int:branch_id>/continue/": Rule(
+        OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}, answers=(302,)
     ),
     "/chat/<int:pk>/branches/<int:branch_id>/activate/": Rule(
         OWNER, ("POST",), {"pk": "session", "branch_id": "branch"}
@@ -274,6 +292,7 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/docs/": Rule(PUBLIC, ("GET",)),
     "/api/v1/sessions/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's"}),
     "/api/v1/sessions/import/": Rule(LOGIN, ("POST",), data={"format": "nope"}),
+    "/api/v1/imports/<int:pk>/": Rule(OWNER, ("GET",), {"pk": "import_job"}),
     "/api/v1/keys/": Rule(LOGIN, ("GET", "POST"), data={"name": "bob's key"}),
     # Alice's session has this very key: bob's post makes and talks to a session of his own.
     "/api/v1/chat/": Rule(LOGIN, ("POST",), data={"session_key": ALICES_KEY, "message": "pwned"}),
@@ -298,6 +317,9 @@ API_RULES: dict[str, Rule] = {
         {"name": "pwned", "archived": True, "pinned": True, "metadata": {"pwned": 1}},
     ),
     "/api/v1/sessions/<int:pk>/messages/": Rule(OWNER, ("GET",), {"pk": "session"}),
+    "/api/v1/messages/<int:pk>/feedback/": Rule(
+        OWNER, ("POST",), {"pk": "assistant_message"}, {"rating": "up", "note": "pwned"}
+    ),
     "/api/v1/sessions/<int:pk>/turns/": Rule(
         OWNER, ("POST",), {"pk": "session"}, {"message": "pwned"}
     ),
@@ -399,6 +421,7 @@ ADMIN_OBJECTS = {
     "sessions_app.Session": "session",
     "sessions_app.Branch": "branch",
     "sessions_app.Message": "user_message",
+    "sessions_app.RatedMessage": "assistant_message",  # rated in her world
     "sessions_app.Turn": "turn",
     "sessions_app.Summary": "summary",
     "sessions_app.LedgerEntry": "ledger_entry",
@@ -426,6 +449,8 @@ ADMIN_CLOSED = {
     "/admin/sessions_app/branch/<path:object_id>/delete/",
     "/admin/sessions_app/message/add/",
     "/admin/sessions_app/message/<path:object_id>/delete/",
+    "/admin/sessions_app/ratedmessage/add/",
+    "/admin/sessions_app/ratedmessage/<path:object_id>/delete/",
     "/admin/sessions_app/turn/add/",
     "/admin/sessions_app/turn/<path:object_id>/delete/",
     "/admin/sessions_app/summary/add/",
@@ -544,6 +569,8 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     first = Branch.objects.get(session=session, is_current=True)
     question = message_append(branch=first, role="user", content=f"{SECRET} question")
     answer = message_append(branch=first, role="assistant", content=f"{SECRET} answer")
+    # Rated, with a note (sessions_app.feedback): the admin's rated replies list it.
+    message_feedback_set(message=answer, rating="down", note=f"{SECRET} note")
     checkpoint = checkpoint_create(branch=first, name=f"{SECRET} cp", description=SECRET)
     turn = turn_start(session=session, message=f"{SECRET} again")
     turn_fail(turn=turn, error=f"{SECRET} failure")
@@ -605,6 +632,16 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "file": "notes/alice.md",
         "image_file": "notes/alice.png",
         "share": share.pk,
+        "import_job": ImportJob.objects.create(
+            owner=alice,
+            source="chatgpt",
+            filename=f"{SECRET}.json",
+            total=2,
+            done=2,
+            status=ImportJob.Status.DONE,
+            sessions=[session.pk],
+            failures=[{"index": 1, "title": SECRET, "error": SECRET}],
+        ).pk,
         "telegram_chat": TelegramChat.objects.create(
             chat_id=12345, user=alice, title=f"{SECRET} chat"
         ).pk,
@@ -939,7 +976,7 @@ def test_a_branch_named_in_the_query_is_alices_only_to_alice(route, world, bob, 
 
 
 def test_some_routes_take_a_session_and_another_object():
-    assert len(MIXED) == 17, MIXED
+    assert len(MIXED) == 20, MIXED
 
 
 # --- Every WebSocket route ----------------------------------------------------------------------

@@ -16,8 +16,10 @@ from web.api import checkpoints as checkpoints_api
 from web.api import compare as compare_api
 from web.api import effects as effects_api
 from web.api import files as files_api
+from web.api import imports as imports_api
 from web.api import mcp as mcp_api
 from web.api import memories as memories_api
+from web.api import messages as messages_api
 from web.api import sessions as sessions_api
 from web.api import shares as shares_api
 from web.api import telegram as telegram_api
@@ -43,6 +45,7 @@ def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResp
 urlpatterns = [
     path("sessions/", sessions_api.SessionList.as_view(), name="sessions"),
     path("sessions/import/", sessions_api.SessionImport.as_view(), name="session-import"),
+    path("imports/<int:pk>/", imports_api.ImportJobDetail.as_view(), name="import"),
     path("sessions/<int:pk>/", sessions_api.SessionDetail.as_view(), name="session"),
     path("sessions/<int:pk>/messages/", sessions_api.SessionMessages.as_view(), name="messages"),
     path("sessions/<int:pk>/turns/", turns_api.SessionTurns.as_view(), name="turns"),
@@ -57,6 +60,11 @@ urlpatterns = [
     path("sessions/<int:pk>/files/<path:path>", files_api.SessionFile.as_view(), name="file"),
     path("sessions/<int:pk>/diff/", compare_api.SessionDiffView.as_view(), name="diff"),
     path("sessions/<int:pk>/export/", sessions_api.SessionExport.as_view(), name="export"),
+    path(
+        "messages/<int:pk>/feedback/",
+        messages_api.MessageFeedback.as_view(),
+        name="message-feedback",
+    ),
     path("turns/<int:pk>/", turns_api.TurnDetail.as_view(), name="turn"),
     path("turns/<int:pk>/cancel/", turns_api.TurnCancel.as_view(), name="turn-cancel"),
     path("turns/<int:pk>/approve/", approvals_api.TurnApprove.as_view(), name="turn-approve"),

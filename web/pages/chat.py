@@ -5,6 +5,7 @@ branch). Thin: parse, call a service, answer with the page's new state (web.page
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
@@ -52,17 +53,18 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     marked = request.GET.get("checkpoint")  # the panel's "Show in conversation"
     state_at = pages.state_stamp()
     if target is not None:
-        shown = {
-            **places.conversation_around(request.user, session, target),
-            **pages.panel(session),
-        }
+        shown = places.conversation_around(request.user, session, target)
     elif marked is not None:
-        shown = {
-            **places.conversation_at_checkpoint(request.user, session, marked),
-            **pages.panel(session),
-        }
+        shown = places.conversation_at_checkpoint(request.user, session, marked)
     else:
         shown = pages.page_state(session)
+    if "elsewhere_branch" in shown:  # on another branch: read there, nothing switched
+        name, raw = ("message", target) if target is not None else ("checkpoint", marked)
+        point = urlencode({name: parse_pk(raw)})
+        read = reverse("chat:branch_read", args=[session.pk, shown["elsewhere_branch"]])
+        return redirect(f"{read}?{point}")
+    if target is not None or marked is not None:
+        shown = {**shown, **pages.panel(session)}
     context = {
         **sidebar(request, current=session),
         **shown,
@@ -195,8 +197,9 @@ def edit(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
 @domain_errors
 @answers_with_new_state
 def regenerate(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse:
+    """Regenerate, or "Regenerate with…" a model (`model`: that model answers this turn only)."""
     session = get_session_for_user(request.user, pk)
-    turn_regenerate(session=session, message_id=message_id)
+    turn_regenerate(session=session, message_id=message_id, model=request.POST.get("model"))
     return refresh(request, session)
 
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 from django.urls import path
 
 from web.pages import approvals as approval_views
+from web.pages import branch_read as read_views
 from web.pages import chat as views
 from web.pages import checkpoints as checkpoint_views
 from web.pages import compare as compare_views
+from web.pages import feedback as feedback_views
 from web.pages import files as file_views
 from web.pages import governance as governance_views
 from web.pages import mcp as mcp_views
@@ -19,6 +21,7 @@ urlpatterns = [
     path("", list_views.home, name="home"),
     path("new/", list_views.session_new, name="new"),
     path("import/", list_views.import_session, name="import"),
+    path("imports/<int:pk>/", list_views.import_job, name="import_job"),
     path("sessions/", list_views.session_list, name="session_list"),
     path("<int:pk>/", views.session_page, name="session"),
     path("<int:pk>/rename/", list_views.session_rename, name="rename"),
@@ -47,11 +50,22 @@ urlpatterns = [
     path("<int:pk>/messages/<int:message_id>/resend/", views.edit, name="edit"),
     path("<int:pk>/messages/<int:message_id>/regenerate/", views.regenerate, name="regenerate"),
     path("<int:pk>/messages/<int:message_id>/continue/", views.continue_reply, name="continue"),
+    path(
+        "<int:pk>/messages/<int:message_id>/feedback/",
+        feedback_views.feedback,
+        name="feedback",
+    ),
     path("<int:pk>/messages/<int:message_id>/branch/", views.message_branch, name="message_branch"),
     path(
         "<int:pk>/messages/<int:message_id>/images/<int:index>/",
         tool_image_views.tool_image,
         name="tool_image",
+    ),
+    path("<int:pk>/branches/<int:branch_id>/", read_views.branch_read, name="branch_read"),
+    path(
+        "<int:pk>/branches/<int:branch_id>/continue/",
+        read_views.branch_continue,
+        name="branch_continue",
     ),
     path("<int:pk>/branches/<int:branch_id>/activate/", views.activate, name="activate"),
     path(

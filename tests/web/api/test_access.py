@@ -9,6 +9,7 @@ from django.urls import URLPattern
 
 from accounts.services import apikey_create
 from agents.models import McpServer
+from checkpoints.models import ImportJob
 from checkpoints.services import checkpoint_create
 from memories.services import memory_create
 from sessions_app.models import Message, Turn
@@ -84,6 +85,8 @@ def alices_objects(alice, session, branch):
         "branch-share": branch.pk,
         "share": share.pk,
         "mcp-credentials": server.name,
+        "import": ImportJob.objects.create(owner=alice, source="chatgpt", total=2).pk,
+        "message-feedback": Message.objects.filter(branch=branch, role="assistant").get().pk,
     }
 
 
