@@ -257,6 +257,24 @@ def new_session(page) -> int:
     return session_id(page)
 
 
+def keep_session(page, session: int) -> None:
+    """Give a session metadata of its own (through the API), so that the next "New session"
+    makes another instead of opening this blank one again."""
+    status = page.evaluate(
+        """async (id) => {
+            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
+            const answer = await fetch(`/api/v1/sessions/${id}/`, {
+                method: "PATCH",
+                headers: {"Content-Type": "application/json", "X-CSRFToken": token},
+                body: JSON.stringify({metadata: {"made_by": "test"}}),
+            });
+            return answer.status;
+        }""",
+        session,
+    )
+    assert status == 200
+
+
 def counts(page) -> dict[str, int]:
     return page.evaluate(
         """([assistants, users]) => ({

@@ -16,6 +16,7 @@ from .conftest import (
     checkpoint,
     conversation,
     current_branch_id,
+    keep_session,
     last_reply,
     message_texts,
     new_session,
@@ -312,7 +313,7 @@ def test_another_users_session_is_not_found(page, app, contexts, llm):
 
 
 def test_rename_and_delete_a_session_from_the_sidebar(page, app):
-    start(page, app)
+    keep_session(page, start(page, app))  # so that New session makes a second one
     page.get_by_test_id("new-session").click()
     page.wait_for_load_state()
     active = page.locator("[data-testid=session].active")

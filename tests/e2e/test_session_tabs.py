@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_session, send_message, sign_up, wait_turn_done, wait_ws_open
+from .conftest import (
+    keep_session,
+    new_session,
+    send_message,
+    sign_up,
+    wait_turn_done,
+    wait_ws_open,
+)
 from .test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
@@ -37,19 +44,7 @@ def make_session(page) -> int:
     opening this blank one again."""
     open_sidebar(page)
     session_id = new_session(page)
-    status = page.evaluate(
-        """async (id) => {
-            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
-            const answer = await fetch(`/api/v1/sessions/${id}/`, {
-                method: "PATCH",
-                headers: {"Content-Type": "application/json", "X-CSRFToken": token},
-                body: JSON.stringify({metadata: {"made_by": "test"}}),
-            });
-            return answer.status;
-        }""",
-        session_id,
-    )
-    assert status == 200
+    keep_session(page, session_id)
     return session_id
 
 
