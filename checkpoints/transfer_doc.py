@@ -119,19 +119,25 @@ def _describe(error: ValidationError, data: dict[str, Any]) -> str:
     return f"Not a Rollback session export: {where}: {first['msg']}{tail}."
 
 
-def parse_export(raw: bytes | str) -> ExportDoc:
-    """Check a document completely, without touching the database."""
+def read_document(raw: bytes | str) -> Any:
+    """An imported document's JSON, within ROLLBACK_IMPORT_MAX_BYTES (ImportTooLarge), or
+    ImportRejected saying why it cannot be read: Rollback's own export and other apps' alike
+    (checkpoints.foreign)."""
     limit = settings.ROLLBACK_IMPORT_MAX_BYTES
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > limit:
         raise ImportTooLarge(f"The document is {size} bytes; the limit is {limit} bytes.")
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
+        return json.loads(raw, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ImportRejected(f"The document is not valid JSON: {exc}.") from None
     except RecursionError:
         raise _too_deep() from None
-    return validate_export(data)
+
+
+def parse_export(raw: bytes | str) -> ExportDoc:
+    """Check a document completely, without touching the database."""
+    return validate_export(read_document(raw))
 
 
 def _no_constant(name: str) -> Any:

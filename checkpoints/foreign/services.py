@@ -23,10 +23,10 @@ from django.utils import timezone
 
 from checkpoints.models import ImportJob
 from checkpoints.transfer import session_import_document
-from checkpoints.transfer_doc import validate_export
+from checkpoints.transfer_doc import read_document, validate_export
 from core import events
 from core.errors import DomainError, InvalidInput
-from core.validation import DOCUMENT_MAX_DEPTH, NAME_MAX_LENGTH, clean_name, storable_text
+from core.validation import NAME_MAX_LENGTH, clean_name, storable_text
 from sessions_app.errors import ImportRejected, ImportTooLarge
 from sessions_app.models import Branch, Message, Session
 from sessions_app.services import session_quota_check
@@ -54,34 +54,13 @@ class Imported:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _parse(raw: bytes | str) -> Any:
-    limit = settings.ROLLBACK_IMPORT_MAX_BYTES
-    size = len(raw.encode() if isinstance(raw, str) else raw)
-    if size > limit:
-        raise ImportTooLarge(f"The document is {size} bytes; the limit is {limit} bytes.")
-    try:
-        return json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ImportRejected(f"The document is not valid JSON: {exc}.") from None
-    except RecursionError:
-        # The same words as Rollback's own export's check (checkpoints.transfer_doc).
-        raise ImportRejected(
-            f"The document is nested more than {DOCUMENT_MAX_DEPTH} levels deep; an export "
-            "never is."
-        ) from None
-
-
 def history_import(*, owner: User, raw: bytes | str, filename: str = "") -> Imported | ImportJob:
     """Import `raw` for `owner`: Rollback's own export or one conversation of another app as a
     session now (Imported); an export of several conversations as a queued job (start it once the
     transaction has committed: the task `checkpoints.run_import`). A document that cannot be
     read, is of no known shape, or is over a bound raises ImportRejected (ImportTooLarge) and
     nothing is written."""
-    data = _parse(raw)
+    data = read_document(raw)
     doc = foreign_doc(data)
     if doc is None:
         if isinstance(data, dict):  # Rollback's own export: its checks say what is wrong
