@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from tests.fakes.chat_server import Reply
 
 from .conftest import FINISHED_ASSISTANT, chat, current_branch_id, new_session, sign_up
+from .test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
 
@@ -83,3 +84,48 @@ def test_a_branch_is_named_in_place_from_the_tree(page, app, llm):
     expect(page.get_by_test_id("current-branch")).to_contain_text("the plan")
     expect(node.get_by_test_id("branch-label")).to_have_text("the plan")
     expect(node.get_by_test_id("branch-rename-error")).to_have_count(0)
+
+
+LOOKS = [(1366, "light"), (1366, "dark"), (390, "light"), (390, "dark")]
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS, ids=[f"{w}-{s}" for w, s in LOOKS])
+def test_an_edits_versions_sit_on_the_question_and_a_regenerations_on_the_reply(
+    contexts, app, llm, width, scheme
+):
+    page = contexts.new(viewport={"width": width, "height": 844}).new_page()
+    page.emulate_media(color_scheme=scheme)
+    sign_up(page, app.base_url)
+    if width < 700:
+        page.get_by_test_id("toggle-sidebar").click()  # the sessions drawer
+    new_session(page)
+    llm.queue(Reply("first answer"))
+    chat(page, "original question")
+    user = page.locator("#messages [data-testid=message][data-role=user]")
+    assistant = page.locator(FINISHED_ASSISTANT)
+
+    user.first.hover()
+    page.get_by_test_id("edit-message").first.click()
+    page.get_by_test_id("edit-input").fill("edited question")
+    llm.queue(Reply("answer to the edit"))
+    page.get_by_test_id("edit-send").click()
+    expect(assistant.locator(".body").last).to_have_text("answer to the edit")
+
+    assistant.last.hover()
+    llm.queue(Reply("another answer to the edit"))
+    assistant.last.get_by_test_id("regenerate").click()
+    expect(assistant.locator(".body").last).to_have_text("another answer to the edit")
+
+    # The question: its two edits; the reply: the edit's two answers (not "3/3" on the question).
+    question = user.first.get_by_test_id("versions")
+    expect(question.get_by_test_id("version-index")).to_have_text("2/2")
+    answer = assistant.last.get_by_test_id("versions")
+    expect(answer.get_by_test_id("version-index")).to_have_text("2/2")
+    answer.get_by_test_id("version-previous").click()
+    expect(assistant.locator(".body").last).to_have_text("answer to the edit")
+    expect(user.first.locator(".body")).to_have_text("edited question")
+    expect(question.get_by_test_id("version-index")).to_have_text("2/2")
+    question.get_by_test_id("version-previous").click()
+    expect(user.first.locator(".body")).to_have_text("original question")
+    expect(assistant.locator(".body").last).to_have_text("first answer")
+    assert violations(page) == []

@@ -95,6 +95,8 @@ def test_profile_picker_and_dialog_at_both_sizes_in_both_themes(contexts, models
             first.emulate_media(color_scheme=scheme)
             first.reload()
             wait_ws_open(first)
+            if width < 700:
+                first.get_by_test_id("header-more").click()  # a phone's header details
             expect(first.get_by_test_id("model-picker")).to_be_visible()
             within_width(first, "model-picker")
             within_width(first, "open-instructions")
@@ -112,7 +114,11 @@ def test_profile_picker_and_dialog_at_both_sizes_in_both_themes(contexts, models
             first.goto(f"{base}/chat/{session}/")
             wait_ws_open(first)
 
-    # A model chosen in one tab shows in the other, and answers the next turn.
+    # A model chosen in one tab shows in the other, and answers the next turn (on a wide
+    # screen, where the header shows the picker in line).
+    first.set_viewport_size({"width": 1366, "height": 900})
+    first.reload()
+    wait_ws_open(first)
     picker = first.get_by_test_id("model-picker")
     expect(picker).to_have_value("fake-model")
     expect(picker.locator("option")).to_have_text(["fake-model", "fake-large", "fake-small"])

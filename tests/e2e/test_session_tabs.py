@@ -117,7 +117,9 @@ def test_tabs_stay_true_to_each_other(contexts, app, llm, width, scheme):
     expect(two.get_by_test_id("archived-badge")).to_have_count(0)
     expect(entry(one, first)).to_have_count(1)
 
-    # Export as Markdown: a .md download of the current branch.
+    # Export as Markdown: a .md download of the current branch (behind "⋯" on a phone).
+    if width < 700:
+        two.get_by_test_id("header-more").click()
     with two.expect_download() as download:
         two.get_by_test_id("export-markdown").click()
     assert download.value.suggested_filename == f"rollback-Trip-to-Lisbon-{first}.md"
