@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import transaction
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -19,12 +18,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import User
-from agents.dispatch import enqueue
-from agents.summaries import session_summaries_schedule
+from agents.history_imports import history_import_started
 from checkpoints.foreign.selectors import get_import_job_for_user
-from checkpoints.foreign.services import history_import
 from checkpoints.models import ImportJob
-from checkpoints.tasks import IMPORT_TASK
 from checkpoints.transfer import session_export
 from checkpoints.transfer_markdown import EXPORT_FORMATS, export_format, markdown_response
 from core.api import paginate, paginate_range
@@ -255,16 +251,13 @@ class SessionImport(APIView):
             length = 0
         if length > limit:
             raise ImportTooLarge(f"The document is {length} bytes; the limit is {limit} bytes.")
-        imported = history_import(owner=request_user(request), raw=request.body)
+        imported = history_import_started(owner=request_user(request), raw=request.body)
         if isinstance(imported, ImportJob):
-            job_id = imported.pk
-            transaction.on_commit(lambda: enqueue(IMPORT_TASK, job_id))
-            job = get_import_job_for_user(request.user, job_id)
+            job = get_import_job_for_user(request.user, imported.pk)
             return Response(
                 import_job_out(job),
                 status=status.HTTP_202_ACCEPTED,
-                headers={"Location": reverse("api:import", args=[job_id])},
+                headers={"Location": reverse("api:import", args=[job.pk])},
             )
-        session_summaries_schedule(session=imported.session)
         body = {**_session_out(request.user, imported.session.pk), "skipped": imported.skipped}
         return Response(body, status=status.HTTP_201_CREATED)

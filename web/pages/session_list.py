@@ -13,7 +13,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -22,13 +21,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from accounts.models import User
-from agents.dispatch import enqueue
-from agents.summaries import session_summaries_schedule
+from agents.history_imports import history_import_started
 from checkpoints.foreign.formats import SOURCE_NAMES, skipped_lines
 from checkpoints.foreign.selectors import get_import_job_for_user, import_job_sessions
-from checkpoints.foreign.services import history_import
 from checkpoints.models import ImportJob
-from checkpoints.tasks import IMPORT_TASK
 from checkpoints.transfer import session_export
 from checkpoints.transfer_markdown import export_filename, export_format, markdown_response
 from core.api import non_negative, window
@@ -349,18 +345,15 @@ def import_session(request: HtmxHttpRequest) -> HttpResponse:
         return _import_failed(request, "Choose an exported file (.json) to import.")
     raw = upload.read(settings.ROLLBACK_IMPORT_MAX_BYTES + 1)
     try:
-        imported = history_import(owner=_user(request), raw=raw, filename=upload.name or "")
+        imported = history_import_started(owner=_user(request), raw=raw, filename=upload.name or "")
     except DomainError as exc:  # a broken document, or no room for one more session
         return _import_failed(request, exc.people, HTTP_STATUS.get(exc.code, 400))
     if isinstance(imported, ImportJob):
-        job_id = imported.pk
-        transaction.on_commit(lambda: enqueue(IMPORT_TASK, job_id))
-        job = get_import_job_for_user(request.user, job_id)
+        job = get_import_job_for_user(request.user, imported.pk)
         if request.htmx:
             return render(request, "sessions_app/_import_result.html", _job_context(job))
-        return redirect("chat:import_job", pk=job_id)
+        return redirect("chat:import_job", pk=job.pk)
     session = imported.session
-    session_summaries_schedule(session=session)
     left_out = skipped_lines(imported.skipped)
     note = f" Left out: {', '.join(left_out)}." if left_out else ""
     messages.success(request, f"Imported “{session.session_name}”.{note}")
