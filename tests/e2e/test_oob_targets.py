@@ -4,8 +4,6 @@ approval's answer in one tab leave no `htmx:oobErrorNoTarget` and no console err
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import expect
 
@@ -14,12 +12,11 @@ from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from .conftest import (
     FINISHED_ASSISTANT,
     TURN_TIMEOUT_MS,
-    Services,
-    app_env,
     send_message,
     sign_up,
     wait_ws_open,
 )
+from .test_approval import approval_app  # noqa: F401 - the app with the approval tool
 from .test_session_tabs import entry, make_session
 
 pytestmark = pytest.mark.e2e
@@ -32,24 +29,6 @@ document.addEventListener("htmx:oobErrorNoTarget", function (e) {
   window.__oobErrors.push((content && content.id) || String(content && content.outerHTML));
 });
 """
-
-
-@pytest.fixture(scope="module")
-def approval_app(model_server, tmp_path_factory) -> Iterator[Services]:
-    """The app served with a custom tool that needs approval (AGENT_TOOLS)."""
-    env = app_env(
-        tmp_path_factory.mktemp("oob-var"),
-        model_server.base_url,
-        AGENT_TOOLS="tests.agents.approval_tools.send_email",
-        AGENT_APPROVAL_SECONDS="60",
-    )
-    services = Services(tmp_path_factory.mktemp("oob-logs"))
-    try:
-        services.prepare(env)
-        services.start_daphne(env)
-        yield services
-    finally:
-        services.stop_all()
 
 
 class Watched:
@@ -101,7 +80,11 @@ def settle(*pages) -> None:
     pages[0].wait_for_timeout(1000)
 
 
-def test_changes_in_one_tab_send_no_fragment_another_tab_cannot_place(contexts, approval_app, llm):
+def test_changes_in_one_tab_send_no_fragment_another_tab_cannot_place(
+    contexts,
+    approval_app,  # noqa: F811 - the fixture imported above
+    llm,
+):
     context = contexts.new(viewport={"width": 1366, "height": 800})
     tabs = Watched(context)
     one = context.new_page()
