@@ -10,18 +10,21 @@ is started with an environment of two variables: its own process (PID 1 inside) 
 was started with, which /proc/1/environ shows the command.
 
 Bounds: rlimits (set by util-linux's `prlimit` on bubblewrap, and inherited) on CPU seconds,
-address space, open files, a written file's size and the processes of the uid it runs as; a
-wall-clock deadline; and what it leaves in the folder (bytes and entries), looked at every
-SCAN_SECONDS. Past any of them, or on `stop()`, bubblewrap is killed (SIGKILL to its process
-group): `--die-with-parent` then kills the sandbox's PID 1, and with it every process of the
-namespace, however it detached or whatever signals it ignores. Output: the first `output_bytes`
-of stdout and of stderr are kept, the rest read and counted, so a command that writes without end
-neither blocks nor grows this process. What is kept is also handed, as it comes (at most every
-LIVE_SECONDS, both streams in the order read), to the caller's `on_output`, which shows it live.
+address space, open files and a written file's size; the processes of the run (RLIMIT_NPROC, set by
+`prlimit` inside the sandbox, so the kernel counts it in the run's own user namespace: one run's
+fork bomb never takes the processes of another run, or of anything else of the same uid, which a
+limit set outside would share); a wall-clock deadline; and what it leaves in the folder (bytes and
+entries), looked at every SCAN_SECONDS. Past any of them, or on `stop()`, bubblewrap is killed
+(SIGKILL to its process group): `--die-with-parent` then kills the sandbox's PID 1, and with it
+every process of the namespace, however it detached or whatever signals it ignores. Output: the
+first `output_bytes` of stdout and of stderr are kept, the rest read and counted, so a command that
+writes without end neither blocks nor grows this process. What is kept is also handed, as it comes
+(at most every LIVE_SECONDS, both streams in the order read), to the caller's `on_output`, which
+shows it live.
 
 Run as root (a container's default), bubblewrap is started as uid 65534 (and the folder given to
-it), so the process bound counts the sandboxes' processes only, and nothing runs with root's
-rights outside the namespaces either.
+it), so nothing runs with root's rights outside the namespaces either (root's processes are not
+held to RLIMIT_NPROC at all).
 """
 
 from __future__ import annotations
@@ -163,9 +166,10 @@ def bwrap_argv(
     ):
         argv += ["--setenv", name, value]
     argv += network.bwrap_network_args(proxy)
+    argv += ["--", *_processes_argv(limits)]
     if proxy is not None:
-        return [*argv, "--", *network.wrapped(command)]
-    return [*argv, "--", "/bin/sh", "-c", command]
+        return [*argv, *network.wrapped(command)]
+    return [*argv, "/bin/sh", "-c", command]
 
 
 def launcher_uid() -> int | None:
@@ -174,28 +178,8 @@ def launcher_uid() -> int | None:
     return SANDBOX_UID if os.geteuid() == 0 else None
 
 
-def _tasks_of(uid: int) -> int:
-    """How many tasks (threads) of `uid` run now: RLIMIT_NPROC counts them all, so the run's
-    own bound is added to them. (A process's folder in /proc belongs to its uid: only those
-    of `uid` are read.)"""
-    count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat(follow_symlinks=False).st_uid != uid:
-                continue
-            status = Path(entry.path, "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Threads:"):
-                count += int(line.split()[1])
-                break
-    return count
-
-
-def _prlimit_argv(limits: Limits, uid: int) -> list[str]:
+def _prlimit_argv(limits: Limits) -> list[str]:
+    """The bounds bubblewrap starts with (each process's: nothing shared between runs)."""
     cpu = max(1, int(limits.seconds) + 1)
     return [
         "prlimit",
@@ -203,10 +187,18 @@ def _prlimit_argv(limits: Limits, uid: int) -> list[str]:
         f"--as={limits.memory_bytes}",
         f"--nofile={limits.open_files}",
         f"--fsize={limits.file_bytes}",
-        f"--nproc={_tasks_of(uid) + limits.processes}",
         "--core=0",
         "--",
     ]
+
+
+def _processes_argv(limits: Limits) -> list[str]:
+    """The command's process bound, set inside the sandbox: the kernel counts RLIMIT_NPROC at
+    each user namespace level, against the limit its creator had there, so the run's own
+    namespace counts the run's processes alone, and bubblewrap (with no such limit) lets the
+    levels above count nothing against it. Set outside, the bound would count every process of
+    the uid, and a fork bomb in one run would leave another run unable to start a process."""
+    return ["prlimit", f"--nproc={limits.processes}", "--"]
 
 
 def run(
@@ -222,7 +214,7 @@ def run(
     raises for what the command does; an OSError only if it cannot start."""
     uid = launcher_uid()
     started = time.monotonic()
-    argv = _prlimit_argv(limits, os.geteuid() if uid is None else uid)
+    argv = _prlimit_argv(limits)
     argv += bwrap_argv(folder, command, limits, proxy)
     try:
         process = subprocess.Popen(  # noqa: S603 - our own argument list, no shell

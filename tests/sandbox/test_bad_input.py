@@ -70,10 +70,35 @@ def test_a_fork_bomb_is_held_to_its_processes_and_ends_at_its_timeout(branch):
     assert none_left("30.0417")
 
 
+def test_a_fork_bomb_in_one_session_leaves_another_sessions_run_its_processes(branch, alice):
+    """Runs share their uid: a process bound counted over the uid (set outside the sandbox)
+    let one run's bomb take every process another run was allowed. Each run's bound is its own."""
+    other = current_branch(session_create(owner=alice, name="beside the bomb"))
+    forks = "i=0; while [ $i -lt 60 ]; do (true) || echo refused; i=$((i+1)); sleep 0.05; done"
+    results: dict[str, object] = {}
+    steady = threading.Thread(
+        target=lambda: results.update(steady=shell_run(branch=other, command=forks, timeout=20))
+    )
+    steady.start()
+    deadline = time.monotonic() + 10
+    while other.session_id not in services._running:  # its sandbox is starting
+        assert time.monotonic() < deadline, "the steady run never began"
+        time.sleep(0.01)
+    time.sleep(0.3)
+    try:
+        bomb = shell_run(branch=branch, command="f(){ f|f& }; f; sleep 30.0419", timeout=2)
+    finally:
+        steady.join()
+    assert "fork" in bomb.stderr.lower()
+    done = results["steady"]
+    assert (done.ended, done.exit_code, done.stdout, done.stderr) == ("exited", 0, "", "")
+    assert none_left("30.0419")
+
+
 def test_an_infinite_loop_and_a_command_that_ignores_sigterm_are_killed_whole(branch):
     for command in ("while :; do :; done", "trap '' TERM INT; (setsid sleep 60.0418 &); sleep 60"):
         result = shell_run(branch=branch, command=command, timeout=1)
-        assert (result.ended, result.exit_code) == ("timeout", None)
+        assert (result.ended, result.exit_code) == ("timeout", None), result.stderr
         assert json.loads(result_json(result))["note"] == "It was killed at its timeout."
     assert none_left("while :; do :; done")
     assert none_left("60.0418")
