@@ -22,12 +22,14 @@ from accounts.models import User
 from checkpoints.services import checkpoint_create
 from sessions_app.models import Branch
 from sessions_app.services import message_append, session_create
+from workspace.services import file_write
 user = User.objects.create_user({username!r}, password={password!r})
 session = session_create(owner=user, name="Trip planning")
 branch = Branch.objects.get(session=session)
 message_append(branch=branch, role="user", content="Plan a trip to Lisbon")
 message_append(branch=branch, role="assistant", content="Day 1: <b>Alfama</b>, day 2: Belém")
 cp = checkpoint_create(branch=branch, name="first plan")
+file_write(branch=branch, path="itinerary.md", content="# Lisbon\\n")
 message_append(branch=branch, role="user", content="Add my card number 4111 1111 1111 1111")
 message_append(branch=branch, role="assistant", content="Noted.")
 print(session.pk, cp.pk)
@@ -35,7 +37,8 @@ print(session.pk, cp.pk)
 
 
 def seed(app, app_settings) -> tuple[str, int, int]:
-    """A user with a session of four messages and a checkpoint after the first two."""
+    """A user with a session of four messages, a checkpoint after the first two and a file
+    written after it."""
     username = f"owner{uuid.uuid4().hex[:10]}"
     out = app.manage(app_settings, "shell", "-c", SEED.format(username=username, password=PASSWORD))
     session_pk, checkpoint_pk = (int(x) for x in out.split()[-2:])
@@ -120,6 +123,14 @@ def test_the_tree_the_form_and_the_notice_pass_axe(contexts, app, app_settings, 
     found["tree"] = violations(admin, targets=True)
     admin.goto(f"{tree}?checkpoint={checkpoint_pk}")
     expect(admin.get_by_test_id("gov-rewind-preview")).to_contain_text("2 messages")
+    # What the restore brings back, as the user's own dialog says it; branches by their names,
+    # and the breadcrumb's "Sessions" (issue 39).
+    outcome = admin.get_by_test_id("gov-restore-outcome")
+    expect(outcome.get_by_test_id("restore-files")).to_contain_text("itinerary.md")
+    expect(admin.get_by_test_id("gov-restore")).to_contain_text("at message 2 of main")
+    assert re.search(r"branch \d", admin.get_by_test_id("gov-restore").inner_text()) is None
+    expect(admin.locator(".breadcrumbs")).to_contain_text("Sessions")
+    assert "External" not in admin.locator(".breadcrumbs").inner_text()
     found["form"] = violations(admin, targets=True)
     admin.get_by_test_id("gov-submit").click()  # no reason: the form says so
     expect(admin.get_by_test_id("gov-reason-error")).to_be_visible()
