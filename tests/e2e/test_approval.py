@@ -22,6 +22,7 @@ from .conftest import (
     sign_up,
     wait_ws_open,
 )
+from .test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
 
@@ -91,3 +92,26 @@ def test_stop_during_the_wait_ends_the_turn_and_the_card_goes(contexts, approval
         expect(tab.get_by_test_id("approval")).to_have_count(0, timeout=TURN_TIMEOUT_MS)
         expect(tab.get_by_test_id("stop")).to_have_count(0, timeout=TURN_TIMEOUT_MS)
     llm.reset()  # the model was not asked again: "never" stays unused
+
+
+@pytest.mark.parametrize(("width", "scheme"), [(1366, "light"), (390, "dark")])
+def test_a_refused_call_says_it_was_not_run_not_that_it_failed(
+    contexts, approval_app, llm, width, scheme
+):
+    """Issue 39: a call the user refused showed "(failed)"."""
+    page = contexts.new(viewport={"width": width, "height": 844}).new_page()
+    page.emulate_media(color_scheme=scheme)
+    sign_up(page, approval_app.base_url)
+    if width < 700:
+        page.get_by_test_id("toggle-sidebar").click()
+    new_session(page)
+    llm.queue(ToolCalls([ToolCall("send_email", EMAIL, id="call_mail")]), Reply("Not sent."))
+    send_message(page, "mail bob")
+    expect(page.get_by_test_id("approval")).to_be_visible(timeout=TURN_TIMEOUT_MS)
+    page.get_by_test_id("refuse").click()
+    reply = page.locator(f"{FINISHED_ASSISTANT} .body").last
+    expect(reply).to_contain_text("Not sent.", timeout=TURN_TIMEOUT_MS)
+    call = page.get_by_test_id("tool-call").locator("summary")
+    expect(call).to_contain_text("tool: send_email (not run)")
+    assert "(failed)" not in page.locator("#messages").inner_text()
+    assert violations(page) == []

@@ -80,3 +80,34 @@ def test_the_memories_form_names_its_fields_in_plain_words(contexts, app, width,
     shown = page.locator("main").inner_text()  # the words shown (not a random token's)
     assert not any(internal in shown for internal in ("L0", "L1", "L2"))
     assert violations(page) == []
+
+
+@pytest.mark.parametrize(("width", "scheme"), LOOKS, ids=IDS)
+def test_refusals_name_no_setting_or_stored_field(contexts, app, width, scheme):
+    """Issue 39: "(WORKSPACE_MAX_FILE_BYTES)" and "settings.instructions" were shown to people."""
+    page = opened(contexts, app, width, scheme)
+    drawer(page, width)
+    new_session(page)
+    if width < 1000:
+        page.get_by_test_id("toggle-panel").click()
+    page.get_by_test_id("upload-files").set_input_files(
+        {"name": "big.bin", "mimeType": "application/octet-stream", "buffer": b"\x00" * 300_000}
+    )
+    page.get_by_test_id("upload-submit").click()
+    error = page.get_by_test_id("upload-error")
+    expect(error).to_contain_text("a workspace file may hold at most 262,144 bytes")
+    assert "WORKSPACE_" not in error.inner_text()
+    assert violations(page) == [], "the upload's refusal"
+    if width < 1000:
+        page.get_by_test_id("close-panel").click()
+    if width < 700:
+        page.get_by_test_id("header-more").click()
+    page.get_by_test_id("open-instructions").click()
+    box = page.get_by_test_id("session-instructions")
+    box.evaluate("(box) => box.removeAttribute('maxlength')")
+    box.fill("z" * 8_001)
+    page.get_by_test_id("save-instructions").click()
+    said = page.get_by_test_id("instructions-error")
+    expect(said).to_contain_text("the limit is 8,000")
+    assert "settings." not in said.inner_text()
+    assert violations(page) == [], "the instructions' refusal"
