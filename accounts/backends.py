@@ -3,7 +3,9 @@
 Every sign-in with a password goes through `django.contrib.auth.authenticate`, whichever page
 it came from (the login page, the admin's login), and so through this backend. It takes the
 attempt's place in the limits before the password is checked, and raises LoginLocked (which
-`authenticate` lets through, unlike PermissionDenied) for the form to show.
+`authenticate` lets through, unlike PermissionDenied) for the form to show. The right password
+of an account waiting for an administrator's approval (or refused) raises AccountNotApproved,
+for the page to say so rather than "wrong password"; a wrong one says nothing of the account.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.http import HttpRequest
 
 from core.client_ip import client_ip
 
+from .errors import AccountNotApproved
 from .limits import login_attempt_start
 from .models import User
 
@@ -35,10 +38,27 @@ class LimitedModelBackend(ModelBackend):
         attempt = login_attempt_start(
             username=username, client_ip=client_ip(request) if request is not None else None
         )
-        user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is not None:
+        user = self._checked(username, password)
+        if user is None:
+            return None
+        if self.user_can_authenticate(user):
             attempt.succeeded()
-        return user
+            return user
+        if user.approval != User.Approval.APPROVED:
+            attempt.succeeded()  # the right password: no failure to count
+            raise AccountNotApproved(refused=user.approval == User.Approval.REFUSED)
+        return None  # turned off by an administrator: as a wrong password
+
+    @staticmethod
+    def _checked(username: str, password: str) -> User | None:
+        """The account whose password `password` is (ModelBackend's check, one hash either way,
+        so an unknown username takes as long as a known one)."""
+        try:
+            user = User._default_manager.get_by_natural_key(username)
+        except User.DoesNotExist:
+            User().set_password(password)
+            return None
+        return user if user.check_password(password) else None
 
     async def aauthenticate(
         self,

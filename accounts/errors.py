@@ -42,6 +42,23 @@ class LoginLocked(TooManyAttempts):
         )
 
 
+class AccountNotApproved(DomainError):
+    """The right password, for an account an administrator has not approved (or refused): the
+    sign-in pages say so instead of signing in. Raised by the authentication backend, which
+    `authenticate` lets through (as it does LoginLocked)."""
+
+    code = "forbidden"
+    PENDING = (
+        "Your account is waiting for an administrator's approval. You can sign in once it is "
+        "approved; nothing else is needed from you."
+    )
+    REFUSED = "An administrator refused this account. Ask them if you think this is a mistake."
+
+    def __init__(self, *, refused: bool) -> None:
+        super().__init__(self.REFUSED if refused else self.PENDING)
+        self.refused = refused
+
+
 class SignupLimited(TooManyAttempts):
     def __init__(self, *, retry_after: int) -> None:
         super().__init__(

@@ -12,12 +12,29 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
 THEMES = ("system", "light", "dark")
+# In a user's metadata: an approval of their account they have not been told of yet (their next
+# sign-in tells them: accounts.signals).
+APPROVAL_UNTOLD = "approval_untold"
 
 
 class User(AbstractUser):
-    """A Rollback user. `metadata` holds preferences such as `auto_checkpoint` and `theme`."""
+    """A Rollback user. `metadata` holds preferences such as `auto_checkpoint` and `theme`.
+
+    `approval`: an account signed up while ACCOUNTS_PENDING is on waits ("pending", and not
+    active) until an administrator approves it (active from then) or refuses it; every other
+    account is "approved" (accounts.approval)."""
+
+    class Approval(models.TextChoices):
+        APPROVED = "approved", "Approved"
+        PENDING = "pending", "Waiting for approval"
+        REFUSED = "refused", "Refused"
 
     metadata = models.JSONField(default=dict, blank=True)
+    approval = models.CharField(
+        max_length=16, choices=Approval.choices, default=Approval.APPROVED, db_index=True
+    )
+    # When an administrator approved or refused the account (None: never decided).
+    approval_decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(AbstractUser.Meta):
         swappable = "AUTH_USER_MODEL"

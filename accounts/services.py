@@ -7,6 +7,7 @@ import re
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import password_validation
 from django.contrib.auth.hashers import make_password
 from django.core.exceptions import ValidationError
@@ -119,7 +120,8 @@ def user_signup(
     *, username: str, password: str, email: str = "", client_ip: str | None = None
 ) -> User:
     """Create an account. Refused while sign-up is closed, unless there is no user yet; the first
-    account becomes the administrator (staff and superuser).
+    account becomes the administrator (staff and superuser). While ACCOUNTS_PENDING is on, every
+    other account waits for an administrator's approval (`approval` "pending", not active).
 
     A username must use the letters of one script and must not look like an existing one (see
     accounts.lookalikes). A sign-up from `client_ip` counts against its network's hourly limit
@@ -150,6 +152,9 @@ def user_signup(
             if _looks_like_an_existing_username(username):
                 raise UsernameTaken("That username looks like an existing one; choose another.")
             user.is_staff = user.is_superuser = first
+            if settings.ACCOUNTS_PENDING and not first:
+                user.approval = User.Approval.PENDING
+                user.is_active = False
             user.save(force_insert=True)
     except IntegrityError:  # an account made at the same time outside sign-up (admin, shell)
         raise UsernameTaken() from None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.signals import user_logged_out
+from django.contrib import messages
+from django.contrib.auth.signals import user_logged_in, user_logged_out
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.http import HttpRequest
@@ -12,7 +14,26 @@ from django.http import HttpRequest
 from core import events
 
 from .key_cache import keys_changed
-from .models import ApiKey, User
+from .models import APPROVAL_UNTOLD, ApiKey, User
+
+
+@receiver(user_logged_in, dispatch_uid="accounts.tell_an_approval")
+def tell_an_approval(
+    sender: object, request: HttpRequest | None, user: User, **kwargs: Any
+) -> None:
+    """The first sign-in after an administrator approved the account says so, once (whichever
+    page it came through)."""
+    if not (isinstance(user.metadata, dict) and user.metadata.get(APPROVAL_UNTOLD)):
+        return
+    with transaction.atomic():  # the row locked: a preference saved meanwhile is kept
+        row = User.objects.select_for_update().get(pk=user.pk)
+        metadata = row.metadata if isinstance(row.metadata, dict) else {}
+        if not metadata.pop(APPROVAL_UNTOLD, None):
+            return
+        User.objects.filter(pk=user.pk).update(metadata=metadata)
+        user.metadata = metadata
+    if request is not None:
+        messages.success(request, "An administrator approved your account: welcome.")
 
 
 @receiver(user_logged_out, dispatch_uid="accounts.close_the_sockets_of_the_login")

@@ -19,6 +19,8 @@ class AuditRecord(models.Model):
         PRUNE_AUTO_CHECKPOINTS = "prune_auto_checkpoints", "Delete old automatic checkpoints"
         ARCHIVE_IDLE_SESSIONS = "archive_idle_sessions", "Archive idle sessions"
         ERASE_USER = "erase_user", "Erase a user's data"
+        APPROVE_ACCOUNTS = "approve_accounts", "Approve accounts"
+        REFUSE_ACCOUNTS = "refuse_accounts", "Refuse accounts"
 
     class Status(models.TextChoices):
         RUNNING = "running"

@@ -9,7 +9,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
-from accounts.errors import LoginLocked
+from accounts.errors import AccountNotApproved, LoginLocked
 
 
 class LimitedAuthenticationForm(AuthenticationForm):
@@ -17,6 +17,8 @@ class LimitedAuthenticationForm(AuthenticationForm):
     authentication backend before the password is checked) above the form."""
 
     lockout: LoginLocked | None = None
+    # The right password of an account that waits for approval, or was refused.
+    waiting: AccountNotApproved | None = None
 
     def clean(self) -> dict[str, Any]:
         try:
@@ -24,6 +26,9 @@ class LimitedAuthenticationForm(AuthenticationForm):
         except LoginLocked as exc:
             self.lockout = exc
             raise ValidationError(exc.message, code="locked") from None
+        except AccountNotApproved as exc:
+            self.waiting = exc
+            raise ValidationError(exc.message, code="not_approved") from None
 
 
 def lockout_status(response: HttpResponse, form: object) -> HttpResponse:

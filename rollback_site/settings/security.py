@@ -106,6 +106,9 @@ ROLLBACK_LOGIN_FAILURES_PER_IP = env.ROLLBACK_LOGIN_FAILURES_PER_IP
 ROLLBACK_LOGIN_LOCKOUT_SECONDS = env.ROLLBACK_LOGIN_LOCKOUT_SECONDS
 # Sign-up attempts accepted from one client address per hour (0: no limit).
 ROLLBACK_SIGNUPS_PER_HOUR_PER_IP = env.ROLLBACK_SIGNUPS_PER_HOUR_PER_IP
+# New accounts (every sign-up but the first administrator's) wait for an administrator's
+# approval: they cannot sign in, or be used at any door, until approved (accounts.approval).
+ACCOUNTS_PENDING = env.ACCOUNTS_PENDING
 # How many reverse proxies in front of the site append the client's address to X-Forwarded-For.
 # 0 (the default): the header is ignored and the connection's address is the client's; behind
 # proxies that set it, without this setting every client looks like the proxy.

@@ -21,8 +21,10 @@ from accounts.services import apikey_revoke, user_deactivate, user_password_set
 from checkpoints.models import Checkpoint
 from core.errors import InvalidInput
 from core.validation import clean_json_object
+from ops.approvals import accounts_approve, accounts_refuse
 from ops.audit import Who
 from ops.erasure import user_delete, user_erase, user_holdings
+from ops.models import AuditRecord
 from sessions_app.models import Branch, Message, Session
 from web.admin.support import changelist_link, count_subquery, deletion_summary
 
@@ -72,15 +74,36 @@ class PasswordChangeForm(AdminPasswordChangeForm):
         return user_password_set(user=user, password=password)
 
 
+def _staff(request: HttpRequest) -> User:
+    if not isinstance(request.user, User):  # the admin lets only staff users in
+        raise PermissionDenied
+    return request.user
+
+
+def _decided(record: AuditRecord, verb: str) -> str:
+    """What an approval or a refusal did, for the admin's message."""
+    left = record.details.get("left", 0) if isinstance(record.details, dict) else 0
+    said = f"{record.affected} account{'' if record.affected == 1 else 's'} {verb}"
+    if left:
+        said += f"; {left} left as {'it was' if left == 1 else 'they were'} (already decided)"
+    return f"{said} (audit record {record.pk})."
+
+
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
     form = UserChangeForm
     change_password_form = PasswordChangeForm
     # The stubs allow None for `fieldsets`; Django's UserAdmin always sets it.
-    fieldsets = (*(BaseUserAdmin.fieldsets or ()), ("Metadata", {"fields": ("metadata",)}))
+    fieldsets = (
+        *(BaseUserAdmin.fieldsets or ()),
+        ("Approval", {"fields": ("approval", "approval_decided_at")}),
+        ("Metadata", {"fields": ("metadata",)}),
+    )
+    readonly_fields = ("approval", "approval_decided_at")
     list_display = (
         "username",
         "email",
+        "approval",
         "is_staff",
         "date_joined",
         "session_count",
@@ -89,7 +112,8 @@ class UserAdmin(BaseUserAdmin):
         "message_link",
     )
 
-    actions = ("deactivate", "erase")
+    list_filter = ("approval", *BaseUserAdmin.list_filter)
+    actions = ("approve", "refuse", "deactivate", "erase")
 
     def save_model(
         self, request: HttpRequest, obj: User, form: forms.ModelForm, change: bool
@@ -97,6 +121,21 @@ class UserAdmin(BaseUserAdmin):
         super().save_model(request, obj, form, change)
         if change and "is_active" in form.changed_data and not obj.is_active:
             user_deactivate(user=obj)  # closes their open sockets
+        if obj.is_active and obj.approval != User.Approval.APPROVED:
+            # Turned on by hand while it waited: that is an approval, recorded as one.
+            accounts_approve(user_ids=[obj.pk], who=Who.admin(_staff(request)))
+
+    @admin.action(description="Approve the selected accounts", permissions=["change"])
+    def approve(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        ids = list(queryset.values_list("pk", flat=True))
+        record = accounts_approve(user_ids=ids, who=Who.admin(_staff(request)))
+        self.message_user(request, _decided(record, "approved"), messages.SUCCESS)
+
+    @admin.action(description="Refuse the selected accounts that wait", permissions=["change"])
+    def refuse(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        ids = list(queryset.values_list("pk", flat=True))
+        record = accounts_refuse(user_ids=ids, who=Who.admin(_staff(request)))
+        self.message_user(request, _decided(record, "refused"), messages.SUCCESS)
 
     def delete_model(self, request: HttpRequest, obj: User) -> None:
         user_delete(user=obj)  # in the lock order of every write, not a plain cascade

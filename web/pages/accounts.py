@@ -20,7 +20,7 @@ from django.urls import reverse, reverse_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accounts.errors import SignupClosed, TooManyAttempts
+from accounts.errors import AccountNotApproved, SignupClosed, TooManyAttempts
 from accounts.models import ApiKey, User
 from accounts.selectors import api_key_for_user, api_keys_profile
 from accounts.services import (
@@ -44,7 +44,7 @@ from web.pages.forms import (
 )
 from web.pages.shares import profile_shares
 from web.pages.telegram import profile_telegram
-from web.signin import lockout_status
+from web.signin import LimitedAuthenticationForm, lockout_status
 
 # Keys listed on the profile: every active one (at most 50) and the latest revoked ones.
 PROFILE_KEYS_SHOWN = 100
@@ -135,6 +135,8 @@ def signup(request: HttpRequest) -> HttpResponse:
         except InvalidInput as exc:
             add_domain_error(form, exc)
         else:
+            if user.approval != User.Approval.APPROVED:  # ACCOUNTS_PENDING: not signed in
+                return waiting(request, AccountNotApproved(refused=False), user.get_username())
             auth_login(request, user)
             messages.success(request, f"Welcome, {user.get_username()}: your account is ready.")
             return redirect(settings.LOGIN_REDIRECT_URL)
@@ -146,6 +148,14 @@ def signup(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def waiting(request: HttpRequest, exc: AccountNotApproved, username: str = "") -> HttpResponse:
+    """The page of an account that waits for approval (200, after its sign-up) or was refused,
+    or whose sign-in it refused (403)."""
+    context = {"text": exc.message, "refused": exc.refused, "username": username}
+    status = 200 if request.resolver_match and request.resolver_match.url_name == "signup" else 403
+    return render(request, "accounts/waiting.html", context, status=status)
+
+
 class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     authentication_form = LoginForm
@@ -155,6 +165,8 @@ class LoginView(auth_views.LoginView):
         return super().get_context_data(signup_open=signup_is_open(), **kwargs)
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        if isinstance(form, LimitedAuthenticationForm) and form.waiting is not None:
+            return waiting(self.request, form.waiting, form.cleaned_data.get("username", ""))
         return lockout_status(super().form_invalid(form), form)
 
 

@@ -231,9 +231,16 @@ class Command(BaseCommand):
 
     def _user(self, username: str) -> User:
         try:
-            return User.objects.get_by_natural_key(username)
+            user = User.objects.get_by_natural_key(username)
         except User.DoesNotExist:
             raise CommandError(f"No user named {username!r}.") from None
+        if user.approval == User.Approval.PENDING:
+            raise CommandError(
+                f"{username!r} waits for an administrator's approval (the admin's Users list)."
+            )
+        if not user.is_active:
+            raise CommandError(f"{username!r} is turned off (refused or deactivated).")
+        return user
 
     def _call(self, method: Callable[..., T], *args: Any) -> T:
         """An AgentService call; its ValueError (the session is gone) ends the command."""
