@@ -13,14 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
 from django.http import HttpRequest
 
 from core.client_ip import client_ip
 
-from .errors import AccountNotApproved
+from .errors import AccountNotApproved, PasswordSignInOff
 from .limits import login_attempt_start
 from .models import User
+from .selectors import is_first_administrator
 
 
 class LimitedModelBackend(ModelBackend):
@@ -41,6 +43,9 @@ class LimitedModelBackend(ModelBackend):
         user = self._checked(username, password)
         if user is None:
             return None
+        if not settings.LOCAL_LOGIN and not is_first_administrator(user):
+            attempt.succeeded()  # the right password: no failure to count
+            raise PasswordSignInOff()
         if self.user_can_authenticate(user):
             attempt.succeeded()
             return user

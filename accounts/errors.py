@@ -59,6 +59,19 @@ class AccountNotApproved(DomainError):
         self.refused = refused
 
 
+class PasswordSignInOff(DomainError):
+    """The right password, while LOCAL_LOGIN is off, of an account that is not the first
+    administrator's."""
+
+    code = "forbidden"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Signing in with a password is turned off on this server, but for its first "
+            "administrator."
+        )
+
+
 class SignupLimited(TooManyAttempts):
     def __init__(self, *, retry_after: int) -> None:
         super().__init__(

@@ -10,12 +10,10 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.db.models import F, QuerySet
 from django.utils.crypto import constant_time_compare
 
-from .models import ApiKey
+from .models import ApiKey, User
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
-
-    from .models import User
 
 
 def api_keys_for_user(user: User | AnonymousUser) -> QuerySet[ApiKey]:
@@ -52,3 +50,11 @@ def login_is_current(*, session_key: str, user_id: int) -> bool:
         return False
     hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
     return any(constant_time_compare(session_hash, known) for known in hashes)
+
+
+def is_first_administrator(user: User) -> bool:
+    """Whether `user` is the site's first administrator: its oldest superuser (the first
+    account signed up, or the first made by `createsuperuser`), who may still sign in with a
+    password while LOCAL_LOGIN is off."""
+    first = User.objects.filter(is_superuser=True).order_by("pk").values_list("pk", flat=True)
+    return user.is_superuser and first.first() == user.pk

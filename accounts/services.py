@@ -61,10 +61,20 @@ def lock_user(user_id: int, *fields: str) -> User:
 # --- Sign-up ----------------------------------------------------------------------------------
 
 
+PASSWORDS_OFF = "Signing up with a password is turned off on this server."
+
+
 def signup_is_open() -> bool:
-    """Whether the sign-up page takes new accounts: when the admin left it open, and always
-    while there is no user at all (so a fresh install gets its administrator)."""
-    return SiteSettings.load().signup_open or not User.objects.exists()
+    """Whether the sign-up page takes new accounts: when the admin left it open (and LOCAL_LOGIN
+    is on), and always while there is no user at all (so a fresh install gets its
+    administrator)."""
+    open_here = SiteSettings.load().signup_open and settings.LOCAL_LOGIN
+    return open_here or not User.objects.exists()
+
+
+def signup_closed() -> SignupClosed:
+    """Why sign-up is closed."""
+    return SignupClosed() if settings.LOCAL_LOGIN else SignupClosed(PASSWORDS_OFF)
 
 
 def _clean_username(value: object) -> str:
@@ -134,7 +144,7 @@ def user_signup(
     # An early answer, before any work; checked again under the lock. It also creates the
     # settings row if missing: outside the lock, as the row must exist to be locked.
     if not signup_is_open():
-        raise SignupClosed()
+        raise signup_closed()
     username = _clean_username(username)
     email = _clean_email(email)
     user = User(username=username, email=email)
@@ -145,8 +155,8 @@ def user_signup(
         with transaction.atomic():
             site = SiteSettings.objects.select_for_update().get(pk=1)
             first = not User.objects.exists()
-            if not first and not site.signup_open:
-                raise SignupClosed()
+            if not first and not (site.signup_open and settings.LOCAL_LOGIN):
+                raise signup_closed()
             if User.objects.filter(username__iexact=username).exists():
                 raise UsernameTaken()
             if _looks_like_an_existing_username(username):

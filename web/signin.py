@@ -9,7 +9,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
-from accounts.errors import AccountNotApproved, LoginLocked
+from accounts.errors import AccountNotApproved, LoginLocked, PasswordSignInOff
 
 
 class LimitedAuthenticationForm(AuthenticationForm):
@@ -29,6 +29,8 @@ class LimitedAuthenticationForm(AuthenticationForm):
         except AccountNotApproved as exc:
             self.waiting = exc
             raise ValidationError(exc.message, code="not_approved") from None
+        except PasswordSignInOff as exc:
+            raise ValidationError(exc.message, code="passwords_off") from None
 
 
 def lockout_status(response: HttpResponse, form: object) -> HttpResponse:

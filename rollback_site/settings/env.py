@@ -120,6 +120,7 @@ class Env(Schema):
     ROLLBACK_LOGIN_LOCKOUT_SECONDS: int = Field(15 * 60, ge=1)
     ROLLBACK_SIGNUPS_PER_HOUR_PER_IP: Count = 10
     ACCOUNTS_PENDING: bool = False
+    LOCAL_LOGIN: bool = True
     ROLLBACK_TRUSTED_PROXIES: Count = 0
     ROLLBACK_ENCRYPTION_KEYS: FernetKeys = shown("derived from `DJANGO_SECRET_KEY`", [])
 

@@ -109,6 +109,9 @@ ROLLBACK_SIGNUPS_PER_HOUR_PER_IP = env.ROLLBACK_SIGNUPS_PER_HOUR_PER_IP
 # New accounts (every sign-up but the first administrator's) wait for an administrator's
 # approval: they cannot sign in, or be used at any door, until approved (accounts.approval).
 ACCOUNTS_PENDING = env.ACCOUNTS_PENDING
+# Password sign-in (and sign-up) for everyone; off: for the first administrator alone (the
+# others sign in another way: accounts.backends).
+LOCAL_LOGIN = env.LOCAL_LOGIN
 # How many reverse proxies in front of the site append the client's address to X-Forwarded-For.
 # 0 (the default): the header is ignored and the connection's address is the client's; behind
 # proxies that set it, without this setting every client looks like the proxy.

@@ -27,6 +27,7 @@ from accounts.services import (
     apikey_create,
     apikey_revoke,
     preferences_update,
+    signup_closed,
     signup_is_open,
     user_password_set,
     user_signup,
@@ -103,7 +104,7 @@ def _user(request: HttpRequest) -> User:
 
 def _closed(request: HttpRequest, exc: SignupClosed | None = None) -> HttpResponse:
     """The sign-up page without its form; a refused POST answers 403."""
-    text = (exc or SignupClosed()).message
+    text = (exc or signup_closed()).message
     status = 403 if request.method == "POST" else 200
     context = {"signup_open": False, "closed_text": text}
     return render(request, "accounts/signup.html", context, status=status)
@@ -162,7 +163,9 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        return super().get_context_data(signup_open=signup_is_open(), **kwargs)
+        return super().get_context_data(
+            signup_open=signup_is_open(), local_login=settings.LOCAL_LOGIN, **kwargs
+        )
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         if isinstance(form, LimitedAuthenticationForm) and form.waiting is not None:
