@@ -72,6 +72,14 @@ class PasswordSignInOff(DomainError):
         )
 
 
+class SsoSignInFailed(DomainError):
+    """A single sign-on that could not be completed: the provider unreachable or answering what
+    it should not, a token refused, a sign-in started elsewhere (a wrong or spent state), or no
+    account for this person while SSO sign-up is off. The message says which, in plain words."""
+
+    code = "forbidden"
+
+
 class SignupLimited(TooManyAttempts):
     def __init__(self, *, retry_after: int) -> None:
         super().__init__(

@@ -114,3 +114,25 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class SsoIdentity(models.Model):
+    """An account's identity at the single sign-on provider: the provider's issuer and its
+    subject (`sub`, stable and never reassigned). A sign-in finds its account by these alone,
+    never by an e-mail address (accounts.oidc)."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="sso_identities")
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "single sign-on identity"
+        verbose_name_plural = "single sign-on identities"
+        constraints: ClassVar[list[models.BaseConstraint]] = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -35,7 +35,7 @@ from .errors import (
 from .key_cache import cache_key, cached_key, keys_changed
 from .limits import signup_attempt_start
 from .lookalikes import mixes_scripts, scripts_of, skeleton
-from .models import THEMES, ApiKey, SiteSettings, User
+from .models import THEMES, ApiKey, SiteSettings, SsoIdentity, User
 
 API_KEY_PREFIX = "rbk_"
 API_KEY_NAME_MAX_LENGTH = 100
@@ -169,6 +169,57 @@ def user_signup(
     except IntegrityError:  # an account made at the same time outside sign-up (admin, shell)
         raise UsernameTaken() from None
     return user
+
+
+def user_sso_create(*, issuer: str, subject: str, username_hint: str, email: str = "") -> User:
+    """The account of a person who signed in through single sign-on for the first time, with
+    their identity at the provider (`issuer`, `subject`) and no password. Its username is
+    `username_hint` made valid (a number added while it is taken or looks like a taken one).
+    The same rules as a sign-up's: the first account of the site is its administrator, and
+    while ACCOUNTS_PENDING is on, the others wait for approval. Under the sign-ups' lock."""
+    base = _sso_username_base(username_hint)
+    email = _clean_sso_email(email)
+    with transaction.atomic():
+        SiteSettings.load()
+        SiteSettings.objects.select_for_update().get(pk=1)
+        first = not User.objects.exists()
+        user = User(username=_free_username(base), email=email)
+        user.set_unusable_password()
+        user.is_staff = user.is_superuser = first
+        if settings.ACCOUNTS_PENDING and not first:
+            user.approval = User.Approval.PENDING
+            user.is_active = False
+        user.save(force_insert=True)
+        SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+    return user
+
+
+def _sso_username_base(hint: str) -> str:
+    """What the provider calls the person, cut to the characters and length a username takes
+    ("user" when nothing is left)."""
+    cleaned = re.sub(r"[^\w.@+-]", "", hint.split("@")[0] if "@" in hint else hint)[:140]
+    try:
+        return _clean_username(cleaned)
+    except InvalidInput:
+        return "user"
+
+
+def _free_username(base: str) -> str:
+    """`base`, or `base2`, `base3`...: the first that is neither taken nor looks like a taken
+    one."""
+    for n in range(1, 1000):
+        candidate = base if n == 1 else f"{base}{n}"
+        taken = User.objects.filter(username__iexact=candidate).exists()
+        if not taken and not _looks_like_an_existing_username(candidate):
+            return candidate
+    return f"{base[:100]}{secrets.token_hex(6)}"
+
+
+def _clean_sso_email(value: str) -> str:
+    try:
+        return _clean_email(value)
+    except InvalidInput:
+        return ""
 
 
 # --- Password and deactivation ---------------------------------------------------------------

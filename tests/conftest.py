@@ -47,14 +47,18 @@ QUERY_COUNTS = frozenset({"django_assert_num_queries", "django_assert_max_num_qu
 SECOND_BROWSER_HALF = frozenset(
     {
         "test_compare.py",
+        "test_demo.py",
         "test_display.py",
+        "test_feedback.py",
         "test_files.py",
         "test_look.py",
         "test_pages.py",
+        "test_pending_accounts.py",
         "test_search.py",
         "test_session_settings.py",
         "test_session_tabs.py",
         "test_sessions.py",
+        "test_sso.py",
         "test_share.py",
         "test_signin_drafts_keys.py",
         "test_streaming.py",

@@ -121,6 +121,11 @@ class Env(Schema):
     ROLLBACK_SIGNUPS_PER_HOUR_PER_IP: Count = 10
     ACCOUNTS_PENDING: bool = False
     LOCAL_LOGIN: bool = True
+    OIDC_ISSUER: str = ""
+    OIDC_CLIENT_ID: str = ""
+    OIDC_CLIENT_SECRET: str = ""
+    OIDC_NAME: str = Field("single sign-on", min_length=1, max_length=60)
+    OIDC_SIGNUP: bool = True
     ROLLBACK_TRUSTED_PROXIES: Count = 0
     ROLLBACK_ENCRYPTION_KEYS: FernetKeys = shown("derived from `DJANGO_SECRET_KEY`", [])
 
@@ -288,6 +293,20 @@ class Env(Schema):
                 f"AGENT_TURN_STALE_SECONDS ({self.AGENT_TURN_STALE_SECONDS:g} s) must be longer"
                 f" than TURN_HEARTBEAT_SECONDS ({self.TURN_HEARTBEAT_SECONDS:g} s), or every"
                 " running turn looks as if its worker died between two beats."
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _sso_is_whole(self) -> Env:
+        if self.OIDC_ISSUER and not self.OIDC_ISSUER.startswith(("https://", "http://")):
+            raise ValueError(
+                f"OIDC_ISSUER: {self.OIDC_ISSUER!r} is not a URL: write the provider's issuer with"
+                " its scheme, e.g. https://sso.example/realms/staff"
+            )
+        if self.OIDC_ISSUER and not (self.OIDC_CLIENT_ID and self.OIDC_CLIENT_SECRET):
+            raise ValueError(
+                "OIDC_ISSUER is set: single sign-on also needs OIDC_CLIENT_ID and"
+                " OIDC_CLIENT_SECRET (the client registered at the provider)"
             )
         return self
 

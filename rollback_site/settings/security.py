@@ -112,6 +112,27 @@ ACCOUNTS_PENDING = env.ACCOUNTS_PENDING
 # Password sign-in (and sign-up) for everyone; off: for the first administrator alone (the
 # others sign in another way: accounts.backends).
 LOCAL_LOGIN = env.LOCAL_LOGIN
+# Single sign-on with an OpenID Connect provider (accounts.oidc, through mozilla-django-oidc):
+# on when OIDC_ISSUER is set. Its endpoints come from the provider's discovery document.
+OIDC_ISSUER = env.OIDC_ISSUER.rstrip("/")
+OIDC_CLIENT_ID = env.OIDC_CLIENT_ID
+OIDC_CLIENT_SECRET = env.OIDC_CLIENT_SECRET
+OIDC_NAME = env.OIDC_NAME
+OIDC_SIGNUP = env.OIDC_SIGNUP
+if OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.oidc.OidcBackend"]
+# mozilla-django-oidc's own settings: RS256 ID tokens checked against the provider's keys, a
+# nonce and PKCE, requests to the provider bounded in time, and the callback's failure page.
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_RP_SCOPES = "openid profile email"
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+OIDC_CREATE_USER = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "accounts:sso_callback"
+OIDC_STORE_ID_TOKEN = False
+OIDC_STORE_ACCESS_TOKEN = False
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
 # How many reverse proxies in front of the site append the client's address to X-Forwarded-For.
 # 0 (the default): the header is ignored and the connection's address is the client's; behind
 # proxies that set it, without this setting every client looks like the proxy.

@@ -122,6 +122,9 @@ PAGE_RULES: dict[str, Rule] = {
         PUBLIC, ("GET", "POST", "PUT"), data={"username": "alice"}, away="/chat/"
     ),
     "/accounts/logout/": Rule(PUBLIC, ("POST",), answers=(302,)),
+    # Single sign-on's pages: not found while it is off (tests/sso try them on).
+    "/accounts/sso/": Rule(PUBLIC, ("GET",), answers=(404,)),
+    "/accounts/sso/callback/": Rule(PUBLIC, ("GET",), answers=(404,)),
     "/accounts/password/": Rule(
         LOGIN, ("GET", "POST", "PUT"), data={"old_password": "x", "new_password1": "y"}
     ),

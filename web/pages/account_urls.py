@@ -1,17 +1,18 @@
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from web.pages import accounts as views
-from web.pages import mcp, telegram
+from web.pages import mcp, sso, telegram
 
 app_name = "accounts"
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),
     path("login/", views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", sso.SignOut.as_view(), name="logout"),
+    path("sso/", sso.SsoStart.as_view(), name="sso_start"),
+    path("sso/callback/", sso.SsoCallback.as_view(), name="sso_callback"),
     path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path("profile/", views.profile, name="profile"),
     path("profile/api-keys/", views.apikey_create_view, name="apikey_create"),

@@ -149,6 +149,15 @@ def signup(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def login_context() -> dict[str, Any]:
+    """What the login page shows beside its form: sign-up, password sign-in, single sign-on."""
+    return {
+        "signup_open": signup_is_open(),
+        "local_login": settings.LOCAL_LOGIN,
+        "sso_name": settings.OIDC_NAME if settings.OIDC_ISSUER else "",
+    }
+
+
 def waiting(request: HttpRequest, exc: AccountNotApproved, username: str = "") -> HttpResponse:
     """The page of an account that waits for approval (200, after its sign-up) or was refused,
     or whose sign-in it refused (403)."""
@@ -163,9 +172,7 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        return super().get_context_data(
-            signup_open=signup_is_open(), local_login=settings.LOCAL_LOGIN, **kwargs
-        )
+        return super().get_context_data(**login_context(), **kwargs)
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         if isinstance(form, LimitedAuthenticationForm) and form.waiting is not None:
