@@ -30,8 +30,14 @@ class User(AbstractUser):
         REFUSED = "refused", "Refused"
 
     metadata = models.JSONField(default=dict, blank=True)
+    # A default in the database too: rows written by code that predates the column (an older
+    # migration's models, run in tests that migrate one app back) are approved accounts.
     approval = models.CharField(
-        max_length=16, choices=Approval.choices, default=Approval.APPROVED, db_index=True
+        max_length=16,
+        choices=Approval.choices,
+        default=Approval.APPROVED,
+        db_default=Approval.APPROVED,
+        db_index=True,
     )
     # When an administrator approved or refused the account (None: never decided).
     approval_decided_at = models.DateTimeField(null=True, blank=True)
