@@ -39,6 +39,14 @@
     });
   }
 
+  function newerRating(oldNode, newNode) {
+    if (oldNode.nodeType !== 1 || newNode.nodeType !== 1) return false;
+    if (!oldNode.matches("form.feedback[data-at]") || !newNode.getAttribute) return false;
+    var was = parseInt(oldNode.getAttribute("data-at") || "", 10);
+    var now = parseInt(newNode.getAttribute("data-at") || "", 10);
+    return !isNaN(was) && !isNaN(now) && was > now;
+  }
+
   if (window.Idiomorph) {
     Idiomorph.defaults.ignoreActiveValue = true;
     Idiomorph.defaults.callbacks.beforeAttributeUpdated = function (name, node) {
@@ -54,6 +62,9 @@
       if (isKept(oldNode)) return false;
       // A streaming reply's body is stream.js's: it takes the server's snapshot in its own way.
       if (window.RollbackStream && window.RollbackStream.keeps(oldNode, newNode)) return false;
+      // A reply's rating answered after this rendering's reads began stays: the refresh, read
+      // before the rating was written and arriving after it, would take it back.
+      if (newerRating(oldNode, newNode)) return false;
       // A time already shown in the reader's zone stays as it is.
       if (oldNode.localName === "time" && newNode.nodeType === 1 &&
           oldNode.getAttribute("datetime") === newNode.getAttribute("datetime") &&

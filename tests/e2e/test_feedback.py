@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import FINISHED_ASSISTANT, chat, new_session, wait_ws_open
+from .conftest import FINISHED_ASSISTANT, chat, new_session, sign_up, wait_ws_open
 from .test_accessibility import violations
 from .test_session_settings import models_app  # noqa: F401 - the app with three models
 from .test_third_round import IDS, LOOKS, drawer, opened
@@ -85,3 +85,48 @@ def test_rate_a_reply_note_why_and_regenerate_it_with_another_model(
     expect(reply.locator(".body")).to_have_text("Paris is the capital of France.")
     expect(reply.get_by_test_id("feedback-down")).to_have_attribute("aria-pressed", "true")
     assert violations(page) == [], "the regenerated reply"
+
+
+def test_a_refresh_read_before_a_rating_never_takes_it_back(contexts, app, llm):
+    """A live refresh (another tab renamed the session) read before the rating was written, and
+    arriving after it, left the reply rated in the database but not on the page (the clean-
+    clone CI saw it once: the title's refresh after a first turn). Held here until after the
+    rating's answer."""
+    page = contexts.new().new_page()
+    sign_up(page, app.base_url)
+    session = new_session(page)
+    llm.queue(Reply("Rated later."))
+    chat(page, "Rate this")
+    held: list = []
+
+    def hold(route) -> None:
+        held.append((route, route.fetch()))  # the server's state now: not rated yet
+
+    page.route(f"**/chat/{session}/refresh/**", hold)
+    renamed = page.evaluate(
+        """async (id) => {
+            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
+            const answer = await fetch(`/api/v1/sessions/${id}/`, {
+                method: "PATCH",
+                headers: {"Content-Type": "application/json", "X-CSRFToken": token},
+                body: JSON.stringify({name: "Renamed elsewhere"}),
+            });
+            return answer.status;
+        }""",
+        session,
+    )
+    assert renamed == 200
+    deadline = 100
+    while not held and deadline:
+        page.wait_for_timeout(100)
+        deadline -= 1
+    assert held, "the rename's refresh never came"
+    reply = page.locator(FINISHED_ASSISTANT).last
+    reply.get_by_test_id("feedback-up").click()
+    expect(reply.get_by_test_id("feedback-up")).to_have_attribute("aria-pressed", "true")
+    for route, answer in held:
+        route.fulfill(response=answer)
+    page.unroute(f"**/chat/{session}/refresh/**")
+    expect(page.get_by_test_id("session-title")).to_have_text("Renamed elsewhere")
+    page.wait_for_timeout(300)  # whatever the refresh morphs, it has morphed
+    expect(reply.get_by_test_id("feedback-up")).to_have_attribute("aria-pressed", "true")

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from core.http import HtmxHttpRequest, domain_errors
 from sessions_app.selectors import get_message_for_user, get_session_for_user
 from sessions_app.services import message_feedback_clear, message_feedback_set
+from web.chat_state import state_stamp
 
 CLEAR = "clear"  # the pressed button's value: clicking a rating again takes it back
 
@@ -32,6 +33,9 @@ def feedback(request: HtmxHttpRequest, pk: int, message_id: int) -> HttpResponse
     context = {
         "session": session,
         "m": message,
+        # When this answer's state was read (after the write): a page refresh read earlier, and
+        # arriving later, leaves this control as it is (static/rollback/live.js).
+        "feedback_at": state_stamp(),
         # A thumbs down opens the note's field, asking why (unless a note is already there).
         "note_open": rating == "down",
     }
