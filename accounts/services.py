@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -180,17 +181,40 @@ def user_sso_create(*, issuer: str, subject: str, username_hint: str, email: str
     base = _sso_username_base(username_hint)
     email = _clean_sso_email(email)
     with transaction.atomic():
-        SiteSettings.load()
-        SiteSettings.objects.select_for_update().get(pk=1)
-        first = not User.objects.exists()
-        user = User(username=_free_username(base), email=email)
-        user.set_unusable_password()
-        user.is_staff = user.is_superuser = first
-        if settings.ACCOUNTS_PENDING and not first:
-            user.approval = User.Approval.PENDING
-            user.is_active = False
-        user.save(force_insert=True)
+        user = _external_user_create(lambda: _free_username(base), email)
         SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+    return user
+
+
+def user_proxy_get_or_create(*, username: str) -> User:
+    """The account an authenticating proxy names (AUTH_PROXY_HEADER): found by its username,
+    or made without a password on the first request (the sign-ups' rules: the first account is
+    the administrator; with ACCOUNTS_PENDING the others wait). InvalidUsername for a name that
+    is not a valid username."""
+    name = _clean_username(username)
+    found = User.objects.filter(username__iexact=name).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return _external_user_create(lambda: name, "")
+    except IntegrityError:  # made by a request at the same moment
+        return User.objects.get(username__iexact=name)
+
+
+def _external_user_create(username: Callable[[], str], email: str) -> User:
+    """An account without a password, made under the sign-ups' lock (call inside a
+    transaction); `username` is asked for under the lock."""
+    SiteSettings.load()
+    SiteSettings.objects.select_for_update().get(pk=1)
+    first = not User.objects.exists()
+    user = User(username=username(), email=email)
+    user.set_unusable_password()
+    user.is_staff = user.is_superuser = first
+    if settings.ACCOUNTS_PENDING and not first:
+        user.approval = User.Approval.PENDING
+        user.is_active = False
+    user.save(force_insert=True)
     return user
 
 

@@ -451,3 +451,20 @@ def test_the_embedded_turn_pool_leaves_postgresqls_pool_half_free(settings_from)
     assert settings_from(DATABASE_URL=pooled, DATABASE_POOL_SIZE="3").TURN_THREADS == 2
     assert settings_from(DATABASE_URL=pooled, TURN_THREADS="7").TURN_THREADS == 7
     assert settings_from(TURN_THREADS="40").TURN_THREADS == 40
+
+
+def test_sso_and_the_proxy_header_are_refused_half_set(environ):
+    assert refusal(environ, OIDC_ISSUER="https://sso.example/realms/staff").startswith(
+        "OIDC_ISSUER is set: single sign-on also needs OIDC_CLIENT_ID and OIDC_CLIENT_SECRET"
+    )
+    environ.delenv("OIDC_ISSUER")
+    assert refusal(environ, OIDC_ISSUER="sso.example").startswith(
+        "OIDC_ISSUER: 'sso.example' is not a URL"
+    )
+    environ.delenv("OIDC_ISSUER")
+    assert refusal(environ, AUTH_PROXY_HEADER="X-Forwarded-User").startswith(
+        "AUTH_PROXY_HEADER is set: list the authenticating proxy's addresses"
+    )
+    assert refusal(environ, AUTH_PROXY_ADDRESSES="10.0.0.0/33").startswith(
+        "AUTH_PROXY_ADDRESSES: '10.0.0.0/33' is not an IP address or network"
+    )

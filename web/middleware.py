@@ -4,6 +4,7 @@ log lines and its response."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import uuid
 from collections.abc import Awaitable, Callable
@@ -13,11 +14,12 @@ from urllib.parse import unquote_to_bytes, urlencode, urlsplit
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware, PolicyParts
 from django.conf import settings
-from django.contrib.auth import REDIRECT_FIELD_NAME
+from django.contrib import auth
+from django.contrib.auth import BACKEND_SESSION_KEY, REDIRECT_FIELD_NAME
 from django.core.exceptions import BadRequest, DisallowedHost
 from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
 from django.http.response import HttpResponseBase
-from django.shortcuts import resolve_url
+from django.shortcuts import render, resolve_url
 from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -258,3 +260,55 @@ class WholePageSignInMiddleware(MiddlewareMixin):
         parts = urlsplit(response.url)
         asked_back = f"{REDIRECT_FIELD_NAME}=" in parts.query
         return asked_back and parts.path == resolve_url(settings.LOGIN_URL)
+
+
+class TrustedProxyUserMiddleware(MiddlewareMixin):
+    """Behind an authenticating proxy (installed only with AUTH_PROXY_HEADER): a request that
+    comes straight from one of AUTH_PROXY_ADDRESSES (the connection's own address, never a
+    forwarded one) signs in the person its header names (accounts.proxy), and one without the
+    header signs out whoever the header had signed in. From any other address the header is
+    ignored. An account that waits for approval, or a name that is no username, gets a page
+    saying so."""
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)
+        self.key = "HTTP_" + settings.AUTH_PROXY_HEADER.upper().replace("-", "_")
+        self.networks = [
+            ipaddress.ip_network(address, strict=False) for address in settings.AUTH_PROXY_ADDRESSES
+        ]
+
+    def _from_proxy(self, request: HttpRequest) -> bool:
+        try:
+            peer = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+        except ValueError:
+            return False
+        return any(peer in network for network in self.networks)
+
+    def process_request(self, request: HttpRequest) -> HttpResponseBase | None:
+        from accounts.errors import AccountNotApproved
+        from accounts.proxy import PROXY_BACKEND
+
+        if not self._from_proxy(request):
+            return None
+        name = request.META.get(self.key, "").strip()
+        user = request.user
+        if not name:
+            if user.is_authenticated and request.session.get(BACKEND_SESSION_KEY) == PROXY_BACKEND:
+                auth.logout(request)
+            return None
+        if user.is_authenticated and user.get_username().lower() == name.lower():
+            return None
+        if user.is_authenticated:
+            auth.logout(request)
+        try:
+            found = auth.authenticate(request, proxy_username=name)
+        except AccountNotApproved as exc:
+            context = {"text": exc.message, "refused": exc.refused, "username": name[:150]}
+            return render(request, "accounts/waiting.html", context, status=403)
+        if found is None:
+            text = "The proxy in front of this server named no account that can sign in here."
+            context = {"text": text, "refused": True, "username": ""}
+            return render(request, "accounts/waiting.html", context, status=403)
+        auth.login(request, found)
+        request.user = found
+        return None

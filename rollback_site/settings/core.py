@@ -71,6 +71,11 @@ MIDDLEWARE = [
     # An ended login: the whole sign-in page, back to the page (not a fragment) afterwards.
     "web.middleware.WholePageSignInMiddleware",
 ]
+if env.AUTH_PROXY_HEADER:  # behind an authenticating proxy: its header signs people in
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+        "web.middleware.TrustedProxyUserMiddleware",
+    )
 
 ROOT_URLCONF = "rollback_site.urls"
 ASGI_APPLICATION = "rollback_site.asgi.application"

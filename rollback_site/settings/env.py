@@ -54,6 +54,23 @@ def _fernet_keys(keys: list[str], info: ValidationInfo) -> list[str]:
 
 FernetKeys = Annotated[CommaList, AfterValidator(_fernet_keys)]
 
+
+def _proxy_addresses(addresses: list[str], info: ValidationInfo) -> list[str]:
+    import ipaddress
+
+    for address in addresses:
+        try:
+            ipaddress.ip_network(address, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"{info.field_name}: {address!r} is not an IP address or network (10.0.0.5,"
+                " 10.0.0.0/24, fd00::/8)"
+            ) from None
+    return addresses
+
+
+ProxyAddresses = Annotated[CommaList, AfterValidator(_proxy_addresses)]
+
 # A host the sandbox may reach through its proxy: a name (`pypi.org`), a wildcard for its
 # subdomains (`*.pythonhosted.org`), either with a port (`localhost:8080`; without: 443 and 80).
 _HOST = r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*(:[0-9]{1,5})?"
@@ -126,6 +143,8 @@ class Env(Schema):
     OIDC_CLIENT_SECRET: str = ""
     OIDC_NAME: str = Field("single sign-on", min_length=1, max_length=60)
     OIDC_SIGNUP: bool = True
+    AUTH_PROXY_HEADER: str = Field("", pattern=r"^[A-Za-z0-9-]*$", max_length=100)
+    AUTH_PROXY_ADDRESSES: ProxyAddresses = []  # noqa: RUF012
     ROLLBACK_TRUSTED_PROXIES: Count = 0
     ROLLBACK_ENCRYPTION_KEYS: FernetKeys = shown("derived from `DJANGO_SECRET_KEY`", [])
 
@@ -307,6 +326,15 @@ class Env(Schema):
             raise ValueError(
                 "OIDC_ISSUER is set: single sign-on also needs OIDC_CLIENT_ID and"
                 " OIDC_CLIENT_SECRET (the client registered at the provider)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _proxy_is_listed(self) -> Env:
+        if self.AUTH_PROXY_HEADER and not self.AUTH_PROXY_ADDRESSES:
+            raise ValueError(
+                "AUTH_PROXY_HEADER is set: list the authenticating proxy's addresses in"
+                " AUTH_PROXY_ADDRESSES, the only ones whose header is trusted"
             )
         return self
 

@@ -121,6 +121,12 @@ OIDC_NAME = env.OIDC_NAME
 OIDC_SIGNUP = env.OIDC_SIGNUP
 if OIDC_ISSUER:
     AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.oidc.OidcBackend"]
+# Behind an authenticating proxy: the header it sets with the person's username, trusted only on
+# requests that come straight from its addresses (accounts.proxy, web.middleware).
+AUTH_PROXY_HEADER = env.AUTH_PROXY_HEADER
+AUTH_PROXY_ADDRESSES = env.AUTH_PROXY_ADDRESSES
+if AUTH_PROXY_HEADER:
+    AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.proxy.ProxyHeaderBackend"]
 # mozilla-django-oidc's own settings: RS256 ID tokens checked against the provider's keys, a
 # nonce and PKCE, requests to the provider bounded in time, and the callback's failure page.
 OIDC_RP_SIGN_ALGO = "RS256"

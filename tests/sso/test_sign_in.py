@@ -244,3 +244,15 @@ def test_only_a_token_that_holds_in_every_way_is_taken(sso):
     unsigned = jwt.encode({"iss": sso.issuer, "aud": CLIENT_ID, "sub": "42"}, None, "none")
     with pytest.raises(SuspiciousOperation):
         checked(sso, unsigned)
+
+
+def test_turning_sso_off_signs_its_people_out_saying_why(client, sso, settings, admin_user):
+    sso.add_user("stays", PASSWORD)
+    come_back(client, provider_answer(start(client), "stays"))
+    assert client.get(reverse("chat:home")).status_code == 200
+    settings.OIDC_ISSUER = ""
+    settings.AUTHENTICATION_BACKENDS = ["accounts.backends.LimitedModelBackend"]
+    answer = client.get(reverse("chat:home"), follow=True)
+    assert answer.redirect_chain[-1][0].startswith(reverse("accounts:login"))
+    assert "Single sign-on is turned off on this server, so you are signed out." in text(answer)
+    assert "Sign in with" not in text(answer)

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import BACKEND_SESSION_KEY, update_session_auth_hash
 from django.contrib.auth import login as auth_login
-from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.errors import AccountNotApproved, SignupClosed, TooManyAttempts
 from accounts.models import ApiKey, User
+from accounts.oidc import OIDC_BACKEND
 from accounts.selectors import api_key_for_user, api_keys_profile
 from accounts.services import (
     apikey_create,
@@ -172,7 +173,10 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        return super().get_context_data(**login_context(), **kwargs)
+        # Signed in through single sign-on, which is now turned off: say why they are out.
+        sso_gone = self.request.session.get(BACKEND_SESSION_KEY) == OIDC_BACKEND
+        sso_gone = sso_gone and not settings.OIDC_ISSUER
+        return super().get_context_data(**login_context(), sso_gone=sso_gone, **kwargs)
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         if isinstance(form, LimitedAuthenticationForm) and form.waiting is not None:
