@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Services, app_env  # used by the test modules
+from tests.procs import Services, app_env, prepared  # used by the test modules
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -92,6 +92,14 @@ def app(app_settings, tmp_path_factory) -> Iterator[Services]:
         yield services
     finally:
         services.stop_all()
+
+
+def served(env: dict[str, str], logs: Path) -> Iterator[Services]:
+    """The app served by daphne in `env`, its var directory made ready, every process stopped at
+    the end: for a module's own app fixture (`yield from served(...)`)."""
+    with prepared(env, logs) as services:
+        services.start_daphne(env)
+        yield services
 
 
 # --- The browser -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Services, app_env, sign_in_as_staff
+from .conftest import Services, app_env, prepared, sign_in_as_staff
 from .test_accessibility import violations
 from .test_third_round import IDS, LOOKS
 
@@ -38,14 +38,10 @@ def files_env(model_server, tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def files_app(files_env, tmp_path_factory) -> Iterator[Services]:
     """The app, with a user holding 2,000,000 bytes of files and no message."""
-    services = Services(tmp_path_factory.mktemp("dashboard-logs"))
-    try:
-        services.prepare(files_env)
+    with prepared(files_env, tmp_path_factory.mktemp("dashboard-logs")) as services:
         services.manage(files_env, "shell", "-c", SEED)
         services.start_daphne(files_env)
         yield services
-    finally:
-        services.stop_all()
 
 
 @pytest.mark.parametrize(("width", "scheme"), LOOKS, ids=IDS)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import FINISHED_ASSISTANT, Services, app_env, chat, new_session, wait_ws_open
+from .conftest import FINISHED_ASSISTANT, Services, app_env, chat, new_session, served, wait_ws_open
 from .test_accessibility import violations
 from .test_third_round import IDS, LOOKS, drawer, opened
 
@@ -28,13 +28,7 @@ def demo_app(tmp_path_factory) -> Iterator[Services]:
         AGENT_ALLOWED_MODELS="gpt-4o",
         DEMO_MODEL_WORD_DELAY="0",
     )
-    services = Services(tmp_path_factory.mktemp("demo-logs"))
-    try:
-        services.prepare(env)
-        services.start_daphne(env)
-        yield services
-    finally:
-        services.stop_all()
+    yield from served(env, tmp_path_factory.mktemp("demo-logs"))
 
 
 @pytest.mark.parametrize(("width", "scheme"), LOOKS, ids=IDS)

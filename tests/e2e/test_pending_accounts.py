@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import PASSWORD, Services, app_env
+from .conftest import PASSWORD, Services, app_env, prepared
 from .test_accessibility import violations
 from .test_third_round import IDS, LOOKS
 
@@ -31,15 +31,11 @@ def pending_env(model_server, tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def pending_app(pending_env, tmp_path_factory) -> Iterator[Services]:
     """The app with ACCOUNTS_PENDING on, and its administrator (the first account) made."""
-    services = Services(tmp_path_factory.mktemp("pending-logs"))
-    try:
-        services.prepare(pending_env)
+    with prepared(pending_env, tmp_path_factory.mktemp("pending-logs")) as services:
         make = f"User.objects.create_superuser({ADMIN!r}, password={PASSWORD!r})"
         services.manage(pending_env, "shell", "-c", f"from accounts.models import User; {make}")
         services.start_daphne(pending_env)
         yield services
-    finally:
-        services.stop_all()
 
 
 def sign_in(page, base: str, username: str) -> None:

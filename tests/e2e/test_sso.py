@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from tests.oidc_provider.server import Provider
 
-from .conftest import Services, app_env
+from .conftest import Services, app_env, prepared
 from .test_accessibility import violations
 from .test_third_round import IDS, LOOKS
 
@@ -44,15 +44,11 @@ def sso_app(provider, model_server, tmp_path_factory) -> Iterator[Services]:
         OIDC_CLIENT_SECRET=CLIENT_SECRET,
         OIDC_NAME="Test SSO",
     )
-    services = Services(tmp_path_factory.mktemp("sso-logs"))
-    try:
-        services.prepare(env)
+    with prepared(env, tmp_path_factory.mktemp("sso-logs")) as services:
         services.start_daphne(env)
         callback = f"{services.base_url}/accounts/sso/callback/"
         provider.add_client("rollback-e2e", CLIENT_SECRET, callback)
         yield services
-    finally:
-        services.stop_all()
 
 
 @pytest.mark.parametrize(("width", "scheme"), LOOKS, ids=IDS)
