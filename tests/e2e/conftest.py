@@ -230,16 +230,21 @@ def sign_up(page, base_url: str, prefix: str = "user") -> str:
     return username
 
 
+def sign_in(page, base_url: str, username: str) -> None:
+    """Sign in through the login page as `username` (with the tests' password)."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.get_by_test_id("username").fill(username)
+    page.get_by_test_id("password").fill(PASSWORD)
+    with page.expect_navigation():
+        page.get_by_test_id("submit").click()
+
+
 def sign_in_as_staff(page, app, app_settings) -> str:
     """Make a superuser in the served app's database and sign in as them; the username."""
     username = f"staff{uuid.uuid4().hex[:10]}"
     make = f"User.objects.create_superuser({username!r}, password={PASSWORD!r})"
     app.manage(app_settings, "shell", "-c", f"from accounts.models import User; {make}")
-    page.goto(f"{app.base_url}/accounts/login/")
-    page.get_by_test_id("username").fill(username)
-    page.get_by_test_id("password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_test_id("submit").click()
+    sign_in(page, app.base_url, username)
     return username
 
 

@@ -14,9 +14,8 @@ from playwright.sync_api import expect
 
 from tests.fakes.chat_server import Reply
 
-from .conftest import PASSWORD, chat, checkpoint, open_restore, wait_ws_open
+from .conftest import PASSWORD, chat, checkpoint, open_restore, sign_in, wait_ws_open
 from .test_accessibility import violations
-from .test_governance import sign_in
 from .test_third_round import IDS, LOOKS, drawer, opened
 
 pytestmark = pytest.mark.e2e

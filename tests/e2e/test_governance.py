@@ -12,7 +12,7 @@ import uuid
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import PASSWORD, sign_in_as_staff, wait_ws_open
+from tests.e2e.conftest import PASSWORD, sign_in, sign_in_as_staff, wait_ws_open
 from tests.e2e.test_accessibility import violations
 
 pytestmark = pytest.mark.e2e
@@ -43,14 +43,6 @@ def seed(app, app_settings) -> tuple[str, int, int]:
     out = app.manage(app_settings, "shell", "-c", SEED.format(username=username, password=PASSWORD))
     session_pk, checkpoint_pk = (int(x) for x in out.split()[-2:])
     return username, session_pk, checkpoint_pk
-
-
-def sign_in(page, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/accounts/login/")
-    page.get_by_test_id("username").fill(username)
-    page.get_by_test_id("password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_test_id("submit").click()
 
 
 def open_chat(page, base_url: str, session_pk: int) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import PASSWORD, Services, app_env, prepared
+from .conftest import PASSWORD, Services, app_env, prepared, sign_in
 from .test_accessibility import violations
 from .test_third_round import IDS, LOOKS
 
@@ -36,14 +36,6 @@ def pending_app(pending_env, tmp_path_factory) -> Iterator[Services]:
         services.manage(pending_env, "shell", "-c", f"from accounts.models import User; {make}")
         services.start_daphne(pending_env)
         yield services
-
-
-def sign_in(page, base: str, username: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.get_by_test_id("username").fill(username)
-    page.get_by_test_id("password").fill(PASSWORD)
-    with page.expect_navigation():
-        page.get_by_test_id("submit").click()
 
 
 @pytest.mark.parametrize(("width", "scheme"), LOOKS, ids=IDS)
