@@ -25,6 +25,14 @@ from .models import User
 from .selectors import is_first_administrator
 
 
+def approval_refusal(user: User) -> AccountNotApproved | None:
+    """Why `user` (whose credentials held) may not sign in yet: their account waits for an
+    administrator's approval, or was refused; None for an approved one."""
+    if user.approval == User.Approval.APPROVED:
+        return None
+    return AccountNotApproved(refused=user.approval == User.Approval.REFUSED)
+
+
 class LimitedModelBackend(ModelBackend):
     def authenticate(
         self,
@@ -49,9 +57,10 @@ class LimitedModelBackend(ModelBackend):
         if self.user_can_authenticate(user):
             attempt.succeeded()
             return user
-        if user.approval != User.Approval.APPROVED:
+        refusal = approval_refusal(user)
+        if refusal is not None:
             attempt.succeeded()  # the right password: no failure to count
-            raise AccountNotApproved(refused=user.approval == User.Approval.REFUSED)
+            raise refusal
         return None  # turned off by an administrator: as a wrong password
 
     @staticmethod

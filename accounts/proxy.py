@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from core.errors import InvalidInput
 
-from .errors import AccountNotApproved
+from .backends import approval_refusal
 from .models import User
 from .services import user_proxy_get_or_create
 
@@ -39,6 +39,7 @@ class ProxyHeaderBackend(ModelBackend):
             return None
         if self.user_can_authenticate(user):
             return user
-        if user.approval != User.Approval.APPROVED:
-            raise AccountNotApproved(refused=user.approval == User.Approval.REFUSED)
+        refusal = approval_refusal(user)
+        if refusal is not None:
+            raise refusal
         return None

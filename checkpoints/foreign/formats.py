@@ -219,12 +219,19 @@ def read_chatgpt(data: dict[str, Any], where: str) -> Conversation:
 # --- Open WebUI ----------------------------------------------------------------------------------
 
 
-def _openwebui_files(message: dict[str, Any], skipped: Counter[str]) -> None:
+def _count_files(
+    message: dict[str, Any], skipped: Counter[str], is_image: Callable[[object], bool]
+) -> None:
+    """A message's attached files, left out: counted as images (by their `type`) or others."""
     files = message.get("files")
     if isinstance(files, list):
         for f in files:
             kind = f.get("type") if isinstance(f, dict) else None
-            skipped["image" if kind == "image" else "attachment"] += 1
+            skipped["image" if is_image(kind) else "attachment"] += 1
+
+
+def _openwebui_files(message: dict[str, Any], skipped: Counter[str]) -> None:
+    _count_files(message, skipped, lambda kind: kind == "image")
 
 
 def _openwebui_content(content: object, skipped: Counter[str]) -> str:
@@ -285,12 +292,7 @@ def read_openwebui(data: dict[str, Any], where: str) -> Conversation:
 
 def _librechat_text(message: dict[str, Any], skipped: Counter[str]) -> str:
     """A message's `text`, or the text parts of its `content` (an agent's message)."""
-    files = message.get("files")
-    if isinstance(files, list):
-        for f in files:
-            kind = f.get("type") if isinstance(f, dict) else None
-            image = isinstance(kind, str) and kind.startswith("image/")
-            skipped["image" if image else "attachment"] += 1
+    _count_files(message, skipped, lambda kind: isinstance(kind, str) and kind.startswith("image/"))
     text = _text(message.get("text"))
     content = message.get("content")
     if text.strip() or not isinstance(content, list):

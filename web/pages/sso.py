@@ -19,7 +19,8 @@ from django.shortcuts import render
 from django.views import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from accounts.errors import AccountNotApproved, SsoSignInFailed
+from accounts.backends import approval_refusal
+from accounts.errors import SsoSignInFailed
 from accounts.oidc import OIDC_BACKEND, provider_setting, provider_sign_out_url, sso_enabled
 from web.pages.accounts import login_context, waiting
 from web.pages.forms import LoginForm
@@ -97,9 +98,9 @@ class SsoCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]
         request = self.request
         user = getattr(self, "user", None)
         if user is not None and not user.is_active:
-            if user.approval != user.Approval.APPROVED:
-                refused = user.approval == user.Approval.REFUSED
-                return waiting(request, AccountNotApproved(refused=refused), user.get_username())
+            refusal = approval_refusal(user)
+            if refusal is not None:
+                return waiting(request, refusal, user.get_username())
             return sso_failed(request, "This account is turned off.", status=403)
         error = request.GET.get("error")
         if error:
