@@ -1,6 +1,7 @@
 """Start the test OpenID Connect provider (tests.oidc_provider) as a process of its own: a fresh
 RSA key and SQLite file, migrated; its users and Rollback's client are added through its
-`manage.py shell`."""
+`manage.py shell`, and a user's claims changed through a file it reads at each token
+(`set_claims`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -35,6 +37,7 @@ class Provider:
                 "DJANGO_SETTINGS_MODULE": "tests.oidc_provider.settings",
                 "OIDC_PROVIDER_DB": str(folder / "provider.sqlite3"),
                 "OIDC_PROVIDER_KEY_FILE": str(key_file),
+                "OIDC_PROVIDER_CLAIMS_FILE": str(folder / "claims.json"),
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -89,6 +92,17 @@ class Provider:
             "print(u.pk)\n"
         )
         return self.shell(code).split()[-1]
+
+    def set_claims(self, username: str, *, drop: tuple[str, ...] = (), **claims: Any) -> None:
+        """From the next token on, `username`'s ID token and userinfo carry `claims` (added, or
+        in place of the provider's own: `groups=[...]`) and leave out the claims named in
+        `drop`; what was set for them before is forgotten."""
+        path = Path(self.env["OIDC_PROVIDER_CLAIMS_FILE"])
+        every = json.loads(path.read_text()) if path.exists() else {}
+        every[username] = {"set": claims, "drop": list(drop)}
+        written = path.with_suffix(".tmp")
+        written.write_text(json.dumps(every))
+        written.replace(path)  # whole, never half-written, for the provider reading it
 
     def add_client(self, client_id: str, secret: str, redirect_uri: str) -> None:
         code = (

@@ -1,6 +1,7 @@
-"""A real OpenID Connect provider (tests.oidc_provider, django-oauth-toolkit) for the module,
+"""A real OpenID Connect provider (tests.oidc_provider, django-oauth-toolkit) for the package,
 and Rollback's settings pointing at it, with its client registered for the test client's
-callback (http://testserver/accounts/sso/callback/)."""
+callback (http://testserver/accounts/sso/callback/); and the steps of a sign-in through it
+(`start`, `provider_answer`, `come_back`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from urllib.parse import urljoin
 
 import pytest
 import requests
+from django.contrib.auth import SESSION_KEY
+from django.urls import reverse
 
 from accounts import oidc
+from accounts.models import User
 from tests.oidc_provider.server import Provider
 
 CLIENT_ID = "rollback"
@@ -72,3 +76,24 @@ def provider_answer(authorize_url: str, username: str, password: str = PASSWORD)
     )
     assert answer.status_code == 302, answer.text[:500]
     return answer.headers["Location"]
+
+
+def text(response) -> str:
+    return html.unescape(" ".join(response.content.decode().split()))
+
+
+def start(client) -> str:
+    """Rollback's "Sign in with…": the provider's authorization address it sends the browser to."""
+    answer = client.get(reverse("accounts:sso_start"))
+    assert answer.status_code == 302, text(answer)[:500]
+    return answer["Location"]
+
+
+def come_back(client, callback_url: str):
+    assert callback_url.startswith(CALLBACK), callback_url
+    return client.get(callback_url.removeprefix("http://testserver"))
+
+
+def signed_in_as(client) -> User | None:
+    pk = client.session.get(SESSION_KEY)
+    return User.objects.get(pk=pk) if pk else None

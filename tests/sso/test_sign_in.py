@@ -7,7 +7,6 @@ ends on the login page saying why, signed out. The provider is a subprocess of t
 
 from __future__ import annotations
 
-import html
 import json
 import threading
 import time
@@ -15,37 +14,15 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import jwt
 import pytest
-from django.contrib.auth import SESSION_KEY
 from django.core.exceptions import SuspiciousOperation
 from django.urls import reverse
 
 from accounts import oidc
 from accounts.models import SsoIdentity, User
 
-from .conftest import CALLBACK, CLIENT_ID, PASSWORD, provider_answer
+from .conftest import CLIENT_ID, PASSWORD, come_back, provider_answer, signed_in_as, start, text
 
 pytestmark = pytest.mark.django_db
-
-
-def text(response) -> str:
-    return html.unescape(" ".join(response.content.decode().split()))
-
-
-def start(client) -> str:
-    """Rollback's "Sign in with…": the provider's authorization address it sends the browser to."""
-    answer = client.get(reverse("accounts:sso_start"))
-    assert answer.status_code == 302, text(answer)[:500]
-    return answer["Location"]
-
-
-def come_back(client, callback_url: str):
-    assert callback_url.startswith(CALLBACK), callback_url
-    return client.get(callback_url.removeprefix("http://testserver"))
-
-
-def signed_in_as(client) -> User | None:
-    pk = client.session.get(SESSION_KEY)
-    return User.objects.get(pk=pk) if pk else None
 
 
 def test_the_login_page_offers_the_provider_and_a_first_sign_in_makes_the_account(
