@@ -7,7 +7,9 @@ in the browser's session, each state spent once) and checks the ID token's signa
 provider's keys; `OidcBackend` adds what it leaves out: the issuer, the audience (and `azp` when
 there are several), the expiry and the times it must carry. A person is found by the provider's
 subject alone (accounts.models.SsoIdentity), never by an e-mail address; a first sign-in makes
-their account (accounts.services.user_sso_create) unless OIDC_SIGNUP is off. The backend is
+their account (accounts.services.user_sso_create) unless OIDC_SIGNUP is off. With
+OIDC_GROUPS_CLAIM set, every sign-in sets their groups from that claim (`claimed_group_names`,
+read before anything is written; the groups set with the sign-in's own writes). The backend is
 installed only when OIDC_ISSUER is set, and a password sign-in never reaches the provider.
 """
 
@@ -23,13 +25,12 @@ import requests
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
-from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
 from .errors import SsoSignInFailed
-from .models import SsoIdentity, User
-from .services import user_sso_create
+from .models import User
+from .services import user_sso_create, user_sso_signed_in
 
 # The backend's dotted path, as AUTHENTICATION_BACKENDS and a login's session name it.
 OIDC_BACKEND = "accounts.oidc.OidcBackend"
@@ -38,6 +39,8 @@ DISCOVERY_SECONDS = 3600.0
 DISCOVERY_MAX_BYTES = 256 * 1024
 # Clock skew allowed between this server and the provider when checking a token's times.
 LEEWAY_SECONDS = 60
+# The most group names a sign-in's claim may hold (OIDC_GROUPS_CLAIM); more refuses the sign-in.
+GROUP_NAMES_MAX = 1000
 
 _lock = threading.Lock()
 _discovered: tuple[float, str, dict[str, Any]] | None = None
@@ -209,6 +212,7 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
                 f"You have no account on this server yet, and it does not make one through "
                 f"{settings.OIDC_NAME}. Ask an administrator for an account."
             )
+        group_names = claimed_group_names(claims)
         email = claims.get("email") if claims.get("email_verified") is True else ""
         hint = claims.get("preferred_username") or email or claims.get("name") or "user"
         return user_sso_create(
@@ -216,13 +220,45 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
             subject=claims["sub"],
             username_hint=hint if isinstance(hint, str) else "user",
             email=email if isinstance(email, str) else "",
+            group_names=group_names,
         )
 
     def update_user(self, user: User, claims: dict[str, Any]) -> User:
-        SsoIdentity.objects.filter(
-            user=user, issuer=settings.OIDC_ISSUER, subject=claims["sub"]
-        ).update(last_sign_in_at=timezone.now())
+        user_sso_signed_in(
+            user=user,
+            issuer=settings.OIDC_ISSUER,
+            subject=claims["sub"],
+            group_names=claimed_group_names(claims),
+        )
         return user
+
+
+def claimed_group_names(claims: dict[str, Any]) -> list[str] | None:
+    """The group names of the person's claims (OIDC_GROUPS_CLAIM's claim): a list of names, or
+    one name alone; an absent (or null) claim names none. None while the setting is unset (the
+    groups are the admin's to set). SsoSignInFailed for a claim that is not names, or of more
+    than GROUP_NAMES_MAX."""
+    claim = settings.OIDC_GROUPS_CLAIM
+    if not claim:
+        return None
+    value = claims.get(claim)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise SsoSignInFailed(
+            f"{settings.OIDC_NAME} sent your groups (its claim {claim!r}) as something other "
+            "than a list of names, so you are not signed in and nothing was changed. Tell the "
+            "administrator."
+        )
+    if len(value) > GROUP_NAMES_MAX:
+        raise SsoSignInFailed(
+            f"{settings.OIDC_NAME} sent {len(value):,} groups for you (its claim {claim!r}), and "
+            f"this server takes at most {GROUP_NAMES_MAX:,}, so you are not signed in and "
+            "nothing was changed. Tell the administrator."
+        )
+    return value
 
 
 def provider_sign_out_url() -> str:

@@ -1,16 +1,18 @@
-"""Writes of accounts: sign-up, preferences and API keys."""
+"""Writes of accounts: sign-up (with a password, through single sign-on, behind a proxy), the
+groups single sign-on sets, preferences and API keys."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import password_validation
 from django.contrib.auth.hashers import make_password
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
@@ -172,18 +174,67 @@ def user_signup(
     return user
 
 
-def user_sso_create(*, issuer: str, subject: str, username_hint: str, email: str = "") -> User:
+def user_sso_create(
+    *,
+    issuer: str,
+    subject: str,
+    username_hint: str,
+    email: str = "",
+    group_names: Collection[str] | None = None,
+) -> User:
     """The account of a person who signed in through single sign-on for the first time, with
     their identity at the provider (`issuer`, `subject`) and no password. Its username is
     `username_hint` made valid (a number added while it is taken or looks like a taken one).
     The same rules as a sign-up's: the first account of the site is its administrator, and
-    while ACCOUNTS_PENDING is on, the others wait for approval. Under the sign-ups' lock."""
+    while ACCOUNTS_PENDING is on, the others wait for approval. Under the sign-ups' lock.
+    With `group_names` (the provider's, OIDC_GROUPS_CLAIM), its groups are set from them in the
+    same transaction (user_groups_sync)."""
     base = _sso_username_base(username_hint)
     email = _clean_sso_email(email)
     with transaction.atomic():
         user = _external_user_create(lambda: _free_username(base), email)
         SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+        if group_names is not None:
+            user_groups_sync(user=user, names=group_names)
     return user
+
+
+def user_sso_signed_in(
+    *, user: User, issuer: str, subject: str, group_names: Collection[str] | None = None
+) -> None:
+    """A returning single sign-on of `user` (found by `issuer` and `subject`): when it happened,
+    and with `group_names`, their groups set from them, all or nothing."""
+    with transaction.atomic():
+        SsoIdentity.objects.filter(user=user, issuer=issuer, subject=subject).update(
+            last_sign_in_at=timezone.now()
+        )
+        if group_names is not None:
+            user_groups_sync(user=user, names=group_names)
+
+
+# The longest group name (django.contrib.auth's Group.name); a longer one names no group.
+GROUP_NAME_MAX_LENGTH = 150
+# Names looked up per query (under every database's limit of parameters).
+_GROUP_NAMES_PER_QUERY = 500
+
+
+def user_groups_sync(*, user: User, names: Collection[str]) -> None:
+    """Make `user`'s groups exactly the existing groups named in `names` (exact, case-sensitive
+    match). A name of no group, or that no group can have (too long, a NUL), is ignored: groups
+    are made by an administrator, never here. Staff and superuser flags are left as they are.
+    The caller bounds `names` (the single sign-on's claim: at most accounts.oidc.GROUP_NAMES_MAX).
+    Under the user's lock, so two sign-ins at once end with one of their lists, not a mix."""
+    wanted = sorted(
+        {name for name in names if len(name) <= GROUP_NAME_MAX_LENGTH and "\x00" not in name}
+    )
+    found: list[Group] = []
+    for start in range(0, len(wanted), _GROUP_NAMES_PER_QUERY):
+        chunk = wanted[start : start + _GROUP_NAMES_PER_QUERY]
+        found += Group.objects.filter(name__in=chunk)
+    exact = set(wanted)  # a database whose comparison ignores case finds more than asked
+    with transaction.atomic():
+        lock_user(user.pk)
+        user.groups.set([group for group in found if group.name in exact])
 
 
 def user_proxy_get_or_create(*, username: str) -> User:

@@ -143,6 +143,7 @@ class Env(Schema):
     OIDC_CLIENT_SECRET: str = ""
     OIDC_NAME: str = Field("single sign-on", min_length=1, max_length=60)
     OIDC_SIGNUP: bool = True
+    OIDC_GROUPS_CLAIM: str = Field("", max_length=200)
     AUTH_PROXY_HEADER: str = Field("", pattern=r"^[A-Za-z0-9-]*$", max_length=100)
     AUTH_PROXY_ADDRESSES: ProxyAddresses = []  # noqa: RUF012
     ROLLBACK_TRUSTED_PROXIES: Count = 0

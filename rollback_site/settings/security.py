@@ -119,6 +119,9 @@ OIDC_CLIENT_ID = env.OIDC_CLIENT_ID
 OIDC_CLIENT_SECRET = env.OIDC_CLIENT_SECRET
 OIDC_NAME = env.OIDC_NAME
 OIDC_SIGNUP = env.OIDC_SIGNUP
+# The ID token's claim (with userinfo's) whose list of names sets the person's groups at each
+# sign-in (accounts.oidc: only groups that exist); "": the groups are managed in the admin.
+OIDC_GROUPS_CLAIM = env.OIDC_GROUPS_CLAIM.strip()
 if OIDC_ISSUER:
     AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.oidc.OidcBackend"]
 # Behind an authenticating proxy: the header it sets with the person's username, trusted only on
