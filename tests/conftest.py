@@ -59,6 +59,7 @@ SECOND_BROWSER_HALF = frozenset(
         "test_session_tabs.py",
         "test_sessions.py",
         "test_sso.py",
+        "test_sso_pending_groups.py",
         "test_share.py",
         "test_signin_drafts_keys.py",
         "test_streaming.py",
