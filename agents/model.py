@@ -41,6 +41,7 @@ from core.model_choice import DEMO_MODEL_ID, model_settings
 from core.model_choice import ModelSettings as ModelSettings  # moved there: no agno needed
 from core.model_choice import is_demo as is_demo  # agents.model.is_demo: used by the pages, the CLI
 from core.model_choice import model_id_for as model_id_for  # moved there: no agno needed
+from usage.services import usage_record
 
 from .demo_model import DemoModel
 from .model_errors import explain, stream_error
@@ -318,11 +319,39 @@ def shared_client(model: ChatModel) -> openai.OpenAI:
         return client
 
 
-def ask_once(model: Model, instructions: str, prompt: str) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class ChargeTo:
+    """Whose usage a request outside a turn is (a summary's, a title's): a UsageRecord's."""
+
+    user_id: int
+    session_id: int | None
+    kind: str
+    branch_id: int | None = None
+    turn_id: int | None = None
+
+
+def ask_once(
+    model: Model, instructions: str, prompt: str, *, charge: ChargeTo | None = None
+) -> tuple[bool, str]:
     """One request to the model outside any turn (a summary, a title): no tools, no history,
-    no storage. (True, its answer) when it answered; (False, the readable error) when not."""
+    no storage but its usage, recorded for `charge` (a call like any other). (True, its answer)
+    when it answered; (False, the readable error) when not."""
     agent = Agent(model=model, instructions=instructions, db=None, telemetry=False, markdown=False)
     output = agent.run(input=prompt)
+    if charge is not None and output.metrics is not None:
+        try:
+            usage_record(
+                user_id=charge.user_id,
+                model=model_label(model),
+                input_tokens=output.metrics.input_tokens or 0,
+                output_tokens=output.metrics.output_tokens or 0,
+                kind=charge.kind,
+                session_id=charge.session_id,
+                branch_id=charge.branch_id,
+                turn_id=charge.turn_id,
+            )
+        except Exception:  # the answer is still worth having
+            log.exception("the usage of a %s could not be recorded", charge.kind)
     content = output.content if isinstance(output.content, str) else ""
     return output.status == RunStatus.completed, content
 

@@ -159,14 +159,19 @@ class ToolRegistry:
         """The tools agents offer in this process, in the registry's order."""
         return [t for t in self if t.offered is None or t.offered()]
 
-    def implementations(self, agent: object) -> list[Callable[..., str]]:
-        """What `agent` offers the model for the built-in tools, in the registry's order."""
-        return [t.implementation(agent) for t in self.offered()]
+    def implementations(
+        self, agent: object, *, groups_off: frozenset[str] = frozenset()
+    ) -> list[Callable[..., str]]:
+        """What `agent` offers the model for the built-in tools, in the registry's order, but
+        for those of the groups in `groups_off` (the owner's access takes them away)."""
+        return [t.implementation(agent) for t in self.offered() if t.group.key not in groups_off]
 
-    def instructions(self, intro: str) -> list[str]:
+    def instructions(self, intro: str, *, groups_off: frozenset[str] = frozenset()) -> list[str]:
         """The agent's instructions: `intro`, then a line per group of the offered tools."""
         groups: dict[str, tuple[Group, list[str]]] = {}
         for tool in self.offered():
+            if tool.group.key in groups_off:
+                continue
             groups.setdefault(tool.group.key, (tool.group, []))[1].append(tool.name)
         ordered = sorted(groups.values(), key=lambda g: g[0].rank)
         return [intro] + [g.instruction.format(names=names_in_words(n)) for g, n in ordered]

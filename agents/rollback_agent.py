@@ -20,6 +20,7 @@ from agno.models.base import Model
 from agno.models.message import Message as AgnoMessage
 from agno.run.agent import RunOutput
 
+from access.selectors import allowance_for
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import find_session_checkpoint
 from checkpoints.services import checkpoint_restore
@@ -30,7 +31,7 @@ from sessions_app.services import branch_activate, branch_create
 from sessions_app.turns.paused import paused_state
 
 from .approval_gate import ApprovalGate
-from .builtin_tools import INTRO, REGISTRY
+from .builtin_tools import INTRO, REGISTRY, SHELL
 from .checkpoint_tools import CheckpointTools
 from .file_tools import FileTools
 from .instructions import owner_instructions, owner_instructions_for
@@ -50,6 +51,7 @@ from .tools import (
     effects_of,
     names_of,
     timeouts_of,
+    tool_names,
     without_replaced,
 )
 from .turn.claim import MCP_SERVERS_ENABLED, claim_may_find
@@ -191,9 +193,17 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools, ShellTools):
         # in, True approves; None leaves the turn awaiting approval for `answer_approval`).
         self.on_event: Callable[[events.Event], None] | None = None
         self.approver: Callable[[Any], bool] | None = None
-        custom = [*without_replaced(configured_tools(), tools or []), *(tools or [])]
+        # What the owner's access gives them (access.selectors): the operator's custom tools
+        # it names, and the shell tools only when it allows them. (Tools given to this agent by
+        # its Python caller are theirs to give.)
+        allowance = allowance_for(session.owner)
+        configured = [
+            t for t in configured_tools() if all(map(allowance.allows_tool, tool_names(t)))
+        ]
+        custom = [*without_replaced(configured, tools or []), *(tools or [])]
+        off = frozenset() if allowance.may_use_shell else frozenset({SHELL.key})
         # The built-in tools, in the registry's order (agents.builtin_tools).
-        builtins = REGISTRY.implementations(self)
+        builtins = REGISTRY.implementations(self, groups_off=off)
         kept = without_replaced(builtins, custom)
         replaced = names_of(builtins) - names_of(kept)
         for name in sorted(replaced & names_of(tools or [])):
@@ -229,7 +239,7 @@ class RollbackAgent(CheckpointTools, MemoryTools, FileTools, ShellTools):
             *(kwargs.get("tool_hooks") or []),
         ]
         # The instructions: a line for each group of built-in tools (agents.builtin_tools).
-        kwargs.setdefault("instructions", REGISTRY.instructions(INTRO))
+        kwargs.setdefault("instructions", REGISTRY.instructions(INTRO, groups_off=off))
         kwargs.setdefault("markdown", True)
         # agno refuses the calls of a batch past the limit; ChatModel sends no request after it.
         kwargs.setdefault("tool_call_limit", max_tool_calls())

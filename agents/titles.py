@@ -19,7 +19,7 @@ from sessions_app.models import Session, Turn
 from sessions_app.services import DEFAULT_SESSION_NAME, session_title_set
 
 from .markers import TITLE_MARKER
-from .model import ask_once, build_model
+from .model import ChargeTo, ask_once, build_model
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,14 @@ def session_autotitle(turn: Turn) -> str | None:
         session = Session.objects.get(pk=turn.session_id)
         prompt = f"user: {_excerpt(turn.message)}\nassistant: {_excerpt(turn.reply)}"
         model = build_model(session.settings, max_tokens=TITLE_MAX_TOKENS)
-        answered, content = ask_once(model, TITLE_INSTRUCTIONS, prompt)
+        charge = ChargeTo(
+            user_id=session.owner_id,
+            session_id=session.pk,
+            kind="title",
+            branch_id=turn.branch_id,
+            turn_id=turn.pk,
+        )
+        answered, content = ask_once(model, TITLE_INSTRUCTIONS, prompt, charge=charge)
         title = clean_title(content) if answered else ""
         if not title:
             log.warning("no title for session %s: %s", session.pk, content.strip()[:200])

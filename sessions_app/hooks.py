@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
-    from .models import Branch
+    from .models import Branch, Session
 
 ForkMark = Callable[["Branch", int], int]
 TurnWritesDrop = Callable[[int], list[str]]
 SessionHolds = Callable[[int], bool]
 MessageCheckpoint = Callable[["Branch", str], None]
+TurnAdmission = Callable[["Session"], None]
 
 
 @dataclass
@@ -35,6 +36,7 @@ class _Registered:
     turn_writes_drop: TurnWritesDrop | None = None
     session_holds: SessionHolds | None = None
     checkpoint_before_message: MessageCheckpoint | None = None
+    turn_admission: TurnAdmission | None = None
 
 
 _registered = _Registered()
@@ -54,6 +56,18 @@ def register_session_holds(function: SessionHolds) -> None:
 
 def register_checkpoint_before_message(function: MessageCheckpoint) -> None:
     _registered.checkpoint_before_message = function
+
+
+def register_turn_admission(function: TurnAdmission) -> None:
+    _registered.turn_admission = function
+
+
+def turn_admission(session: Session) -> None:
+    """Refuse a turn of `session`'s owner that their budget does not allow (a DomainError:
+    usage.selectors.budget_check)."""
+    if _registered.turn_admission is None:
+        raise ImproperlyConfigured("No turn_admission registered: is the usage app installed?")
+    _registered.turn_admission(session)
 
 
 def fork_mark(branch: Branch, position: int) -> int:

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from access.selectors import sharing_check
 from accounts.models import User
 from accounts.services import lock_user
 from checkpoints.models import Checkpoint
@@ -40,6 +41,7 @@ def share_create(
     its address (stored only as a hash). Under the owner's lock (the limit), then the
     session's (every message write takes it: the newest message id read here is the history's
     last word, and no write of this session is halfway)."""
+    sharing_check(owner)
     lock_user(owner.pk)
     share_limit_check(owner=owner)
     lock_session(branch.session_id)

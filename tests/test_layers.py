@@ -52,7 +52,7 @@ UPWARD = [
 
 
 def test_the_layers_are_those_of_the_import_contract() -> None:
-    assert LAYERS[-3:] == ["memories", "accounts", "core"]
+    assert LAYERS[-4:] == ["memories", "access", "accounts", "core"]
     assert LAYERS.index("checkpoints") < LAYERS.index("workspace") < LAYERS.index("sessions_app")
 
 

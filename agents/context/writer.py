@@ -171,9 +171,12 @@ def _summarise(
         )
     # The model's code (agno, openai) is imported by what asks it, not with this package:
     # django.setup() imports agents.context, and most processes never summarise.
-    from ..model import ask_once, build_model, is_context_overflow, model_label
+    from ..model import ChargeTo, ask_once, build_model, is_context_overflow, model_label
 
     summariser = build_model(session.settings, max_tokens=reply_tokens)
+    charge = ChargeTo(
+        user_id=session.owner_id, session_id=session.pk, kind="summary", branch_id=branch.pk
+    )
     summary = previous
     done, shrinks = 0, 0
     while done < len(units):
@@ -182,7 +185,7 @@ def _summarise(
         taken = _next_piece(units[done:], piece_chars)
         piece = [m for unit in taken for m in unit]
         prompt = _summary_prompt(piece, piece_chars, summary)
-        answered, content = ask_once(summariser, SUMMARY_INSTRUCTIONS, prompt)
+        answered, content = ask_once(summariser, SUMMARY_INSTRUCTIONS, prompt, charge=charge)
         if not answered or not content.strip():
             reason = content.strip() or "it sent no summary"
             overflow = not answered and is_context_overflow(reason)

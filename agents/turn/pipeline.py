@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, cast
 from agno.run.agent import RunOutput
 
 from core import events, logs
+from core.errors import DomainError
 from sessions_app.approvals import Pending, turn_approve
 from sessions_app.errors import NothingAwaitsApproval
 from sessions_app.models import Turn
 from sessions_app.reply_stream import ReplyStream
+from sessions_app.turns import turn_admit, turn_model_of
 
 from ..context import overflowed
 from ..mcp.vision import sees_images
@@ -31,7 +33,7 @@ from .fit import fit, memories_of
 from .phases import phase, spent, timing
 from .resume import count_saved_calls, replay_batch, resumed_input
 from .settle import settle
-from .store import store
+from .store import record_usage, store
 from .stream import Streamed, stream
 
 if TYPE_CHECKING:
@@ -63,6 +65,12 @@ def _run_built(turn: Turn, agent_for: Callable[[Turn], TurnAgent]) -> bool:
     if turn.branch_id is None:
         fail_turn(turn, "The branch of this turn was deleted before it could run.")
         return False
+    if turn.attempts <= 1:  # a turn's first run: one resumed or taken over runs to its end
+        try:
+            turn_admit(turn.session, turn_model_of(turn))
+        except DomainError as exc:  # a budget used up, or a model taken away, since it queued
+            fail_turn(turn, exc.message)
+            return False
     try:
         with phase("agent"):
             agent = agent_for(turn)
@@ -200,6 +208,8 @@ def _steps(run: TurnRun) -> RunOutput | None:
         # The attempt's MCP sessions (one per server used: agents.mcp.sessions) end with its
         # stream, before its answer is stored.
         run.agent.close_mcp_sessions()
+    if got is not None:
+        record_usage(run, got)  # its tokens were spent, whatever becomes of the answer
     state = run.state
     if got is None or state.paused:
         # Paused: the turn awaits an approval with its state saved on its row, and this attempt

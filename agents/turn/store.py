@@ -27,6 +27,7 @@ from sessions_app.turns import (
     turn_finish,
     turn_store_messages,
 )
+from usage.services import usage_record
 
 from ..history import from_agno
 from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
@@ -242,6 +243,28 @@ def finish_reason_of(run: TurnRun, cut: bool) -> str:
     if reply_interrupted(model):
         return "interrupted"
     return "stop"
+
+
+def record_usage(run: TurnRun, got: Streamed) -> None:
+    """The attempt's model calls, as one usage transaction of the turn's owner
+    (usage.services.usage_record), whether its answer is stored, paused, stopped or lost. A
+    failure to record is logged: the turn goes on."""
+    used = usage_of(got.output) if got.output is not None else {}
+    if not used:
+        return
+    turn = run.turn
+    try:
+        usage_record(
+            user_id=turn.session.owner_id,
+            model=run.label,
+            input_tokens=used["input_tokens"],
+            output_tokens=used["output_tokens"],
+            session_id=turn.session_id,
+            branch_id=turn.branch_id,
+            turn_id=turn.pk,
+        )
+    except Exception:
+        log.exception("turn %s: its usage could not be recorded", turn.pk)
 
 
 def usage_of(output: RunOutput) -> dict[str, int]:

@@ -10,7 +10,7 @@ REST_FRAMEWORK = {
         "web.api.authentication.BearerKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["web.api.permissions.MayUseApi"],
     "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",
     "DEFAULT_RENDERER_CLASSES": ["core.renderers.JSONRenderer"],
     # DRF's JSON parser with a nesting limit (core.validation.DOCUMENT_MAX_DEPTH).

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from access.selectors import model_check
 from accounts.models import User
 from accounts.services import lock_user
 from core import events
@@ -39,6 +40,22 @@ def session_quota_check(*, owner: User) -> None:
         raise SessionLimitReached(count, limit)
 
 
+def _model_in(metadata: Any) -> str | None:
+    chosen = metadata.get("settings") if isinstance(metadata, dict) else None
+    model = chosen.get("model") if isinstance(chosen, dict) else None
+    return model.strip() if isinstance(model, str) and model.strip() else None
+
+
+def check_model_access(owner: User, metadata: Any, *, before: Any = None) -> None:
+    """Refuse settings that choose a model `owner`'s access does not include (ModelNotAllowed,
+    a 400): the picker and the API offer only theirs (access.selectors.models_for). A choice
+    kept as it was (`before`) is left to the turns, which refuse it: other settings can still
+    be changed."""
+    model = _model_in(metadata)
+    if model is not None and model != _model_in(before):
+        model_check(owner, model)
+
+
 @transaction.atomic
 def session_create(
     *,
@@ -54,6 +71,7 @@ def session_create(
     name = clean_name(name, what="session", default=DEFAULT_SESSION_NAME)
     metadata = clean_metadata(metadata, what="session metadata")
     check_model_settings(metadata)
+    check_model_access(owner, metadata)
     if session_key:
         session_key = clean_session_key(session_key)
     session_quota_check(owner=owner)
@@ -164,6 +182,7 @@ def session_update(
     if metadata is not None:
         metadata = clean_metadata(metadata, what="session metadata")
         check_model_settings(metadata)
+        check_model_access(session.owner, metadata, before=session.metadata)
     lock_session(session.pk)
     active = name is not None or metadata is not None or archived is not None
     fields = ["updated_at"] if active else []

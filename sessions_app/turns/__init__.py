@@ -47,6 +47,7 @@ from .recovery import (
 )
 from .start import (
     continued_reply,
+    turn_admit,
     turn_claim,
     turn_continue,
     turn_model_of,
@@ -86,6 +87,7 @@ __all__ = [
     "message_limits_check",
     "stopped_calls",
     "stopped_line",
+    "turn_admit",
     "turn_cancel",
     "turn_claim",
     "turn_continue",

@@ -12,13 +12,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from access.selectors import model_check
 from core import events, logs
 from core.db import one_row
 from core.errors import InvalidInput
+from core.model_choice import chosen_model
 from sessions_app.errors import BranchNotFound, SessionNotFound, TurnInProgress
 
 from ..approvals import PAUSED_KEY
-from ..hooks import checkpoint_before_message, turn_writes_drop
+from ..hooks import checkpoint_before_message, turn_admission, turn_writes_drop
 from ..models import Branch, Message, Session, Turn
 from ..reply_stream import stream_reset
 from ..selectors import branch_history
@@ -40,6 +42,20 @@ def _origin() -> dict[str, Any]:
     carry it (Turn.log_ids)."""
     request_id = logs.current().get("request_id")
     return {"request_id": request_id} if request_id else {}
+
+
+def turn_admit(session: Session, model: str | None = None) -> None:
+    """Refuse a turn of `session` before anything is stored or sent to a model: its owner's
+    access must include the model that would answer (`model`, asked for this turn only, else
+    the session's own choice, else their default: access.selectors.model_check, a 400), and no
+    budget of theirs may be used up (usage.selectors.budget_check, a 429). Checked as a turn is
+    queued, and again as a worker first claims it (agents.turn.pipeline)."""
+    try:
+        asked = model or chosen_model(session.settings)
+    except InvalidInput:
+        asked = None  # a choice no longer allowed at all: the worker refuses it (agents.model)
+    model_check(session.owner, asked)
+    turn_admission(session)
 
 
 def turn_start(
@@ -87,6 +103,7 @@ def turn_start(
                 raise BranchNotFound()
             if getattr(locked, "busy", False):
                 raise TurnInProgress()
+            turn_admit(locked.session, model)
             if locked.session.archived_at is not None:
                 session_update(session=locked.session, archived=False)
                 session.archived_at = None
@@ -140,6 +157,7 @@ def turn_continue(*, session: Session, reply_id: int) -> Turn:
                     "Only the last reply of the conversation, when it was cut off, can be "
                     "continued."
                 )
+            turn_admit(session)
             return Turn.objects.create(
                 session=session,
                 branch=branch,
@@ -181,6 +199,7 @@ def turn_retry(*, turn: Turn) -> Turn:
         model = turn_model_of(turn)  # a reply regenerated with another model: that one again
         if branch is None or position is None or branch.message_count != position + 1:
             return turn_start(session=turn.session, message=turn.message, model=model)
+        turn_admit(turn.session, model)
         return Turn.objects.create(
             session_id=turn.session_id,
             branch=branch,

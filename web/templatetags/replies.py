@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 
+from access.selectors import models_for
 from core.errors import InvalidInput
 from core.model_choice import model_id_for, regenerate_models
 from sessions_app.feedback import NOTE_MAX_CHARS, Feedback, feedback_of
@@ -17,9 +18,11 @@ register = template.Library()
 
 
 @register.simple_tag
-def regenerate_with_models() -> list[str]:
-    """The models "Regenerate with…" offers: none (no menu) unless there is a choice."""
-    models = regenerate_models()
+def regenerate_with_models(session: Any) -> list[str]:
+    """The models "Regenerate with…" offers: those of the session owner's access
+    (access.selectors.models_for); none (no menu) unless there is a choice."""
+    allowed = set(models_for(session.owner)) if isinstance(session, Session) else set()
+    models = [m for m in regenerate_models() if m in allowed]
     return models if len(models) > 1 else []
 
 

@@ -8,12 +8,13 @@ from typing import Any
 
 from django import template
 
+from access.errors import ModelNotAllowed
+from access.selectors import default_model_for, models_for
 from agents.mcp.access import usable_servers
 from core.errors import InvalidInput
 from core.model_choice import (
     DEMO_MODEL_ID,
     DEMO_MODEL_NAME,
-    allowed_models,
     chosen_instructions,
     chosen_model,
     is_demo,
@@ -29,12 +30,18 @@ def _chosen(session: Session, error: str) -> tuple[list[str], str, str, str]:
     chose, so it alone is named (agents.model builds it)."""
     if is_demo():
         return [DEMO_MODEL_ID], DEMO_MODEL_ID, DEMO_MODEL_NAME, error
-    models = allowed_models()
+    models = models_for(session.owner)  # those the owner's access gives (access.selectors)
     try:
-        chosen = chosen_model(session.settings) or models[0]
+        default = default_model_for(session.owner)
+    except ModelNotAllowed as exc:
+        return models, "", "no model", error or exc.people
+    try:
+        chosen = chosen_model(session.settings) or default
     except InvalidInput:
-        chosen = models[0]
+        chosen = default
         error = error or f"The model this session chose is no longer allowed; {chosen} answers."
+    if chosen not in models:
+        error = error or f"Your access no longer includes the model this session chose, {chosen}."
     return models, chosen, chosen, error
 
 

@@ -11,6 +11,9 @@ from core.events.payloads import Ended
 CLOSE_SIGNED_OUT = 4401
 # No such session of yours, or no longer yours (deleted, given away). The page does not reconnect.
 CLOSE_NOT_FOUND = 4404
+# Opened with an API key by a user whose access does not include the API (access.selectors).
+# Not reconnected.
+CLOSE_FORBIDDEN = 4403
 # The login goes on under a new key (the password changed in this very login): reconnect, with
 # the new cookie. (daphne sends 1000 or 3000-4999 only: the chat page's live.js reconnects after
 # this code itself.)

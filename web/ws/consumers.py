@@ -45,6 +45,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
+from access.selectors import may_use_api
 from accounts.selectors import login_is_current
 from core.errors import DomainError
 from core.events.bus import apikey_group, group_name, login_group, user_group
@@ -60,6 +61,7 @@ from web.ws.db import socket_db
 
 from .codes import (
     CLOSE_ENDED,
+    CLOSE_FORBIDDEN,
     CLOSE_INTERNAL_ERROR,
     CLOSE_NOT_FOUND,
     CLOSE_RECONNECT,
@@ -113,6 +115,8 @@ class SessionConsumer(TurnRelay, AsyncWebsocketConsumer):  # type: ignore[misc,u
             await self.refuse(CLOSE_NOT_FOUND)
         self.user_id = user.pk
         self.api_key_id = self.scope.get("api_key")
+        if self.api_key_id is not None and not await socket_db(may_use_api)(user):
+            await self.refuse(CLOSE_FORBIDDEN)
         if self.api_key_id is None:
             self.login_key = self.scope["session"].session_key
         self.joined = (group_name(self.session.pk), user_group(user.pk))

@@ -11,6 +11,7 @@ from memories.services import memory_remember
 from sessions_app.turns import turn_start
 from tests.fakes.chat_server import Reply
 from tests.web.api.conftest import bearer_client
+from usage.signals import any_budget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,7 +43,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # still the worker's in the update of the branch's length (no read of the turn); the claim's
 # read looks whether the owner has any memory and any MCP server is enabled, and a turn that
 # has neither asks no query for them.
-TURN_STATEMENTS = 18
+# 19: issue 40: each turn's usage is recorded (one INSERT; its price, and whether any budget
+# exists, come from the cache, read by the first turn).
+TURN_STATEMENTS = 19
 
 
 def test_a_turn_reads_the_owners_memories_when_the_claim_found_some(alice, fake_llm, inline_turns):
@@ -92,6 +95,7 @@ SUBMISSION_STATEMENTS = 5
 
 
 def test_a_submission_takes_five_statements_inside_its_transaction(session):
+    any_budget()  # whether any budget exists: read once, then from the cache (usage.signals)
     with CaptureQueriesContext(connection) as ctx:
         turn = turn_start(session=session, message="hi")
     assert turn.status == "queued"

@@ -1,0 +1,236 @@
+"""Reads of usage: the figures by day and by model, a conversation's cost, and the budgets that
+bound a user with what is left of each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
+
+from .errors import BudgetExhausted
+from .models import Budget, UsageRecord, amount_shown
+from .signals import any_budget
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from sessions_app.models import Session
+
+ZERO = Decimal(0)
+
+
+def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
+    """The start and end (the renewal) of the day or month (UTC) that holds `now`."""
+    now = now.astimezone(UTC)
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == Budget.Period.DAY:
+        return start, start + timedelta(days=1)
+    start = start.replace(day=1)
+    end = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return start, end
+
+
+@dataclass(frozen=True)
+class Totals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: Decimal = ZERO
+    calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def totals(records: QuerySet[UsageRecord]) -> Totals:
+    got = records.aggregate(
+        i=Coalesce(Sum("input_tokens"), 0),
+        o=Coalesce(Sum("output_tokens"), 0),
+        c=Sum("cost"),
+        n=Count("id"),
+    )
+    return Totals(int(got["i"]), int(got["o"]), got["c"] or ZERO, int(got["n"]))
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    budget: Budget
+    used: Decimal
+    renews_at: datetime
+
+    @property
+    def left(self) -> Decimal:
+        return max(self.budget.limit - self.used, ZERO)
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= self.budget.limit
+
+    @property
+    def fraction(self) -> float:
+        limit = self.budget.limit
+        return 1.0 if limit <= 0 else min(float(self.used / limit), 1.0)
+
+    @property
+    def whose(self) -> str:
+        group = self.budget.group
+        return f"The group {group.name}'s" if group is not None else "Your"
+
+    def used_shown(self) -> str:
+        return amount_shown(self.used, self.budget.unit)
+
+    def left_shown(self) -> str:
+        return amount_shown(self.left, self.budget.unit)
+
+
+def exempt(user: User, budget: Budget) -> bool:
+    return user.is_staff and not budget.applies_to_administrators
+
+
+def budgets_for(user: User) -> list[Budget]:
+    """The budgets that bound `user`: their own and their groups' (one query; none while no
+    budget exists at all, as the cache says: usage.signals)."""
+    if not any_budget():
+        return []
+    found = Budget.objects.filter(Q(user=user) | Q(group__user=user)).select_related("group")
+    return [b for b in dict.fromkeys(found) if not exempt(user, b)]
+
+
+def _records_of(budget: Budget) -> QuerySet[UsageRecord]:
+    if budget.user_id is not None:
+        return UsageRecord.objects.filter(user_id=budget.user_id)
+    return UsageRecord.objects.filter(user__groups=budget.group_id)
+
+
+def used_of(budget: Budget, start: datetime) -> Decimal:
+    """What the budget's user, or its group's members together, used since `start`."""
+    got = totals(_records_of(budget).filter(created_at__gte=start))
+    return Decimal(got.tokens) if budget.unit == Budget.Unit.TOKENS else got.cost
+
+
+def budget_states(user: User, now: datetime | None = None) -> list[BudgetState]:
+    """Each budget that bounds `user`, with what is used of it in its period now, the most
+    used first."""
+    now = now or timezone.now()
+    states = []
+    for budget in budgets_for(user):
+        start, end = period_bounds(budget.period, now)
+        states.append(BudgetState(budget, used_of(budget, start), end))
+    return sorted(states, key=lambda s: -s.fraction)
+
+
+def budget_check(session: Session) -> None:
+    """Refuse a turn of `session`'s owner while a budget of theirs is used up (BudgetExhausted,
+    429, saying when it renews). Called as a turn is queued and again as a worker claims it,
+    before the model is called (sessions_app.hooks.turn_admission)."""
+    user = session.owner
+    for state in budget_states(user):
+        if state.spent:
+            budget = state.budget
+            raise BudgetExhausted(
+                whose=state.whose,
+                period="daily" if budget.period == Budget.Period.DAY else "monthly",
+                limit=budget.limit_shown,
+                used=state.used_shown(),
+                renews_at=state.renews_at,
+            )
+
+
+# --- the figures -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of figures: a day, a model, a user or a group, with its totals."""
+
+    key: str
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def _rows(records: QuerySet[UsageRecord], field: str) -> list[Row]:
+    grouped = (
+        records.values(field)
+        .annotate(i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cost"))
+        .order_by(field)
+    )
+    return [Row(str(g[field]), int(g["i"] or 0), int(g["o"] or 0), g["c"] or ZERO) for g in grouped]
+
+
+def in_period(records: QuerySet[UsageRecord], start: date, end: date) -> QuerySet[UsageRecord]:
+    """The records of the days from `start` to `end` (both included, UTC)."""
+    begin = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    stop = datetime(end.year, end.month, end.day, tzinfo=UTC) + timedelta(days=1)
+    return records.filter(created_at__gte=begin, created_at__lt=stop)
+
+
+def by_day(records: QuerySet[UsageRecord]) -> list[Row]:
+    return _rows(records.annotate(day=TruncDate("created_at", tzinfo=UTC)), "day")
+
+
+def by_model(records: QuerySet[UsageRecord]) -> list[Row]:
+    return _rows(records, "model")
+
+
+def by_day_and_model(records: QuerySet[UsageRecord]) -> dict[str, list[Row]]:
+    """Each day's figures by model."""
+    days: dict[str, list[Row]] = {}
+    grouped = (
+        records.annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day", "model")
+        .annotate(i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cost"))
+        .order_by("day", "model")
+    )
+    for g in grouped:
+        days.setdefault(str(g["day"]), []).append(
+            Row(g["model"], int(g["i"] or 0), int(g["o"] or 0), g["c"] or ZERO)
+        )
+    return days
+
+
+def by_user(records: QuerySet[UsageRecord]) -> list[Row]:
+    return _rows(records, "user__username")
+
+
+def by_group(records: QuerySet[UsageRecord]) -> list[Row]:
+    """Each group's members' figures (a member of two groups counts in both); those of users in
+    no group as "(no group)"."""
+    rows = [r for r in _rows(records.filter(user__groups__isnull=False), "user__groups__name")]
+    alone = totals(records.filter(user__groups__isnull=True))
+    if alone.calls:
+        rows.append(Row("(no group)", alone.input_tokens, alone.output_tokens, alone.cost))
+    return rows
+
+
+def of_user(user: User) -> QuerySet[UsageRecord]:
+    return UsageRecord.objects.filter(user=user)
+
+
+def session_totals(session: Session) -> Totals:
+    return totals(UsageRecord.objects.filter(session=session))
+
+
+def branch_totals(branch_id: int) -> Totals:
+    return totals(UsageRecord.objects.filter(branch_id=branch_id))
+
+
+def sum_rows(rows: Iterable[Row]) -> Totals:
+    i = o = 0
+    c = ZERO
+    for r in rows:
+        i, o, c = i + r.input_tokens, o + r.output_tokens, c + r.cost
+    return Totals(i, o, c)
