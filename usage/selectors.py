@@ -234,3 +234,73 @@ def sum_rows(rows: Iterable[Row]) -> Totals:
     for r in rows:
         i, o, c = i + r.input_tokens, o + r.output_tokens, c + r.cost
     return Totals(i, o, c)
+
+
+# --- what a user sees of their own usage -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DayUsage:
+    """One day's figures (UTC), by model."""
+
+    day: date
+    models: list[Row]
+
+    @property
+    def total(self) -> Totals:
+        return sum_rows(self.models)
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """A user's usage over the days from `start` to `end` (both included, UTC): the days that
+    have any, each by model, the models over the whole period and the total."""
+
+    start: date
+    end: date
+    days: list[DayUsage]
+    models: list[Row]
+    total: Totals
+
+
+def usage_report(user: User, start: date, end: date) -> UsageReport:
+    """`user`'s own records of the period, grouped by day and model in one query; the models'
+    figures and the total are added up from those groups."""
+    grouped = by_day_and_model(in_period(of_user(user), start, end))
+    days = [DayUsage(date.fromisoformat(day), rows) for day, rows in grouped.items()]
+    per_model: dict[str, list[Row]] = {}
+    for day in days:
+        for row in day.models:
+            per_model.setdefault(row.key, []).append(row)
+    models = []
+    for model in sorted(per_model):
+        got = sum_rows(per_model[model])
+        models.append(Row(model, got.input_tokens, got.output_tokens, got.cost))
+    return UsageReport(start, end, days, models, sum_rows(models))
+
+
+@dataclass(frozen=True)
+class ConversationUsage:
+    """What a conversation's model calls used so far, and those made on one of its branches."""
+
+    session: Totals
+    branch: Totals
+
+
+def conversation_usage(session: Session, branch_id: int) -> ConversationUsage:
+    """`session_totals` and `branch_totals` at once: one query (the chat page's header)."""
+    on_branch = Q(branch_id=branch_id)
+    got = UsageRecord.objects.filter(session=session).aggregate(
+        i=Coalesce(Sum("input_tokens"), 0),
+        o=Coalesce(Sum("output_tokens"), 0),
+        c=Sum("cost"),
+        n=Count("id"),
+        bi=Coalesce(Sum("input_tokens", filter=on_branch), 0),
+        bo=Coalesce(Sum("output_tokens", filter=on_branch), 0),
+        bc=Sum("cost", filter=on_branch),
+        bn=Count("id", filter=on_branch),
+    )
+    return ConversationUsage(
+        Totals(int(got["i"]), int(got["o"]), got["c"] or ZERO, int(got["n"])),
+        Totals(int(got["bi"]), int(got["bo"]), got["bc"] or ZERO, int(got["bn"])),
+    )
