@@ -73,6 +73,7 @@ from sharing.models import ShareLink
 from sharing.services import share_create
 from tests.fakes.mcp_server import tiny_png
 from tests.security.conftest import bearer, browser, cookie_headers
+from usage.services import usage_record
 from web.ws.routing import websocket_urlpatterns
 from workspace.models import FileVersion
 from workspace.services import file_write
@@ -354,6 +355,7 @@ API_RULES: dict[str, Rule] = {
     "/api/v1/shares/": Rule(LOGIN, ("GET",)),
     "/api/v1/shares/<int:pk>/": Rule(OWNER, ("DELETE",), {"pk": "share"}),
     "/api/v1/telegram/link/": Rule(LOGIN, ("POST",)),
+    "/api/v1/usage/": Rule(LOGIN, ("GET",)),
 }
 
 # What a destructive admin POST would carry: confirm a deletion, run the bulk delete on the
@@ -613,6 +615,16 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         metadata={"images": [{"id": "img-1", "mime": "image/png", "data": PNG}]},
     )
     share, _ = share_create(owner=alice, branch=first)
+    # A model call of hers (a model's name is what a usage page shows of it).
+    usage = usage_record(
+        user_id=alice.pk,
+        model=f"{SECRET} model",
+        input_tokens=5,
+        output_tokens=1,
+        session_id=session.pk,
+        branch_id=first.pk,
+    )
+    assert usage is not None
     session_create(owner=bob, name="bob's own")
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
     clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")  # noqa: S106 - a test user's password
@@ -635,6 +647,7 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         "file": "notes/alice.md",
         "image_file": "notes/alice.png",
         "share": share.pk,
+        "usage_record": usage.pk,
         "import_job": ImportJob.objects.create(
             owner=alice,
             source="chatgpt",

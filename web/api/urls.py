@@ -24,6 +24,7 @@ from web.api import sessions as sessions_api
 from web.api import shares as shares_api
 from web.api import telegram as telegram_api
 from web.api import turns as turns_api
+from web.api import usage as usage_api
 
 app_name = "api"
 
@@ -86,6 +87,7 @@ urlpatterns = [
     path("keys/", accounts_api.KeyList.as_view(), name="keys"),
     path("keys/<int:pk>/", accounts_api.KeyDetail.as_view(), name="key"),
     path("telegram/link/", telegram_api.TelegramLink.as_view(), name="telegram-link"),
+    path("usage/", usage_api.UsageView.as_view(), name="usage"),
     path("mcp/servers/", mcp_api.McpServerList.as_view(), name="mcp-servers"),
     path(
         "mcp/servers/<str:name>/credentials/",

@@ -29,6 +29,7 @@ WITHOUT_ID = {
     "shares",
     "telegram-link",
     "mcp-servers",
+    "usage",
 }
 
 
