@@ -130,6 +130,8 @@ PAGE_RULES: dict[str, Rule] = {
         LOGIN, ("GET", "POST", "PUT"), data={"old_password": "x", "new_password1": "y"}
     ),
     "/accounts/profile/": Rule(LOGIN, ALL, data={"theme": "dark"}),
+    # One's own usage, for a period (issue 40 item 5); bob's shows none of alice's.
+    "/accounts/usage/": Rule(LOGIN, ("GET",)),
     "/accounts/profile/api-keys/": Rule(LOGIN, ("POST",), data={"name": "bob's key"}),
     "/accounts/profile/api-keys/<int:key_id>/revoke/": Rule(OWNER, ("POST",), {"key_id": "key"}),
     # The Telegram section: a link code of one's own; unlinking one's own chat.

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from web.pages import accounts as views
-from web.pages import mcp, sso, telegram
+from web.pages import mcp, sso, telegram, usage
 
 app_name = "accounts"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("sso/callback/", sso.SsoCallback.as_view(), name="sso_callback"),
     path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path("profile/", views.profile, name="profile"),
+    path("usage/", usage.usage_page, name="usage"),
     path("profile/api-keys/", views.apikey_create_view, name="apikey_create"),
     path("profile/api-keys/<int:key_id>/revoke/", views.apikey_revoke_view, name="apikey_revoke"),
     path("profile/mcp/<str:name>/", mcp.credentials_save, name="mcp_credentials"),
