@@ -34,6 +34,7 @@ from sessions_app.selectors import (
 )
 from sessions_app.turns import continued_reply, is_cut_off, without_cut_note
 from sessions_app.versions import message_versions
+from usage.selectors import conversation_usage
 
 if TYPE_CHECKING:
     pass
@@ -126,6 +127,8 @@ def conversation(
         "versions": message_versions(branches, shown, current=branch.pk),
         "rollback_notice": notice,
         "context": context_usage(branch),
+        # What the conversation's model calls used so far, and those on this branch (one query).
+        "spend": conversation_usage(session, branch.pk),
         "history": history,
         "markers_top": markers_top,
         "markers": markers,
