@@ -64,6 +64,7 @@ SECOND_BROWSER_HALF = frozenset(
         "test_signin_drafts_keys.py",
         "test_streaming.py",
         "test_telegram_profile.py",
+        "test_usage.py",
     }
 )
 # The order in which xdist hands the groups out (`--no-loadscope-reorder` keeps the collection's
