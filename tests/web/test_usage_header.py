@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from html import unescape
-from html.parser import HTMLParser
 
 import pytest
 from django.urls import reverse
@@ -14,7 +13,7 @@ from django.urls import reverse
 from sessions_app.selectors import current_branch
 from sessions_app.services import branch_fork
 from tests.fakes.chat_server import Reply
-from tests.usage.conftest import price
+from tests.usage.conftest import header_usage, price
 from usage.models import UsageRecord
 from usage.selectors import totals
 
@@ -26,34 +25,6 @@ HX = {"HTTP_HX_REQUEST": "true"}
 def as_alice(client, alice):
     client.force_login(alice)
     return client
-
-
-class _Text(HTMLParser):
-    """The text of the element marked data-testid=`testid` (None when there is none)."""
-
-    def __init__(self, testid: str) -> None:
-        super().__init__()
-        self.testid, self.depth, self.text = testid, 0, None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self.depth:
-            self.depth += 1
-        elif ("data-testid", self.testid) in attrs:
-            self.depth, self.text = 1, ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if self.depth:
-            self.depth -= 1
-
-    def handle_data(self, data: str) -> None:
-        if self.depth and self.text is not None:
-            self.text += data
-
-
-def _badge(html: str) -> str | None:
-    parser = _Text("conversation-usage")
-    parser.feed(html)
-    return parser.text
 
 
 def _send(client, session, llm, on_commit, text: str, reply: Reply) -> None:
@@ -87,7 +58,7 @@ def test_the_header_adds_up_the_conversations_turns_and_refreshes_when_one_ends(
     )
     got = totals(UsageRecord.objects.filter(session=session))
     assert got.tokens == 1_234  # the fake server's count, as recorded
-    assert _badge(_refresh(as_alice, session)) == f"1,234 tokens · ${got.cost:.4f}"
+    assert header_usage(_refresh(as_alice, session)) == f"1,234 tokens · ${got.cost:.4f}"
 
     _send(
         as_alice,
@@ -100,9 +71,9 @@ def test_the_header_adds_up_the_conversations_turns_and_refreshes_when_one_ends(
     got = totals(UsageRecord.objects.filter(session=session))
     assert got.tokens == 3_334
     # (3,000 × 3 + 334 × 15) / 1e6 = $0.01401: the refresh a turn's end brings, and the page.
-    assert _badge(_refresh(as_alice, session)) == "3,334 tokens · $0.0140"
+    assert header_usage(_refresh(as_alice, session)) == "3,334 tokens · $0.0140"
     page = as_alice.get(reverse("chat:session", args=[session.pk])).content.decode()
-    assert _badge(page) == "3,334 tokens · $0.0140"
+    assert header_usage(page) == "3,334 tokens · $0.0140"
 
 
 def test_a_branch_shows_its_own_share_when_it_differs(
@@ -119,7 +90,7 @@ def test_a_branch_shows_its_own_share_when_it_differs(
     )
     branch_fork(branch=current_branch(session), position=0)
     page = _refresh(as_alice, session)
-    assert _badge(page) == "1,000 tokens · $0.00 · this branch 0 tokens"
+    assert header_usage(page) == "1,000 tokens · $0.00 · this branch 0 tokens"
     _send(
         as_alice,
         session,
@@ -129,7 +100,7 @@ def test_a_branch_shows_its_own_share_when_it_differs(
         Reply("2", prompt_tokens=30, completion_tokens=12),
     )
     page = _refresh(as_alice, session)
-    assert _badge(page) == "1,042 tokens · $0.00 · this branch 42 tokens"
+    assert header_usage(page) == "1,042 tokens · $0.00 · this branch 42 tokens"
     title = re.search(r'data-testid="conversation-usage" title="([^"]+)"', page)
     assert title is not None
     assert "this branch's own messages 42 tokens" in unescape(title.group(1))
