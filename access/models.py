@@ -4,6 +4,7 @@ rule) may do."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import ClassVar
 
 from django.contrib.auth.models import Group
@@ -89,7 +90,13 @@ class AccessRule(models.Model):
         verbose_name_plural = "access rules"
         constraints: ClassVar[list[models.BaseConstraint]] = [
             # One rule per group, and one default rule (no group).
-            models.UniqueConstraint(Coalesce("group", 0), name="access_rule_one_per_group"),
+            models.UniqueConstraint(
+                Coalesce("group", 0),
+                name="access_rule_one_per_group",
+                violation_error_message=(
+                    "There is a default rule already (the rule with no group): change that one."
+                ),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -104,6 +111,13 @@ class AccessRule(models.Model):
                 errors[field] = exc.messages[0]
         if errors:
             raise ValidationError(errors)
+
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
+        # A group's second rule is refused by the group's own uniqueness (a one-to-one field),
+        # in its words; the constraint speaks only of the default rule.
+        if self.group_id is not None:
+            exclude = {*(exclude or ()), "group"}
+        super().validate_constraints(exclude)
 
     @property
     def model_names(self) -> list[str]:

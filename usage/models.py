@@ -20,6 +20,11 @@ PRICE_MAX = Decimal(1_000_000)
 LIMIT_MAX = Decimal(10**12)
 # The most tokens one call is counted for: a server that reports more is not believed.
 TOKENS_MAX = 10**10
+# What the forms and the constraints say of a value out of range.
+PRICE_RANGE_MESSAGE = f"A price per million tokens is from 0 to {PRICE_MAX:,}."
+LIMIT_RANGE_MESSAGE = (
+    f"A budget's limit is from 0 to {LIMIT_MAX:,} (tokens, or money in the prices' currency)."
+)
 
 _price = {
     "max_digits": 13,
@@ -44,6 +49,7 @@ class ModelPrice(models.Model):
                 condition=Q(input_per_million__gte=0, input_per_million__lte=PRICE_MAX)
                 & Q(output_per_million__gte=0, output_per_million__lte=PRICE_MAX),
                 name="model_price_in_range",
+                violation_error_message=PRICE_RANGE_MESSAGE,
             )
         ]
 
@@ -92,9 +98,14 @@ class Budget(models.Model):
                 condition=Q(user__isnull=False, group__isnull=True)
                 | Q(user__isnull=True, group__isnull=False),
                 name="budget_for_a_user_or_a_group",
+                violation_error_message=(
+                    "A budget is for one user or for one group: choose one of them, not both."
+                ),
             ),
             models.CheckConstraint(
-                condition=Q(limit__gte=0, limit__lte=LIMIT_MAX), name="budget_limit_in_range"
+                condition=Q(limit__gte=0, limit__lte=LIMIT_MAX),
+                name="budget_limit_in_range",
+                violation_error_message=LIMIT_RANGE_MESSAGE,
             ),
         ]
 
