@@ -48,6 +48,7 @@ from django_celery_beat.models import (
     SolarSchedule,
 )
 
+from access.models import AccessRule
 from accounts.models import ApiKey, SiteSettings, User
 from accounts.services import apikey_create, apikey_revoke
 from agents.models import McpCredential, McpServer
@@ -73,6 +74,7 @@ from sharing.models import ShareLink
 from sharing.services import share_create
 from tests.fakes.mcp_server import tiny_png
 from tests.security.conftest import bearer, browser, cookie_headers
+from usage.models import Budget, ModelPrice, UsageRecord
 from usage.services import usage_record
 from web.ws.routing import websocket_urlpatterns
 from workspace.models import FileVersion
@@ -401,8 +403,10 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
         {"content_type_id": "session_type", "object_id": "session"},
         answers=(404,),  # "view on site": no model here has a public address
     ),
-    "/admin/^(?P<app_label>auth|django_celery_beat|accounts|sessions_app|checkpoints|governance"
-    "|integrations|agents|memories|ops)/$": Rule(STAFF, ("GET",), url="/admin/sessions_app/"),
+    "/admin/^(?P<app_label>django_celery_beat|access|auth|accounts|sessions_app|checkpoints"
+    "|governance|integrations|agents|memories|ops|usage)/$": Rule(
+        STAFF, ("GET",), url="/admin/sessions_app/"
+    ),
     "/admin/(?P<url>.*)$": Rule(STAFF, ("GET",), url="/admin/no-such-page/", answers=(404,)),
     # UserAdmin's own extra page.
     "/admin/accounts/user/<id>/password/": Rule(MODEL, ("GET",), {"id": "alice"}),
@@ -419,6 +423,10 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
 # Which of alice's objects fills the object id of each model's admin pages.
 ADMIN_OBJECTS = {
     "auth.Group": "group",
+    "access.AccessRule": "access_rule",
+    "usage.ModelPrice": "model_price",
+    "usage.Budget": "budget",
+    "usage.UsageRecord": "usage_record",
     "accounts.User": "alice",
     "accounts.SiteSettings": "site_settings",
     "accounts.ApiKey": "key",
@@ -471,6 +479,9 @@ ADMIN_CLOSED = {
     # So is the governance record: by the restores made on a user's behalf only.
     "/admin/governance/auditrecord/add/",
     "/admin/governance/auditrecord/<path:object_id>/delete/",
+    # The record of the models' usage is written by the calls only, and goes with its user only.
+    "/admin/usage/usagerecord/add/",
+    "/admin/usage/usagerecord/<path:object_id>/delete/",
 }
 
 
@@ -628,6 +639,8 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
     )
     assert usage is not None
     session_create(owner=bob, name="bob's own")
+    group = Group.objects.create(name=f"{SECRET} group")
+    alice.groups.add(group)
     interval = IntervalSchedule.objects.create(every=5, period="seconds")
     clerk = django_user_model.objects.create_user("clerk", password="clerk-password-1")  # noqa: S106 - a test user's password
     clerk.is_staff = True
@@ -669,7 +682,13 @@ def world(alice, bob, django_user_model) -> dict[str, Any]:
         ).pk,
         # A server for alice alone, with her own credentials for it.
         "mcp_private_name": _alices_mcp_server(alice).name,
-        "group": Group.objects.create(name=f"{SECRET} group").pk,
+        "group": group.pk,
+        # Her group's access rule, a price, and a budget of hers (the operator's settings).
+        "access_rule": AccessRule.objects.create(group=group, model_ids=f"{SECRET}-model").pk,
+        "model_price": ModelPrice.objects.create(
+            model=f"{SECRET}-model", input_per_million=1, output_per_million=2
+        ).pk,
+        "budget": Budget.objects.create(user=alice, limit=1).pk,
         "site_settings": SiteSettings.load().pk,
         "session_type": ContentType.objects.get_for_model(Session).pk,
         "audit_record": AuditRecord.objects.create(
@@ -728,6 +747,10 @@ class State:
             "user groups": memberships.objects.values(),
             "user permissions": grants.objects.values(),
             "groups": Group.objects.values(),
+            "access rules": AccessRule.objects.values(),
+            "model prices": ModelPrice.objects.values(),
+            "budgets": Budget.objects.values(),
+            "usage records": UsageRecord.objects.filter(user_id=alice_pk).values(),
             "site settings": SiteSettings.objects.values(),
             "keys": ApiKey.objects.filter(user_id=alice_pk).values(),
             "sessions": Session.objects.filter(owner_id=alice_pk).values(),

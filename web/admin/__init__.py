@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (
+    access,
     accounts,
     branches,
     checkpoints,
@@ -15,9 +16,11 @@ from . import (
     messages,
     ops,
     sessions,
+    usage,
 )
 
 __all__ = [
+    "access",
     "accounts",
     "branches",
     "checkpoints",
@@ -30,4 +33,5 @@ __all__ = [
     "messages",
     "ops",
     "sessions",
+    "usage",
 ]
