@@ -415,6 +415,9 @@ ADMIN_SITE_RULES: dict[str, Rule] = {
     # The operator's dashboard (web.admin_site): everyone's figures, each section behind the view
     # permissions of what it shows; staff who may see no section are refused.
     "/admin/dashboard/": Rule(MODEL, ("GET",)),
+    # Everyone's usage of the models by user, group and model (web.admin.usage_report): staff
+    # with usage.view_usagerecord only.
+    "/admin/dashboard/usage/": Rule(MODEL, ("GET",)),
     # A session as its branch tree, and a restore on the owner's behalf (web.admin.governance):
     # staff with governance.govern_conversations only.
     "/admin/conversations/<int:pk>/tree/": Rule(MODEL, ("GET", "POST"), {"pk": "session"}),
