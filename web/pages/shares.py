@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from access.errors import AccessDenied
 from accounts.models import User
 from checkpoints.models import Checkpoint
 from checkpoints.selectors import get_checkpoint_for_user, lineage_checkpoints
@@ -81,7 +82,7 @@ def share_dialog(request: HtmxHttpRequest, branch_id: int) -> HttpResponse:
         checkpoint = get_checkpoint_for_user(user, chosen)
     try:
         share, token = share_create(owner=user, branch=branch, checkpoint=checkpoint)
-    except (InvalidInput, Conflict) as exc:
+    except (InvalidInput, Conflict, AccessDenied) as exc:
         return _dialog(request, branch, chosen=chosen, error=exc.people)
     return _dialog(request, branch, share=share, url=shared_url(request, token))
 
