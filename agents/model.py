@@ -61,6 +61,11 @@ def _side_chars(delta: ModelResponse) -> int:
     return count
 
 
+def _tokens(value: Any) -> int:
+    """A token count a server reported: a whole number, never below 0 (else 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _field(value: Any, name: str) -> Any:
     return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
@@ -144,7 +149,10 @@ class ChatModel(OpenAILike):
       some text arrived: that text is the answer, and the run goes on as if it had finished);
     - `tool_calls_made` counts the tool calls asked for in this turn. Once they reach
       `max_tool_calls`, the model sends no more requests: its next answer is a note saying so
-      (`tool_limit_hit`). `begin_turn()` starts counting again."""
+      (`tool_limit_hit`). `begin_turn()` starts counting again.
+    - `spent` counts the tokens of every response as the server reported them (its usage, the
+      largest it sent in a response: some servers send it with every chunk), whether or not the
+      run that asked finishes, pauses or is stopped (agents.turn.store.record_usage)."""
 
     max_reply_chars: int = 200_000
     max_tool_calls: int | None = None
@@ -152,7 +160,9 @@ class ChatModel(OpenAILike):
     interrupted: bool = False
     tool_calls_made: int = 0
     tool_limit_hit: bool = False
+    spent: tuple[int, int] = (0, 0)  # input and output tokens, every response so far
     _finished: bool = False
+    _usage: tuple[int, int] = (0, 0)  # the response's, as reported so far
 
     def get_async_client(self) -> openai.AsyncOpenAI:
         """agno's async client, with our retry policy (agents.retry) as the shared sync one."""
@@ -184,6 +194,7 @@ class ChatModel(OpenAILike):
         self.cut_off = None
         self.interrupted = False
         self._finished = False
+        self._usage = (0, 0)
         limit = self.max_tool_calls
         if limit is not None and self.tool_calls_made and self.tool_calls_made >= limit:
             self.tool_limit_hit = True
@@ -213,6 +224,7 @@ class ChatModel(OpenAILike):
                 bound.ended_early(None)
         finally:
             self.tool_calls_made += len(bound.calls)
+            self._count_usage()
             close = getattr(stream, "close", None)  # a generator: ends the request to the server
             if close is not None:
                 close()
@@ -240,11 +252,22 @@ class ChatModel(OpenAILike):
                 bound.ended_early(None)
         finally:
             self.tool_calls_made += len(bound.calls)
+            self._count_usage()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
 
+    def _count_usage(self) -> None:
+        self.spent = (self.spent[0] + self._usage[0], self.spent[1] + self._usage[1])
+        self._usage = (0, 0)
+
     def _parse_provider_response_delta(self, response_delta: Any) -> ModelResponse:
+        usage = getattr(response_delta, "usage", None)
+        if usage is not None:
+            self._usage = (
+                max(self._usage[0], _tokens(_field(usage, "prompt_tokens"))),
+                max(self._usage[1], _tokens(_field(usage, "completion_tokens"))),
+            )
         for choice in response_delta.choices or []:
             if choice.finish_reason:
                 self._finished = True

@@ -30,7 +30,7 @@ from sessions_app.turns import (
 from usage.services import usage_record
 
 from ..history import from_agno
-from ..model import reply_cut_off, reply_interrupted, tool_limit_hit
+from ..model import ChatModel, reply_cut_off, reply_interrupted, tool_limit_hit
 from ..summaries import summaries_after_turn
 from ..tools import REFUSED
 from .common import TurnMeta, TurnRun, fail_turn
@@ -249,8 +249,12 @@ def record_usage(run: TurnRun, got: Streamed) -> None:
     """The attempt's model calls, as one usage transaction of the turn's owner
     (usage.services.usage_record), whether its answer is stored, paused, stopped or lost. A
     failure to record is logged: the turn goes on."""
-    used = usage_of(got.output) if got.output is not None else {}
-    if not used:
+    model = run.agent.model
+    if isinstance(model, ChatModel):  # every response it streamed, whatever became of the run
+        used = {"input_tokens": model.spent[0], "output_tokens": model.spent[1]}
+    else:  # the demo model: the run's own metrics
+        used = usage_of(got.output) if got.output is not None else {}
+    if not any(used.values()):
         return
     turn = run.turn
     try:
