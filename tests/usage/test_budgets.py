@@ -59,7 +59,9 @@ def test_a_turn_over_a_token_budget_is_refused_before_the_model_is_called_saying
     page = Client()
     page.force_login(alice)
     sent = page.post(
-        reverse("chat:send", args=[session.pk]), {"message": "from the page"}, HTTP_HX_REQUEST="true"
+        reverse("chat:send", args=[session.pk]),
+        {"message": "from the page"},
+        HTTP_HX_REQUEST="true",
     )
     assert sent.status_code == 429
     assert "Your daily budget of 100 tokens is used up" in sent.content.decode()
