@@ -67,8 +67,8 @@ def allowance_for(user: User | AnonymousUser | None) -> Allowance:
     everything. Administrators (superusers) may do everything; an anonymous user nothing.
     The rules and the user's groups come from the cache (access.cache); the answer is kept on
     the user object for its life (a request's, a turn's)."""
-    if user is None or not user.is_authenticated or not user.is_active:
-        return NOTHING
+    if user is None or not user.is_authenticated:
+        return NOTHING  # (a turned-off account is kept out by the doors' sign-in, not here)
     if user.is_superuser:
         return EVERYTHING
     kept = user.__dict__.get(_KEPT)

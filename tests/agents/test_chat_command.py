@@ -68,6 +68,11 @@ def cli(tmp_path_factory):
             stdin = "".join(f"{line}\n" for line in lines)
             return _run({**base, **(env or {})}, "chat", *args, stdin=stdin)
 
+        def shell(self, code: str):
+            done = _run(base, "shell", "-v0", "-c", code)
+            assert done.returncode == 0, done.stderr
+            return done
+
     cli = Cli()
     cli.bob_session = bob_session
     return cli
@@ -212,3 +217,35 @@ def test_a_call_that_needs_approval_is_asked_about_in_the_terminal(cli, llm, ans
     assert 'send_email({"to": "bob", "subject": "hi"}) waits for your approval.' in result.stdout
     assert "[tool] send_email" in result.stdout
     assert told in result.stdout
+
+
+LIMITS = """
+from decimal import Decimal
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from access.models import AccessRule
+from usage.models import Budget
+from usage.services import usage_record
+User = get_user_model()
+carol = User.objects.create_user("carol", password="carol-password-1")
+Budget.objects.create(user=carol, period="month", unit="tokens", limit=Decimal(10))
+usage_record(user_id=carol.pk, model="rollback-demo", input_tokens=8, output_tokens=4)
+dave = User.objects.create_user("dave", password="dave-password-1")
+AccessRule.objects.create(group=Group.objects.create(name="none"), all_models=False)
+dave.groups.add(Group.objects.get(name="none"))
+"""
+
+
+def test_the_terminal_chat_refuses_a_turn_over_budget_or_without_a_model_saying_why(cli, llm):
+    """The terminal `chat` is a door like the others (issue 40)."""
+    cli.shell(LIMITS)
+    over = cli.chat("hello", "/quit", args=("--user", "carol"))
+    assert over.returncode == 0, over.stderr
+    assert "Your monthly budget of 10 tokens is used up (12 tokens used)" in over.stdout
+    assert "renews at" in over.stdout
+    assert "agent>" not in over.stdout
+    served = {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "test-key"}
+    none = cli.chat("hello", "/quit", args=("--user", "dave"), env=served)
+    assert none.returncode == 0, none.stderr
+    assert "ask an administrator to give one of your groups a model" in none.stdout
+    assert llm.requests == []
