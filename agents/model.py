@@ -257,6 +257,12 @@ class ChatModel(OpenAILike):
             if aclose is not None:
                 await aclose()
 
+    def take_spent(self) -> tuple[int, int]:
+        """The tokens spent since the last take (an agent of the Python API keeps its model
+        from turn to turn: each turn's record holds its own)."""
+        spent, self.spent = self.spent, (0, 0)
+        return spent
+
     def _count_usage(self) -> None:
         self.spent = (self.spent[0] + self._usage[0], self.spent[1] + self._usage[1])
         self._usage = (0, 0)

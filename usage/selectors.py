@@ -178,10 +178,6 @@ def in_period(records: QuerySet[UsageRecord], start: date, end: date) -> QuerySe
     return records.filter(created_at__gte=begin, created_at__lt=stop)
 
 
-def by_day(records: QuerySet[UsageRecord]) -> list[Row]:
-    return _rows(records.annotate(day=TruncDate("created_at", tzinfo=UTC)), "day")
-
-
 def by_model(records: QuerySet[UsageRecord]) -> list[Row]:
     return _rows(records, "model")
 
@@ -218,14 +214,6 @@ def by_group(records: QuerySet[UsageRecord]) -> list[Row]:
 
 def of_user(user: User) -> QuerySet[UsageRecord]:
     return UsageRecord.objects.filter(user=user)
-
-
-def session_totals(session: Session) -> Totals:
-    return totals(UsageRecord.objects.filter(session=session))
-
-
-def branch_totals(branch_id: int) -> Totals:
-    return totals(UsageRecord.objects.filter(branch_id=branch_id))
 
 
 def sum_rows(rows: Iterable[Row]) -> Totals:

@@ -251,7 +251,8 @@ def record_usage(run: TurnRun, got: Streamed) -> None:
     failure to record is logged: the turn goes on."""
     model = run.agent.model
     if isinstance(model, ChatModel):  # every response it streamed, whatever became of the run
-        used = {"input_tokens": model.spent[0], "output_tokens": model.spent[1]}
+        spent = model.take_spent()
+        used = {"input_tokens": spent[0], "output_tokens": spent[1]}
     else:  # the demo model: the run's own metrics
         used = usage_of(got.output) if got.output is not None else {}
     if not any(used.values()):

@@ -192,3 +192,20 @@ def test_a_turn_already_running_finishes_over_budget_and_its_cost_counts(
     assert runs.count() == 2
     assert sum(r.output_tokens for r in runs) >= 60
     SENT.clear()
+
+
+def test_each_turn_of_a_python_api_agent_records_its_own_tokens(alice, fake_llm):
+    """Seed 003's agent keeps its model from turn to turn: each turn's record holds its own."""
+    from agents.model import build_model
+    from agents.rollback_agent import RollbackAgent
+
+    session = session_create(owner=alice, name="s")
+    agent = RollbackAgent(external_session_id=session.pk, model=build_model(), user=alice)
+    fake_llm.queue(
+        Reply("one", prompt_tokens=10, completion_tokens=1),
+        Reply("two", prompt_tokens=20, completion_tokens=2),
+    )
+    agent.run("first")
+    agent.run("second")
+    turns = UsageRecord.objects.filter(kind="turn").order_by("pk")
+    assert [(r.input_tokens, r.output_tokens) for r in turns] == [(10, 1), (20, 2)]
