@@ -37,6 +37,9 @@ from agno.models.response import ModelResponse
 from agno.run.base import RunStatus
 from django.conf import settings
 
+from access.errors import ModelNotAllowed
+from access.selectors import model_check
+from accounts.models import User
 from core.model_choice import DEMO_MODEL_ID, model_settings
 from core.model_choice import ModelSettings as ModelSettings  # moved there: no agno needed
 from core.model_choice import is_demo as is_demo  # agents.model.is_demo: used by the pages, the CLI
@@ -280,6 +283,16 @@ class ChatModel(OpenAILike):
             if choice.finish_reason == "length":
                 self.cut_off = self.cut_off or "tokens"
         return super()._parse_provider_response_delta(response_delta)
+
+
+def default_model_for(owner: User) -> str | None:
+    """The model that answers `owner`'s sessions that chose none, their turns and the titles and
+    summaries made for them alike: the first their access gives (access.selectors); None when it
+    gives none (their turns are refused at their start) or the demo model answers."""
+    try:
+        return model_check(owner, None)
+    except ModelNotAllowed:
+        return None
 
 
 def reply_cut_off(model: Model | None) -> bool:

@@ -19,7 +19,7 @@ from sessions_app.models import Session, Turn
 from sessions_app.services import DEFAULT_SESSION_NAME, session_title_set
 
 from .markers import TITLE_MARKER
-from .model import ChargeTo, ask_once, build_model
+from .model import ChargeTo, ask_once, build_model, default_model_for
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,11 @@ def session_autotitle(turn: Turn) -> str | None:
             return None
         session = Session.objects.get(pk=turn.session_id)
         prompt = f"user: {_excerpt(turn.message)}\nassistant: {_excerpt(turn.reply)}"
-        model = build_model(session.settings, max_tokens=TITLE_MAX_TOKENS)
+        model = build_model(
+            session.settings,
+            default_id=default_model_for(session.owner),
+            max_tokens=TITLE_MAX_TOKENS,
+        )
         charge = ChargeTo(
             user_id=session.owner_id,
             session_id=session.pk,

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from agno.models.base import Model
 
-from access.errors import ModelNotAllowed
-from access.selectors import model_check
 from core.validation import JSONObject
-from sessions_app.models import Session, Turn
+from sessions_app.models import Turn
 from sessions_app.turns import turn_model_of
 
-from .model import build_model
+from .model import build_model, default_model_for
 from .rollback_agent import RollbackAgent, auto_checkpoint_enabled
 from .turn.claim import ClaimFailed
 from .turn.pipeline import run_queued
@@ -27,7 +25,8 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
     return RollbackAgent(
         external_session_id=session.pk,
         user=session.owner,
-        model=model or build_model(settings_for_turn(turn), default_id=default_for(session)),
+        model=model
+        or build_model(settings_for_turn(turn), default_id=default_model_for(session.owner)),
         auto_checkpoint=auto_checkpoint_enabled(session),
         skip_session_creation=True,
         internal_session_id=turn.branch_id,
@@ -35,15 +34,6 @@ def agent_for_turn(turn: Turn, model: Model | None = None) -> RollbackAgent:
         carry_out_rollbacks=True,
         for_turn=turn,  # the session, its owner and the branch as the claim read them
     )
-
-
-def default_for(session: Session) -> str | None:
-    """The model that answers when the session chose none: the first its owner's access gives
-    (access.selectors.default_model_for; their turn was refused at its start if none)."""
-    try:
-        return model_check(session.owner, None)
-    except ModelNotAllowed:
-        return None
 
 
 def settings_for_turn(turn: Turn) -> JSONObject:

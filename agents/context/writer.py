@@ -171,9 +171,18 @@ def _summarise(
         )
     # The model's code (agno, openai) is imported by what asks it, not with this package:
     # django.setup() imports agents.context, and most processes never summarise.
-    from ..model import ChargeTo, ask_once, build_model, is_context_overflow, model_label
+    from ..model import (
+        ChargeTo,
+        ask_once,
+        build_model,
+        default_model_for,
+        is_context_overflow,
+        model_label,
+    )
 
-    summariser = build_model(session.settings, max_tokens=reply_tokens)
+    summariser = build_model(
+        session.settings, default_id=default_model_for(session.owner), max_tokens=reply_tokens
+    )
     charge = ChargeTo(
         user_id=session.owner_id, session_id=session.pk, kind="summary", branch_id=branch.pk
     )

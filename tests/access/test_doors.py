@@ -252,3 +252,16 @@ def test_the_api_and_its_socket_refuse_those_whose_access_lacks_it_and_the_pages
     Group.objects.get(name="no api").user_set.remove(alice)
     assert async_to_sync(accepted)(url, bearer(secret))
     assert api.get("/api/v1/sessions/").status_code == 200
+
+
+def test_the_title_of_a_users_session_is_asked_of_a_model_of_their_access(
+    alice, models_offered, inline_turns
+):
+    grant("interns", alice, all_models=False, model_ids="fake-large")
+    session = session_create(owner=alice, name="New session")
+    models_offered.queue(Reply("Large answers."))
+    bearer_client(alice).post(
+        f"/api/v1/sessions/{session.pk}/turns/", {"message": "hi", "wait": True}, format="json"
+    )
+    assert models_offered.aside_requests, "no title was asked for"
+    assert {r["model"] for r in models_offered.aside_requests} == {"fake-large"}

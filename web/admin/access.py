@@ -18,7 +18,6 @@ from django.db.models import F
 from django.utils.html import format_html, format_html_join
 
 from access.models import AccessRule
-from agents.tools import configured_tools, names_of
 from core.model_choice import allowed_models
 
 RULE_FIELDS = (
@@ -39,7 +38,10 @@ def _names_help(intro: str, names: list[str], none: str) -> str:
 
 def custom_tool_names() -> list[str] | None:
     """The names of the custom tools this server has (AGENT_TOOLS); None when they cannot be
-    loaded (the server's start reports why)."""
+    loaded (the server's start reports why). The tools' code (agno's) is imported here, not
+    with the admin: django.setup() in every process imports the admin, and no model library."""
+    from agents.tools import configured_tools, names_of
+
     try:
         return sorted(names_of(configured_tools()))
     except ImproperlyConfigured:
