@@ -18,7 +18,8 @@ from sessions_app.selectors import current_branch
 from sessions_app.services import session_create
 from sharing.models import ShareLink
 from tests.access.conftest import grant
-from tests.fakes.chat_server import Reply
+from tests.agents import approval_tools
+from tests.fakes.chat_server import Reply, ToolCall, ToolCalls
 from tests.web.api.conftest import bearer_client
 from tests.web.test_socket_security import accepted, bearer
 
@@ -265,3 +266,38 @@ def test_the_title_of_a_users_session_is_asked_of_a_model_of_their_access(
     )
     assert models_offered.aside_requests, "no title was asked for"
     assert {r["model"] for r in models_offered.aside_requests} == {"fake-large"}
+
+
+def test_a_user_removed_from_a_group_mid_turn_sees_that_turn_finish_and_the_next_refused(
+    alice, models_offered, inline_turns, settings
+):
+    settings.AGENT_TOOLS = ["tests.agents.approval_tools.send_email"]
+    group = grant("large", alice, all_models=False, model_ids="fake-large")
+    grant("small", alice, all_models=False, model_ids="fake-small")
+    session = session_create(owner=alice, name="s", metadata={"settings": {"model": "fake-large"}})
+    email = {"to": "bob@example.com", "subject": "hello"}
+    models_offered.queue(ToolCalls([ToolCall("send_email", email, id="call_mail")]))
+    models_offered.queue(Reply("Sent."))
+    api = bearer_client(alice)
+    waiting = api.post(
+        f"/api/v1/sessions/{session.pk}/turns/",
+        {"message": "mail bob", "wait": True},
+        format="json",
+    ).json()
+    assert waiting["status"] == "awaiting_approval", waiting
+    group.user_set.remove(alice)  # mid-turn: the turn waits for its owner's answer
+    answered = api.post(
+        f"/api/v1/turns/{waiting['id']}/approve/",
+        {"tool_call_id": "call_mail", "approved": True},
+        format="json",
+    )
+    assert answered.status_code == 200
+    turn = Turn.objects.get(pk=waiting["id"])
+    assert turn.status == Turn.Status.DONE, turn.error  # a turn already running finishes
+    assert [r["model"] for r in models_offered.requests] == ["fake-large", "fake-large"]
+    refused = api.post(
+        f"/api/v1/sessions/{session.pk}/turns/", {"message": "again", "wait": True}, format="json"
+    )
+    assert refused.status_code == 400
+    assert "you may use: fake-small" in refused.json()["detail"]
+    approval_tools.SENT.clear()
