@@ -6,6 +6,8 @@ most in any case."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.core.cache import cache
 
 from .models import AccessRule
@@ -20,25 +22,24 @@ def _groups_key(user_id: int) -> str:
 
 def rules() -> list[AccessRule]:
     """Every access rule (a short list: one per group at most, and the default)."""
-    kept = cache.get(_RULES)
-    if isinstance(kept, list):
-        return kept
-    found = list(AccessRule.objects.all())
-    cache.set(_RULES, found, KEEP_SECONDS)
-    return found
+    return cast(
+        "list[AccessRule]",
+        cache.get_or_set(_RULES, lambda: list(AccessRule.objects.all()), KEEP_SECONDS),
+    )
 
 
 def group_ids(user_id: int) -> frozenset[int]:
     """The ids of the user's groups."""
-    key = _groups_key(user_id)
-    kept = cache.get(key)
-    if isinstance(kept, frozenset):
-        return kept
     from django.contrib.auth.models import Group
 
-    found = frozenset(Group.objects.filter(user=user_id).values_list("pk", flat=True))
-    cache.set(key, found, KEEP_SECONDS)
-    return found
+    return cast(
+        "frozenset[int]",
+        cache.get_or_set(
+            _groups_key(user_id),
+            lambda: frozenset(Group.objects.filter(user=user_id).values_list("pk", flat=True)),
+            KEEP_SECONDS,
+        ),
+    )
 
 
 def forget_rules() -> None:

@@ -11,7 +11,7 @@ from django.conf import settings
 from core.model_choice import DEMO_MODEL_ID, allowed_models, is_demo
 
 from .cache import group_ids, rules
-from .errors import ModelNotAllowed, api_denied, sharing_denied
+from .errors import ModelNotAllowed, sharing_denied
 from .models import AccessRule
 
 if TYPE_CHECKING:
@@ -140,8 +140,3 @@ def sharing_check(user: User) -> None:
 
 def may_use_api(user: User) -> bool:
     return allowance_for(user).may_use_api
-
-
-def api_check(user: User) -> None:
-    if not allowance_for(user).may_use_api:
-        raise api_denied()

@@ -164,7 +164,3 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}: {self.input_tokens}+{self.output_tokens} tokens"
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
@@ -51,14 +51,27 @@ class Totals:
         return self.input_tokens + self.output_tokens
 
 
-def totals(records: QuerySet[UsageRecord]) -> Totals:
-    got = records.aggregate(
-        i=Coalesce(Sum("input_tokens"), 0),
-        o=Coalesce(Sum("output_tokens"), 0),
-        c=Sum("cost"),
-        n=Count("id"),
+def _sums(prefix: str = "", only: Q | None = None) -> dict[str, Any]:
+    """The aggregates of `Totals`, named with `prefix`, over the records `only` selects."""
+    return {
+        f"{prefix}i": Coalesce(Sum("input_tokens", filter=only), 0),
+        f"{prefix}o": Coalesce(Sum("output_tokens", filter=only), 0),
+        f"{prefix}c": Sum("cost", filter=only),
+        f"{prefix}n": Count("id", filter=only),
+    }
+
+
+def _totals_of(got: dict[str, Any], prefix: str = "") -> Totals:
+    return Totals(
+        int(got[f"{prefix}i"]),
+        int(got[f"{prefix}o"]),
+        got[f"{prefix}c"] or ZERO,
+        int(got[f"{prefix}n"]),
     )
-    return Totals(int(got["i"]), int(got["o"]), got["c"] or ZERO, int(got["n"]))
+
+
+def totals(records: QuerySet[UsageRecord]) -> Totals:
+    return _totals_of(records.aggregate(**_sums()))
 
 
 @dataclass(frozen=True)
@@ -276,19 +289,9 @@ class ConversationUsage:
 
 
 def conversation_usage(session: Session, branch_id: int) -> ConversationUsage:
-    """`session_totals` and `branch_totals` at once: one query (the chat page's header)."""
-    on_branch = Q(branch_id=branch_id)
+    """The session's totals and those of one of its branches: one query (the chat page's
+    header)."""
     got = UsageRecord.objects.filter(session=session).aggregate(
-        i=Coalesce(Sum("input_tokens"), 0),
-        o=Coalesce(Sum("output_tokens"), 0),
-        c=Sum("cost"),
-        n=Count("id"),
-        bi=Coalesce(Sum("input_tokens", filter=on_branch), 0),
-        bo=Coalesce(Sum("output_tokens", filter=on_branch), 0),
-        bc=Sum("cost", filter=on_branch),
-        bn=Count("id", filter=on_branch),
+        **_sums(), **_sums("b", Q(branch_id=branch_id))
     )
-    return ConversationUsage(
-        Totals(int(got["i"]), int(got["o"]), got["c"] or ZERO, int(got["n"])),
-        Totals(int(got["bi"]), int(got["bo"]), got["bc"] or ZERO, int(got["bn"])),
-    )
+    return ConversationUsage(_totals_of(got), _totals_of(got, "b"))

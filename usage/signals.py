@@ -5,7 +5,7 @@ forgotten whenever a budget or a price is saved or deleted, however it was."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
@@ -19,12 +19,7 @@ KEEP_SECONDS = 300
 
 
 def any_budget() -> bool:
-    kept = cache.get(ANY_BUDGET)
-    if isinstance(kept, bool):
-        return kept
-    found = Budget.objects.exists()
-    cache.set(ANY_BUDGET, found, KEEP_SECONDS)
-    return found
+    return cast(bool, cache.get_or_set(ANY_BUDGET, Budget.objects.exists, KEEP_SECONDS))
 
 
 @receiver([post_save, post_delete], sender=Budget)
@@ -34,12 +29,17 @@ def budget_changed(**kwargs: Any) -> None:
 
 def prices() -> dict[str, tuple[Decimal, Decimal]]:
     """Each priced model's input and output price per million tokens."""
-    kept = cache.get(PRICES)
-    if isinstance(kept, dict):
-        return kept
-    found = {p.model: (p.input_per_million, p.output_per_million) for p in ModelPrice.objects.all()}
-    cache.set(PRICES, found, KEEP_SECONDS)
-    return found
+    return cast(
+        "dict[str, tuple[Decimal, Decimal]]",
+        cache.get_or_set(
+            PRICES,
+            lambda: {
+                p.model: (p.input_per_million, p.output_per_million)
+                for p in ModelPrice.objects.all()
+            },
+            KEEP_SECONDS,
+        ),
+    )
 
 
 @receiver([post_save, post_delete], sender=ModelPrice)
