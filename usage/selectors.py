@@ -9,7 +9,21 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import (
+    Case,
+    Count,
+    DateTimeField,
+    DecimalField,
+    F,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
@@ -109,35 +123,69 @@ def exempt(user: User, budget: Budget) -> bool:
     return user.is_staff and not budget.applies_to_administrators
 
 
-def budgets_for(user: User) -> list[Budget]:
-    """The budgets that bound `user`: their own and their groups' (one query; none while no
-    budget exists at all, as the cache says: usage.signals)."""
+def budgets_for(user: User, now: datetime | None = None) -> list[Budget]:
+    """The budgets that bound `user`: their own and their groups', each with what is used of
+    it now (`with_used_now`: one query; none while no budget exists at all, as the cache says:
+    usage.signals)."""
     if not any_budget():
         return []
-    found = Budget.objects.filter(Q(user=user) | Q(group__user=user)).select_related("group")
+    found = with_used_now(
+        Budget.objects.filter(Q(user=user) | Q(group__user=user)).select_related("group"),
+        now or timezone.now(),
+    )
     return [b for b in dict.fromkeys(found) if not exempt(user, b)]
 
 
-def _records_of(budget: Budget) -> QuerySet[UsageRecord]:
-    if budget.user_id is not None:
-        return UsageRecord.objects.filter(user_id=budget.user_id)
-    return UsageRecord.objects.filter(user__groups=budget.group_id)
+def _summed(records: QuerySet[UsageRecord], unit: str) -> Subquery:
+    """The records' tokens, or their cost, as one value (SUM without GROUP BY)."""
+    amount = F("input_tokens") + F("output_tokens") if unit == Budget.Unit.TOKENS else F("cost")
+    total = Func(amount, function="SUM", output_field=DecimalField(max_digits=30, decimal_places=9))
+    return Subquery(records.order_by().annotate(total=total).values("total")[:1])
 
 
-def used_of(budget: Budget, start: datetime) -> Decimal:
-    """What the budget's user, or its group's members together, used since `start`."""
-    got = totals(_records_of(budget).filter(created_at__gte=start))
-    return Decimal(got.tokens) if budget.unit == Budget.Unit.TOKENS else got.cost
+def with_used_now(budgets: QuerySet[Budget], now: datetime) -> QuerySet[Budget]:
+    """`budgets`, each annotated with `used_now`: what its user, or its group's members
+    together, used since its period (UTC day or month) began, in its unit; in the one query
+    that reads them (the turn's check, the admin's list)."""
+    day, month = (
+        period_bounds(Budget.Period.DAY, now)[0],
+        period_bounds(Budget.Period.MONTH, now)[0],
+    )
+    since = UsageRecord.objects.filter(created_at__gte=OuterRef("period_start"))
+    mine, theirs = since.filter(user=OuterRef("user")), since.filter(user__groups=OuterRef("group"))
+    used = {
+        unit: Case(
+            When(user__isnull=False, then=_summed(mine, unit)), default=_summed(theirs, unit)
+        )
+        for unit in Budget.Unit.values
+    }
+    return budgets.annotate(
+        period_start=Case(
+            When(period=Budget.Period.DAY, then=Value(day)),
+            default=Value(month),
+            output_field=DateTimeField(),
+        ),
+        used_now=Coalesce(
+            Case(
+                When(unit=Budget.Unit.TOKENS, then=used[Budget.Unit.TOKENS]),
+                default=used[Budget.Unit.COST],
+            ),
+            Value(ZERO),
+            output_field=DecimalField(max_digits=30, decimal_places=9),
+        ),
+    )
+
+
+def budget_state(budget: Budget, now: datetime) -> BudgetState:
+    """A budget read through `with_used_now`, with when its period ends."""
+    return BudgetState(budget, budget.used_now, period_bounds(budget.period, now)[1])  # type: ignore[attr-defined]
 
 
 def budget_states(user: User, now: datetime | None = None) -> list[BudgetState]:
     """Each budget that bounds `user`, with what is used of it in its period now, the most
-    used first."""
+    used first (one query)."""
     now = now or timezone.now()
-    states = []
-    for budget in budgets_for(user):
-        start, end = period_bounds(budget.period, now)
-        states.append(BudgetState(budget, used_of(budget, start), end))
+    states = [budget_state(budget, now) for budget in budgets_for(user, now)]
     return sorted(states, key=lambda s: -s.fraction)
 
 

@@ -29,7 +29,7 @@ from usage.models import (
     ModelPrice,
     UsageRecord,
 )
-from usage.selectors import BudgetState, period_bounds, used_of
+from usage.selectors import BudgetState, budget_state, with_used_now
 from usage.signals import prices
 
 PLACES = 6  # the decimal places the prices and limits keep
@@ -116,17 +116,10 @@ class WhoseFilter(admin.SimpleListFilter):
         return queryset
 
 
-_STATE = "_admin_budget_state"
-
-
 def state_now(budget: Budget) -> BudgetState:
-    """What is used of `budget` in its period now (read once per row of a page)."""
-    kept = budget.__dict__.get(_STATE)
-    if isinstance(kept, BudgetState):
-        return kept
-    start, end = period_bounds(budget.period, timezone.now())
-    state = budget.__dict__[_STATE] = BudgetState(budget, used_of(budget, start), end)
-    return state
+    """What is used of `budget` in its period now, as the list's query read it
+    (`BudgetAdmin.get_queryset`: usage.selectors.with_used_now)."""
+    return budget_state(budget, timezone.now())
 
 
 @admin.register(Budget)
@@ -147,6 +140,10 @@ class BudgetAdmin(admin.ModelAdmin):
     list_select_related = ("user", "group")
     search_fields = ("user__username", "group__name")
     autocomplete_fields = ("user",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Budget]:
+        # What each budget has used now, in the list's own query (no query per row).
+        return with_used_now(super().get_queryset(request), timezone.now())
 
     @admin.display(description="For")
     def whose(self, budget: Budget) -> str:

@@ -224,3 +224,24 @@ def test_the_record_is_read_only_even_to_a_superuser(admin_client_, alice, sessi
     admin_client_.post(RECORDS, {"action": "delete_selected", "_selected_action": record.pk})
     record.refresh_from_db()
     assert record.input_tokens == 5
+
+
+def test_the_budgets_list_reads_what_each_used_in_its_own_query(admin_client_, django_user_model):
+    """No query per row: `used now` comes with the list (usage.selectors.with_used_now)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def listed(count: int) -> tuple[int, str]:
+        for i in range(count):
+            user = django_user_model.objects.create_user(f"spender{Budget.objects.count()}-{i}")
+            Budget.objects.create(user=user, period="day", unit="tokens", limit=Decimal(100))
+            usage_record(user_id=user.pk, model="m", input_tokens=30, output_tokens=10)
+        with CaptureQueriesContext(connection) as ctx:
+            page = admin_client_.get(BUDGETS)
+        assert page.status_code == 200
+        return len(ctx.captured_queries), page.content.decode()
+
+    one, _ = listed(1)
+    more, page = listed(5)
+    assert more == one
+    assert page.count("40 tokens (40%)") == 6
